@@ -1,0 +1,316 @@
+//! The HTTP front: one axum handler that parses the path, negotiates bodies, dispatches to
+//! the object operations and renders results and `Status` errors.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::ApiServer;
+use crate::discovery;
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::objects::decode_json;
+use crate::patch::PatchType;
+use crate::registry::ResourceType;
+use crate::request::{DeleteOptions, ObjectPath, Params, Route, WriteOptions, parse_route};
+use crate::watch;
+
+pub fn router(server: ApiServer) -> Router {
+    Router::new().fallback(handle).with_state(server)
+}
+
+async fn handle(State(server): State<ApiServer>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let params = Params::parse(parts.uri.query());
+    let result = match read_body(&server, body).await {
+        Ok(body) => {
+            dispatch(
+                &server,
+                &parts.method,
+                parts.uri.path(),
+                &parts.headers,
+                &params,
+                body,
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(response) => response,
+        Err(e) => {
+            tracing::debug!(method = %parts.method, path = %parts.uri.path(), code = e.code, reason = e.reason, "request failed");
+            e.into_response()
+        }
+    }
+}
+
+async fn read_body(server: &ApiServer, body: Body) -> ApiResult<Bytes> {
+    let limit = server.config().max_body_bytes;
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ApiError::too_large(limit))
+        }
+        Err(e) => Err(ApiError::bad_request(format!(
+            "reading the request body failed: {e}"
+        ))),
+    }
+}
+
+pub fn json_response(status: StatusCode, body: impl Into<Body>) -> Response {
+    let mut response = (status, body.into()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn json_value(status: StatusCode, value: &impl Serialize) -> Response {
+    json_response(status, serde_json::to_vec(value).unwrap_or_default())
+}
+
+async fn dispatch(
+    server: &ApiServer,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    params: &Params,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let route = parse_route(path).ok_or_else(ApiError::path_not_found)?;
+    let registry = server.registry();
+    let found = |doc: Option<Value>| {
+        doc.map(|d| json_value(StatusCode::OK, &d))
+            .ok_or_else(ApiError::path_not_found)
+    };
+    if !matches!(route, Route::Object(_)) && method != Method::GET {
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        )));
+    }
+    match route {
+        Route::Version => Ok(json_value(StatusCode::OK, &discovery::version())),
+        Route::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Route::CoreVersions => Ok(json_value(StatusCode::OK, &discovery::core_versions())),
+        Route::Groups => Ok(json_value(StatusCode::OK, &discovery::groups(registry))),
+        Route::Group(group) => found(discovery::group(registry, &group)),
+        Route::Resources { group, version } => {
+            found(discovery::resources(registry, &group, &version))
+        }
+        Route::OpenApiV3Root => Ok(json_value(
+            StatusCode::OK,
+            &discovery::openapi_index(registry),
+        )),
+        Route::OpenApiV3 { path } => found(discovery::openapi_document(registry, &path)),
+        Route::Object(target) => {
+            object_request(server, method, headers, params, &target, body).await
+        }
+    }
+}
+
+/// Resolve the resource a path names, rejecting scope and subresource mismatches.
+fn resolve(server: &ApiServer, target: &ObjectPath) -> ApiResult<Arc<ResourceType>> {
+    let rt = server
+        .registry()
+        .get(&target.group, &target.version, &target.plural)
+        .ok_or_else(ApiError::path_not_found)?;
+    if target.namespace.is_some() && !rt.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    let sub_ok = match target.subresource.as_deref() {
+        None => true,
+        Some("status") => rt.status_subresource,
+        Some("scale") => rt.scale.is_some(),
+        Some("finalize") => rt.group.is_empty() && rt.plural == "namespaces",
+        Some(_) => false,
+    };
+    if !sub_ok {
+        return Err(ApiError::path_not_found());
+    }
+    Ok(rt)
+}
+
+/// Decode a request body by its Content-Type (none means JSON, as the Python client sends).
+fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+    let content_type = content_type(headers);
+    match content_type.as_str() {
+        "" | "application/json" | "*/*" => decode_json(body),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            let value: Value = serde_yaml::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("couldn't decode the request body as YAML: {e}"))
+            })?;
+            if !value.is_object() {
+                return Err(ApiError::bad_request("the request body must be an object"));
+            }
+            Ok(value)
+        }
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+fn written_response(status: StatusCode, written: crate::objects::Written) -> Response {
+    let mut response = json_response(status, written.object);
+    for warning in written.warnings {
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - {:?}", warning)) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
+}
+
+async fn object_request(
+    server: &ApiServer,
+    method: &Method,
+    headers: &HeaderMap,
+    params: &Params,
+    target: &ObjectPath,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let rt = resolve(server, target)?;
+    let ns = target.namespace.as_deref();
+    let sub = target.subresource.as_deref();
+    let name = target.name.as_deref();
+    let write_options = || WriteOptions::from_params(params);
+    match (method.clone(), name) {
+        (Method::GET, None) if params.flag("watch") => watch_response(server, rt, ns, None, params),
+        (Method::GET, Some(name)) if params.flag("watch") => {
+            watch_response(server, rt, ns, Some(name), params)
+        }
+        (Method::GET, None) => Ok(json_response(StatusCode::OK, server.list(&rt, ns, params)?)),
+        (Method::GET, Some(name)) if sub == Some("scale") => Ok(json_value(
+            StatusCode::OK,
+            &server.get_scale(&rt, ns, name)?,
+        )),
+        (Method::GET, Some(name)) => Ok(json_response(
+            StatusCode::OK,
+            server.get(&rt, ns, name, params)?,
+        )),
+        (Method::POST, None) => {
+            let obj = decode_body(headers, &body)?;
+            let written = server.create(&rt, ns, obj, &write_options()?).await?;
+            Ok(written_response(StatusCode::CREATED, written))
+        }
+        (Method::PUT, Some(name)) if sub == Some("scale") => {
+            let obj = decode_body(headers, &body)?;
+            Ok(json_value(
+                StatusCode::OK,
+                &server
+                    .update_scale(&rt, ns, name, obj, &write_options()?)
+                    .await?,
+            ))
+        }
+        (Method::PUT, Some(name)) => {
+            let obj = decode_body(headers, &body)?;
+            let written = server
+                .update(&rt, ns, name, sub, obj, &write_options()?)
+                .await?;
+            Ok(written_response(StatusCode::OK, written))
+        }
+        (Method::PATCH, Some(name)) => {
+            let ct = content_type(headers);
+            let patch_type = PatchType::from_content_type(&ct)
+                .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+            let written = server
+                .patch(&rt, ns, name, sub, patch_type, &body, &write_options()?)
+                .await?;
+            let status = if written.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(written_response(status, written))
+        }
+        (Method::DELETE, name) => {
+            let options_body = if body.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                Some(decode_json(&body)?)
+            };
+            let options = DeleteOptions::parse(options_body.as_ref(), params)?;
+            match name {
+                None => Ok(json_response(
+                    StatusCode::OK,
+                    server.delete_collection(&rt, ns, params, &options).await?,
+                )),
+                Some(name) => {
+                    let (object, gone) = server.delete(&rt, ns, name, &options).await?;
+                    if gone && !rt.builtin {
+                        return Ok(json_value(
+                            StatusCode::OK,
+                            &deleted_status(&rt, name, &object),
+                        ));
+                    }
+                    Ok(json_response(StatusCode::OK, object))
+                }
+            }
+        }
+        (_, None) | (Method::POST, Some(_)) => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        ))),
+        _ => Err(ApiError::method_not_allowed(format!(
+            "method {method} is not supported"
+        ))),
+    }
+}
+
+/// The `Status` kube-apiserver returns when a custom resource is deleted at once.
+fn deleted_status(rt: &ResourceType, name: &str, object: &[u8]) -> Value {
+    let uid = serde_json::from_slice::<Value>(object)
+        .ok()
+        .and_then(|o| meta::uid(&o).map(str::to_string))
+        .unwrap_or_default();
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": name, "group": rt.group, "kind": rt.plural, "uid": uid},
+    })
+}
+
+fn watch_response(
+    server: &ApiServer,
+    rt: Arc<ResourceType>,
+    ns: Option<&str>,
+    name: Option<&str>,
+    params: &Params,
+) -> ApiResult<Response> {
+    let stream = watch::start(server, rt, ns, name, params)?;
+    let mut response = Response::new(Body::from_stream(stream.into_stream()));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(response)
+}

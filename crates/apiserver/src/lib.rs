@@ -1,0 +1,185 @@
+//! steady's Kubernetes-compatible API server.
+//!
+//! Owns the semantics of the Kubernetes API over [`steady_store`]: the resource registry
+//! (built-in kinds and kinds registered live by CustomResourceDefinitions), discovery,
+//! validation and defaulting, get/list/watch/create/update/patch/delete with Kubernetes'
+//! resourceVersion, generation, status and finalizer rules, the garbage collector, namespace
+//! lifecycle, `Status` errors, and the transports: an axum [`axum::Router`] served over HTTPS
+//! with bearer-token auth ([`tls`]), and the same Router wired into a [`kube::Client`] with no
+//! socket at all ([`ApiServer::client`]).
+//!
+//! It must not know about controllers, operators or the simulator: those sit above it and
+//! talk to it only through the Kubernetes API.
+
+pub mod auth;
+mod controllers;
+mod crd;
+mod discovery;
+pub mod error;
+mod http_api;
+pub mod kubeconfig;
+pub mod meta;
+mod objects;
+pub mod patch;
+pub mod registry;
+pub mod request;
+pub mod schema;
+pub mod selector;
+pub mod tls;
+mod watch;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use steady_store::Store;
+use tokio::task::JoinHandle;
+
+pub use error::{ApiError, ApiResult};
+pub use registry::Registry;
+
+/// Source of wall-clock time for timestamps. The simulator supplies a deterministic one.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// Tunables of the API server.
+#[derive(Clone)]
+pub struct Config {
+    /// Largest accepted request body (kube-apiserver: 3 MiB).
+    pub max_body_bytes: usize,
+    /// How often a quiet watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// Seed for generated names and uids; `None` draws one from the OS.
+    pub seed: Option<u64>,
+    pub clock: Clock,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(60),
+            seed: None,
+            clock: Arc::new(Utc::now),
+        }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("bookmark_interval", &self.bookmark_interval)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The API server: cheap to clone, every clone serves the same store.
+#[derive(Clone)]
+pub struct ApiServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    registry: Registry,
+    config: Config,
+    rng: Mutex<StdRng>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl ApiServer {
+    /// Serve `store`: registers the CRDs it holds, makes sure the default namespaces exist
+    /// and starts the garbage collector and namespace controller.
+    pub async fn start(store: Store, config: Config) -> ApiResult<ApiServer> {
+        let rng = match config.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_os_rng(),
+        };
+        let server = ApiServer {
+            inner: Arc::new(Inner {
+                store,
+                registry: Registry::default(),
+                config,
+                rng: Mutex::new(rng),
+                tasks: Mutex::new(Vec::new()),
+            }),
+        };
+        crd::register_stored(&server)?;
+        objects::ensure_default_namespaces(&server).await?;
+        let tasks = controllers::spawn_all(&server);
+        server.tasks().extend(tasks);
+        Ok(server)
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The HTTP API as an axum Router, without authentication (see [`auth`]).
+    pub fn router(&self) -> axum::Router {
+        http_api::router(self.clone())
+    }
+
+    /// A `kube::Client` that calls the Router directly: no socket, no TLS, no token.
+    pub fn client(&self) -> kube::Client {
+        let service = tower::ServiceBuilder::new()
+            .map_request(|r: http::Request<kube::client::Body>| r.map(axum::body::Body::new))
+            .service(self.router());
+        kube::Client::new(service, "default")
+    }
+
+    /// Stop background controllers and the store. Open watches end.
+    pub async fn shutdown(&self) {
+        for task in self.tasks().drain(..) {
+            task.abort();
+        }
+        self.inner.store.shutdown().await;
+    }
+
+    fn tasks(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn now(&self) -> DateTime<Utc> {
+        (self.inner.config.clock)()
+    }
+
+    /// RFC 3339 with seconds, as Kubernetes writes `metav1.Time`.
+    pub(crate) fn timestamp(&self) -> String {
+        self.now().to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    pub(crate) fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut rng)
+    }
+
+    pub(crate) fn new_uid(&self) -> String {
+        let bytes: [u8; 16] = self.with_rng(|rng| rng.random());
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .hyphenated()
+            .to_string()
+    }
+
+    /// Five characters from the alphabet kube-apiserver uses for `generateName`.
+    pub(crate) fn name_suffix(&self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        self.with_rng(|rng| {
+            (0..5)
+                .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+                .collect()
+        })
+    }
+}

@@ -1,0 +1,1293 @@
+//! The object operations: get, list, create, update, patch, delete, with Kubernetes'
+//! rules for metadata, generation, the status and scale subresources, finalizers and
+//! graceful deletion. HTTP-free, so the controllers inside the server use them too.
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use steady_store::{ListOptions, Object, Revision, StoreError};
+
+use crate::ApiServer;
+use crate::crd;
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{self, NameRule};
+use crate::patch::{self, PatchError, PatchType};
+use crate::registry::ResourceType;
+use crate::request::{DeleteOptions, FieldValidation, Params, Propagation, WriteOptions};
+use crate::schema;
+use crate::selector::{FieldSelector, LabelSelector};
+
+/// The result of a write: the object as stored (or as it would be, on a dry run).
+#[derive(Debug)]
+pub struct Written {
+    pub object: Bytes,
+    pub created: bool,
+    pub warnings: Vec<String>,
+}
+
+/// How many times a patch or delete re-reads after losing a race to a concurrent writer.
+const CONFLICT_RETRIES: usize = 8;
+
+pub const FINALIZER_ORPHAN: &str = "orphan";
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+pub const DEFAULT_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+pub fn decode_json(body: &[u8]) -> ApiResult<Value> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "couldn't decode the request body as JSON: {e} (line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+fn parse_stored(object: &Object) -> ApiResult<Value> {
+    serde_json::from_slice(&object.value)
+        .map_err(|e| ApiError::internal(format!("stored object {} is corrupt: {e}", object.key)))
+}
+
+fn to_bytes(value: &Value) -> ApiResult<Bytes> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::internal(format!("encoding failed: {e}")))
+}
+
+/// A stored object as the client's version of its kind: rewrites `apiVersion` when the
+/// object was written through another served version of the same CRD.
+pub fn present(rt: &ResourceType, stored: Bytes) -> ApiResult<Bytes> {
+    let expected = format!("{{\"apiVersion\":\"{}\"", rt.api_version());
+    if stored.starts_with(expected.as_bytes()) {
+        return Ok(stored);
+    }
+    let mut value: Value = serde_json::from_slice(&stored)
+        .map_err(|e| ApiError::internal(format!("stored object is corrupt: {e}")))?;
+    value["apiVersion"] = Value::String(rt.api_version());
+    to_bytes(&value)
+}
+
+impl ApiServer {
+    fn namespace_key(&self, name: &str) -> String {
+        format!("/core/namespaces/{name}")
+    }
+
+    /// A namespaced write needs an existing, non-terminating namespace.
+    async fn check_namespace_for_create(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+    ) -> ApiResult<()> {
+        if !rt.namespaced {
+            return Ok(());
+        }
+        let ns =
+            ns.ok_or_else(|| ApiError::bad_request("a namespace is required for this resource"))?;
+        let stored = self
+            .store()
+            .get(&self.namespace_key(ns), None)
+            .map_err(|e| ApiError::from_store(e, "namespaces", ns))?
+            .ok_or_else(|| ApiError::not_found("namespaces", ns))?;
+        let namespace = parse_stored(&stored)?;
+        if meta::deletion_timestamp(&namespace).is_some() {
+            return Err(ApiError::forbidden(format!(
+                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                rt.qualified_name(),
+                "",
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn get_stored(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> ApiResult<Object> {
+        self.store()
+            .get(&rt.key(ns, name), None)
+            .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?
+            .ok_or_else(|| ApiError::not_found(&rt.qualified_name(), name))
+    }
+
+    pub(crate) fn get_value(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> ApiResult<(Value, Revision)> {
+        let stored = self.get_stored(rt, ns, name)?;
+        Ok((parse_stored(&stored)?, stored.revision))
+    }
+
+    /// GET of one object (`resourceVersion` "", "0" or not-older-than N).
+    pub fn get(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        params: &Params,
+    ) -> ApiResult<Bytes> {
+        if let Some(rv) = params.non_empty("resourceVersion").filter(|rv| *rv != "0") {
+            let wanted = parse_revision(rv)?;
+            let current = self.store().revision();
+            if wanted > current {
+                return Err(ApiError::from_store(
+                    StoreError::TooLarge {
+                        requested: wanted,
+                        current,
+                    },
+                    &rt.qualified_name(),
+                    name,
+                ));
+            }
+        }
+        let stored = self.get_stored(rt, ns, name)?;
+        present(rt, stored.value)
+    }
+
+    /// LIST with selectors, paging and Kubernetes' resourceVersion semantics.
+    pub fn list(&self, rt: &ResourceType, ns: Option<&str>, params: &Params) -> ApiResult<Bytes> {
+        let labels = LabelSelector::parse(params.get("labelSelector").unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = FieldSelector::parse(
+            params.get("fieldSelector").unwrap_or(""),
+            &rt.field_selectors(),
+        )
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let limit = match params.number("limit")? {
+            Some(n) if n > 0 => Some(n as usize),
+            _ => None,
+        };
+        let continue_token = params
+            .non_empty("continue")
+            .map(ContinueToken::decode)
+            .transpose()?;
+        let at = list_revision(params, continue_token.as_ref(), self.store().revision())?;
+        let prefix = rt.list_prefix(ns);
+        let filter = selector_filter(labels, fields);
+        let options = ListOptions {
+            at,
+            start_after: continue_token.as_ref().map(|t| t.start.as_str()),
+            limit,
+        };
+        let page = self.store().list(&prefix, &options, &filter).map_err(|e| match e {
+            StoreError::Expired { .. } if continue_token.is_some() => ApiError::expired(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue value from the response to get a consistent snapshot.",
+            ),
+            other => ApiError::from_store(other, &rt.qualified_name(), ""),
+        })?;
+        let continue_value = page.next_key.as_ref().map(|key| {
+            ContinueToken {
+                revision: page.revision,
+                start: key.to_string(),
+            }
+            .encode()
+        });
+        let mut metadata = json!({"resourceVersion": page.revision.to_string()});
+        if let Some(token) = continue_value {
+            metadata["continue"] = Value::String(token);
+        }
+        let items = page
+            .items
+            .into_iter()
+            .map(|o| present(rt, o.value))
+            .collect::<ApiResult<Vec<Bytes>>>()?;
+        Ok(list_body(
+            &rt.list_kind(),
+            &rt.api_version(),
+            &metadata,
+            &items,
+        ))
+    }
+
+    /// POST: create an object in `ns` (None for cluster-scoped kinds).
+    pub async fn create(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        check_type(rt, &mut obj)?;
+        let ns = self.resolve_namespace(rt, ns, &obj)?;
+        let name = self.resolve_name(rt, &mut obj)?;
+        self.check_namespace_for_create(rt, ns.as_deref()).await?;
+        if meta::resource_version(&obj).is_some() {
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let now = self.timestamp();
+        {
+            let m = meta::metadata_mut(&mut obj);
+            m.insert("uid".into(), Value::String(self.new_uid()));
+            m.insert("creationTimestamp".into(), Value::String(now));
+            m.insert("generation".into(), json!(1));
+            m.remove("deletionTimestamp");
+            m.remove("deletionGracePeriodSeconds");
+            m.remove("generateName").filter(|_| false);
+            if let Some(ns) = &ns {
+                m.insert("namespace".into(), Value::String(ns.clone()));
+            }
+        }
+        if rt.status_subresource && !rt.builtin {
+            obj.as_object_mut().map(|o| o.remove("status"));
+        }
+        let mut warnings = Vec::new();
+        self.admit(rt, None, &mut obj, opts, &mut warnings)?;
+        if opts.dry_run {
+            return Ok(Written {
+                object: to_bytes(&obj)?,
+                created: true,
+                warnings,
+            });
+        }
+        let key = rt.key(ns.as_deref(), &name);
+        let stored = self
+            .store()
+            .create(&key, obj)
+            .await
+            .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
+        self.after_commit(rt, &stored.value);
+        Ok(Written {
+            object: present(rt, stored.value)?,
+            created: true,
+            warnings,
+        })
+    }
+
+    fn resolve_namespace(
+        &self,
+        rt: &ResourceType,
+        url_ns: Option<&str>,
+        obj: &Value,
+    ) -> ApiResult<Option<String>> {
+        if !rt.namespaced {
+            return Ok(None);
+        }
+        let body_ns = meta::namespace(obj);
+        match (url_ns, body_ns) {
+            (Some(u), Some(b)) if u != b => Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )),
+            (Some(u), _) => Ok(Some(u.to_string())),
+            (None, Some(b)) => Ok(Some(b.to_string())),
+            (None, None) => Err(ApiError::bad_request(
+                "a namespace is required for this resource",
+            )),
+        }
+    }
+
+    fn resolve_name(&self, rt: &ResourceType, obj: &mut Value) -> ApiResult<String> {
+        let rule = NameRule::for_kind(&rt.group, &rt.plural);
+        let name = match meta::name(obj) {
+            Some(name) => name.to_string(),
+            None => match meta::meta_str(obj, "generateName").filter(|g| !g.is_empty()) {
+                Some(prefix) => {
+                    let max_prefix = 58.min(prefix.len());
+                    let name = format!(
+                        "{}{}",
+                        &prefix[..floor_char_boundary(prefix, max_prefix)],
+                        self.name_suffix()
+                    );
+                    meta::metadata_mut(obj).insert("name".into(), Value::String(name.clone()));
+                    name
+                }
+                None => String::new(),
+            },
+        };
+        if let Some(err) = meta::validate_name(&name, rule) {
+            return Err(ApiError::invalid(&rt.kind, &name, &[err]));
+        }
+        Ok(name)
+    }
+
+    /// Defaulting, pruning and validation every write goes through.
+    fn admit(
+        &self,
+        rt: &ResourceType,
+        old: Option<&Value>,
+        obj: &mut Value,
+        opts: &WriteOptions,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<()> {
+        if let Some(schema) = &rt.schema {
+            let unknown = schema::prune(obj, schema);
+            match opts.field_validation {
+                FieldValidation::Strict if !unknown.is_empty() => {
+                    let fields: Vec<String> = unknown
+                        .iter()
+                        .map(|f| format!("unknown field \"{f}\""))
+                        .collect();
+                    return Err(ApiError::bad_request(format!(
+                        "{} in body is invalid: strict decoding error: {}",
+                        rt.kind,
+                        fields.join(", ")
+                    )));
+                }
+                FieldValidation::Warn => {
+                    warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")))
+                }
+                _ => {}
+            }
+            schema::apply_defaults(obj, schema);
+            let errors = schema::validate(obj, schema);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(
+                    &rt.kind,
+                    meta::name(obj).unwrap_or(""),
+                    &errors,
+                ));
+            }
+        }
+        if rt.builtin {
+            builtin_defaults(self, rt, old, obj)?;
+        }
+        if rt.crd_name.is_none() && rt.group == "apiextensions.k8s.io" {
+            crd::prepare(self, obj, old)?;
+        }
+        Ok(())
+    }
+
+    /// Side effects of a committed write that must be visible before the response:
+    /// a CRD's kinds are served as soon as its create or update returns.
+    fn after_commit(&self, rt: &ResourceType, stored: &Bytes) {
+        if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
+            if let Ok(value) = serde_json::from_slice::<Value>(stored) {
+                crd::register(self, &value);
+            }
+        }
+    }
+
+    fn after_delete(&self, rt: &ResourceType, name: &str) {
+        if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
+            crd::unregister(self, name);
+        }
+    }
+
+    /// PUT, on the object or its `status` subresource.
+    pub async fn update(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        check_type(rt, &mut obj)?;
+        match meta::name(&obj) {
+            Some(n) if n != name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {}
+        }
+        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&obj), ns) {
+            if rt.namespaced && body_ns != url_ns {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+        let stored = self.get_stored(rt, ns, name)?;
+        if let Some(rv) = meta::resource_version(&obj) {
+            if parse_revision(rv)? != stored.revision {
+                return Err(ApiError::modified(&rt.qualified_name(), name));
+            }
+        }
+        let old = parse_stored(&stored)?;
+        self.commit_update(rt, ns, name, sub, &old, stored.revision, obj, opts)
+            .await
+    }
+
+    /// Apply the update rules to `new` against `old` (at revision `rev`) and store it.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_update(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        old: &Value,
+        rev: Revision,
+        new: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let mut new = match sub {
+            Some("status") => with_status_of(old, &new),
+            Some(other) if other != "finalize" => {
+                return Err(ApiError::path_not_found());
+            }
+            _ if rt.status_subresource => with_status_of(&new, old),
+            _ => new,
+        };
+        if sub == Some("finalize") {
+            // Only spec.finalizers of a namespace may change through /finalize.
+            let finalizers = new.pointer("/spec/finalizers").cloned();
+            new = old.clone();
+            match finalizers {
+                Some(f) => new["spec"]["finalizers"] = f,
+                None => {
+                    new.get_mut("spec")
+                        .and_then(Value::as_object_mut)
+                        .map(|s| s.remove("finalizers"));
+                }
+            }
+        }
+        keep_server_fields(old, &mut new);
+        if meta::spec_part(old) != meta::spec_part(&new) {
+            meta::metadata_mut(&mut new)
+                .insert("generation".into(), json!(meta::generation(old) + 1));
+        }
+        if meta::deletion_timestamp(old).is_some() {
+            let old_finalizers = meta::finalizers(old);
+            if let Some(added) = meta::finalizers(&new)
+                .into_iter()
+                .find(|f| !old_finalizers.contains(f))
+            {
+                return Err(ApiError::unprocessable(format!(
+                    "{} \"{name}\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [\"{added}\"]",
+                    rt.kind
+                )));
+            }
+        }
+        let mut warnings = Vec::new();
+        self.admit(rt, Some(old), &mut new, opts, &mut warnings)?;
+        meta::metadata_mut(&mut new)
+            .insert("resourceVersion".into(), Value::String(rev.to_string()));
+        if meta::same_content(old, &new) {
+            return Ok(Written {
+                object: present(rt, to_bytes(old)?)?,
+                created: false,
+                warnings,
+            });
+        }
+        if opts.dry_run {
+            return Ok(Written {
+                object: to_bytes(&new)?,
+                created: false,
+                warnings,
+            });
+        }
+        let key = rt.key(ns, name);
+        if deletion_complete(&new) {
+            let stored = self
+                .store()
+                .delete(&key, Some(rev))
+                .await
+                .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
+            self.after_delete(rt, name);
+            return Ok(Written {
+                object: present(rt, stored.value)?,
+                created: false,
+                warnings,
+            });
+        }
+        let stored = self
+            .store()
+            .update(&key, new, Some(rev))
+            .await
+            .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
+        self.after_commit(rt, &stored.value);
+        Ok(Written {
+            object: present(rt, stored.value)?,
+            created: false,
+            warnings,
+        })
+    }
+
+    /// PATCH of any type, on the object or a subresource; apply-patch creates when missing.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        patch_type: PatchType,
+        body: &[u8],
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        if patch_type == PatchType::StrategicMerge && !rt.builtin {
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json",
+            ));
+        }
+        if patch_type == PatchType::Apply && opts.field_manager.is_none() {
+            return Err(ApiError::bad_request(
+                "PATCH /apply requires a non-empty fieldManager query parameter",
+            ));
+        }
+        if sub == Some("scale") {
+            return self.patch_scale(rt, ns, name, patch_type, body, opts).await;
+        }
+        for _ in 0..CONFLICT_RETRIES {
+            let stored = match self.get_stored(rt, ns, name) {
+                Ok(stored) => stored,
+                Err(e) if e.code == 404 && patch_type == PatchType::Apply && sub.is_none() => {
+                    let applied = patch::apply_patch(patch_type, &rt.kind, &Value::Null, body)
+                        .map_err(patch_error)?;
+                    let mut applied = applied;
+                    meta::metadata_mut(&mut applied)
+                        .insert("name".into(), Value::String(name.to_string()));
+                    return match self.create(rt, ns, applied, opts).await {
+                        Err(e) if e.reason == "AlreadyExists" => continue,
+                        other => other,
+                    };
+                }
+                Err(e) => return Err(e),
+            };
+            let old = parse_stored(&stored)?;
+            let new = patch::apply_patch(patch_type, &rt.kind, &old, body).map_err(patch_error)?;
+            if !new.is_object() {
+                return Err(ApiError::unprocessable(
+                    "the patched object is not a JSON object",
+                ));
+            }
+            let requested_rv = meta::resource_version(&new).map(str::to_string);
+            if let Some(rv) = &requested_rv {
+                if parse_revision(rv)? != stored.revision {
+                    return Err(ApiError::modified(&rt.qualified_name(), name));
+                }
+            }
+            let mut new = new;
+            check_type(rt, &mut new)?;
+            if meta::name(&new) != Some(name) {
+                return Err(ApiError::bad_request(
+                    "metadata.name cannot be changed by a patch",
+                ));
+            }
+            match self
+                .commit_update(rt, ns, name, sub, &old, stored.revision, new, opts)
+                .await
+            {
+                Err(e) if e.reason == "Conflict" && requested_rv.is_none() => continue,
+                other => return other,
+            }
+        }
+        Err(ApiError::modified(&rt.qualified_name(), name))
+    }
+
+    /// DELETE of one object, with preconditions, finalizers, propagation and grace periods.
+    pub async fn delete(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<(Bytes, bool)> {
+        for _ in 0..CONFLICT_RETRIES {
+            let stored = self.get_stored(rt, ns, name)?;
+            let mut obj = parse_stored(&stored)?;
+            check_preconditions(rt, name, &obj, stored.revision, opts)?;
+            if opts.dry_run {
+                return Ok((present(rt, stored.value)?, false));
+            }
+            let propagation = opts.propagation.unwrap_or(Propagation::Background);
+            let mut finalizers = meta::finalizers(&obj);
+            let extra = match propagation {
+                Propagation::Foreground => Some(FINALIZER_FOREGROUND),
+                Propagation::Orphan => Some(FINALIZER_ORPHAN),
+                Propagation::Background => None,
+            };
+            if let Some(f) = extra.filter(|f| !finalizers.iter().any(|x| x == f)) {
+                if meta::deletion_timestamp(&obj).is_none() || !finalizers.is_empty() {
+                    finalizers.push(f.to_string());
+                }
+            }
+            let grace = grace_period(rt, &obj, opts);
+            let namespace_finalizing = rt.group.is_empty()
+                && rt.plural == "namespaces"
+                && obj
+                    .pointer("/spec/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty());
+            let key = rt.key(ns, name);
+            if finalizers.is_empty() && grace == 0 && !namespace_finalizing {
+                let result = self.store().delete(&key, Some(stored.revision)).await;
+                match result {
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), name)),
+                    Ok(deleted) => {
+                        self.after_delete(rt, name);
+                        return Ok((present(rt, deleted.value)?, true));
+                    }
+                }
+            }
+            let already_deleting = meta::deletion_timestamp(&obj).is_some();
+            let now = self.now();
+            let deadline = (now + chrono::Duration::seconds(grace))
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let previous_grace = obj
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64);
+            {
+                let m = meta::metadata_mut(&mut obj);
+                if !already_deleting || previous_grace.is_some_and(|p| grace < p) {
+                    m.insert("deletionTimestamp".into(), Value::String(deadline));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                }
+            }
+            meta::set_finalizers(&mut obj, &finalizers);
+            if namespace_finalizing {
+                obj["status"] = json!({"phase": "Terminating"});
+            }
+            let old = parse_stored(&stored)?;
+            if meta::same_content(&old, &obj) {
+                return Ok((present(rt, stored.value)?, false));
+            }
+            match self.store().update(&key, obj, Some(stored.revision)).await {
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), name)),
+                Ok(updated) => return Ok((present(rt, updated.value)?, false)),
+            }
+        }
+        Err(ApiError::modified(&rt.qualified_name(), name))
+    }
+
+    /// DELETE on a collection: deletes every selected object; returns the list of them.
+    pub async fn delete_collection(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        params: &Params,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Bytes> {
+        let mut list_params = params.clone();
+        list_params = Params::parse(Some(&format!(
+            "labelSelector={}&fieldSelector={}",
+            encode(list_params.get("labelSelector").unwrap_or("")),
+            encode(list_params.get("fieldSelector").unwrap_or(""))
+        )));
+        let listed: Value = serde_json::from_slice(&self.list(rt, ns, &list_params)?)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let mut deleted = Vec::new();
+        for item in listed["items"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let (Some(name), item_ns) = (meta::name(item), meta::namespace(item)) else {
+                continue;
+            };
+            match self.delete(rt, item_ns, name, opts).await {
+                Ok((bytes, _)) => deleted.push(bytes),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let metadata = json!({"resourceVersion": self.store().revision().to_string()});
+        Ok(list_body(
+            &rt.list_kind(),
+            &rt.api_version(),
+            &metadata,
+            &deleted,
+        ))
+    }
+
+    /// GET of the scale subresource.
+    pub fn get_scale(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> ApiResult<Value> {
+        let scale = rt.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
+        let (obj, _) = self.get_value(rt, ns, name)?;
+        Ok(scale_of(&obj, scale))
+    }
+
+    /// PUT of the scale subresource: only `spec.replicas` is taken from the Scale.
+    pub async fn update_scale(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Value> {
+        let scale = rt.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
+        let stored = self.get_stored(rt, ns, name)?;
+        if let Some(rv) = body
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            if parse_revision(rv)? != stored.revision {
+                return Err(ApiError::modified(&rt.qualified_name(), name));
+            }
+        }
+        let old = parse_stored(&stored)?;
+        let written = self
+            .write_replicas(rt, ns, name, scale, &old, stored.revision, &body, opts)
+            .await?;
+        let obj: Value = serde_json::from_slice(&written.object)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(scale_of(&obj, scale))
+    }
+
+    async fn patch_scale(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        patch_type: PatchType,
+        body: &[u8],
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let scale = rt.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
+        for _ in 0..CONFLICT_RETRIES {
+            let stored = self.get_stored(rt, ns, name)?;
+            let old = parse_stored(&stored)?;
+            let current = scale_of(&old, scale);
+            let patched =
+                patch::apply_patch(patch_type, "Scale", &current, body).map_err(patch_error)?;
+            match self
+                .write_replicas(rt, ns, name, scale, &old, stored.revision, &patched, opts)
+                .await
+            {
+                Err(e) if e.reason == "Conflict" => continue,
+                Err(e) => return Err(e),
+                Ok(written) => {
+                    let obj: Value = serde_json::from_slice(&written.object)
+                        .map_err(|e| ApiError::internal(e.to_string()))?;
+                    return Ok(Written {
+                        object: to_bytes(&scale_of(&obj, scale))?,
+                        created: false,
+                        warnings: written.warnings,
+                    });
+                }
+            }
+        }
+        Err(ApiError::modified(&rt.qualified_name(), name))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn write_replicas(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        scale: &crate::registry::ScaleSubresource,
+        old: &Value,
+        rev: Revision,
+        scale_body: &Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let replicas = scale_body
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| {
+                ApiError::unprocessable(
+                    "Scale.spec.replicas: Required value: an integer is required",
+                )
+            })?;
+        if replicas < 0 {
+            return Err(ApiError::unprocessable(format!(
+                "Scale.autoscaling \"{name}\" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"
+            )));
+        }
+        let mut new = old.clone();
+        set_path(&mut new, &scale.spec_replicas_path, json!(replicas));
+        self.commit_update(rt, ns, name, None, old, rev, new, opts)
+            .await
+    }
+}
+
+/// Create the namespaces every cluster starts with.
+pub async fn ensure_default_namespaces(server: &ApiServer) -> ApiResult<()> {
+    let Some(rt) = server.registry().builtin("", "namespaces") else {
+        return Ok(());
+    };
+    for name in DEFAULT_NAMESPACES {
+        if server.get_stored(&rt, None, name).is_ok() {
+            continue;
+        }
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match server.create(&rt, None, ns, &WriteOptions::default()).await {
+            Err(e) if e.reason != "AlreadyExists" => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn patch_error(e: PatchError) -> ApiError {
+    match e {
+        PatchError::Malformed(m) => ApiError::bad_request(m),
+        PatchError::Invalid(m) => ApiError::unprocessable(m),
+    }
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn floor_char_boundary(s: &str, mut index: usize) -> usize {
+    while index > 0 && !s.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+pub fn parse_revision(rv: &str) -> ApiResult<Revision> {
+    rv.parse::<Revision>()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))
+}
+
+/// `{"kind":…,"apiVersion":…,"metadata":…,"items":[…]}` assembled from stored bytes without re-encoding them.
+pub fn list_body(kind: &str, api_version: &str, metadata: &Value, items: &[Bytes]) -> Bytes {
+    let head = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata}).to_string();
+    let size: usize = items.iter().map(|i| i.len() + 1).sum::<usize>() + head.len() + 16;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+/// Which revision a list reads, from `resourceVersion`, `resourceVersionMatch` and `continue`.
+fn list_revision(
+    params: &Params,
+    token: Option<&ContinueToken>,
+    current: Revision,
+) -> ApiResult<Option<Revision>> {
+    let rv = params.non_empty("resourceVersion");
+    let rv_match = params.non_empty("resourceVersionMatch");
+    if let Some(token) = token {
+        if rv.is_some_and(|rv| rv != "0") {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        return Ok(Some(token.revision));
+    }
+    match (rv, rv_match) {
+        (None, Some(_)) => Err(ApiError::unprocessable(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        )),
+        (None, None) | (Some("0"), None | Some("NotOlderThan")) => Ok(None),
+        (Some("0"), Some("Exact")) => Err(ApiError::unprocessable(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+        )),
+        (Some(rv), Some("Exact")) => Ok(Some(parse_revision(rv)?)),
+        (Some(rv), None | Some("NotOlderThan")) => {
+            let wanted = parse_revision(rv)?;
+            if wanted > current {
+                return Err(ApiError::from_store(
+                    StoreError::TooLarge {
+                        requested: wanted,
+                        current,
+                    },
+                    "",
+                    "",
+                ));
+            }
+            Ok(None)
+        }
+        (_, Some(other)) => Err(ApiError::unprocessable(format!(
+            "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""
+        ))),
+    }
+}
+
+/// A `continue` token: the snapshot revision and the last key returned.
+struct ContinueToken {
+    revision: Revision,
+    start: String,
+}
+
+impl ContinueToken {
+    fn encode(&self) -> String {
+        let json = json!({"v": "meta.k8s.io/v1", "rv": self.revision, "start": self.start});
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json.to_string())
+    }
+
+    fn decode(token: &str) -> ApiResult<ContinueToken> {
+        let invalid = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.trim_end_matches('='))
+            .map_err(|_| invalid())?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+        Ok(ContinueToken {
+            revision: value["rv"].as_u64().ok_or_else(invalid)?,
+            start: value["start"].as_str().ok_or_else(invalid)?.to_string(),
+        })
+    }
+}
+
+/// A predicate over stored objects; parses an object only when a selector needs it.
+pub fn selector_filter(labels: LabelSelector, fields: FieldSelector) -> impl Fn(&Object) -> bool {
+    move |object: &Object| {
+        if labels.is_empty() && fields.is_empty() {
+            return true;
+        }
+        match serde_json::from_slice::<Value>(&object.value) {
+            Ok(v) => labels.matches(meta::labels(&v)) && fields.matches(&v),
+            Err(_) => false,
+        }
+    }
+}
+
+/// `apiVersion` and `kind` in a body must name this resource; missing ones are filled in.
+fn check_type(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+    let expected_version = rt.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != expected_version => {
+            let same_group =
+                rt.crd_name.is_some() && v.split('/').next() == Some(rt.group.as_str());
+            if !same_group {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({expected_version})"
+                )));
+            }
+        }
+        _ => {}
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(k) if k != rt.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )));
+        }
+        _ => {}
+    }
+    obj["apiVersion"] = Value::String(expected_version);
+    obj["kind"] = Value::String(rt.kind.clone());
+    if obj
+        .get("metadata")
+        .is_some_and(|m| !m.is_object() && !m.is_null())
+    {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    Ok(())
+}
+
+/// `target` with the `status` of `source` (or none, if `source` has none).
+fn with_status_of(target: &Value, source: &Value) -> Value {
+    let mut out = target.clone();
+    if let Some(o) = out.as_object_mut() {
+        match source.get("status") {
+            Some(status) => {
+                o.insert("status".into(), status.clone());
+            }
+            None => {
+                o.remove("status");
+            }
+        }
+    }
+    out
+}
+
+/// Fields clients cannot change with an update.
+fn keep_server_fields(old: &Value, new: &mut Value) {
+    let old_meta = meta::metadata(old).cloned().unwrap_or_default();
+    let new_meta = meta::metadata_mut(new);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "name",
+        "namespace",
+    ] {
+        match old_meta.get(field) {
+            Some(v) => {
+                new_meta.insert(field.into(), v.clone());
+            }
+            None => {
+                new_meta.remove(field);
+            }
+        }
+    }
+}
+
+/// Deleting and nothing left to wait for: the write that got here removes the object.
+fn deletion_complete(obj: &Value) -> bool {
+    meta::deletion_timestamp(obj).is_some()
+        && meta::finalizers(obj).is_empty()
+        && obj
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
+        && obj
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(|a| a.is_empty())
+}
+
+fn check_preconditions(
+    rt: &ResourceType,
+    name: &str,
+    obj: &Value,
+    rev: Revision,
+    opts: &DeleteOptions,
+) -> ApiResult<()> {
+    if let Some(uid) = &opts.precondition_uid {
+        let actual = meta::uid(obj).unwrap_or("");
+        if uid != actual {
+            return Err(ApiError::conflict(
+                &rt.qualified_name(),
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
+            ));
+        }
+    }
+    if let Some(rv) = &opts.precondition_resource_version {
+        if rv != &rev.to_string() {
+            return Err(ApiError::conflict(
+                &rt.qualified_name(),
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {rev}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Seconds a deletion waits. Only bound, running pods wait (for the node to stop them).
+fn grace_period(rt: &ResourceType, obj: &Value, opts: &DeleteOptions) -> i64 {
+    if !(rt.builtin && rt.group.is_empty() && rt.plural == "pods") {
+        return 0;
+    }
+    let bound = obj
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let terminal = matches!(
+        obj.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    if !bound || terminal {
+        return 0;
+    }
+    opts.grace_period_seconds
+        .or_else(|| {
+            obj.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30)
+        .max(0)
+}
+
+/// The `autoscaling/v1 Scale` view of a custom resource.
+fn scale_of(obj: &Value, scale: &crate::registry::ScaleSubresource) -> Value {
+    let spec_replicas = get_path(obj, &scale.spec_replicas_path)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let status_replicas = get_path(obj, &scale.status_replicas_path)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let mut status = json!({"replicas": status_replicas});
+    if let Some(selector) = scale
+        .label_selector_path
+        .as_deref()
+        .and_then(|p| get_path(obj, p))
+        .and_then(Value::as_str)
+    {
+        status["selector"] = Value::String(selector.to_string());
+    }
+    let m = meta::metadata(obj).cloned().unwrap_or_default();
+    let metadata: Map<String, Value> = [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ]
+    .iter()
+    .filter_map(|f| m.get(*f).map(|v| (f.to_string(), v.clone())))
+    .collect();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": metadata,
+        "spec": {"replicas": spec_replicas},
+        "status": status,
+    })
+}
+
+/// Read a `.spec.replicas`-style JSON path.
+fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    path.trim_start_matches('.')
+        .split('.')
+        .try_fold(obj, |v, seg| v.get(seg))
+}
+
+fn set_path(obj: &mut Value, path: &str, value: Value) {
+    let segments: Vec<&str> = path.trim_start_matches('.').split('.').collect();
+    let mut cursor = obj;
+    for seg in &segments[..segments.len().saturating_sub(1)] {
+        if !cursor.get(*seg).is_some_and(Value::is_object) {
+            cursor[*seg] = json!({});
+        }
+        cursor = &mut cursor[*seg];
+    }
+    if let Some(last) = segments.last() {
+        cursor[*last] = value;
+    }
+}
+
+/// The defaults kube-apiserver fills in for the built-in kinds steady serves.
+fn builtin_defaults(
+    server: &ApiServer,
+    rt: &ResourceType,
+    old: Option<&Value>,
+    obj: &mut Value,
+) -> ApiResult<()> {
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => default_pod(obj, old.is_none()),
+        ("", "services") => default_service(server, obj, old),
+        ("", "namespaces") => {
+            let name = meta::name(obj).unwrap_or("").to_string();
+            let labels = meta::metadata_mut(obj)
+                .entry("labels")
+                .or_insert_with(|| json!({}));
+            if let Some(l) = labels.as_object_mut() {
+                l.insert("kubernetes.io/metadata.name".into(), Value::String(name));
+            }
+            if old.is_none() {
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+                obj["status"] = json!({"phase": "Active"});
+            }
+        }
+        ("", "secrets") => default_secret(obj)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+fn default_if_missing(map: &mut Value, field: &str, value: Value) {
+    if let Some(m) = map.as_object_mut() {
+        m.entry(field).or_insert(value);
+    }
+}
+
+fn default_pod(pod: &mut Value, creating: bool) {
+    if !pod.get("spec").is_some_and(Value::is_object) {
+        pod["spec"] = json!({});
+    }
+    let spec = &mut pod["spec"];
+    default_if_missing(spec, "restartPolicy", json!("Always"));
+    default_if_missing(spec, "terminationGracePeriodSeconds", json!(30));
+    default_if_missing(spec, "dnsPolicy", json!("ClusterFirst"));
+    default_if_missing(spec, "schedulerName", json!("default-scheduler"));
+    default_if_missing(spec, "serviceAccountName", json!("default"));
+    default_if_missing(spec, "securityContext", json!({}));
+    default_if_missing(spec, "enableServiceLinks", json!(true));
+    for list in ["containers", "initContainers"] {
+        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            for c in containers {
+                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+                let pull = if image.ends_with(":latest")
+                    || !image.rsplit('/').next().unwrap_or("").contains(':')
+                {
+                    "Always"
+                } else {
+                    "IfNotPresent"
+                };
+                default_if_missing(c, "imagePullPolicy", json!(pull));
+                default_if_missing(c, "terminationMessagePath", json!("/dev/termination-log"));
+                default_if_missing(c, "terminationMessagePolicy", json!("File"));
+                default_if_missing(c, "resources", json!({}));
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports {
+                        default_if_missing(p, "protocol", json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+    if creating {
+        pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+    }
+}
+
+fn default_service(server: &ApiServer, svc: &mut Value, old: Option<&Value>) {
+    if !svc.get("spec").is_some_and(Value::is_object) {
+        svc["spec"] = json!({});
+    }
+    let old_ip = old.and_then(|o| o.pointer("/spec/clusterIP")).cloned();
+    let spec = &mut svc["spec"];
+    default_if_missing(spec, "type", json!("ClusterIP"));
+    default_if_missing(spec, "sessionAffinity", json!("None"));
+    default_if_missing(spec, "ipFamilies", json!(["IPv4"]));
+    default_if_missing(spec, "ipFamilyPolicy", json!("SingleStack"));
+    default_if_missing(spec, "internalTrafficPolicy", json!("Cluster"));
+    let ip = match old_ip {
+        Some(ip) => ip,
+        None => match spec.get("clusterIP").and_then(Value::as_str) {
+            Some(ip) if !ip.is_empty() => json!(ip),
+            _ => {
+                let (a, b) = server.with_rng(|rng| {
+                    (
+                        rand::Rng::random_range(rng, 0..16u8),
+                        rand::Rng::random_range(rng, 1..255u8),
+                    )
+                });
+                json!(format!("10.96.{a}.{b}"))
+            }
+        },
+    };
+    spec["clusterIP"] = ip.clone();
+    if ip != "None" {
+        spec["clusterIPs"] = json!([ip]);
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            default_if_missing(p, "protocol", json!("TCP"));
+            let port = p.get("port").cloned().unwrap_or(Value::Null);
+            default_if_missing(p, "targetPort", port);
+        }
+    }
+    default_if_missing(svc, "status", json!({"loadBalancer": {}}));
+}
+
+fn default_secret(secret: &mut Value) -> ApiResult<()> {
+    default_if_missing(secret, "type", json!("Opaque"));
+    if let Some(Value::Object(string_data)) =
+        secret.as_object_mut().and_then(|o| o.remove("stringData"))
+    {
+        if !secret.get("data").is_some_and(Value::is_object) {
+            secret["data"] = json!({});
+        }
+        for (k, v) in string_data {
+            let s = v.as_str().unwrap_or("");
+            secret["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(s));
+        }
+    }
+    if let Some(data) = secret.get("data").and_then(Value::as_object) {
+        for (k, v) in data {
+            let ok = v
+                .as_str()
+                .is_some_and(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok());
+            if !ok {
+                return Err(ApiError::bad_request(format!(
+                    "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data in data[{k:?}]"
+                )));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! The resource registry: which kinds the server serves, under which group, version and
+//! plural, with which subresources. Built-in kinds are fixed; CRDs add and remove kinds live.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::Value;
+
+/// `autoscaling/v1 Scale` mapping of a custom resource (the CRD's `subresources.scale`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleSubresource {
+    pub spec_replicas_path: String,
+    pub status_replicas_path: String,
+    pub label_selector_path: Option<String>,
+}
+
+/// One served resource: a (group, version, plural) with everything the API needs to know about it.
+#[derive(Debug, Clone)]
+pub struct ResourceType {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub status_subresource: bool,
+    pub scale: Option<ScaleSubresource>,
+    /// Field selector paths beyond `metadata.name` and `metadata.namespace`.
+    pub extra_field_selectors: Vec<&'static str>,
+    /// Built-in kinds take strategic-merge patches; custom resources do not.
+    pub builtin: bool,
+    /// The CRD's `openAPIV3Schema` for this version, if any.
+    pub schema: Option<Value>,
+    /// The CRD's `additionalPrinterColumns` for this version.
+    pub printer_columns: Vec<Value>,
+    /// Name of the CRD that defines this kind (None for built-ins).
+    pub crd_name: Option<String>,
+}
+
+impl ResourceType {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `pods` or `caches.steady.dev`, as kube-apiserver names resources in messages.
+    pub fn qualified_name(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// Store key prefix of every object of this resource (all versions share storage).
+    pub fn prefix(&self) -> String {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        format!("/{group}/{}/", self.plural)
+    }
+
+    /// Store key prefix of the objects in one namespace, or of all of them.
+    pub fn list_prefix(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => format!("{}{ns}/", self.prefix()),
+            _ => self.prefix(),
+        }
+    }
+
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        format!("{}{name}", self.list_prefix(namespace))
+    }
+
+    pub fn field_selectors(&self) -> Vec<&str> {
+        let mut fields = vec!["metadata.name", "metadata.namespace"];
+        fields.extend(self.extra_field_selectors.iter().copied());
+        fields
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+}
+
+/// Builder for the fixed built-in kinds.
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    status: bool,
+    fields: &'static [&'static str],
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        namespaced: false,
+        short_names: &["ns"],
+        status: true,
+        fields: &["status.phase"],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        namespaced: false,
+        short_names: &["no"],
+        status: true,
+        fields: &["spec.unschedulable"],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        namespaced: true,
+        short_names: &["po"],
+        status: true,
+        fields: &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        namespaced: true,
+        short_names: &["svc"],
+        status: true,
+        fields: &[],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        namespaced: true,
+        short_names: &["cm"],
+        status: false,
+        fields: &[],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        namespaced: true,
+        short_names: &[],
+        status: false,
+        fields: &["type"],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        namespaced: true,
+        short_names: &["sa"],
+        status: false,
+        fields: &[],
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        short_names: &["ev"],
+        status: false,
+        fields: &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+    },
+    Builtin {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        short_names: &["ev"],
+        status: false,
+        fields: &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "reason",
+            "reportingController",
+            "type",
+        ],
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        namespaced: true,
+        short_names: &[],
+        status: false,
+        fields: &[],
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        namespaced: false,
+        short_names: &["crd", "crds"],
+        status: true,
+        fields: &[],
+    },
+];
+
+fn builtin_types() -> impl Iterator<Item = ResourceType> {
+    BUILTINS.iter().map(|b| ResourceType {
+        group: b.group.to_string(),
+        version: b.version.to_string(),
+        kind: b.kind.to_string(),
+        plural: b.plural.to_string(),
+        singular: b.kind.to_lowercase(),
+        namespaced: b.namespaced,
+        short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
+        categories: Vec::new(),
+        status_subresource: b.status,
+        scale: None,
+        extra_field_selectors: b.fields.to_vec(),
+        builtin: true,
+        schema: None,
+        printer_columns: Vec::new(),
+        crd_name: None,
+    })
+}
+
+type GroupVersionResource = (String, String, String);
+
+/// All served resources, keyed by (group, version, plural). Cheap to read concurrently.
+#[derive(Debug)]
+pub struct Registry {
+    types: RwLock<BTreeMap<GroupVersionResource, Arc<ResourceType>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        let registry = Registry {
+            types: RwLock::new(BTreeMap::new()),
+        };
+        for t in builtin_types() {
+            registry.insert(t);
+        }
+        registry
+    }
+}
+
+impl Registry {
+    fn read(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, BTreeMap<GroupVersionResource, Arc<ResourceType>>> {
+        self.types.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, BTreeMap<GroupVersionResource, Arc<ResourceType>>> {
+        self.types.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn insert(&self, t: ResourceType) {
+        let key = (t.group.clone(), t.version.clone(), t.plural.clone());
+        self.write().insert(key, Arc::new(t));
+    }
+
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.read()
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    pub fn builtin(&self, group: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.read()
+            .values()
+            .find(|t| t.builtin && t.group == group && t.plural == plural)
+            .cloned()
+    }
+
+    /// Replace every kind defined by the CRD `crd_name` with `types` (empty = unregister).
+    pub fn replace_crd(&self, crd_name: &str, types: Vec<ResourceType>) {
+        let mut map = self.write();
+        map.retain(|_, t| t.crd_name.as_deref() != Some(crd_name));
+        for t in types {
+            map.insert(
+                (t.group.clone(), t.version.clone(), t.plural.clone()),
+                Arc::new(t),
+            );
+        }
+    }
+
+    pub fn all(&self) -> Vec<Arc<ResourceType>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// Every distinct storage prefix of namespaced kinds (one per group and plural).
+    pub fn namespaced_prefixes(&self) -> Vec<String> {
+        let mut prefixes: Vec<String> = self
+            .read()
+            .values()
+            .filter(|t| t.namespaced)
+            .map(|t| t.prefix())
+            .collect();
+        prefixes.sort();
+        prefixes.dedup();
+        prefixes
+    }
+
+    /// Served versions of `group`, most preferred first (Kubernetes version priority).
+    pub fn group_versions(&self, group: &str) -> Vec<String> {
+        let mut versions: Vec<String> = self
+            .read()
+            .keys()
+            .filter(|(g, _, _)| g == group)
+            .map(|(_, v, _)| v.clone())
+            .collect();
+        versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)).then(a.cmp(b)));
+        versions.dedup();
+        versions
+    }
+
+    /// Groups other than the legacy core group, in a stable order.
+    pub fn groups(&self) -> Vec<String> {
+        let mut groups: Vec<String> = self
+            .read()
+            .keys()
+            .map(|(g, _, _)| g.clone())
+            .filter(|g| !g.is_empty())
+            .collect();
+        groups.dedup();
+        groups
+    }
+
+    pub fn resources_in(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
+        self.read()
+            .iter()
+            .filter(|((g, v, _), _)| g == group && v == version)
+            .map(|(_, t)| t.clone())
+            .collect()
+    }
+}
+
+/// Kubernetes version priority: GA > beta > alpha, higher numbers first; others last.
+pub fn version_priority(version: &str) -> (u8, u32, u32) {
+    let Some(rest) = version.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let Ok(major) = digits.parse::<u32>() else {
+        return (0, 0, 0);
+    };
+    let suffix = &rest[digits.len()..];
+    if suffix.is_empty() {
+        return (3, major, 0);
+    }
+    let (level, minor) = if let Some(m) = suffix.strip_prefix("beta") {
+        (2, m)
+    } else if let Some(m) = suffix.strip_prefix("alpha") {
+        (1, m)
+    } else {
+        return (0, 0, 0);
+    };
+    match minor.parse::<u32>() {
+        Ok(minor) => (level, major, minor),
+        Err(_) => (0, 0, 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_priority_orders_like_kubernetes() {
+        let mut versions = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1", "foo"];
+        versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        assert_eq!(
+            versions,
+            ["v2", "v1", "v1beta2", "v1beta1", "v1alpha1", "foo"]
+        );
+    }
+
+    #[test]
+    fn builtins_are_registered_with_namespaced_keys() {
+        let registry = Registry::default();
+        let pods = registry.get("", "v1", "pods").expect("pods");
+        assert_eq!(pods.key(Some("default"), "p"), "/core/pods/default/p");
+        let ns = registry.get("", "v1", "namespaces").expect("namespaces");
+        assert_eq!(ns.key(None, "default"), "/core/namespaces/default");
+        assert!(registry.get("", "v1", "widgets").is_none());
+    }
+}

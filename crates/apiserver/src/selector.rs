@@ -1,0 +1,1146 @@
+//! Kubernetes label and field selectors.
+//!
+//! Label selectors follow the grammar of `k8s.io/apimachinery/pkg/labels`
+//! (`k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, plus the
+//! numeric `k>n` / `k<n` forms), and field selectors follow
+//! `k8s.io/apimachinery/pkg/fields` (`f=v`, `f==v`, `f!=v`, with `\,`, `\=` and
+//! `\\` escapes in values). Error messages mimic kube-apiserver's wording.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// A selector parse error; the message reads like kube-apiserver's.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct SelectorError(pub String);
+
+impl SelectorError {
+    fn new(msg: impl Into<String>) -> Self {
+        SelectorError(msg.into())
+    }
+}
+
+/// Quote a string the way Go's `%q` would (close enough for messages).
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+}
+
+// ---------------------------------------------------------------------------
+// Label selectors
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LabelOp {
+    Equals,
+    NotEquals,
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    GreaterThan,
+    LessThan,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Requirement {
+    key: String,
+    op: LabelOp,
+    /// Sorted, de-duplicated values. Empty for `Exists` / `DoesNotExist`.
+    values: Vec<String>,
+}
+
+impl Requirement {
+    fn new(key: String, op: LabelOp, values: Vec<String>) -> Result<Self, SelectorError> {
+        validate_label_key(&key)?;
+        let mut values = values;
+        match op {
+            LabelOp::In | LabelOp::NotIn => {
+                if values.is_empty() {
+                    return Err(SelectorError::new(
+                        "values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty",
+                    ));
+                }
+            }
+            LabelOp::Equals | LabelOp::NotEquals => {
+                if values.len() != 1 {
+                    return Err(SelectorError::new(format!(
+                        "values: Invalid value: {}: exact-match compatibility requires one single value",
+                        values.len()
+                    )));
+                }
+            }
+            LabelOp::Exists | LabelOp::DoesNotExist => {
+                if !values.is_empty() {
+                    return Err(SelectorError::new(
+                        "values: Invalid value: values set must be empty for exists and does not exist",
+                    ));
+                }
+            }
+            LabelOp::GreaterThan | LabelOp::LessThan => {
+                if values.len() != 1 {
+                    return Err(SelectorError::new(
+                        "values: Invalid value: for 'Gt', 'Lt' operators, exactly one value is required",
+                    ));
+                }
+                for (i, v) in values.iter().enumerate() {
+                    if v.parse::<i64>().is_err() {
+                        return Err(SelectorError::new(format!(
+                            "values[{i}]: Invalid value: {}: for 'Gt', 'Lt' operators, the value must be an integer",
+                            quote(v)
+                        )));
+                    }
+                }
+            }
+        }
+        if !matches!(op, LabelOp::GreaterThan | LabelOp::LessThan) {
+            for (i, v) in values.iter().enumerate() {
+                validate_label_value(&key, i, v)?;
+            }
+        }
+        values.sort();
+        values.dedup();
+        Ok(Requirement { key, op, values })
+    }
+
+    fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
+        let actual = labels
+            .and_then(|l| l.get(&self.key))
+            .map(label_value_string);
+        match self.op {
+            LabelOp::Equals | LabelOp::In => actual.is_some_and(|a| self.values.contains(&a)),
+            LabelOp::NotEquals | LabelOp::NotIn => actual.is_none_or(|a| !self.values.contains(&a)),
+            LabelOp::Exists => actual.is_some(),
+            LabelOp::DoesNotExist => actual.is_none(),
+            LabelOp::GreaterThan | LabelOp::LessThan => {
+                let Some(a) = actual.and_then(|a| a.parse::<i64>().ok()) else {
+                    return false;
+                };
+                let Some(want) = self.values.first().and_then(|v| v.parse::<i64>().ok()) else {
+                    return false;
+                };
+                if self.op == LabelOp::GreaterThan {
+                    a > want
+                } else {
+                    a < want
+                }
+            }
+        }
+    }
+}
+
+fn label_value_string(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let first = self.values.first().map(String::as_str).unwrap_or("");
+        match self.op {
+            LabelOp::Equals => write!(f, "{}={}", self.key, first),
+            LabelOp::NotEquals => write!(f, "{}!={}", self.key, first),
+            LabelOp::In => write!(f, "{} in ({})", self.key, self.values.join(",")),
+            LabelOp::NotIn => write!(f, "{} notin ({})", self.key, self.values.join(",")),
+            LabelOp::Exists => write!(f, "{}", self.key),
+            LabelOp::DoesNotExist => write!(f, "!{}", self.key),
+            LabelOp::GreaterThan => write!(f, "{}>{}", self.key, first),
+            LabelOp::LessThan => write!(f, "{}<{}", self.key, first),
+        }
+    }
+}
+
+const NAME_FMT_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const QUALIFIED_NAME_MSG: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, i.e. non-empty.
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    let (Some(first), Some(last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    first.is_ascii_alphanumeric()
+        && last.is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let (Some(first), Some(last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    ok(first) && ok(last) && b.iter().all(|c| ok(c) || *c == b'-')
+}
+
+fn is_dns1123_subdomain(s: &str) -> bool {
+    s.split('.').all(is_dns1123_label)
+}
+
+/// Validate a label key (`[prefix/]name`), returning the list of problems.
+fn label_key_problems(key: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                if prefix.len() > 253 {
+                    errs.push("prefix part must be no more than 253 characters".to_string());
+                }
+                if !is_dns1123_subdomain(prefix) {
+                    errs.push(format!("prefix part {DNS1123_SUBDOMAIN_MSG}"));
+                }
+            }
+            *name
+        }
+        _ => {
+            errs.push(QUALIFIED_NAME_MSG.to_string());
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else {
+        if name.len() > 63 {
+            errs.push("name part must be no more than 63 characters".to_string());
+        }
+        if !is_qualified_name_part(name) {
+            errs.push(NAME_FMT_MSG.to_string());
+        }
+    }
+    errs
+}
+
+fn validate_label_key(key: &str) -> Result<(), SelectorError> {
+    let errs = label_key_problems(key);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(SelectorError::new(format!(
+            "key: Invalid value: {}: {}",
+            quote(key),
+            errs.join(", ")
+        )))
+    }
+}
+
+fn validate_label_value(key: &str, idx: usize, v: &str) -> Result<(), SelectorError> {
+    let mut errs = Vec::new();
+    if v.len() > 63 {
+        errs.push("must be no more than 63 characters");
+    }
+    if !v.is_empty() && !is_qualified_name_part(v) {
+        errs.push(LABEL_VALUE_MSG);
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(SelectorError::new(format!(
+            "values[{idx}][{key}]: Invalid value: {}: {}",
+            quote(v),
+            errs.join(", ")
+        )))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Ident(String),
+    In,
+    NotIn,
+    Equals,
+    DoubleEquals,
+    NotEquals,
+    Bang,
+    Gt,
+    Lt,
+    OpenParen,
+    CloseParen,
+    Comma,
+    End,
+}
+
+impl Tok {
+    fn literal(&self) -> &str {
+        match self {
+            Tok::Ident(s) => s,
+            Tok::In => "in",
+            Tok::NotIn => "notin",
+            Tok::Equals => "=",
+            Tok::DoubleEquals => "==",
+            Tok::NotEquals => "!=",
+            Tok::Bang => "!",
+            Tok::Gt => ">",
+            Tok::Lt => "<",
+            Tok::OpenParen => "(",
+            Tok::CloseParen => ")",
+            Tok::Comma => ",",
+            Tok::End => "",
+        }
+    }
+
+    /// In a value context the keywords are plain identifiers.
+    fn as_value_ident(&self) -> Option<&str> {
+        match self {
+            Tok::Ident(s) => Some(s),
+            Tok::In => Some("in"),
+            Tok::NotIn => Some("notin"),
+            _ => None,
+        }
+    }
+}
+
+fn is_special(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '!' | '=' | ',' | '(' | ')' | '<' | '>')
+}
+
+fn lex(s: &str) -> Vec<Tok> {
+    let mut toks = Vec::new();
+    let mut chars = s.char_indices().peekable();
+    while let Some(&(i, c)) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        let tok = match c {
+            '(' => {
+                chars.next();
+                Tok::OpenParen
+            }
+            ')' => {
+                chars.next();
+                Tok::CloseParen
+            }
+            ',' => {
+                chars.next();
+                Tok::Comma
+            }
+            '<' => {
+                chars.next();
+                Tok::Lt
+            }
+            '>' => {
+                chars.next();
+                Tok::Gt
+            }
+            '=' | '!' => {
+                chars.next();
+                let followed_by_eq = matches!(chars.peek(), Some(&(_, '=')));
+                if followed_by_eq {
+                    chars.next();
+                    if c == '=' {
+                        Tok::DoubleEquals
+                    } else {
+                        Tok::NotEquals
+                    }
+                } else if c == '=' {
+                    Tok::Equals
+                } else {
+                    Tok::Bang
+                }
+            }
+            _ => {
+                let mut end = s.len();
+                while let Some(&(j, d)) = chars.peek() {
+                    if is_special(d) {
+                        end = j;
+                        break;
+                    }
+                    chars.next();
+                }
+                let word = &s[i..end];
+                match word {
+                    "in" => Tok::In,
+                    "notin" => Tok::NotIn,
+                    _ => Tok::Ident(word.to_string()),
+                }
+            }
+        };
+        toks.push(tok);
+    }
+    toks.push(Tok::End);
+    toks
+}
+
+struct Parser {
+    toks: Vec<Tok>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        self.toks.get(self.pos).unwrap_or(&Tok::End)
+    }
+
+    fn next(&mut self) -> Tok {
+        let t = self.peek().clone();
+        if self.pos < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn parse(&mut self) -> Result<Vec<Requirement>, SelectorError> {
+        let mut reqs = Vec::new();
+        loop {
+            match self.peek() {
+                Tok::Ident(_) | Tok::Bang => {
+                    let r = self.parse_requirement().map_err(|e| {
+                        SelectorError(format!("unable to parse requirement: {}", e.0))
+                    })?;
+                    reqs.push(r);
+                    match self.next() {
+                        Tok::End => return Ok(reqs),
+                        Tok::Comma => match self.peek() {
+                            Tok::Ident(_) | Tok::Bang => {}
+                            t => {
+                                return Err(SelectorError::new(format!(
+                                    "found '{}', expected: identifier after ','",
+                                    t.literal()
+                                )));
+                            }
+                        },
+                        t => {
+                            return Err(SelectorError::new(format!(
+                                "found '{}', expected: ',' or 'end of string'",
+                                t.literal()
+                            )));
+                        }
+                    }
+                }
+                Tok::End => return Ok(reqs),
+                t => {
+                    return Err(SelectorError::new(format!(
+                        "found '{}', expected: !, identifier, or 'end of string'",
+                        t.literal()
+                    )));
+                }
+            }
+        }
+    }
+
+    fn parse_requirement(&mut self) -> Result<Requirement, SelectorError> {
+        let negated = if *self.peek() == Tok::Bang {
+            self.next();
+            true
+        } else {
+            false
+        };
+        let key = match self.next() {
+            Tok::Ident(k) => k,
+            t => {
+                return Err(SelectorError::new(format!(
+                    "found '{}', expected: identifier",
+                    t.literal()
+                )));
+            }
+        };
+        validate_label_key(&key)?;
+        match self.peek() {
+            Tok::End | Tok::Comma => {
+                let op = if negated {
+                    LabelOp::DoesNotExist
+                } else {
+                    LabelOp::Exists
+                };
+                return Requirement::new(key, op, Vec::new());
+            }
+            t if negated => {
+                return Err(SelectorError::new(format!(
+                    "found '{}', expected: ',' or 'end of string'",
+                    t.literal()
+                )));
+            }
+            _ => {}
+        }
+        let op = match self.next() {
+            Tok::Equals | Tok::DoubleEquals => LabelOp::Equals,
+            Tok::NotEquals => LabelOp::NotEquals,
+            Tok::In => LabelOp::In,
+            Tok::NotIn => LabelOp::NotIn,
+            Tok::Gt => LabelOp::GreaterThan,
+            Tok::Lt => LabelOp::LessThan,
+            t => {
+                return Err(SelectorError::new(format!(
+                    "found '{}', expected: in, notin, =, ==, !=, gt, lt",
+                    t.literal()
+                )));
+            }
+        };
+        let values = match op {
+            LabelOp::In | LabelOp::NotIn => self.parse_values()?,
+            _ => self.parse_exact_value()?,
+        };
+        Requirement::new(key, op, values)
+    }
+
+    fn parse_exact_value(&mut self) -> Result<Vec<String>, SelectorError> {
+        match self.peek() {
+            Tok::End | Tok::Comma => return Ok(vec![String::new()]),
+            _ => {}
+        }
+        let t = self.next();
+        match t.as_value_ident() {
+            Some(v) => Ok(vec![v.to_string()]),
+            None => Err(SelectorError::new(format!(
+                "found '{}', expected: identifier",
+                t.literal()
+            ))),
+        }
+    }
+
+    fn parse_values(&mut self) -> Result<Vec<String>, SelectorError> {
+        let t = self.next();
+        if t != Tok::OpenParen {
+            return Err(SelectorError::new(format!(
+                "found '{}' expected: '('",
+                t.literal()
+            )));
+        }
+        match self.peek() {
+            Tok::CloseParen => {
+                self.next();
+                Ok(vec![String::new()])
+            }
+            t if t.as_value_ident().is_some() || *t == Tok::Comma => {
+                let values = self.parse_identifiers_list()?;
+                let t = self.next();
+                if t != Tok::CloseParen {
+                    return Err(SelectorError::new(format!(
+                        "found '{}', expected: ')'",
+                        t.literal()
+                    )));
+                }
+                Ok(values)
+            }
+            t => Err(SelectorError::new(format!(
+                "found '{}', expected: ',', ')' or identifier",
+                t.literal()
+            ))),
+        }
+    }
+
+    /// Parses `a, b, c` up to (not including) the closing parenthesis.
+    fn parse_identifiers_list(&mut self) -> Result<Vec<String>, SelectorError> {
+        let mut values: Vec<String> = Vec::new();
+        loop {
+            let t = self.next();
+            if let Some(v) = t.as_value_ident() {
+                values.push(v.to_string());
+                match self.peek() {
+                    Tok::Comma => continue,
+                    Tok::CloseParen => return Ok(values),
+                    t => {
+                        return Err(SelectorError::new(format!(
+                            "found '{}', expected: ',' or ')'",
+                            t.literal()
+                        )));
+                    }
+                }
+            } else if t == Tok::Comma {
+                if values.is_empty() {
+                    values.push(String::new());
+                }
+                match self.peek() {
+                    Tok::CloseParen => {
+                        values.push(String::new());
+                        return Ok(values);
+                    }
+                    Tok::Comma => {
+                        self.next();
+                        values.push(String::new());
+                    }
+                    _ => {}
+                }
+            } else {
+                return Err(SelectorError::new(format!(
+                    "found '{}', expected: ',', or identifier",
+                    t.literal()
+                )));
+            }
+        }
+    }
+}
+
+/// A parsed label selector: a conjunction of requirements.
+#[derive(Debug, Clone, Default)]
+pub struct LabelSelector {
+    /// Sorted by key (stable), as Kubernetes does.
+    reqs: Vec<Requirement>,
+}
+
+impl LabelSelector {
+    /// Parse the string form (`?labelSelector=`). The empty string selects everything.
+    pub fn parse(s: &str) -> Result<Self, SelectorError> {
+        let toks = lex(s);
+        let mut p = Parser { toks, pos: 0 };
+        let reqs = p.parse()?;
+        Ok(Self::from_requirements(reqs))
+    }
+
+    fn from_requirements(mut reqs: Vec<Requirement>) -> Self {
+        reqs.sort_by(|a, b| a.key.cmp(&b.key));
+        LabelSelector { reqs }
+    }
+
+    /// Whether an object with the given `metadata.labels` is selected.
+    /// `k!=v` and `k notin (...)` match objects without the label.
+    pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
+        self.reqs.iter().all(|r| r.matches(labels))
+    }
+
+    /// True when the selector has no requirements (selects everything).
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
+    }
+
+    /// Build from a `metav1.LabelSelector` JSON object
+    /// (`{matchLabels: {..}, matchExpressions: [{key, operator, values}]}`).
+    ///
+    /// `null` and `{}` both yield the empty selector (which selects everything).
+    pub fn from_label_selector_json(v: &Value) -> Result<Self, SelectorError> {
+        let obj = match v {
+            Value::Null => return Ok(Self::default()),
+            Value::Object(o) => o,
+            _ => {
+                return Err(SelectorError::new(
+                    "invalid label selector: expected an object",
+                ));
+            }
+        };
+        let mut reqs = Vec::new();
+        match obj.get("matchLabels") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (k, val) in m {
+                    let Value::String(val) = val else {
+                        return Err(SelectorError::new(format!(
+                            "invalid label selector: matchLabels[{k}] must be a string"
+                        )));
+                    };
+                    reqs.push(Requirement::new(
+                        k.clone(),
+                        LabelOp::Equals,
+                        vec![val.clone()],
+                    )?);
+                }
+            }
+            Some(_) => {
+                return Err(SelectorError::new(
+                    "invalid label selector: matchLabels must be an object",
+                ));
+            }
+        }
+        match obj.get("matchExpressions") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(exprs)) => {
+                for (i, e) in exprs.iter().enumerate() {
+                    reqs.push(requirement_from_expression(i, e)?);
+                }
+            }
+            Some(_) => {
+                return Err(SelectorError::new(
+                    "invalid label selector: matchExpressions must be an array",
+                ));
+            }
+        }
+        Ok(Self::from_requirements(reqs))
+    }
+}
+
+fn requirement_from_expression(i: usize, e: &Value) -> Result<Requirement, SelectorError> {
+    let key = e
+        .get("key")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            SelectorError::new(format!(
+                "invalid label selector: matchExpressions[{i}].key must be a string"
+            ))
+        })?
+        .to_string();
+    let operator = e.get("operator").and_then(Value::as_str).unwrap_or("");
+    let values: Vec<String> = match e.get("values") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(vs)) => {
+            let mut out = Vec::with_capacity(vs.len());
+            for v in vs {
+                let Value::String(s) = v else {
+                    return Err(SelectorError::new(format!(
+                        "invalid label selector: matchExpressions[{i}].values must be strings"
+                    )));
+                };
+                out.push(s.clone());
+            }
+            out
+        }
+        Some(_) => {
+            return Err(SelectorError::new(format!(
+                "invalid label selector: matchExpressions[{i}].values must be an array"
+            )));
+        }
+    };
+    let op = match operator {
+        "In" => LabelOp::In,
+        "NotIn" => LabelOp::NotIn,
+        "Exists" => LabelOp::Exists,
+        "DoesNotExist" => LabelOp::DoesNotExist,
+        other => {
+            return Err(SelectorError::new(format!(
+                "{} is not a valid label selector operator",
+                quote(other)
+            )));
+        }
+    };
+    Requirement::new(key, op, values)
+}
+
+impl fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.reqs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Field selectors
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FieldRequirement {
+    field: String,
+    negated: bool,
+    value: String,
+}
+
+/// A parsed field selector: a conjunction of `field=value` / `field!=value` terms.
+#[derive(Debug, Clone, Default)]
+pub struct FieldSelector {
+    reqs: Vec<FieldRequirement>,
+}
+
+/// Fields every kind supports (kube-apiserver's default conversion).
+const ALWAYS_ALLOWED_FIELDS: [&str; 2] = ["metadata.name", "metadata.namespace"];
+
+fn split_terms(s: &str) -> Vec<&str> {
+    let mut terms = Vec::new();
+    let mut start = 0;
+    let mut in_slash = false;
+    for (i, c) in s.char_indices() {
+        if in_slash {
+            in_slash = false;
+        } else if c == '\\' {
+            in_slash = true;
+        } else if c == ',' {
+            terms.push(&s[start..i]);
+            start = i + 1;
+        }
+    }
+    terms.push(&s[start..]);
+    terms
+}
+
+fn split_term(term: &str) -> Option<(&str, bool, &str)> {
+    for (i, _) in term.char_indices() {
+        let rest = &term[i..];
+        for (op, negated) in [("!=", true), ("==", false), ("=", false)] {
+            if let Some(rhs) = rest.strip_prefix(op) {
+                return Some((&term[..i], negated, rhs));
+            }
+        }
+    }
+    None
+}
+
+fn unescape_value(s: &str) -> Result<String, SelectorError> {
+    if !s.contains(['\\', ',', '=']) {
+        return Ok(s.to_string());
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e @ ('\\' | ',' | '=')) => out.push(e),
+                Some(e) => {
+                    return Err(SelectorError::new(format!(
+                        "invalid field selector: invalid escape sequence: \\{e}"
+                    )));
+                }
+                None => {
+                    return Err(SelectorError::new(
+                        "invalid field selector: invalid escape sequence: \\",
+                    ));
+                }
+            },
+            ',' | '=' => {
+                return Err(SelectorError::new(format!(
+                    "invalid field selector: unescaped character in value: {c}"
+                )));
+            }
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+fn escape_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '\\' | ',' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl FieldSelector {
+    /// Parse a field selector. `allowed` lists the field paths the kind supports;
+    /// `metadata.name` and `metadata.namespace` are always accepted.
+    /// Whitespace around field names is ignored; values are taken verbatim.
+    pub fn parse(s: &str, allowed: &[&str]) -> Result<Self, SelectorError> {
+        let mut reqs = Vec::new();
+        if s.is_empty() {
+            return Ok(Self::default());
+        }
+        for term in split_terms(s) {
+            if term.trim().is_empty() {
+                continue;
+            }
+            let Some((lhs, negated, rhs)) = split_term(term) else {
+                return Err(SelectorError::new(format!(
+                    "invalid selector: '{s}'; can't understand '{term}'"
+                )));
+            };
+            let field = lhs.trim();
+            let value = unescape_value(rhs)?;
+            if !allowed.contains(&field) && !ALWAYS_ALLOWED_FIELDS.contains(&field) {
+                return Err(SelectorError::new(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+            reqs.push(FieldRequirement {
+                field: field.to_string(),
+                negated,
+                value,
+            });
+        }
+        reqs.sort_by(|a, b| a.field.cmp(&b.field));
+        Ok(FieldSelector { reqs })
+    }
+
+    /// Whether the object matches. Missing or null fields compare as `""`;
+    /// numbers and booleans compare by their JSON string form.
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.reqs.iter().all(|r| {
+            let actual = resolve_field(obj, &r.field);
+            (actual == r.value) != r.negated
+        })
+    }
+
+    /// True when the selector has no terms (selects everything).
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
+    }
+
+    /// The name pinned by a `metadata.name=` / `metadata.name==` term, if any.
+    pub fn pinned_name(&self) -> Option<&str> {
+        self.reqs
+            .iter()
+            .find(|r| !r.negated && r.field == "metadata.name")
+            .map(|r| r.value.as_str())
+    }
+}
+
+impl fmt::Display for FieldSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.reqs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            let op = if r.negated { "!=" } else { "=" };
+            write!(f, "{}{}{}", r.field, op, escape_value(&r.value))?;
+        }
+        Ok(())
+    }
+}
+
+fn resolve_field(obj: &Value, path: &str) -> String {
+    let mut cur = obj;
+    for seg in path.split('.') {
+        let next = match cur {
+            Value::Object(m) => m.get(seg),
+            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => None,
+        };
+        match next {
+            Some(v) => cur = v,
+            None => return String::new(),
+        }
+    }
+    match cur {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn labels(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    fn sel(s: &str) -> LabelSelector {
+        match LabelSelector::parse(s) {
+            Ok(sel) => sel,
+            Err(e) => panic!("parse {s:?}: {e}"),
+        }
+    }
+
+    fn err(s: &str) -> String {
+        match LabelSelector::parse(s) {
+            Ok(sel) => panic!("expected error for {s:?}, got {sel:?}"),
+            Err(e) => e.0,
+        }
+    }
+
+    #[test]
+    fn empty_selects_everything() {
+        let s = sel("");
+        assert!(s.is_empty());
+        assert!(s.matches(None));
+        assert!(s.matches(Some(&labels(json!({"a": "b"})))));
+        assert_eq!(s.to_string(), "");
+        assert!(sel("   ").is_empty());
+    }
+
+    #[test]
+    fn equality_operators() {
+        let l = labels(json!({"app": "web", "tier": "fe"}));
+        assert!(sel("app=web").matches(Some(&l)));
+        assert!(sel("app==web").matches(Some(&l)));
+        assert!(!sel("app=db").matches(Some(&l)));
+        assert!(sel("app!=db").matches(Some(&l)));
+        assert!(!sel("app!=web").matches(Some(&l)));
+        assert!(!sel("app=web").matches(None));
+        // Empty value.
+        assert!(!sel("gone=").matches(None));
+        assert!(sel("e=").matches(Some(&labels(json!({"e": ""})))));
+        assert_eq!(sel("app==web").to_string(), "app=web");
+    }
+
+    #[test]
+    fn set_operators() {
+        let l = labels(json!({"env": "prod"}));
+        assert!(sel("env in (prod, staging)").matches(Some(&l)));
+        assert!(!sel("env in (dev)").matches(Some(&l)));
+        assert!(sel("env notin (dev,qa)").matches(Some(&l)));
+        assert!(!sel("env notin (prod)").matches(Some(&l)));
+        // keywords are plain values inside the list
+        assert!(sel("x in (in,notin)").matches(Some(&labels(json!({"x": "in"})))));
+        assert_eq!(sel("env in (b,a,b)").to_string(), "env in (a,b)");
+        assert_eq!(sel("env in ()").to_string(), "env in ()");
+    }
+
+    #[test]
+    fn exists_operators() {
+        let l = labels(json!({"app": "web"}));
+        assert!(sel("app").matches(Some(&l)));
+        assert!(!sel("db").matches(Some(&l)));
+        assert!(sel("!db").matches(Some(&l)));
+        assert!(!sel("!app").matches(Some(&l)));
+        assert!(sel("!app").matches(None));
+        assert!(!sel("app").matches(None));
+        assert_eq!(sel(" ! db ").to_string(), "!db");
+    }
+
+    #[test]
+    fn absent_label_semantics() {
+        assert!(sel("app!=web").matches(None));
+        assert!(sel("app notin (web)").matches(None));
+        assert!(sel("app!=web").matches(Some(&labels(json!({"other": "x"})))));
+        assert!(!sel("app in (web)").matches(None));
+    }
+
+    #[test]
+    fn numeric_operators() {
+        let l = labels(json!({"n": "5"}));
+        assert!(sel("n>3").matches(Some(&l)));
+        assert!(!sel("n<3").matches(Some(&l)));
+        assert!(!sel("m>3").matches(Some(&l)));
+        assert!(err("n>x").contains("must be an integer"));
+    }
+
+    #[test]
+    fn and_and_whitespace() {
+        let l = labels(json!({"app": "web", "tier": "fe", "example.com/team": "a"}));
+        let s = sel("  app = web ,tier  in ( fe , be ) , !gone,example.com/team ");
+        assert!(s.matches(Some(&l)));
+        assert_eq!(
+            s.to_string(),
+            "app=web,example.com/team,!gone,tier in (be,fe)"
+        );
+        assert!(!sel("app=web,tier=be").matches(Some(&l)));
+    }
+
+    #[test]
+    fn invalid_inputs() {
+        assert_eq!(err("a=b=c"), "found '=', expected: ',' or 'end of string'");
+        assert!(err("a in (b").starts_with("unable to parse requirement: found ''"));
+        assert!(err("a in b").starts_with("unable to parse requirement: found 'b'"));
+        let e = err("-a=b");
+        assert!(
+            e.starts_with(
+                "unable to parse requirement: key: Invalid value: \"-a\": name part must consist"
+            ),
+            "{e}"
+        );
+        let long = "x".repeat(64);
+        let e = err(&format!("a={long}"));
+        assert!(e.contains("must be no more than 63 characters"), "{e}");
+        assert!(err(&format!("{long}=a")).contains("name part must be no more than 63"));
+        assert!(err("=b").contains("expected: !, identifier"));
+        assert!(err("a,").contains("identifier after ','"));
+        assert!(err(",a").contains("found ','"));
+        assert!(err("a=(b)").contains("expected: identifier"));
+        assert!(err("Example.com/a=b").contains("prefix part"));
+        assert!(err("/a").contains("prefix part must be non-empty"));
+        assert!(err("a/").contains("name part must be non-empty"));
+        assert!(err("a/b/c").contains("qualified name"));
+        assert!(err("a=b c").contains("found 'c'"));
+        assert!(err("!a=b").contains("found '='"));
+        assert!(err("a=-b").contains("a valid label"));
+        assert!(err("a in (b c)").contains("expected: ',' or ')'"));
+    }
+
+    #[test]
+    fn from_json_roundtrip() {
+        let v = json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["fe", "be"]},
+                {"key": "env", "operator": "NotIn", "values": ["dev"]},
+                {"key": "canary", "operator": "DoesNotExist"},
+                {"key": "team", "operator": "Exists"}
+            ]
+        });
+        let s = match LabelSelector::from_label_selector_json(&v) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        let text = s.to_string();
+        assert_eq!(text, "app=web,!canary,env notin (dev),team,tier in (be,fe)");
+        let reparsed = sel(&text);
+        assert_eq!(reparsed.to_string(), text);
+        assert_eq!(reparsed.reqs, s.reqs);
+        let l = labels(json!({"app": "web", "tier": "fe", "team": "x"}));
+        assert!(s.matches(Some(&l)));
+        assert!(reparsed.matches(Some(&l)));
+        assert!(!s.matches(Some(&labels(json!({"app": "web", "tier": "fe"})))));
+
+        assert!(LabelSelector::from_label_selector_json(&json!({})).is_ok_and(|s| s.is_empty()));
+        assert!(LabelSelector::from_label_selector_json(&Value::Null).is_ok_and(|s| s.is_empty()));
+        for bad in [
+            json!({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}),
+            json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+            json!({"matchExpressions": [{"key": "a", "operator": "Foo"}]}),
+            json!({"matchLabels": {"-a": "b"}}),
+            json!({"matchLabels": {"a": 1}}),
+            json!("app=web"),
+        ] {
+            assert!(
+                LabelSelector::from_label_selector_json(&bad).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    fn fsel(s: &str) -> FieldSelector {
+        match FieldSelector::parse(s, &["spec.nodeName", "status.phase", "spec.replicas"]) {
+            Ok(f) => f,
+            Err(e) => panic!("{s:?}: {e}"),
+        }
+    }
+
+    #[test]
+    fn field_selector_basic() {
+        let pod = json!({
+            "metadata": {"name": "p1", "namespace": "default"},
+            "spec": {"nodeName": "n1", "replicas": 3},
+            "status": {"phase": "Running"}
+        });
+        assert!(fsel("").is_empty());
+        assert!(fsel("").matches(&pod));
+        assert!(fsel("metadata.name=p1").matches(&pod));
+        assert!(fsel("metadata.name==p1").matches(&pod));
+        assert!(!fsel("metadata.name!=p1").matches(&pod));
+        assert!(fsel("status.phase!=Pending,spec.nodeName=n1").matches(&pod));
+        assert!(!fsel("status.phase=Running,spec.nodeName=n2").matches(&pod));
+        assert!(fsel("spec.replicas=3").matches(&pod));
+        // missing field compares as ""
+        let bare = json!({"metadata": {"name": "x"}});
+        assert!(fsel("spec.nodeName=").matches(&bare));
+        assert!(fsel("spec.nodeName!=n1").matches(&bare));
+        assert!(fsel("spec.nodeName=").matches(&json!({"spec": {"nodeName": null}})));
+        assert!(fsel(" status.phase=Running").matches(&pod));
+    }
+
+    #[test]
+    fn field_selector_errors() {
+        let e = FieldSelector::parse("spec.foo=bar", &["spec.nodeName"]);
+        assert_eq!(
+            e.err(),
+            Some(SelectorError("field label not supported: spec.foo".into()))
+        );
+        assert!(FieldSelector::parse("metadata.namespace=x", &[]).is_ok());
+        assert!(FieldSelector::parse("spec.nodeName", &["spec.nodeName"]).is_err());
+        assert!(FieldSelector::parse("spec.nodeName=a=b", &["spec.nodeName"]).is_err());
+        assert!(FieldSelector::parse("spec.nodeName=a\\x", &["spec.nodeName"]).is_err());
+        assert!(FieldSelector::parse("spec.nodeName=a\\", &["spec.nodeName"]).is_err());
+    }
+
+    #[test]
+    fn field_selector_escapes() {
+        let obj = json!({"metadata": {"name": "a,b=c\\d"}});
+        let f = fsel("metadata.name=a\\,b\\=c\\\\d");
+        assert!(f.matches(&obj));
+        assert_eq!(f.pinned_name(), Some("a,b=c\\d"));
+        assert_eq!(f.to_string(), "metadata.name=a\\,b\\=c\\\\d");
+        let f2 = fsel("metadata.name=x\\,y,status.phase=Running");
+        assert_eq!(f2.pinned_name(), Some("x,y"));
+        assert_eq!(f2.reqs.len(), 2);
+    }
+
+    #[test]
+    fn pinned_name() {
+        assert_eq!(fsel("metadata.name=foo").pinned_name(), Some("foo"));
+        assert_eq!(
+            fsel("status.phase=Running,metadata.name==foo").pinned_name(),
+            Some("foo")
+        );
+        assert_eq!(fsel("metadata.name!=foo").pinned_name(), None);
+        assert_eq!(fsel("status.phase=Running").pinned_name(), None);
+        assert_eq!(fsel("").pinned_name(), None);
+    }
+}

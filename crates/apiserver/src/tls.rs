@@ -1,0 +1,221 @@
+//! HTTPS serving: a private CA and serving certificate for 127.0.0.1/localhost and a bearer
+//! token, created on first start and kept (mode 0600) in the data directory.
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use base64::Engine;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rand::Rng;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("generating certificates failed: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("{path} is not a valid PEM file: {message}")]
+    Pem { path: PathBuf, message: String },
+    #[error("TLS configuration failed: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// What a client needs to trust and authenticate to the server.
+#[derive(Clone)]
+pub struct Credentials {
+    pub ca_cert_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub token: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token and key are secrets: never print them.
+        f.debug_struct("Credentials").finish_non_exhaustive()
+    }
+}
+
+const CA_CERT: &str = "ca.crt";
+const CA_KEY: &str = "ca.key";
+const SERVER_CERT: &str = "server.crt";
+const SERVER_KEY: &str = "server.key";
+const TOKEN: &str = "token";
+
+fn read(dir: &Path, file: &str) -> Result<Option<String>, TlsError> {
+    let path = dir.join(file);
+    match std::fs::read_to_string(&path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(TlsError::Io { path, source }),
+    }
+}
+
+/// Write a private file (0600) atomically: a reader never sees half of it.
+fn write_private(dir: &Path, file: &str, contents: &str) -> Result<(), TlsError> {
+    use std::io::Write;
+    let path = dir.join(file);
+    let tmp = dir.join(format!(".{file}.tmp"));
+    let io_err = |source| TlsError::Io {
+        path: path.clone(),
+        source,
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options.open(&tmp).map_err(io_err)?;
+    f.write_all(contents.as_bytes()).map_err(io_err)?;
+    f.sync_all().map_err(io_err)?;
+    std::fs::rename(&tmp, &path).map_err(io_err)
+}
+
+/// Load the credentials from `dir`, creating whatever is missing.
+pub fn load_or_create(dir: &Path) -> Result<Credentials, TlsError> {
+    std::fs::create_dir_all(dir).map_err(|source| TlsError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let existing = (
+        read(dir, CA_CERT)?,
+        read(dir, SERVER_CERT)?,
+        read(dir, SERVER_KEY)?,
+    );
+    let (ca_cert_pem, cert_pem, key_pem) = match existing {
+        (Some(ca), Some(cert), Some(key)) => (ca, cert, key),
+        _ => {
+            let generated = generate()?;
+            write_private(dir, CA_KEY, &generated.3)?;
+            write_private(dir, CA_CERT, &generated.0)?;
+            write_private(dir, SERVER_KEY, &generated.2)?;
+            write_private(dir, SERVER_CERT, &generated.1)?;
+            (generated.0, generated.1, generated.2)
+        }
+    };
+    let token = match read(dir, TOKEN)? {
+        Some(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => {
+            let bytes: [u8; 32] = rand::rng().random();
+            let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+            write_private(dir, TOKEN, &token)?;
+            token
+        }
+    };
+    Ok(Credentials {
+        ca_cert_pem,
+        cert_pem,
+        key_pem,
+        token,
+    })
+}
+
+/// (ca cert, server cert, server key, ca key), all PEM.
+fn generate() -> Result<(String, String, String, String), TlsError> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "steady-ca");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+    let server_key = KeyPair::generate()?;
+    let mut params =
+        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "steady-apiserver");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let server_cert = params.signed_by(&server_key, &issuer)?;
+    let ca_key_pem = issuer.key().serialize_pem();
+    Ok((
+        ca_cert.pem(),
+        server_cert.pem(),
+        server_key.serialize_pem(),
+        ca_key_pem,
+    ))
+}
+
+/// rustls server configuration offering HTTP/2 and HTTP/1.1.
+pub fn server_config(credentials: &Credentials) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let pem_error = |file: &str, e: rustls::pki_types::pem::Error| TlsError::Pem {
+        path: PathBuf::from(file),
+        message: e.to_string(),
+    };
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(credentials.cert_pem.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| pem_error(SERVER_CERT, e))?;
+    let key = PrivateKeyDer::from_pem_slice(credentials.key_pem.as_bytes())
+        .map_err(|e| pem_error(SERVER_KEY, e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serve `app` over TLS on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    tls: Arc<rustls::ServerConfig>,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        let mut closing = closing_rx.clone();
+        tokio::spawn(async move {
+            let tls_stream = match acceptor.accept(stream).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let connection =
+                builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = closing.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+    }
+    let _ = closing_tx.send(true);
+}

@@ -1,0 +1,254 @@
+//! Watch: a newline-delimited JSON stream of `{"type":…,"object":…}` events.
+//!
+//! Events come from the store's watcher; the stored bytes are sent as they are (no
+//! re-encoding) unless a selector must look inside. Selection changes turn into ADDED /
+//! DELETED as kube-apiserver does. A compacted start revision is answered in-stream with
+//! an `ERROR` event carrying a 410 `Expired` Status, then the stream ends.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use steady_store::{EventKind, ListOptions, StoreError, Watcher};
+use tokio::time::{Instant, Interval};
+
+use crate::ApiServer;
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::objects::present;
+use crate::registry::ResourceType;
+use crate::request::Params;
+use crate::selector::{FieldSelector, LabelSelector};
+
+/// kube-apiserver's default watch lifetime when the client sets none (--min-request-timeout).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// What a watch shows: which objects (selectors) of which kind.
+struct Selection {
+    rt: Arc<ResourceType>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Selection {
+    fn is_everything(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    fn matches(&self, bytes: &[u8]) -> bool {
+        if self.is_everything() {
+            return true;
+        }
+        match serde_json::from_slice::<Value>(bytes) {
+            Ok(v) => self.labels.matches(meta::labels(&v)) && self.fields.matches(&v),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Begin a watch: validates everything that can fail before the 200 is sent.
+pub fn start(
+    server: &ApiServer,
+    rt: Arc<ResourceType>,
+    ns: Option<&str>,
+    name: Option<&str>,
+    params: &Params,
+) -> ApiResult<WatchStream> {
+    let labels = LabelSelector::parse(params.get("labelSelector").unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+    let mut field_selector = params.get("fieldSelector").unwrap_or("").to_string();
+    if let Some(name) = name {
+        if !field_selector.is_empty() {
+            field_selector.push(',');
+        }
+        field_selector.push_str(&format!("metadata.name={name}"));
+    }
+    let fields = FieldSelector::parse(&field_selector, &rt.field_selectors())
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let send_initial = params.flag("sendInitialEvents");
+    let bookmarks = params.flag("allowWatchBookmarks");
+    if send_initial && (!bookmarks || params.get("resourceVersionMatch") != Some("NotOlderThan")) {
+        return Err(ApiError::unprocessable(
+            "sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan",
+        ));
+    }
+    let timeout = match params.number("timeoutSeconds")? {
+        Some(t) if t > 0 => Duration::from_secs(t as u64),
+        _ => DEFAULT_TIMEOUT,
+    };
+    let selection = Selection {
+        rt: rt.clone(),
+        labels,
+        fields,
+    };
+    let prefix = rt.list_prefix(ns);
+    let store = server.store();
+    let requested = params.non_empty("resourceVersion").filter(|rv| *rv != "0");
+    let mut initial = VecDeque::new();
+    let from = match requested {
+        Some(rv) if !send_initial => crate::objects::parse_revision(rv)?,
+        _ => {
+            let at = store.revision();
+            let filter = |o: &steady_store::Object| selection.matches(&o.value);
+            let page = store
+                .list(
+                    &prefix,
+                    &ListOptions {
+                        at: Some(at),
+                        start_after: None,
+                        limit: None,
+                    },
+                    &filter,
+                )
+                .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), ""))?;
+            for object in page.items {
+                initial.push_back(event_line("ADDED", &present(&rt, object.value)?));
+            }
+            if send_initial {
+                initial.push_back(bookmark_line(&rt, page.revision, true));
+            }
+            page.revision
+        }
+    };
+    let watcher = match store.watch(&prefix, from) {
+        Ok(w) => Some(w),
+        Err(StoreError::Expired {
+            requested,
+            compacted,
+        }) => {
+            initial.push_back(error_line(&ApiError::expired(format!(
+                "too old resource version: {requested} ({compacted})"
+            ))));
+            None
+        }
+        Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), "")),
+    };
+    let bookmark_interval = server.config().bookmark_interval;
+    Ok(WatchStream {
+        selection,
+        watcher,
+        initial,
+        deadline: Instant::now() + timeout,
+        bookmarks: bookmarks.then(|| {
+            tokio::time::interval_at(Instant::now() + bookmark_interval, bookmark_interval)
+        }),
+    })
+}
+
+/// An open watch; turn it into a body with [`WatchStream::into_stream`].
+pub struct WatchStream {
+    selection: Selection,
+    watcher: Option<Watcher>,
+    initial: VecDeque<Bytes>,
+    deadline: Instant,
+    bookmarks: Option<Interval>,
+}
+
+impl WatchStream {
+    pub fn into_stream(self) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
+        futures::stream::unfold(self, |mut s| async move {
+            s.next_line().await.map(|line| (Ok(line), s))
+        })
+    }
+
+    async fn next_line(&mut self) -> Option<Bytes> {
+        if let Some(line) = self.initial.pop_front() {
+            return Some(line);
+        }
+        loop {
+            let watcher = self.watcher.as_mut()?;
+            let bookmarks = &mut self.bookmarks;
+            let bookmark = async {
+                match bookmarks.as_mut() {
+                    Some(interval) => interval.tick().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let step = tokio::select! {
+                biased;
+                _ = tokio::time::sleep_until(self.deadline) => Step::End,
+                event = watcher.next() => Step::Event(event),
+                _ = bookmark => Step::Bookmark,
+            };
+            match step {
+                Step::End | Step::Event(None) => return None,
+                Step::Bookmark => {
+                    let revision = self.watcher.as_ref().map(Watcher::revision).unwrap_or(0);
+                    return Some(bookmark_line(&self.selection.rt, revision, false));
+                }
+                Step::Event(Some(Err(e))) => {
+                    self.watcher = None;
+                    let error = match e {
+                        StoreError::Expired {
+                            requested,
+                            compacted,
+                        } => ApiError::expired(format!(
+                            "too old resource version: {requested} ({compacted})"
+                        )),
+                        other => ApiError::internal(other.to_string()),
+                    };
+                    return Some(error_line(&error));
+                }
+                Step::Event(Some(Ok(event))) => {
+                    if let Some(line) = render(&self.selection, &event) {
+                        if let Some(interval) = self.bookmarks.as_mut() {
+                            interval.reset();
+                        }
+                        return Some(line);
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Step {
+    End,
+    Event(Option<Result<Arc<steady_store::Event>, StoreError>>),
+    Bookmark,
+}
+
+/// The event a client sees for a store event, given its selection (None: not for it).
+fn render(selection: &Selection, event: &steady_store::Event) -> Option<Bytes> {
+    let now = selection.matches(&event.value);
+    let before = || event.prev.as_ref().is_some_and(|p| selection.matches(p));
+    let kind = match event.kind {
+        EventKind::Created => now.then_some("ADDED"),
+        EventKind::Deleted => now.then_some("DELETED"),
+        EventKind::Updated if selection.is_everything() => Some("MODIFIED"),
+        EventKind::Updated => match (before(), now) {
+            (true, true) => Some("MODIFIED"),
+            (false, true) => Some("ADDED"),
+            (true, false) => Some("DELETED"),
+            (false, false) => None,
+        },
+    }?;
+    let object = present(&selection.rt, event.value.clone()).ok()?;
+    Some(event_line(kind, &object))
+}
+
+pub fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
+}
+
+fn bookmark_line(rt: &ResourceType, revision: u64, initial_events_end: bool) -> Bytes {
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if initial_events_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let object = json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata});
+    event_line("BOOKMARK", object.to_string().as_bytes())
+}
+
+fn error_line(error: &ApiError) -> Bytes {
+    event_line("ERROR", error.status().to_string().as_bytes())
+}

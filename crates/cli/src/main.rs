@@ -1,0 +1,54 @@
+//! `steady`: the one binary. This is the edge of the program: it parses flags, wires the
+//! layers together, turns errors into one-line messages and exit codes. Everything it runs
+//! lives in the library crates below it.
+
+mod server;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "steady",
+    version,
+    about = "Write, run and trust Kubernetes operators in Rust"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the embedded Kubernetes-compatible control plane (HTTPS, bearer token).
+    Server(server::ServerArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("steady: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Server(args) => server::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("steady: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

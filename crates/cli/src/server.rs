@@ -1,0 +1,120 @@
+//! `steady server`: the control plane alone, over HTTPS.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use steady_apiserver::{ApiServer, Config, auth, kubeconfig, tls};
+use steady_store::{Store, StoreOptions};
+
+#[derive(clap::Args, Debug)]
+pub struct ServerArgs {
+    /// Directory for the database, certificates and token (created if missing).
+    #[arg(long, default_value = ".steady")]
+    pub data_dir: PathBuf,
+    /// Address to listen on; port 0 picks a free port (printed at start).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Also write a kubeconfig for this server to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub write_kubeconfig: Option<PathBuf>,
+}
+
+/// A running control plane: the API server plus its HTTPS listener address and credentials.
+pub struct ControlPlane {
+    pub api: ApiServer,
+    pub url: String,
+    pub kubeconfig: String,
+    listener: tokio::net::TcpListener,
+    credentials: tls::Credentials,
+}
+
+impl ControlPlane {
+    /// Open the store in `data_dir`, start the API server and bind `listen`.
+    pub async fn start(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<ControlPlane> {
+        let store = Store::sqlite(&data_dir.join("state.db"), StoreOptions::default())
+            .await
+            .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+        let api = ApiServer::start(store, Config::default())
+            .await
+            .context("cannot start the API server")?;
+        let credentials =
+            tls::load_or_create(&data_dir.join("pki")).context("cannot prepare TLS credentials")?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let address = listener
+            .local_addr()
+            .context("cannot read the listening address")?;
+        let url = format!("https://{address}");
+        let kubeconfig = kubeconfig::render(&url, &credentials.ca_cert_pem, &credentials.token);
+        kubeconfig::write(&data_dir.join("kubeconfig"), &kubeconfig)
+            .with_context(|| format!("cannot write {}", data_dir.join("kubeconfig").display()))?;
+        Ok(ControlPlane {
+            api,
+            url,
+            kubeconfig,
+            listener,
+            credentials,
+        })
+    }
+
+    /// Serve HTTPS until Ctrl-C or SIGTERM, then flush the store.
+    pub async fn serve(self) -> anyhow::Result<()> {
+        let tls_config = tls::server_config(&self.credentials).context("cannot configure TLS")?;
+        let app = auth::require_token(self.api.router(), &self.credentials.token);
+        tls::serve(self.listener, app, tls_config, shutdown_signal()).await;
+        tracing::info!("shutting down");
+        self.api.shutdown().await;
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    if !args.listen.ip().is_loopback() {
+        tracing::warn!(listen = %args.listen, "listening beyond loopback: anyone who can reach this address and holds the token can use the API");
+    }
+    let plane = ControlPlane::start(&args.data_dir, args.listen).await?;
+    if let Some(path) = &args.write_kubeconfig {
+        kubeconfig::write(path, &plane.kubeconfig)
+            .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
+    }
+    let kubeconfig_path = args
+        .write_kubeconfig
+        .clone()
+        .unwrap_or_else(|| args.data_dir.join("kubeconfig"));
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "steady server listening on {}", plane.url)?;
+    writeln!(out, "kubeconfig: {}", kubeconfig_path.display())?;
+    writeln!(
+        out,
+        "try: kubectl --kubeconfig {} get namespaces",
+        kubeconfig_path.display()
+    )?;
+    out.flush()?;
+    drop(out);
+    plane.serve().await
+}

@@ -1,0 +1,441 @@
+//! `steady-store`: the storage layer of steady, modelled on kine (the
+//! SQL-backed etcd shim of k3s).
+//!
+//! # What it owns
+//!
+//! - The global revision counter, which becomes Kubernetes
+//!   `metadata.resourceVersion`. An empty store is at revision 1; the first
+//!   write gets revision 2 (mirrors etcd and keeps "0" distinct).
+//! - The multi-version map of JSON objects by string key: reads (`get`,
+//!   `list`) are consistent snapshots at any retained revision.
+//! - The write path: one writer task with group commit. Every mutation is
+//!   queued to it; it drains the queue into a batch, validates each request in
+//!   order (seeing the effects of earlier requests in the batch), assigns
+//!   consecutive revisions, persists the batch in one transaction, and only
+//!   then applies it to memory, notifies watchers and replies.
+//! - Durability (SQLite backend, WAL, `synchronous=FULL` by default) or none
+//!   (in-memory backend, which never uses threads so a deterministic
+//!   simulator can drive it on a current-thread runtime with a paused clock).
+//! - Compaction (explicit, periodic like kube-apiserver, and by a cap on
+//!   retained revisions).
+//! - In-memory fan-out of committed events to watchers.
+//!
+//! # What it must not know
+//!
+//! Kubernetes kinds, API semantics, HTTP. The only thing it knows about the
+//! values is that they are JSON objects whose `metadata.resourceVersion` it
+//! sets (as a decimal string) to the revision of the write.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use steady_store::{ListOptions, Store, StoreOptions};
+//! let store = Store::in_memory(StoreOptions::default()).await.unwrap();
+//! let obj = store.create("/pods/default/a", serde_json::json!({"metadata": {"name": "a"}})).await.unwrap();
+//! assert_eq!(obj.revision, 2);
+//! let page = store.list("/pods/", &ListOptions::default(), &|_| true).unwrap();
+//! assert_eq!(page.items.len(), 1);
+//! store.shutdown().await;
+//! # });
+//! ```
+
+mod backend;
+mod state;
+mod watcher;
+mod writer;
+
+use std::path::Path;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::AbortHandle;
+
+use backend::{Backend, MemoryBackend, SqliteBackend};
+use state::State;
+use writer::{Op, Request, WriteReq, Writer};
+
+pub use watcher::Watcher;
+
+/// A global, strictly increasing revision (Kubernetes `resourceVersion`).
+pub type Revision = u64;
+
+/// Capacity of the request queue in front of the writer task.
+const QUEUE_CAPACITY: usize = 4096;
+
+/// A stored version of one object: `value` is compact JSON bytes whose
+/// `metadata.resourceVersion == revision.to_string()`.
+#[derive(Clone, Debug)]
+pub struct Object {
+    pub key: Arc<str>,
+    pub revision: Revision,
+    pub value: Bytes,
+}
+
+/// The kind of a committed change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Created,
+    Updated,
+    Deleted,
+}
+
+/// One committed change. For `Deleted`, `value` is the object's last state
+/// re-encoded with `resourceVersion` = the delete's revision.
+#[derive(Debug)]
+pub struct Event {
+    pub revision: Revision,
+    pub key: Arc<str>,
+    pub kind: EventKind,
+    pub value: Bytes,
+    /// Previous state (None on create).
+    pub prev: Option<Bytes>,
+}
+
+/// Errors returned by the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("key {key:?} already exists")]
+    AlreadyExists { key: String },
+    #[error("key {key:?} not found")]
+    NotFound { key: String },
+    #[error("conflict on key {key:?}: expected revision {expected}, current revision is {actual}")]
+    Conflict {
+        key: String,
+        expected: Revision,
+        actual: Revision,
+    },
+    #[error("revision {requested} has been compacted (compacted revision is {compacted})")]
+    Expired {
+        requested: Revision,
+        compacted: Revision,
+    },
+    #[error("revision {requested} is in the future (current revision is {current})")]
+    TooLarge {
+        requested: Revision,
+        current: Revision,
+    },
+    #[error("invalid value: {0}")]
+    InvalidValue(String),
+    #[error("storage backend error: {0}")]
+    Backend(String),
+    #[error("store is closed")]
+    Closed,
+}
+
+/// Store configuration.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Every tick, compact to the revision that was current at the previous
+    /// tick (like kube-apiserver). `None` disables periodic compaction.
+    pub compaction_interval: Option<Duration>,
+    /// After a batch, if `current - compacted` exceeds
+    /// `max_retained_revisions` (plus a slack of 1/64 of it), compact to
+    /// `current - max_retained_revisions`.
+    pub max_retained_revisions: u64,
+    /// SQLite `synchronous=FULL` (fsync per group commit) when true, `NORMAL`
+    /// otherwise. Ignored by the in-memory backend.
+    pub durable: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            compaction_interval: Some(Duration::from_secs(5 * 60)),
+            max_retained_revisions: 200_000,
+            durable: true,
+        }
+    }
+}
+
+/// Options for [`Store::list`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ListOptions<'a> {
+    /// `None` = current revision; `Some(r)` = consistent snapshot at `r`
+    /// (`Expired` if `r < compacted`, `TooLarge` if `r > current`).
+    pub at: Option<Revision>,
+    /// Exclusive key to resume after (continue tokens).
+    pub start_after: Option<&'a str>,
+    /// Max items returned (after filtering). `Some(0)` means no limit.
+    pub limit: Option<usize>,
+}
+
+/// One page of a list.
+#[derive(Clone, Debug)]
+pub struct ListPage {
+    /// The snapshot revision.
+    pub revision: Revision,
+    /// Matching live objects in key order.
+    pub items: Vec<Object>,
+    /// `Some(last returned key)` iff more matching items remain.
+    pub next_key: Option<Arc<str>>,
+}
+
+/// State shared by the store handles, the writer task and watchers.
+pub(crate) struct Shared {
+    state: RwLock<State>,
+}
+
+impl Shared {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Request>,
+    notify: watch::Receiver<Revision>,
+    ticker: Option<AbortHandle>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(t) = &self.ticker {
+            t.abort();
+        }
+    }
+}
+
+/// A handle to the store. Cheap to clone; the writer stops when the last
+/// handle is dropped or [`Store::shutdown`] is called.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.inner.shared.read();
+        f.debug_struct("Store")
+            .field("revision", &st.current)
+            .field("compacted", &st.compacted)
+            .field("keys", &st.objects.len())
+            .field("events", &st.events.len())
+            .finish()
+    }
+}
+
+impl Store {
+    /// A store without persistence. Uses no threads (only `tokio::spawn` and
+    /// `tokio::time`), so it runs under a paused-clock current-thread runtime.
+    pub async fn in_memory(opts: StoreOptions) -> Result<Store, StoreError> {
+        let mut backend = MemoryBackend;
+        let loaded = backend.load()?;
+        Self::start(Box::new(backend), loaded, opts)
+    }
+
+    /// A store persisted in a SQLite database at `path` (created together with
+    /// its parent directories if missing). Existing contents are loaded and
+    /// revisions continue increasing after a restart.
+    pub async fn sqlite(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        let path = path.to_path_buf();
+        let durable = opts.durable;
+        let (backend, loaded) = tokio::task::spawn_blocking(move || {
+            let mut backend = SqliteBackend::open(&path, durable)?;
+            let loaded = backend.load()?;
+            Ok::<_, StoreError>((backend, loaded))
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("open task failed: {e}")))??;
+        Self::start(Box::new(backend), loaded, opts)
+    }
+
+    fn start(
+        backend: Box<dyn Backend>,
+        loaded: backend::Loaded,
+        opts: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let st = State::from_records(loaded.records, loaded.compacted);
+        let current = st.current;
+        tracing::debug!(
+            revision = current,
+            compacted = st.compacted,
+            keys = st.objects.len(),
+            "store opened"
+        );
+        let shared = Arc::new(Shared {
+            state: RwLock::new(st),
+        });
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let (notify_tx, notify_rx) = watch::channel(current);
+        let writer = Writer {
+            backend: Some(backend),
+            shared: shared.clone(),
+            notify: notify_tx,
+            max_retained: opts.max_retained_revisions,
+        };
+        tokio::spawn(writer.run(rx));
+        let ticker = opts.compaction_interval.map(|period| {
+            tokio::spawn(periodic_compaction(period, tx.downgrade(), shared.clone())).abort_handle()
+        });
+        Ok(Store {
+            inner: Arc::new(Inner {
+                shared,
+                tx,
+                notify: notify_rx,
+                ticker,
+            }),
+        })
+    }
+
+    /// Current (latest committed) revision.
+    pub fn revision(&self) -> Revision {
+        self.inner.shared.read().current
+    }
+
+    /// Revisions at or below this one can no longer be read or watched.
+    pub fn compacted_revision(&self) -> Revision {
+        self.inner.shared.read().compacted
+    }
+
+    async fn write(&self, key: &str, op: Op) -> Result<Object, StoreError> {
+        if key.is_empty() {
+            return Err(StoreError::InvalidValue("key must not be empty".into()));
+        }
+        let (reply, rx) = oneshot::channel();
+        let req = Request::Write(WriteReq {
+            key: key.to_owned(),
+            op,
+            reply,
+        });
+        self.inner
+            .tx
+            .send(req)
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Creates `key`; `AlreadyExists` if it is live.
+    pub async fn create(&self, key: &str, value: serde_json::Value) -> Result<Object, StoreError> {
+        writer::validate(&value)?;
+        self.write(key, Op::Create(value)).await
+    }
+
+    /// Replaces `key`; `NotFound` if it is not live, `Conflict` if `expected`
+    /// is given and differs from its current revision.
+    pub async fn update(
+        &self,
+        key: &str,
+        value: serde_json::Value,
+        expected: Option<Revision>,
+    ) -> Result<Object, StoreError> {
+        writer::validate(&value)?;
+        self.write(key, Op::Update(value, expected)).await
+    }
+
+    /// Deletes `key`, returning the tombstone (last state with
+    /// `resourceVersion` = the delete's revision).
+    pub async fn delete(
+        &self,
+        key: &str,
+        expected: Option<Revision>,
+    ) -> Result<Object, StoreError> {
+        self.write(key, Op::Delete(expected)).await
+    }
+
+    /// The live version of `key` at `at` (default: current revision).
+    pub fn get(&self, key: &str, at: Option<Revision>) -> Result<Option<Object>, StoreError> {
+        self.inner.shared.read().get(key, at)
+    }
+
+    /// Live objects whose key starts with `prefix`, in key order, at a
+    /// consistent snapshot, filtered by `filter`.
+    pub fn list(
+        &self,
+        prefix: &str,
+        opts: &ListOptions<'_>,
+        filter: &dyn Fn(&Object) -> bool,
+    ) -> Result<ListPage, StoreError> {
+        self.inner.shared.read().list(prefix, opts, filter)
+    }
+
+    /// Events with revision > `after` whose key starts with `prefix`.
+    /// `Expired` if `after < compacted`.
+    pub fn watch(&self, prefix: &str, after: Revision) -> Result<Watcher, StoreError> {
+        let st = self.inner.shared.read();
+        if after < st.compacted {
+            return Err(StoreError::Expired {
+                requested: after,
+                compacted: st.compacted,
+            });
+        }
+        if st.closed {
+            return Err(StoreError::Closed);
+        }
+        Ok(Watcher {
+            shared: self.inner.shared.clone(),
+            prefix: prefix.into(),
+            seen: after,
+            buf: Default::default(),
+            rx: self.inner.notify.clone(),
+            done: false,
+            closed: false,
+        })
+    }
+
+    /// Compacts to `revision` (clamped to the current revision). Idempotent;
+    /// ordered with writes because it goes through the writer.
+    pub async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Request::Compact { revision, reply })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Flushes queued writes and stops the writer. Later writes fail with
+    /// `Closed`; watchers end (`next()` returns `None`) after draining.
+    pub async fn shutdown(&self) {
+        if let Some(t) = &self.inner.ticker {
+            t.abort();
+        }
+        let (reply, rx) = oneshot::channel();
+        if self
+            .inner
+            .tx
+            .send(Request::Shutdown { reply })
+            .await
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// Every `period`, compact to the revision that was current at the previous
+/// tick. Stops when the store is dropped or shut down.
+async fn periodic_compaction(period: Duration, tx: mpsc::WeakSender<Request>, shared: Arc<Shared>) {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval.tick().await;
+    let mut prev = shared.read().current;
+    loop {
+        interval.tick().await;
+        let Some(tx) = tx.upgrade() else { return };
+        let (reply, rx) = oneshot::channel();
+        if tx
+            .send(Request::Compact {
+                revision: prev,
+                reply,
+            })
+            .await
+            .is_err()
+        {
+            return;
+        }
+        drop(tx);
+        match rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(StoreError::Closed)) | Err(_) => return,
+            Ok(Err(e)) => tracing::warn!(error = %e, revision = prev, "periodic compaction failed"),
+        }
+        prev = shared.read().current;
+    }
+}

@@ -1,0 +1,271 @@
+//! The in-memory multi-version map and event log shared by both backends.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::{Event, EventKind, ListOptions, ListPage, Object, Revision, StoreError};
+
+/// Revision of an empty store. The first write gets `INITIAL_REVISION + 1`.
+pub(crate) const INITIAL_REVISION: Revision = 1;
+
+/// One stored version of a key. A tombstone keeps the object's last state
+/// (re-encoded with the delete's revision) in `value`.
+#[derive(Clone, Debug)]
+pub(crate) struct Version {
+    pub rev: Revision,
+    pub value: Bytes,
+    pub deleted: bool,
+}
+
+/// A row as persisted by a backend (and reloaded on open).
+#[derive(Clone, Debug)]
+pub(crate) struct Record {
+    pub rev: Revision,
+    pub key: Arc<str>,
+    pub deleted: bool,
+    pub value: Bytes,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    /// Latest committed revision.
+    pub current: Revision,
+    /// Revisions `<= compacted` are no longer individually readable/watchable.
+    pub compacted: Revision,
+    /// Versions per key, ascending by revision. Invariant: for each key at most
+    /// one version has `rev <= compacted`, and that one is live.
+    pub objects: BTreeMap<Arc<str>, Vec<Version>>,
+    /// One event per revision in `(compacted, current]` (except the virtual
+    /// initial revision), ascending.
+    pub events: VecDeque<Arc<Event>>,
+    /// Set once the writer has stopped.
+    pub closed: bool,
+}
+
+impl State {
+    pub fn empty() -> State {
+        State {
+            current: INITIAL_REVISION,
+            compacted: 0,
+            objects: BTreeMap::new(),
+            events: VecDeque::new(),
+            closed: false,
+        }
+    }
+
+    /// Rebuilds the state from persisted rows (ascending by revision).
+    pub fn from_records(records: Vec<Record>, compacted: Revision) -> State {
+        let mut st = State::empty();
+        st.compacted = compacted;
+        let mut max_rev = 0;
+        for r in records {
+            max_rev = max_rev.max(r.rev);
+            let (key, prev) = st.latest(&r.key);
+            let key = key.unwrap_or(r.key);
+            if r.rev > compacted {
+                let kind = if r.deleted {
+                    EventKind::Deleted
+                } else if prev.is_some() {
+                    EventKind::Updated
+                } else {
+                    EventKind::Created
+                };
+                st.events.push_back(Arc::new(Event {
+                    revision: r.rev,
+                    key: key.clone(),
+                    kind,
+                    value: r.value.clone(),
+                    prev: prev.map(|(_, v)| v),
+                }));
+            }
+            st.objects.entry(key).or_default().push(Version {
+                rev: r.rev,
+                value: r.value,
+                deleted: r.deleted,
+            });
+        }
+        st.current = max_rev.max(compacted).max(INITIAL_REVISION);
+        // Re-establish the compaction invariant in case the backend kept extra rows.
+        let keys: Vec<Arc<str>> = st.objects.keys().cloned().collect();
+        for k in keys {
+            st.prune_key(&k, compacted);
+        }
+        st
+    }
+
+    /// The latest version of `key` if it is live, plus the map's shared key.
+    pub fn latest(&self, key: &str) -> (Option<Arc<str>>, Option<(Revision, Bytes)>) {
+        match self.objects.get_key_value(key) {
+            Some((k, versions)) => {
+                let live = versions
+                    .last()
+                    .filter(|v| !v.deleted)
+                    .map(|v| (v.rev, v.value.clone()));
+                (Some(k.clone()), live)
+            }
+            None => (None, None),
+        }
+    }
+
+    /// Resolves a requested read revision to a snapshot revision.
+    pub fn snapshot(&self, at: Option<Revision>) -> Result<Revision, StoreError> {
+        match at {
+            None => Ok(self.current),
+            Some(r) if r < self.compacted => Err(StoreError::Expired {
+                requested: r,
+                compacted: self.compacted,
+            }),
+            Some(r) if r > self.current => Err(StoreError::TooLarge {
+                requested: r,
+                current: self.current,
+            }),
+            Some(r) => Ok(r),
+        }
+    }
+
+    fn visible(key: &Arc<str>, versions: &[Version], at: Revision) -> Option<Object> {
+        let idx = versions.partition_point(|v| v.rev <= at);
+        if idx == 0 {
+            return None;
+        }
+        let v = &versions[idx - 1];
+        if v.deleted {
+            return None;
+        }
+        Some(Object {
+            key: key.clone(),
+            revision: v.rev,
+            value: v.value.clone(),
+        })
+    }
+
+    pub fn get(&self, key: &str, at: Option<Revision>) -> Result<Option<Object>, StoreError> {
+        let at = self.snapshot(at)?;
+        Ok(self
+            .objects
+            .get_key_value(key)
+            .and_then(|(k, versions)| Self::visible(k, versions, at)))
+    }
+
+    pub fn list(
+        &self,
+        prefix: &str,
+        opts: &ListOptions<'_>,
+        filter: &dyn Fn(&Object) -> bool,
+    ) -> Result<ListPage, StoreError> {
+        let at = self.snapshot(opts.at)?;
+        let limit = opts.limit.filter(|&l| l > 0);
+        let start = match opts.start_after {
+            Some(s) if s >= prefix => Bound::Excluded(s),
+            _ => Bound::Included(prefix),
+        };
+        let mut items: Vec<Object> = Vec::new();
+        let mut next_key = None;
+        for (key, versions) in self.objects.range::<str, _>((start, Bound::Unbounded)) {
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let Some(obj) = Self::visible(key, versions, at) else {
+                continue;
+            };
+            if !filter(&obj) {
+                continue;
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                // One more match exists beyond the page.
+                next_key = items.last().map(|o| o.key.clone());
+                break;
+            }
+            items.push(obj);
+        }
+        Ok(ListPage {
+            revision: at,
+            items,
+            next_key,
+        })
+    }
+
+    /// Applies committed events (consecutive revisions after `current`).
+    pub fn apply(&mut self, events: &[Arc<Event>]) {
+        for e in events {
+            let version = Version {
+                rev: e.revision,
+                value: e.value.clone(),
+                deleted: e.kind == EventKind::Deleted,
+            };
+            match self.objects.get_mut(&*e.key) {
+                Some(versions) => versions.push(version),
+                None => {
+                    self.objects.insert(e.key.clone(), vec![version]);
+                }
+            }
+            self.current = e.revision;
+            self.events.push_back(e.clone());
+        }
+    }
+
+    /// Drops events and superseded versions at or below `target`.
+    pub fn compact(&mut self, target: Revision) {
+        if target <= self.compacted {
+            return;
+        }
+        let mut touched: HashSet<Arc<str>> = HashSet::new();
+        while let Some(e) = self.events.front() {
+            if e.revision > target {
+                break;
+            }
+            touched.insert(e.key.clone());
+            self.events.pop_front();
+        }
+        for key in touched {
+            self.prune_key(&key, target);
+        }
+        self.compacted = target;
+    }
+
+    fn prune_key(&mut self, key: &str, target: Revision) {
+        let Some(versions) = self.objects.get_mut(key) else {
+            return;
+        };
+        let idx = versions.partition_point(|v| v.rev <= target);
+        if idx > 1 {
+            versions.drain(..idx - 1);
+        }
+        if versions
+            .first()
+            .is_some_and(|v| v.rev <= target && v.deleted)
+        {
+            versions.remove(0);
+        }
+        if versions.is_empty() {
+            self.objects.remove(key);
+        }
+    }
+
+    /// Copies events with revision > `seen` whose key starts with `prefix` into
+    /// `out`; returns the revision of the last scanned event (or `seen`).
+    pub fn collect_events(
+        &self,
+        prefix: &str,
+        seen: Revision,
+        out: &mut VecDeque<Arc<Event>>,
+        max_matches: usize,
+        max_scanned: usize,
+    ) -> Revision {
+        let start = self.events.partition_point(|e| e.revision <= seen);
+        let mut last = seen;
+        for e in self.events.range(start..).take(max_scanned) {
+            last = e.revision;
+            if e.key.starts_with(prefix) {
+                out.push_back(e.clone());
+                if out.len() >= max_matches {
+                    break;
+                }
+            }
+        }
+        last
+    }
+}

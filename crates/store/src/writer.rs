@@ -1,0 +1,339 @@
+//! The single writer task: batches queued requests (group commit), validates
+//! them against memory plus a staging overlay, persists the batch in one
+//! backend transaction, then applies it to memory and wakes watchers.
+
+use std::collections::HashMap;
+use std::mem;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::backend::Backend;
+use crate::{Event, EventKind, Object, Revision, Shared, StoreError};
+
+/// Maximum number of requests drained into one group commit.
+const MAX_BATCH: usize = 1024;
+
+pub(crate) enum Op {
+    Create(Value),
+    Update(Value, Option<Revision>),
+    Delete(Option<Revision>),
+}
+
+type Reply = oneshot::Sender<Result<Object, StoreError>>;
+
+pub(crate) struct WriteReq {
+    pub key: String,
+    pub op: Op,
+    pub reply: Reply,
+}
+
+pub(crate) enum Request {
+    Write(WriteReq),
+    Compact {
+        revision: Revision,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// Checks that `value` can carry a resourceVersion (a JSON object whose
+/// `metadata`, if present, is an object).
+pub(crate) fn validate(value: &Value) -> Result<(), StoreError> {
+    let obj = value
+        .as_object()
+        .ok_or_else(|| StoreError::InvalidValue("value must be a JSON object".into()))?;
+    match obj.get("metadata") {
+        None | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(StoreError::InvalidValue(
+            "metadata must be a JSON object".into(),
+        )),
+    }
+}
+
+/// Sets `metadata.resourceVersion` to `rev` and serializes compactly.
+fn encode(mut value: Value, rev: Revision) -> Result<Bytes, StoreError> {
+    let obj = value
+        .as_object_mut()
+        .ok_or_else(|| StoreError::InvalidValue("value must be a JSON object".into()))?;
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| StoreError::InvalidValue("metadata must be a JSON object".into()))?;
+    meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
+    serde_json::to_vec(&value)
+        .map(Bytes::from)
+        .map_err(|e| StoreError::InvalidValue(e.to_string()))
+}
+
+fn reencode(bytes: &Bytes, rev: Revision) -> Result<Bytes, StoreError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::Backend(format!("stored value is not JSON: {e}")))?;
+    encode(value, rev)
+}
+
+pub(crate) struct Writer {
+    pub backend: Option<Box<dyn Backend>>,
+    pub shared: Arc<Shared>,
+    pub notify: watch::Sender<Revision>,
+    pub max_retained: u64,
+}
+
+impl Writer {
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) {
+        let mut waiters: Vec<oneshot::Sender<()>> = Vec::new();
+        let mut batch: Vec<Request> = Vec::new();
+        'outer: while let Some(first) = rx.recv().await {
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            let mut pending: Vec<WriteReq> = Vec::new();
+            let mut reqs = batch.drain(..);
+            while let Some(req) = reqs.next() {
+                match req {
+                    Request::Write(w) => pending.push(w),
+                    Request::Compact { revision, reply } => {
+                        self.commit(mem::take(&mut pending)).await;
+                        let _ = reply.send(self.compact(revision).await);
+                    }
+                    Request::Shutdown { reply } => {
+                        self.commit(mem::take(&mut pending)).await;
+                        waiters.push(reply);
+                        for rest in reqs {
+                            fail(rest, &mut waiters);
+                        }
+                        break 'outer;
+                    }
+                }
+            }
+            drop(reqs);
+            self.commit(pending).await;
+            self.auto_compact().await;
+        }
+        rx.close();
+        while let Some(req) = rx.recv().await {
+            fail(req, &mut waiters);
+        }
+        // Close the backend (SQLite may checkpoint on close).
+        if let Some(backend) = self.backend.take() {
+            if backend.is_blocking() {
+                let _ = tokio::task::spawn_blocking(move || drop(backend)).await;
+            } else {
+                drop(backend);
+            }
+        }
+        self.shared.write().closed = true;
+        // Dropping the sender ends every watcher once it drained the log.
+        drop(self.notify);
+        tracing::debug!("store writer stopped");
+        for w in waiters {
+            let _ = w.send(());
+        }
+    }
+
+    /// Runs `f` against the backend, on the blocking pool if needed.
+    async fn with_backend<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Backend) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let Some(mut backend) = self.backend.take() else {
+            return Err(StoreError::Backend("storage backend unavailable".into()));
+        };
+        if !backend.is_blocking() {
+            let r = f(backend.as_mut());
+            self.backend = Some(backend);
+            return r;
+        }
+        match tokio::task::spawn_blocking(move || {
+            let r = f(backend.as_mut());
+            (backend, r)
+        })
+        .await
+        {
+            Ok((backend, r)) => {
+                self.backend = Some(backend);
+                r
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "storage backend task failed; store is now read-only");
+                Err(StoreError::Backend(format!(
+                    "storage backend task failed: {e}"
+                )))
+            }
+        }
+    }
+
+    /// Validates, persists and applies one group of writes.
+    async fn commit(&mut self, writes: Vec<WriteReq>) {
+        if writes.is_empty() {
+            return;
+        }
+        let mut events: Vec<Arc<Event>> = Vec::with_capacity(writes.len());
+        // Per request: Ok(index into events) or its validation error.
+        let mut outcomes: Vec<(Reply, Result<usize, StoreError>)> =
+            Vec::with_capacity(writes.len());
+        {
+            let st = self.shared.read();
+            let mut next = st.current + 1;
+            // Effects of earlier requests in this batch: key -> live state (None = deleted).
+            let mut overlay: HashMap<Arc<str>, Option<(Revision, Bytes)>> = HashMap::new();
+            for w in writes {
+                let (key, cur) = match overlay.get_key_value(w.key.as_str()) {
+                    Some((k, v)) => (k.clone(), v.clone()),
+                    None => {
+                        let (k, v) = st.latest(&w.key);
+                        (k.unwrap_or_else(|| Arc::from(w.key.as_str())), v)
+                    }
+                };
+                let res = stage(&key, cur, w.op, next);
+                match res {
+                    Ok(event) => {
+                        overlay.insert(
+                            key,
+                            (event.kind != EventKind::Deleted)
+                                .then(|| (event.revision, event.value.clone())),
+                        );
+                        events.push(Arc::new(event));
+                        outcomes.push((w.reply, Ok(events.len() - 1)));
+                        next += 1;
+                    }
+                    Err(e) => outcomes.push((w.reply, Err(e))),
+                }
+            }
+        }
+
+        if !events.is_empty() {
+            let batch = Arc::new(mem::take(&mut events));
+            let to_persist = batch.clone();
+            let persisted = self.with_backend(move |b| b.append(&to_persist)).await;
+            if let Err(e) = persisted {
+                tracing::warn!(error = %e, requests = outcomes.len(), "group commit failed");
+                let msg = match e {
+                    StoreError::Backend(m) => m,
+                    other => other.to_string(),
+                };
+                for (reply, _) in outcomes {
+                    let _ = reply.send(Err(StoreError::Backend(msg.clone())));
+                }
+                return;
+            }
+            events = Arc::try_unwrap(batch).unwrap_or_else(|a| (*a).clone());
+            let current = {
+                let mut st = self.shared.write();
+                st.apply(&events);
+                st.current
+            };
+            self.notify.send_replace(current);
+        }
+        for (reply, res) in outcomes {
+            let res = res.map(|i| {
+                let e = &events[i];
+                Object {
+                    key: e.key.clone(),
+                    revision: e.revision,
+                    value: e.value.clone(),
+                }
+            });
+            let _ = reply.send(res);
+        }
+    }
+
+    async fn compact(&mut self, revision: Revision) -> Result<(), StoreError> {
+        let (current, old) = {
+            let st = self.shared.read();
+            (st.current, st.compacted)
+        };
+        let target = revision.min(current);
+        if target <= old {
+            return Ok(());
+        }
+        self.with_backend(move |b| b.compact(old, target)).await?;
+        self.shared.write().compact(target);
+        tracing::debug!(revision = target, "compacted");
+        Ok(())
+    }
+
+    async fn auto_compact(&mut self) {
+        let (current, compacted) = {
+            let st = self.shared.read();
+            (st.current, st.compacted)
+        };
+        // Small hysteresis (1/64 of the cap) so a steady write load triggers one
+        // compaction transaction per few thousand revisions, not one per batch.
+        let slack = self.max_retained / 64;
+        if current.saturating_sub(compacted) > self.max_retained.saturating_add(slack) {
+            let target = current - self.max_retained;
+            if let Err(e) = self.compact(target).await {
+                tracing::warn!(error = %e, revision = target, "automatic compaction failed");
+            }
+        }
+    }
+}
+
+fn fail(req: Request, waiters: &mut Vec<oneshot::Sender<()>>) {
+    match req {
+        Request::Write(w) => {
+            let _ = w.reply.send(Err(StoreError::Closed));
+        }
+        Request::Compact { reply, .. } => {
+            let _ = reply.send(Err(StoreError::Closed));
+        }
+        Request::Shutdown { reply } => waiters.push(reply),
+    }
+}
+
+/// Validates one write against the key's current live state and builds its event.
+fn stage(
+    key: &Arc<str>,
+    cur: Option<(Revision, Bytes)>,
+    op: Op,
+    rev: Revision,
+) -> Result<Event, StoreError> {
+    let check = |expected: Option<Revision>| -> Result<(Revision, Bytes), StoreError> {
+        let (actual, value) = cur.clone().ok_or_else(|| StoreError::NotFound {
+            key: key.to_string(),
+        })?;
+        match expected {
+            Some(expected) if expected != actual => Err(StoreError::Conflict {
+                key: key.to_string(),
+                expected,
+                actual,
+            }),
+            _ => Ok((actual, value)),
+        }
+    };
+    let (kind, value, prev) = match op {
+        Op::Create(value) => {
+            if cur.is_some() {
+                return Err(StoreError::AlreadyExists {
+                    key: key.to_string(),
+                });
+            }
+            (EventKind::Created, encode(value, rev)?, None)
+        }
+        Op::Update(value, expected) => {
+            let (_, prev) = check(expected)?;
+            (EventKind::Updated, encode(value, rev)?, Some(prev))
+        }
+        Op::Delete(expected) => {
+            let (_, prev) = check(expected)?;
+            (EventKind::Deleted, reencode(&prev, rev)?, Some(prev))
+        }
+    };
+    Ok(Event {
+        revision: rev,
+        key: key.clone(),
+        kind,
+        value,
+        prev,
+    })
+}

@@ -1,0 +1,930 @@
+//! One behavioural suite, run against both backends.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use steady_store::{EventKind, ListOptions, Object, Revision, Store, StoreError, StoreOptions};
+use tempfile::TempDir;
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Memory,
+    Sqlite,
+}
+
+struct Fx {
+    store: Store,
+    _dir: Option<TempDir>,
+}
+
+impl std::ops::Deref for Fx {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+fn test_opts() -> StoreOptions {
+    StoreOptions {
+        compaction_interval: None,
+        max_retained_revisions: 1_000_000,
+        durable: false,
+    }
+}
+
+async fn open_with(kind: Kind, opts: StoreOptions) -> Fx {
+    match kind {
+        Kind::Memory => Fx {
+            store: Store::in_memory(opts).await.expect("open memory store"),
+            _dir: None,
+        },
+        Kind::Sqlite => {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = Store::sqlite(&dir.path().join("state.db"), opts)
+                .await
+                .expect("open sqlite store");
+            Fx {
+                store,
+                _dir: Some(dir),
+            }
+        }
+    }
+}
+
+async fn open(kind: Kind) -> Fx {
+    open_with(kind, test_opts()).await
+}
+
+fn parse(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).expect("stored value is JSON")
+}
+
+fn rv_of(bytes: &[u8]) -> Revision {
+    parse(bytes)["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion is a string")
+        .parse()
+        .expect("resourceVersion is decimal")
+}
+
+fn obj(name: &str, data: i64) -> Value {
+    json!({"metadata": {"name": name}, "data": data})
+}
+
+fn data(o: &Object) -> i64 {
+    parse(&o.value)["data"].as_i64().expect("data")
+}
+
+fn keys(items: &[Object]) -> Vec<String> {
+    items.iter().map(|o| o.key.to_string()).collect()
+}
+
+async fn create_and_already_exists(kind: Kind) {
+    let s = open(kind).await;
+    assert_eq!(s.revision(), 1);
+    let a = s.create("/a", obj("a", 1)).await.unwrap();
+    assert_eq!(a.revision, 2);
+    assert_eq!(&*a.key, "/a");
+    assert_eq!(rv_of(&a.value), 2);
+    assert_eq!(parse(&a.value)["metadata"]["name"], "a");
+    match s.create("/a", obj("a", 2)).await {
+        Err(StoreError::AlreadyExists { key }) => assert_eq!(key, "/a"),
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    // A failed write does not consume a revision.
+    assert_eq!(s.revision(), 2);
+    let got = s.get("/a", None).unwrap().unwrap();
+    assert_eq!(got.revision, 2);
+    assert_eq!(data(&got), 1);
+    assert!(s.get("/missing", None).unwrap().is_none());
+}
+
+async fn invalid_values(kind: Kind) {
+    let s = open(kind).await;
+    assert!(matches!(
+        s.create("/a", json!([1, 2])).await,
+        Err(StoreError::InvalidValue(_))
+    ));
+    assert!(matches!(
+        s.create("/a", json!({"metadata": 3})).await,
+        Err(StoreError::InvalidValue(_))
+    ));
+    // An object without metadata gets one.
+    let o = s.create("/b", json!({"x": 1})).await.unwrap();
+    assert_eq!(rv_of(&o.value), o.revision);
+    assert!(matches!(
+        s.update("/b", json!("str"), None).await,
+        Err(StoreError::InvalidValue(_))
+    ));
+}
+
+async fn update_cas_and_not_found(kind: Kind) {
+    let s = open(kind).await;
+    assert!(matches!(
+        s.update("/a", obj("a", 1), None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let c = s.create("/a", obj("a", 1)).await.unwrap();
+    // Unconditional update.
+    let u1 = s.update("/a", obj("a", 2), None).await.unwrap();
+    assert!(u1.revision > c.revision);
+    // CAS with the right revision.
+    let u2 = s
+        .update("/a", obj("a", 3), Some(u1.revision))
+        .await
+        .unwrap();
+    assert_eq!(rv_of(&u2.value), u2.revision);
+    // CAS with a stale revision.
+    match s.update("/a", obj("a", 4), Some(c.revision)).await {
+        Err(StoreError::Conflict {
+            key,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(key, "/a");
+            assert_eq!(expected, c.revision);
+            assert_eq!(actual, u2.revision);
+        }
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    // The value's own (stale) resourceVersion is overwritten, not checked.
+    let mut v = obj("a", 5);
+    v["metadata"]["resourceVersion"] = json!("12345");
+    let u3 = s.update("/a", v, None).await.unwrap();
+    assert_eq!(rv_of(&u3.value), u3.revision);
+    assert_eq!(data(&s.get("/a", None).unwrap().unwrap()), 5);
+}
+
+async fn delete_tombstone(kind: Kind) {
+    let s = open(kind).await;
+    assert!(matches!(
+        s.delete("/a", None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let c = s.create("/a", obj("a", 7)).await.unwrap();
+    assert!(matches!(
+        s.delete("/a", Some(c.revision + 100)).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let d = s.delete("/a", Some(c.revision)).await.unwrap();
+    assert!(d.revision > c.revision);
+    assert_eq!(rv_of(&d.value), d.revision);
+    assert_eq!(data(&d), 7);
+    assert!(s.get("/a", None).unwrap().is_none());
+    assert!(matches!(
+        s.delete("/a", None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        s.update("/a", obj("a", 1), None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    // Re-create after delete.
+    let c2 = s.create("/a", obj("a", 8)).await.unwrap();
+    assert!(c2.revision > d.revision);
+    // The old state is still readable at the old revision.
+    assert_eq!(data(&s.get("/a", Some(c.revision)).unwrap().unwrap()), 7);
+    assert!(s.get("/a", Some(d.revision)).unwrap().is_none());
+}
+
+async fn revisions_strictly_increase(kind: Kind) {
+    let s = open(kind).await;
+    let mut last = s.revision();
+    for i in 0..20 {
+        let key = format!("/k/{}", i % 5);
+        let o = if i < 5 {
+            s.create(&key, obj("x", i)).await.unwrap()
+        } else if i % 7 == 0 {
+            s.delete(&key, None).await.unwrap();
+            s.create(&key, obj("x", i)).await.unwrap()
+        } else {
+            s.update(&key, obj("x", i), None).await.unwrap()
+        };
+        assert!(o.revision > last, "{} > {last}", o.revision);
+        assert_eq!(rv_of(&o.value), o.revision);
+        last = o.revision;
+        assert_eq!(s.revision(), last);
+    }
+}
+
+async fn snapshot_reads(kind: Kind) {
+    let s = open(kind).await;
+    let a1 = s.create("/p/a", obj("a", 1)).await.unwrap();
+    let b1 = s.create("/p/b", obj("b", 1)).await.unwrap();
+    let snap = s.revision();
+    s.update("/p/a", obj("a", 2), None).await.unwrap();
+    s.delete("/p/b", None).await.unwrap();
+    s.create("/p/c", obj("c", 1)).await.unwrap();
+
+    let old = s.get("/p/a", Some(snap)).unwrap().unwrap();
+    assert_eq!(old.revision, a1.revision);
+    assert_eq!(data(&old), 1);
+    assert_eq!(
+        s.get("/p/b", Some(snap)).unwrap().unwrap().revision,
+        b1.revision
+    );
+    assert!(s.get("/p/c", Some(snap)).unwrap().is_none());
+    assert!(s.get("/p/a", Some(a1.revision - 1)).unwrap().is_none());
+
+    let page = s
+        .list(
+            "/p/",
+            &ListOptions {
+                at: Some(snap),
+                ..Default::default()
+            },
+            &|_| true,
+        )
+        .unwrap();
+    assert_eq!(page.revision, snap);
+    assert_eq!(keys(&page.items), ["/p/a", "/p/b"]);
+    assert_eq!(data(&page.items[0]), 1);
+    assert!(page.next_key.is_none());
+
+    let now = s.list("/p/", &ListOptions::default(), &|_| true).unwrap();
+    assert_eq!(now.revision, s.revision());
+    assert_eq!(keys(&now.items), ["/p/a", "/p/c"]);
+    assert_eq!(data(&now.items[0]), 2);
+
+    let future = s.revision() + 1;
+    assert!(matches!(
+        s.get("/p/a", Some(future)),
+        Err(StoreError::TooLarge { .. })
+    ));
+    assert!(matches!(
+        s.list(
+            "/p/",
+            &ListOptions {
+                at: Some(future),
+                ..Default::default()
+            },
+            &|_| true
+        ),
+        Err(StoreError::TooLarge { .. })
+    ));
+    s.compact(snap + 1).await.unwrap();
+    assert!(matches!(
+        s.get("/p/a", Some(snap)),
+        Err(StoreError::Expired { .. })
+    ));
+    assert!(matches!(
+        s.list(
+            "/p/",
+            &ListOptions {
+                at: Some(snap),
+                ..Default::default()
+            },
+            &|_| true
+        ),
+        Err(StoreError::Expired { .. })
+    ));
+}
+
+async fn list_prefix_and_paging(kind: Kind) {
+    let s = open(kind).await;
+    for i in 0..10 {
+        s.create(&format!("/pods/ns/{i:02}"), obj("p", i))
+            .await
+            .unwrap();
+    }
+    s.create("/pods/other/x", obj("x", 0)).await.unwrap();
+    s.create("/pods/nt/x", obj("x", 0)).await.unwrap();
+    s.create("/services/ns/a", obj("a", 0)).await.unwrap();
+
+    // Prefix respects boundaries.
+    let all = s
+        .list("/pods/ns/", &ListOptions::default(), &|_| true)
+        .unwrap();
+    assert_eq!(all.items.len(), 10);
+    assert!(all.next_key.is_none());
+    assert_eq!(
+        s.list("/pods/", &ListOptions::default(), &|_| true)
+            .unwrap()
+            .items
+            .len(),
+        12
+    );
+
+    // Page through a snapshot while writes happen in between.
+    let snap = s.revision();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let page = s
+            .list(
+                "/pods/ns/",
+                &ListOptions {
+                    at: Some(snap),
+                    start_after: cursor.as_deref(),
+                    limit: Some(3),
+                },
+                &|_| true,
+            )
+            .unwrap();
+        pages += 1;
+        assert_eq!(page.revision, snap);
+        assert!(page.items.len() <= 3);
+        seen.extend(page.items.iter().map(|o| (o.key.to_string(), data(o))));
+        // Concurrent mutation between pages.
+        s.update(&format!("/pods/ns/{:02}", pages), obj("p", 100), None)
+            .await
+            .unwrap();
+        s.delete(&format!("/pods/ns/{:02}", 9 - pages), None)
+            .await
+            .ok();
+        s.create(&format!("/pods/ns/{:02}x", pages), obj("new", 0))
+            .await
+            .unwrap();
+        match page.next_key {
+            Some(k) => {
+                assert_eq!(&*k, &*page.items.last().unwrap().key);
+                cursor = Some(k.to_string());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(pages, 4);
+    let expected: Vec<(String, i64)> = (0..10).map(|i| (format!("/pods/ns/{i:02}"), i)).collect();
+    assert_eq!(seen, expected);
+
+    // Exactly `limit` items left: no next_key.
+    let page = s
+        .list(
+            "/services/",
+            &ListOptions {
+                limit: Some(1),
+                ..Default::default()
+            },
+            &|_| true,
+        )
+        .unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert!(page.next_key.is_none());
+
+    // start_after before the prefix starts at the prefix.
+    let page = s
+        .list(
+            "/services/",
+            &ListOptions {
+                start_after: Some("/a"),
+                ..Default::default()
+            },
+            &|_| true,
+        )
+        .unwrap();
+    assert_eq!(page.items.len(), 1);
+}
+
+async fn list_filter_and_limit(kind: Kind) {
+    let s = open(kind).await;
+    for i in 0..20 {
+        s.create(&format!("/x/{i:02}"), obj("x", i)).await.unwrap();
+    }
+    let even = |o: &Object| data(o) % 2 == 0;
+    let page = s
+        .list(
+            "/x/",
+            &ListOptions {
+                limit: Some(4),
+                ..Default::default()
+            },
+            &even,
+        )
+        .unwrap();
+    assert_eq!(keys(&page.items), ["/x/00", "/x/02", "/x/04", "/x/06"]);
+    assert_eq!(page.next_key.as_deref(), Some("/x/06"));
+    // Only the last matching item remains after 16: no next_key.
+    let page = s
+        .list(
+            "/x/",
+            &ListOptions {
+                start_after: Some("/x/16"),
+                limit: Some(1),
+                ..Default::default()
+            },
+            &even,
+        )
+        .unwrap();
+    assert_eq!(keys(&page.items), ["/x/18"]);
+    assert!(page.next_key.is_none());
+    // Filter matching nothing.
+    let page = s
+        .list(
+            "/x/",
+            &ListOptions {
+                limit: Some(5),
+                ..Default::default()
+            },
+            &|_| false,
+        )
+        .unwrap();
+    assert!(page.items.is_empty());
+    assert!(page.next_key.is_none());
+}
+
+async fn watch_replay_then_live(kind: Kind) {
+    let s = open(kind).await;
+    let start = s.revision();
+    let c = s.create("/w/a", obj("a", 1)).await.unwrap();
+    s.create("/other/z", obj("z", 1)).await.unwrap();
+    let u = s.update("/w/a", obj("a", 2), None).await.unwrap();
+
+    let mut w = s.watch("/w/", start).unwrap();
+    let e = w.next().await.unwrap().unwrap();
+    assert_eq!(
+        (e.kind, e.revision, &*e.key),
+        (EventKind::Created, c.revision, "/w/a")
+    );
+    assert!(e.prev.is_none());
+    let e = w.next().await.unwrap().unwrap();
+    assert_eq!((e.kind, e.revision), (EventKind::Updated, u.revision));
+    assert_eq!(e.prev.as_deref(), Some(&c.value[..]));
+    assert_eq!(w.revision(), u.revision);
+
+    // Live: a writer in another task.
+    let s2 = s.store.clone();
+    let h = tokio::spawn(async move {
+        tokio::task::yield_now().await;
+        s2.create("/other/y", obj("y", 1)).await.unwrap();
+        s2.create("/w/b", obj("b", 1)).await.unwrap();
+        s2.delete("/w/a", None).await.unwrap()
+    });
+    let e = w.next().await.unwrap().unwrap();
+    assert_eq!((e.kind, &*e.key), (EventKind::Created, "/w/b"));
+    let e = w.next().await.unwrap().unwrap();
+    let d = h.await.unwrap();
+    assert_eq!(
+        (e.kind, &*e.key, e.revision),
+        (EventKind::Deleted, "/w/a", d.revision)
+    );
+    assert_eq!(rv_of(&e.value), d.revision);
+    assert_eq!(data_bytes(&e.value), 2);
+    assert_eq!(e.prev.as_deref(), Some(&u.value[..]));
+    assert_eq!(w.revision(), d.revision);
+
+    // A non-matching write advances the watcher's revision only when it looks.
+    let o = s.create("/other/q", obj("q", 1)).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_millis(50), w.next()).await;
+    assert!(r.is_err(), "no matching event expected");
+    assert_eq!(w.revision(), o.revision);
+
+    // Watching from the current revision sees only new events.
+    let mut w2 = s.watch("/", s.revision()).unwrap();
+    let n = s.create("/w/c", obj("c", 1)).await.unwrap();
+    assert_eq!(w2.next().await.unwrap().unwrap().revision, n.revision);
+}
+
+fn data_bytes(b: &[u8]) -> i64 {
+    parse(b)["data"].as_i64().expect("data")
+}
+
+async fn watch_expired(kind: Kind) {
+    let s = open(kind).await;
+    let first = s.create("/a", obj("a", 1)).await.unwrap();
+    s.update("/a", obj("a", 2), None).await.unwrap();
+    let mut behind = s.watch("/", first.revision - 1).unwrap();
+    s.compact(first.revision).await.unwrap();
+    assert_eq!(s.compacted_revision(), first.revision);
+    // Watching from below the compaction point is refused...
+    match s.watch("/", first.revision - 1) {
+        Err(StoreError::Expired {
+            requested,
+            compacted,
+        }) => {
+            assert_eq!(requested, first.revision - 1);
+            assert_eq!(compacted, first.revision);
+        }
+        other => panic!("expected Expired, got {other:?}"),
+    }
+    // ...but from the compaction point itself works.
+    let mut ok = s.watch("/", first.revision).unwrap();
+    assert_eq!(ok.next().await.unwrap().unwrap().kind, EventKind::Updated);
+    // A watcher created earlier that had not consumed the compacted events expires.
+    assert!(matches!(
+        behind.next().await,
+        Some(Err(StoreError::Expired { .. }))
+    ));
+    assert!(behind.next().await.is_none());
+}
+
+async fn slow_watcher_falls_behind(kind: Kind) {
+    let s = open(kind).await;
+    let mut w = s.watch("/", s.revision()).unwrap();
+    let a = s.create("/a", obj("a", 1)).await.unwrap();
+    assert_eq!(w.next().await.unwrap().unwrap().revision, a.revision);
+    for i in 0..5 {
+        s.update("/a", obj("a", i), None).await.unwrap();
+    }
+    s.compact(s.revision() - 1).await.unwrap();
+    assert!(matches!(
+        w.next().await,
+        Some(Err(StoreError::Expired { .. }))
+    ));
+    assert!(w.next().await.is_none());
+}
+
+async fn compaction_keeps_latest(kind: Kind) {
+    let s = open(kind).await;
+    s.create("/a", obj("a", 1)).await.unwrap();
+    s.update("/a", obj("a", 2), None).await.unwrap();
+    s.create("/b", obj("b", 1)).await.unwrap();
+    s.delete("/b", None).await.unwrap();
+    s.create("/c", obj("c", 1)).await.unwrap();
+    let before = s.list("/", &ListOptions::default(), &|_| true).unwrap();
+    let cur = s.revision();
+    s.compact(cur).await.unwrap();
+    assert_eq!(s.compacted_revision(), cur);
+    // Idempotent, and clamped to the current revision.
+    s.compact(cur - 2).await.unwrap();
+    assert_eq!(s.compacted_revision(), cur);
+    s.compact(cur + 1000).await.unwrap();
+    assert_eq!(s.compacted_revision(), cur);
+    assert_eq!(s.revision(), cur);
+
+    let after = s.list("/", &ListOptions::default(), &|_| true).unwrap();
+    assert_eq!(keys(&after.items), keys(&before.items));
+    assert_eq!(keys(&after.items), ["/a", "/c"]);
+    assert_eq!(data(&after.items[0]), 2);
+    let at = s
+        .list(
+            "/",
+            &ListOptions {
+                at: Some(cur),
+                ..Default::default()
+            },
+            &|_| true,
+        )
+        .unwrap();
+    assert_eq!(at.items.len(), 2);
+    assert!(s.get("/b", None).unwrap().is_none());
+    // Compacted deleted key can be re-created; compacted live key can be updated.
+    s.create("/b", obj("b", 2)).await.unwrap();
+    let u = s
+        .update("/a", obj("a", 3), Some(after.items[0].revision))
+        .await
+        .unwrap();
+    let mut w = s.watch("/", cur).unwrap();
+    assert_eq!(w.next().await.unwrap().unwrap().key.as_ref(), "/b");
+    let e = w.next().await.unwrap().unwrap();
+    assert_eq!(e.revision, u.revision);
+    assert_eq!(e.prev.as_deref(), Some(&after.items[0].value[..]));
+}
+
+async fn auto_compaction_by_retained_revisions(kind: Kind) {
+    let s = open_with(
+        kind,
+        StoreOptions {
+            max_retained_revisions: 10,
+            ..test_opts()
+        },
+    )
+    .await;
+    s.create("/a", obj("a", 0)).await.unwrap();
+    for i in 0..30 {
+        s.update("/a", obj("a", i), None).await.unwrap();
+    }
+    // Automatic compaction runs after the batch's replies; a no-op compaction
+    // request goes through the writer and so acts as a barrier.
+    s.compact(0).await.unwrap();
+    assert_eq!(s.compacted_revision(), s.revision() - 10);
+    assert_eq!(data(&s.get("/a", None).unwrap().unwrap()), 29);
+    assert!(s.get("/a", Some(s.revision() - 10)).unwrap().is_some());
+}
+
+async fn periodic_compaction(kind: Kind) {
+    let s = open_with(
+        kind,
+        StoreOptions {
+            compaction_interval: Some(Duration::from_millis(100)),
+            ..test_opts()
+        },
+    )
+    .await;
+    let o = s.create("/a", obj("a", 0)).await.unwrap();
+    // First tick records the revision; the next one compacts to it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while s.compacted_revision() < o.revision {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no periodic compaction"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(s.compacted_revision() <= s.revision());
+    assert!(s.get("/a", None).unwrap().is_some());
+}
+
+async fn same_key_in_one_batch(kind: Kind) {
+    let s = open(kind).await;
+    // Many concurrent creates of one key: staged against each other.
+    let mut handles = Vec::new();
+    for i in 0..50 {
+        let s = s.store.clone();
+        handles.push(tokio::spawn(
+            async move { s.create("/one", obj("x", i)).await },
+        ));
+    }
+    let mut ok = 0;
+    for h in handles {
+        match h.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(ok, 1);
+    // Concurrent CAS updates from the same base: exactly one wins.
+    let base = s.get("/one", None).unwrap().unwrap().revision;
+    let mut handles = Vec::new();
+    for i in 0..20 {
+        let s = s.store.clone();
+        handles.push(tokio::spawn(async move {
+            s.update("/one", obj("y", i), Some(base)).await
+        }));
+    }
+    let mut ok = 0;
+    for h in handles {
+        match h.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(StoreError::Conflict { expected, .. }) => assert_eq!(expected, base),
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(ok, 1);
+}
+
+async fn concurrent_creates(kind: Kind) {
+    let s = open(kind).await;
+    let mut handles = Vec::new();
+    for t in 0..16 {
+        let s = s.store.clone();
+        handles.push(tokio::spawn(async move {
+            let mut revs = Vec::new();
+            for i in 0..125 {
+                let o = s
+                    .create(&format!("/c/{t:02}/{i:03}"), obj("c", i))
+                    .await
+                    .unwrap();
+                assert_eq!(rv_of(&o.value), o.revision);
+                revs.push(o.revision);
+            }
+            revs
+        }));
+    }
+    let mut all = HashSet::new();
+    for h in handles {
+        let revs = h.await.unwrap();
+        assert!(revs.windows(2).all(|w| w[0] < w[1]));
+        for r in revs {
+            assert!(all.insert(r), "duplicate revision {r}");
+        }
+    }
+    assert_eq!(all.len(), 2000);
+    assert_eq!(s.revision(), 2001);
+    let page = s.list("/c/", &ListOptions::default(), &|_| true).unwrap();
+    assert_eq!(page.items.len(), 2000);
+    let mut w = s.watch("/c/", 1).unwrap();
+    let mut n = 0;
+    let mut last = 0;
+    while n < 2000 {
+        let e = w.next().await.unwrap().unwrap();
+        assert!(e.revision > last);
+        last = e.revision;
+        n += 1;
+    }
+}
+
+async fn shutdown_ends_watchers(kind: Kind) {
+    let s = open(kind).await;
+    let mut w = s.watch("/", s.revision()).unwrap();
+    let s2 = s.store.clone();
+    let waiter = tokio::spawn(async move {
+        let mut got = Vec::new();
+        while let Some(e) = w.next().await {
+            got.push(e.unwrap().revision);
+        }
+        got
+    });
+    let a = s.create("/a", obj("a", 1)).await.unwrap();
+    s2.shutdown().await;
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("watcher ended")
+        .unwrap();
+    assert_eq!(got, vec![a.revision]);
+    assert!(matches!(
+        s.create("/b", obj("b", 1)).await,
+        Err(StoreError::Closed)
+    ));
+    assert!(matches!(
+        s.delete("/a", None).await,
+        Err(StoreError::Closed)
+    ));
+    assert!(matches!(s.compact(1).await, Err(StoreError::Closed)));
+    // Reads still work; a second shutdown is harmless.
+    assert!(s.get("/a", None).unwrap().is_some());
+    s.shutdown().await;
+}
+
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Kind::Memory).await
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Kind::Sqlite).await
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    create_and_already_exists,
+    invalid_values,
+    update_cas_and_not_found,
+    delete_tombstone,
+    revisions_strictly_increase,
+    snapshot_reads,
+    list_prefix_and_paging,
+    list_filter_and_limit,
+    watch_replay_then_live,
+    watch_expired,
+    slow_watcher_falls_behind,
+    compaction_keeps_latest,
+    auto_compaction_by_retained_revisions,
+    periodic_compaction,
+    same_key_in_one_batch,
+    concurrent_creates,
+    shutdown_ends_watchers,
+);
+
+// ---- multi-threaded runtime ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_multi_thread_memory() {
+    concurrent_creates(Kind::Memory).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_multi_thread_sqlite_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::sqlite(
+        &dir.path().join("db"),
+        StoreOptions {
+            durable: true,
+            ..test_opts()
+        },
+    )
+    .await
+    .unwrap();
+    let mut handles = Vec::new();
+    for t in 0..16 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            for i in 0..125 {
+                s.create(&format!("/c/{t}/{i}"), json!({})).await.unwrap();
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    assert_eq!(s.revision(), 2001);
+}
+
+// ---- paused clock (the deterministic simulator's setting) ----
+
+#[tokio::test(start_paused = true)]
+async fn memory_store_under_paused_clock() {
+    let s = Store::in_memory(StoreOptions {
+        compaction_interval: Some(Duration::from_secs(300)),
+        ..StoreOptions::default()
+    })
+    .await
+    .unwrap();
+    let a = s.create("/a", obj("a", 1)).await.unwrap();
+    let mut w = s.watch("/", a.revision).unwrap();
+    tokio::time::sleep(Duration::from_secs(301)).await;
+    let b = s.update("/a", obj("a", 2), None).await.unwrap();
+    assert_eq!(w.next().await.unwrap().unwrap().revision, b.revision);
+    // Second tick compacts to the revision current at the first tick (a).
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert!(s.compacted_revision() >= a.revision);
+    s.shutdown().await;
+    assert!(w.next().await.is_none());
+}
+
+// ---- SQLite only ----
+
+#[tokio::test]
+async fn sqlite_reopen_restores_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let (compacted, last_rev, snapshot) = {
+        let s = Store::sqlite(&path, test_opts()).await.unwrap();
+        s.create("/a", obj("a", 1)).await.unwrap();
+        s.update("/a", obj("a", 2), None).await.unwrap();
+        s.create("/b", obj("b", 1)).await.unwrap();
+        s.delete("/b", None).await.unwrap();
+        s.create("/c", obj("c", 1)).await.unwrap();
+        s.compact(s.revision() - 1).await.unwrap();
+        s.update("/c", obj("c", 2), None).await.unwrap();
+        s.create("/d", obj("d", 1)).await.unwrap();
+        s.delete("/d", None).await.unwrap();
+        let snapshot = s.list("/", &ListOptions::default(), &|_| true).unwrap();
+        let r = (s.compacted_revision(), s.revision(), snapshot);
+        s.shutdown().await;
+        r
+    };
+    let s = Store::sqlite(&path, test_opts()).await.unwrap();
+    assert_eq!(s.compacted_revision(), compacted);
+    assert_eq!(s.revision(), last_rev);
+    let now = s.list("/", &ListOptions::default(), &|_| true).unwrap();
+    assert_eq!(keys(&now.items), keys(&snapshot.items));
+    for (x, y) in now.items.iter().zip(&snapshot.items) {
+        assert_eq!(x.revision, y.revision);
+        assert_eq!(x.value, y.value);
+    }
+    // Retained history survives: the event log after the compaction point.
+    let mut w = s.watch("/", compacted).unwrap();
+    let e = w.next().await.unwrap().unwrap();
+    assert_eq!((e.kind, &*e.key), (EventKind::Created, "/c"));
+    assert!(e.prev.is_none());
+    let e = w.next().await.unwrap().unwrap();
+    assert_eq!((e.kind, &*e.key), (EventKind::Updated, "/c"));
+    assert!(e.prev.is_some());
+    let e = w.next().await.unwrap().unwrap();
+    assert_eq!((e.kind, &*e.key), (EventKind::Created, "/d"));
+    let e = w.next().await.unwrap().unwrap();
+    assert_eq!((e.kind, &*e.key), (EventKind::Deleted, "/d"));
+    assert!(matches!(
+        s.watch("/", compacted - 1),
+        Err(StoreError::Expired { .. })
+    ));
+    let n = s.create("/e", obj("e", 1)).await.unwrap();
+    assert_eq!(n.revision, last_rev + 1);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn sqlite_revision_never_goes_backwards_after_full_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let last = {
+        let s = Store::sqlite(&path, test_opts()).await.unwrap();
+        s.create("/a", obj("a", 1)).await.unwrap();
+        s.create("/b", obj("b", 1)).await.unwrap();
+        s.delete("/b", None).await.unwrap();
+        s.compact(s.revision()).await.unwrap();
+        let r = s.revision();
+        s.shutdown().await;
+        r
+    };
+    for _ in 0..2 {
+        let s = Store::sqlite(&path, test_opts()).await.unwrap();
+        assert!(s.revision() >= last);
+        let before = s.revision();
+        let o = s.create(&format!("/n{before}"), obj("n", 1)).await.unwrap();
+        assert!(o.revision > before);
+        s.compact(o.revision).await.unwrap();
+        s.shutdown().await;
+    }
+    let s = Store::sqlite(&path, test_opts()).await.unwrap();
+    assert_eq!(s.revision(), last + 2);
+    assert!(s.get("/b", None).unwrap().is_none());
+    assert!(s.get("/a", None).unwrap().is_some());
+}
+
+#[tokio::test]
+async fn sqlite_creates_missing_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("not/yet/there/state.db");
+    let s = Store::sqlite(&path, StoreOptions::default()).await.unwrap();
+    assert_eq!(s.revision(), 1);
+    s.create("/a", obj("a", 1)).await.unwrap();
+    s.shutdown().await;
+    assert!(path.exists());
+}
+
+#[tokio::test]
+async fn sqlite_drop_without_shutdown_keeps_committed_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    {
+        let s = Store::sqlite(&path, test_opts()).await.unwrap();
+        s.create("/a", obj("a", 1)).await.unwrap();
+    }
+    let s = Store::sqlite(&path, test_opts()).await.unwrap();
+    assert_eq!(data(&s.get("/a", None).unwrap().unwrap()), 1);
+}
