@@ -2,6 +2,7 @@
 //! layers together, turns errors into one-line messages and exit codes. Everything it runs
 //! lives in the library crates below it.
 
+mod bench;
 mod server;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Run the embedded Kubernetes-compatible control plane (HTTPS, bearer token).
     Server(server::ServerArgs),
+    /// Measure steady side by side with the alternatives (see docs/BENCHMARKS.md).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,6 +45,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Server(args) => server::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
         }
     });
     match result {

@@ -60,11 +60,11 @@ impl ControlPlane {
         })
     }
 
-    /// Serve HTTPS until Ctrl-C or SIGTERM, then flush the store.
-    pub async fn serve(self) -> anyhow::Result<()> {
+    /// Serve HTTPS until `shutdown` completes, then flush the store.
+    pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send) -> anyhow::Result<()> {
         let tls_config = tls::server_config(&self.credentials).context("cannot configure TLS")?;
         let app = auth::require_token(self.api.router(), &self.credentials.token);
-        tls::serve(self.listener, app, tls_config, shutdown_signal()).await;
+        tls::serve(self.listener, app, tls_config, shutdown).await;
         tracing::info!("shutting down");
         self.api.shutdown().await;
         Ok(())
@@ -116,5 +116,5 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     )?;
     out.flush()?;
     drop(out);
-    plane.serve().await
+    plane.serve(shutdown_signal()).await
 }

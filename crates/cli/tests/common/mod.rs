@@ -1,0 +1,245 @@
+//! Shared helpers for the end-to-end tests of `steady server`: start the real binary on a
+//! data directory, wait for the line that announces its address, build kube-rs clients
+//! from the kubeconfig it writes, and stop it (SIGTERM or SIGKILL) or kill it on drop.
+
+#![allow(dead_code)] // Each test binary uses a different subset of these helpers.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
+
+/// The longest a test waits for the server to start or to stop.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
+
+const LISTENING_PREFIX: &str = "steady server listening on ";
+
+/// A running `steady server` process. Dropping it kills the process (SIGKILL).
+pub struct Server {
+    child: Option<Child>,
+    /// `https://127.0.0.1:PORT`, as printed by the server.
+    pub url: String,
+    pub data_dir: PathBuf,
+    /// The file passed as `--write-kubeconfig`.
+    pub kubeconfig: PathBuf,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// How to start a server.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Address for `--listen`; `127.0.0.1:0` picks a free port.
+    pub listen: String,
+    /// Extra environment, e.g. `RUST_LOG`.
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            listen: "127.0.0.1:0".to_string(),
+            env: Vec::new(),
+        }
+    }
+}
+
+impl Server {
+    /// Start `steady server` on `data_dir`, writing the client kubeconfig to `kubeconfig`.
+    pub async fn start(data_dir: &Path, kubeconfig: &Path) -> Server {
+        Self::start_with(data_dir, kubeconfig, Options::default()).await
+    }
+
+    pub async fn start_with(data_dir: &Path, kubeconfig: &Path, options: Options) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_steady"));
+        command
+            .arg("server")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--listen")
+            .arg(&options.listen)
+            .arg("--write-kubeconfig")
+            .arg(kubeconfig)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (k, v) in &options.env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("spawn steady server");
+
+        let stdout_buf = Arc::new(Mutex::new(Vec::new()));
+        let stderr_buf = Arc::new(Mutex::new(Vec::new()));
+        let (url_tx, url_rx) = oneshot::channel::<String>();
+
+        // Read stdout line by line: hand over the address once, keep everything.
+        let stdout = child.stdout.take().expect("piped stdout");
+        let buf = stdout_buf.clone();
+        let stdout_task = tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            let mut url_tx = Some(url_tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                {
+                    let mut b = buf.lock().unwrap();
+                    b.extend_from_slice(line.as_bytes());
+                    b.push(b'\n');
+                }
+                if let Some(url) = line.strip_prefix(LISTENING_PREFIX)
+                    && let Some(tx) = url_tx.take()
+                {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let buf = stderr_buf.clone();
+        let stderr_task = tokio::spawn(async move {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                buf.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+
+        let mut server = Server {
+            child: Some(child),
+            url: String::new(),
+            data_dir: data_dir.to_path_buf(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            stdout: stdout_buf,
+            stderr: stderr_buf,
+            readers: vec![stdout_task, stderr_task],
+        };
+        match tokio::time::timeout(STARTUP_TIMEOUT, url_rx).await {
+            Ok(Ok(url)) => server.url = url,
+            Ok(Err(_)) => panic!(
+                "steady server closed stdout without announcing its address\n{}",
+                server.output()
+            ),
+            Err(_) => panic!(
+                "steady server did not announce its address within {STARTUP_TIMEOUT:?}\n{}",
+                server.output()
+            ),
+        }
+        server
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .and_then(Child::id)
+            .expect("server is running")
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn address(&self) -> String {
+        self.url
+            .strip_prefix("https://")
+            .expect("https url")
+            .to_string()
+    }
+
+    /// Everything the server wrote so far to stdout and stderr.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+    pub fn output(&self) -> String {
+        format!(
+            "--- stdout ---\n{}--- stderr ---\n{}",
+            self.stdout(),
+            self.stderr()
+        )
+    }
+
+    /// A kube-rs client from the kubeconfig the server wrote.
+    pub async fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config().await).expect("kube client")
+    }
+
+    /// The kube-rs configuration from the kubeconfig the server wrote.
+    pub async fn config(&self) -> kube::Config {
+        config_from(&self.kubeconfig).await
+    }
+
+    /// Stop with SIGTERM and wait for the exit; the output pipes are drained too.
+    pub async fn terminate(mut self) -> ExitStatus {
+        let pid = self.pid();
+        let status = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {pid} failed");
+        self.wait_exit().await
+    }
+
+    /// Kill with SIGKILL and wait for the exit.
+    pub async fn kill(mut self) -> ExitStatus {
+        self.child
+            .as_mut()
+            .expect("server is running")
+            .start_kill()
+            .expect("SIGKILL the server");
+        self.wait_exit().await
+    }
+
+    async fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("server is running");
+        let status = match tokio::time::timeout(SHUTDOWN_TIMEOUT, child.wait()).await {
+            Ok(status) => status.expect("wait for the server"),
+            Err(_) => {
+                let _ = child.start_kill();
+                panic!(
+                    "steady server did not exit within {SHUTDOWN_TIMEOUT:?}\n{}",
+                    self.output()
+                );
+            }
+        };
+        // The process is gone, so its pipes reach end-of-file: collect the last output.
+        for reader in self.readers.drain(..) {
+            let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, reader).await;
+        }
+        status
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+        }
+    }
+}
+
+/// A kube-rs configuration from a kubeconfig file.
+pub async fn config_from(kubeconfig: &Path) -> kube::Config {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("kube config from kubeconfig")
+}
+
+/// A kube-rs client from a kubeconfig file.
+pub async fn client_from(kubeconfig: &Path) -> kube::Client {
+    kube::Client::try_from(config_from(kubeconfig).await).expect("kube client")
+}
+
+/// The resourceVersion of an object as a number (steady's are decimal revisions).
+pub fn rv_number(rv: Option<&String>) -> u64 {
+    rv.expect("resourceVersion is set")
+        .parse()
+        .expect("resourceVersion is a decimal number")
+}
