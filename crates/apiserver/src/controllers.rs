@@ -27,7 +27,12 @@ const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 pub fn spawn_all(server: &ApiServer) -> Vec<JoinHandle<()>> {
     let gc = GarbageCollector::new(server.clone());
-    vec![tokio::spawn(gc.run())]
+    let mut tasks = vec![tokio::spawn(gc.run())];
+    if let Some(config) = server.config().node.clone() {
+        let node = crate::node::NodeSimulator::new(server.clone(), config);
+        tasks.push(tokio::spawn(node.run()));
+    }
+    tasks
 }
 
 #[derive(Debug, Clone)]
@@ -311,10 +316,10 @@ impl GarbageCollector {
         if node.namespace_finalizer {
             return self.empty_namespace(uid, &node).await;
         }
-        if let Some(prefix) = &node.crd_prefix {
-            if node.has_finalizer(CLEANUP_FINALIZER) {
-                return self.empty_crd(uid, &node, prefix).await;
-            }
+        if let Some(prefix) = &node.crd_prefix
+            && node.has_finalizer(CLEANUP_FINALIZER)
+        {
+            return self.empty_crd(uid, &node, prefix).await;
         }
         Ok(())
     }

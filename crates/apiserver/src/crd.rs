@@ -75,10 +75,10 @@ pub fn prepare(_server: &ApiServer, crd: &mut Value, old: Option<&Value>) -> Api
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    if let Some(storage) = storage {
-        if !stored_versions.iter().any(|v| v == storage.as_str()) {
-            stored_versions.push(json!(storage));
-        }
+    if let Some(storage) = storage
+        && !stored_versions.iter().any(|v| v == storage.as_str())
+    {
+        stored_versions.push(json!(storage));
     }
     let transition = old
         .and_then(|o| o.pointer("/status/conditions/0/lastTransitionTime"))

@@ -85,6 +85,9 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
     if t.scale.is_some() {
         entries.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
     }
+    if t.group.is_empty() && t.plural == "pods" {
+        entries.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
+    }
     if t.group.is_empty() && t.plural == "namespaces" {
         entries.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
     }

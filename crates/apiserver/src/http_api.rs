@@ -135,6 +135,7 @@ fn resolve(server: &ApiServer, target: &ObjectPath) -> ApiResult<Arc<ResourceTyp
         Some("status") => rt.status_subresource,
         Some("scale") => rt.scale.is_some(),
         Some("finalize") => rt.group.is_empty() && rt.plural == "namespaces",
+        Some("log") => rt.group.is_empty() && rt.plural == "pods",
         Some(_) => false,
     };
     if !sub_ok {
@@ -204,6 +205,12 @@ async fn object_request(
             watch_response(server, rt, ns, Some(name), params)
         }
         (Method::GET, None) => Ok(json_response(StatusCode::OK, server.list(&rt, ns, params)?)),
+        (Method::GET, Some(name)) if sub == Some("log") => {
+            server.get_stored(&rt, ns, name)?;
+            Err(ApiError::bad_request(format!(
+                "pod \"{name}\" has no logs: steady's simulated node runs no containers (use a real cluster for logs)"
+            )))
+        }
         (Method::GET, Some(name)) if sub == Some("scale") => Ok(json_value(
             StatusCode::OK,
             &server.get_scale(&rt, ns, name)?,

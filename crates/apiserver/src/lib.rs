@@ -19,6 +19,7 @@ pub mod error;
 mod http_api;
 pub mod kubeconfig;
 pub mod meta;
+pub mod node;
 mod objects;
 pub mod patch;
 pub mod registry;
@@ -53,6 +54,8 @@ pub struct Config {
     /// Seed for generated names and uids; `None` draws one from the OS.
     pub seed: Option<u64>,
     pub clock: Clock,
+    /// Run the simulated node (binds pods and moves them through their lifecycle).
+    pub node: Option<node::NodeConfig>,
 }
 
 impl Default for Config {
@@ -62,6 +65,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             seed: None,
             clock: Arc::new(Utc::now),
+            node: None,
         }
     }
 }
@@ -72,6 +76,7 @@ impl std::fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("bookmark_interval", &self.bookmark_interval)
             .field("seed", &self.seed)
+            .field("node", &self.node)
             .finish_non_exhaustive()
     }
 }

@@ -360,10 +360,11 @@ impl ApiServer {
     /// Side effects of a committed write that must be visible before the response:
     /// a CRD's kinds are served as soon as its create or update returns.
     fn after_commit(&self, rt: &ResourceType, stored: &Bytes) {
-        if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
-            if let Ok(value) = serde_json::from_slice::<Value>(stored) {
-                crd::register(self, &value);
-            }
+        if rt.group == "apiextensions.k8s.io"
+            && rt.plural == "customresourcedefinitions"
+            && let Ok(value) = serde_json::from_slice::<Value>(stored)
+        {
+            crd::register(self, &value);
         }
     }
 
@@ -392,18 +393,19 @@ impl ApiServer {
             }
             _ => {}
         }
-        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&obj), ns) {
-            if rt.namespaced && body_ns != url_ns {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
+        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&obj), ns)
+            && rt.namespaced
+            && body_ns != url_ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         let stored = self.get_stored(rt, ns, name)?;
-        if let Some(rv) = meta::resource_version(&obj) {
-            if parse_revision(rv)? != stored.revision {
-                return Err(ApiError::modified(&rt.qualified_name(), name));
-            }
+        if let Some(rv) = meta::resource_version(&obj)
+            && parse_revision(rv)? != stored.revision
+        {
+            return Err(ApiError::modified(&rt.qualified_name(), name));
         }
         let old = parse_stored(&stored)?;
         self.commit_update(rt, ns, name, sub, &old, stored.revision, obj, opts)
@@ -555,10 +557,10 @@ impl ApiServer {
                 ));
             }
             let requested_rv = meta::resource_version(&new).map(str::to_string);
-            if let Some(rv) = &requested_rv {
-                if parse_revision(rv)? != stored.revision {
-                    return Err(ApiError::modified(&rt.qualified_name(), name));
-                }
+            if let Some(rv) = &requested_rv
+                && parse_revision(rv)? != stored.revision
+            {
+                return Err(ApiError::modified(&rt.qualified_name(), name));
             }
             let mut new = new;
             check_type(rt, &mut new)?;
@@ -600,10 +602,10 @@ impl ApiServer {
                 Propagation::Orphan => Some(FINALIZER_ORPHAN),
                 Propagation::Background => None,
             };
-            if let Some(f) = extra.filter(|f| !finalizers.iter().any(|x| x == f)) {
-                if meta::deletion_timestamp(&obj).is_none() || !finalizers.is_empty() {
-                    finalizers.push(f.to_string());
-                }
+            if let Some(f) = extra.filter(|f| !finalizers.iter().any(|x| x == f))
+                && (meta::deletion_timestamp(&obj).is_none() || !finalizers.is_empty())
+            {
+                finalizers.push(f.to_string());
             }
             let grace = grace_period(rt, &obj, opts);
             let namespace_finalizing = rt.group.is_empty()
@@ -713,10 +715,9 @@ impl ApiServer {
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
+            && parse_revision(rv)? != stored.revision
         {
-            if parse_revision(rv)? != stored.revision {
-                return Err(ApiError::modified(&rt.qualified_name(), name));
-            }
+            return Err(ApiError::modified(&rt.qualified_name(), name));
         }
         let old = parse_stored(&stored)?;
         let written = self
@@ -1052,16 +1053,16 @@ fn check_preconditions(
             ));
         }
     }
-    if let Some(rv) = &opts.precondition_resource_version {
-        if rv != &rev.to_string() {
-            return Err(ApiError::conflict(
-                &rt.qualified_name(),
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {rev}"
-                ),
-            ));
-        }
+    if let Some(rv) = &opts.precondition_resource_version
+        && rv != &rev.to_string()
+    {
+        return Err(ApiError::conflict(
+            &rt.qualified_name(),
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {rev}"
+            ),
+        ));
     }
     Ok(())
 }

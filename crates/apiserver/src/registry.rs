@@ -410,7 +410,7 @@ mod tests {
     #[test]
     fn version_priority_orders_like_kubernetes() {
         let mut versions = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1", "foo"];
-        versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         assert_eq!(
             versions,
             ["v2", "v1", "v1beta2", "v1beta1", "v1alpha1", "foo"]

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::Client;
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 
 use crate::server::ControlPlane;
 
@@ -69,25 +69,54 @@ async fn server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         args.watched_events = args.watched_events.min(20);
     }
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?).await?;
+    let plane = ControlPlane::start(
+        dir.path(),
+        "127.0.0.1:0".parse()?,
+        steady_apiserver::Config::default(),
+    )
+    .await?;
     let api = plane.api.clone();
     let https = https_client(&plane.kubeconfig).await?;
     let serving = tokio::spawn(plane.serve(std::future::pending()));
     let in_process = api.client();
     let mut report = Report { rows: Vec::new() };
-    println!("steady bench server: {} creates per client type, {} clients, durable SQLite store", args.creates, args.clients);
+    println!(
+        "steady bench server: {} creates per client type, {} clients, durable SQLite store",
+        args.creates, args.clients
+    );
 
-    for (label, client, ns) in [("HTTPS", &https, "bench-https"), ("in-process", &in_process, "bench-inproc")] {
+    for (label, client, ns) in [
+        ("HTTPS", &https, "bench-https"),
+        ("in-process", &in_process, "bench-inproc"),
+    ] {
         create_namespace(client, ns).await?;
         let rate = create_rate(client, ns, args.creates, args.clients).await?;
-        report.add(format!("creates/s, {label}, {} clients, 1 KiB ConfigMaps", args.clients), format!("{rate:.0}"));
+        report.add(
+            format!(
+                "creates/s, {label}, {} clients, 1 KiB ConfigMaps",
+                args.clients
+            ),
+            format!("{rate:.0}"),
+        );
     }
 
     let list_ms = list_latency(&https, "bench-https").await?;
-    report.add(format!("list of {} ConfigMaps over HTTPS, median of 5 (ms)", args.creates), format!("{list_ms:.1}"));
+    report.add(
+        format!(
+            "list of {} ConfigMaps over HTTPS, median of 5 (ms)",
+            args.creates
+        ),
+        format!("{list_ms:.1}"),
+    );
 
     let (p50, p99) = watch_latency(&https, args.watchers, args.watched_events).await?;
-    report.add(format!("watch delivery p50 / p99, {} watchers over HTTPS (ms)", args.watchers), format!("{p50:.2} / {p99:.2}"));
+    report.add(
+        format!(
+            "watch delivery p50 / p99, {} watchers over HTTPS (ms)",
+            args.watchers
+        ),
+        format!("{p50:.2} / {p99:.2}"),
+    );
 
     serving.abort();
     api.shutdown().await;
@@ -108,7 +137,9 @@ async fn https_client(kubeconfig: &str) -> anyhow::Result<Client> {
 
 async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
     Ok(())
 }
 
@@ -121,7 +152,12 @@ fn config_map(name: String) -> anyhow::Result<ConfigMap> {
 }
 
 /// Creates per second with `clients` concurrent tasks.
-async fn create_rate(client: &Client, ns: &str, total: usize, clients: usize) -> anyhow::Result<f64> {
+async fn create_rate(
+    client: &Client,
+    ns: &str,
+    total: usize,
+    clients: usize,
+) -> anyhow::Result<f64> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
@@ -129,7 +165,8 @@ async fn create_rate(client: &Client, ns: &str, total: usize, clients: usize) ->
             let api = api.clone();
             tokio::spawn(async move {
                 for i in (worker..total).step_by(clients) {
-                    api.create(&PostParams::default(), &config_map(format!("cm-{i}"))?).await?;
+                    api.create(&PostParams::default(), &config_map(format!("cm-{i}"))?)
+                        .await?;
                 }
                 anyhow::Ok(())
             })
@@ -155,16 +192,28 @@ async fn list_latency(client: &Client, ns: &str) -> anyhow::Result<f64> {
 }
 
 /// Time from the start of a create to each watcher's receipt of its ADDED event.
-async fn watch_latency(client: &Client, watchers: usize, events: usize) -> anyhow::Result<(f64, f64)> {
+async fn watch_latency(
+    client: &Client,
+    watchers: usize,
+    events: usize,
+) -> anyhow::Result<(f64, f64)> {
     let ns = "bench-watch";
     create_namespace(client, ns).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let sent: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
     let latencies: Arc<Mutex<Vec<f64>>> = Arc::default();
-    let version = api.list(&ListParams::default().limit(1)).await?.metadata.resource_version.unwrap_or_default();
+    let version = api
+        .list(&ListParams::default().limit(1))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
     let mut streams = Vec::new();
     for _ in 0..watchers {
-        let stream = api.watch(&WatchParams::default().timeout(290), &version).await?.boxed();
+        let stream = api
+            .watch(&WatchParams::default().timeout(290), &version)
+            .await?
+            .boxed();
         streams.push(stream);
     }
     let tasks: Vec<_> = streams
@@ -178,9 +227,16 @@ async fn watch_latency(client: &Client, watchers: usize, events: usize) -> anyho
                     if let WatchEvent::Added(cm) = event {
                         let received = Instant::now();
                         let name = cm.metadata.name.unwrap_or_default();
-                        let start = sent.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.get(&name).copied();
+                        let start = sent
+                            .lock()
+                            .map_err(|_| anyhow::anyhow!("poisoned"))?
+                            .get(&name)
+                            .copied();
                         if let Some(start) = start {
-                            latencies.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.push((received - start).as_secs_f64() * 1000.0);
+                            latencies
+                                .lock()
+                                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                                .push((received - start).as_secs_f64() * 1000.0);
                         }
                         seen += 1;
                         if seen == events {
@@ -194,15 +250,28 @@ async fn watch_latency(client: &Client, watchers: usize, events: usize) -> anyho
         .collect();
     for i in 0..events {
         let name = format!("watched-{i}");
-        sent.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.insert(name.clone(), Instant::now());
-        api.create(&PostParams::default(), &config_map(name)?).await?;
+        sent.lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .insert(name.clone(), Instant::now());
+        api.create(&PostParams::default(), &config_map(name)?)
+            .await?;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     for task in tasks {
-        tokio::time::timeout(Duration::from_secs(60), task).await.context("watchers did not see every event")???;
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .context("watchers did not see every event")???;
     }
-    let mut samples = latencies.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
-    anyhow::ensure!(samples.len() == watchers * events, "expected {} deliveries, got {}", watchers * events, samples.len());
+    let mut samples = latencies
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
+    anyhow::ensure!(
+        samples.len() == watchers * events,
+        "expected {} deliveries, got {}",
+        watchers * events,
+        samples.len()
+    );
     samples.sort_by(f64::total_cmp);
     let percentile = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
     Ok((percentile(0.5), percentile(0.99)))

@@ -3,8 +3,10 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
+use steady_apiserver::node::NodeConfig;
 use steady_apiserver::{ApiServer, Config, auth, kubeconfig, tls};
 use steady_store::{Store, StoreOptions};
 
@@ -19,6 +21,26 @@ pub struct ServerArgs {
     /// Also write a kubeconfig for this server to FILE.
     #[arg(long, value_name = "FILE")]
     pub write_kubeconfig: Option<PathBuf>,
+    /// How long the simulated node takes to start a pod (e.g. 200ms, 2s).
+    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    pub pod_start_delay: Duration,
+}
+
+/// `250ms`, `2s`, `1m`: a number and a unit.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 200ms, 2s or 1m"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(value)),
+        "s" => Ok(Duration::from_secs(value)),
+        "m" => Ok(Duration::from_secs(value * 60)),
+        _ => Err(format!("{text:?}: the unit must be ms, s or m")),
+    }
 }
 
 /// A running control plane: the API server plus its HTTPS listener address and credentials.
@@ -32,11 +54,15 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Open the store in `data_dir`, start the API server and bind `listen`.
-    pub async fn start(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<ControlPlane> {
+    pub async fn start(
+        data_dir: &Path,
+        listen: SocketAddr,
+        config: Config,
+    ) -> anyhow::Result<ControlPlane> {
         let store = Store::sqlite(&data_dir.join("state.db"), StoreOptions::default())
             .await
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-        let api = ApiServer::start(store, Config::default())
+        let api = ApiServer::start(store, config)
             .await
             .context("cannot start the API server")?;
         let credentials =
@@ -61,7 +87,10 @@ impl ControlPlane {
     }
 
     /// Serve HTTPS until `shutdown` completes, then flush the store.
-    pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send) -> anyhow::Result<()> {
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
         let tls_config = tls::server_config(&self.credentials).context("cannot configure TLS")?;
         let app = auth::require_token(self.api.router(), &self.credentials.token);
         tls::serve(self.listener, app, tls_config, shutdown).await;
@@ -97,7 +126,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if !args.listen.ip().is_loopback() {
         tracing::warn!(listen = %args.listen, "listening beyond loopback: anyone who can reach this address and holds the token can use the API");
     }
-    let plane = ControlPlane::start(&args.data_dir, args.listen).await?;
+    let config = Config {
+        node: Some(NodeConfig {
+            pod_start_delay: args.pod_start_delay,
+            ..NodeConfig::default()
+        }),
+        ..Config::default()
+    };
+    let plane = ControlPlane::start(&args.data_dir, args.listen, config).await?;
     if let Some(path) = &args.write_kubeconfig {
         kubeconfig::write(path, &plane.kubeconfig)
             .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;

@@ -175,7 +175,7 @@ impl Server {
     }
 
     /// Stop with SIGTERM and wait for the exit; the output pipes are drained too.
-    pub async fn terminate(mut self) -> ExitStatus {
+    pub async fn terminate(&mut self) -> ExitStatus {
         let pid = self.pid();
         let status = std::process::Command::new("kill")
             .arg("-TERM")
@@ -187,16 +187,22 @@ impl Server {
     }
 
     /// Kill with SIGKILL and wait for the exit.
-    pub async fn kill(mut self) -> ExitStatus {
+    pub async fn kill(&mut self) -> ExitStatus {
+        self.send_sigkill();
+        self.wait_exit().await
+    }
+
+    /// Send SIGKILL now, without waiting (see [`Server::wait_exit`]).
+    pub fn send_sigkill(&mut self) {
         self.child
             .as_mut()
             .expect("server is running")
             .start_kill()
             .expect("SIGKILL the server");
-        self.wait_exit().await
     }
 
-    async fn wait_exit(&mut self) -> ExitStatus {
+    /// Wait for the process to exit (guarded by a timeout); the output pipes are drained too.
+    pub async fn wait_exit(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("server is running");
         let status = match tokio::time::timeout(SHUTDOWN_TIMEOUT, child.wait()).await {
             Ok(status) => status.expect("wait for the server"),

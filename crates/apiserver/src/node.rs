@@ -1,0 +1,521 @@
+//! The simulated node (what kwok does, in-process): one Ready node; new pods are bound to
+//! it, become Running and Ready after a start delay, and their graceful deletion is
+//! confirmed once their containers "stop". No container really runs.
+//!
+//! Level-triggered like any controller: every pod event or timer re-reads the pod and
+//! decides the next step from its state. Annotations on a pod inject faults:
+//! `steady.dev/simulate: fail` (the container exits 1: phase Failed), `never-ready`
+//! (Running, never Ready), `ignore-sigterm` (deletion waits the whole grace period).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use steady_store::{ListOptions, StoreError};
+use tokio::time::Instant;
+
+use crate::ApiServer;
+use crate::error::ApiResult;
+use crate::meta;
+use crate::request::{DeleteOptions, WriteOptions};
+
+/// Annotation that makes the simulated node misbehave for one pod.
+pub const SIMULATE_ANNOTATION: &str = "steady.dev/simulate";
+
+/// How the simulated node behaves.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub name: String,
+    /// From binding to Running/Ready.
+    pub pod_start_delay: Duration,
+    /// From a graceful delete to the node confirming it (capped by the grace period).
+    pub pod_stop_delay: Duration,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            name: "steady-node".into(),
+            pod_start_delay: Duration::from_millis(200),
+            pod_stop_delay: Duration::from_millis(100),
+        }
+    }
+}
+
+const PODS_PREFIX: &str = "/core/pods/";
+
+pub(crate) struct NodeSimulator {
+    server: ApiServer,
+    config: NodeConfig,
+    /// When the node first saw each bound, not yet started pod (start = that + delay).
+    bound_at: BTreeMap<String, Instant>,
+    /// Pods whose stop was already announced with a Killing event.
+    stopping: BTreeSet<String>,
+    timers: BTreeMap<(Instant, u64), String>,
+    timer_seq: u64,
+    next_ip: u32,
+}
+
+impl NodeSimulator {
+    pub(crate) fn new(server: ApiServer, config: NodeConfig) -> Self {
+        NodeSimulator {
+            server,
+            config,
+            bound_at: BTreeMap::new(),
+            stopping: BTreeSet::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            next_ip: 0,
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        if let Err(e) = self.ensure_node().await {
+            tracing::warn!(error = %e, "simulated node could not register itself");
+        }
+        loop {
+            let store = self.server.store().clone();
+            let revision = store.revision();
+            let options = ListOptions {
+                at: Some(revision),
+                start_after: None,
+                limit: None,
+            };
+            let page = match store.list(PODS_PREFIX, &options, &|_| true) {
+                Ok(page) => page,
+                Err(StoreError::Closed) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "simulated node could not list pods");
+                    return;
+                }
+            };
+            for object in page.items {
+                self.examine_stored(&object.key, &object.value).await;
+            }
+            let Ok(mut watcher) = store.watch(PODS_PREFIX, page.revision) else {
+                return;
+            };
+            loop {
+                let next_timer = self.timers.keys().next().map(|(at, _)| *at);
+                let wake = async {
+                    match next_timer {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    event = watcher.next() => match event {
+                        None => return,
+                        Some(Err(_)) => break,
+                        Some(Ok(event)) => {
+                            if event.kind == steady_store::EventKind::Deleted {
+                                self.forget(&event.key);
+                            } else {
+                                self.examine_stored(&event.key, &event.value).await;
+                            }
+                        }
+                    },
+                    _ = wake => self.fire_due_timers().await,
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self, key: &str) {
+        self.bound_at.remove(key);
+        self.stopping.remove(key);
+    }
+
+    async fn fire_due_timers(&mut self) {
+        let now = Instant::now();
+        let due: Vec<(Instant, u64)> = self
+            .timers
+            .range(..=(now, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for timer in due {
+            if let Some(key) = self.timers.remove(&timer) {
+                match self.server.store().get(&key, None) {
+                    Ok(Some(object)) => self.examine_stored(&key, &object.value).await,
+                    _ => self.forget(&key),
+                }
+            }
+        }
+    }
+
+    fn schedule(&mut self, at: Instant, key: &str) {
+        self.timer_seq += 1;
+        self.timers.insert((at, self.timer_seq), key.to_string());
+    }
+
+    async fn examine_stored(&mut self, key: &str, bytes: &[u8]) {
+        let Ok(pod) = serde_json::from_slice::<Value>(bytes) else {
+            return;
+        };
+        if let Err(e) = self.examine(key, &pod).await {
+            if e.code != 409 && e.code != 404 {
+                tracing::warn!(%key, error = %e, "simulated node step failed");
+            }
+        }
+    }
+
+    /// Decide and take the pod's next step.
+    async fn examine(&mut self, key: &str, pod: &Value) -> ApiResult<()> {
+        let node = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let phase = pod
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending");
+        if let Some(deletion) = meta::deletion_timestamp(pod) {
+            if node == self.config.name && !matches!(phase, "Succeeded" | "Failed") {
+                return self.stop(key, pod, deletion).await;
+            }
+            return Ok(());
+        }
+        if node.is_empty() {
+            return self.bind(pod).await;
+        }
+        if node != self.config.name || phase != "Pending" {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let bound_at = *self.bound_at.entry(key.to_string()).or_insert(now);
+        let due = bound_at + self.config.pod_start_delay;
+        if now < due {
+            self.schedule(due, key);
+            return Ok(());
+        }
+        self.bound_at.remove(key);
+        self.start(pod).await
+    }
+
+    async fn bind(&mut self, pod: &Value) -> ApiResult<()> {
+        let Some(rt) = self.server.registry().builtin("", "pods") else {
+            return Ok(());
+        };
+        let mut bound = pod.clone();
+        bound["spec"]["nodeName"] = json!(self.config.name);
+        let (ns, name) = (meta::namespace(pod), meta::name(pod).unwrap_or(""));
+        self.server
+            .update(&rt, ns, name, None, bound, &WriteOptions::default())
+            .await?;
+        let message = format!(
+            "Successfully assigned {}/{name} to {}",
+            ns.unwrap_or(""),
+            self.config.name
+        );
+        self.record(
+            pod,
+            "Normal",
+            "Scheduled",
+            &message,
+            "default-scheduler",
+            None,
+        )
+        .await;
+        Ok(())
+    }
+
+    async fn start(&mut self, pod: &Value) -> ApiResult<()> {
+        let Some(rt) = self.server.registry().builtin("", "pods") else {
+            return Ok(());
+        };
+        let behaviour = meta::metadata(pod)
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(SIMULATE_ANNOTATION))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let failed = behaviour == "fail";
+        let ready = !failed && behaviour != "never-ready";
+        let now = self.server.timestamp();
+        self.next_ip = self.next_ip % 250 + 1;
+        let pod_ip = format!("10.244.0.{}", self.next_ip + 1);
+        let containers = pod
+            .pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for c in &containers {
+            let cname = c["name"].as_str().unwrap_or("");
+            let image = c["image"].as_str().unwrap_or("");
+            let field = format!("spec.containers{{{cname}}}");
+            self.record(
+                pod,
+                "Normal",
+                "Pulled",
+                &format!("Container image \"{image}\" already present on machine"),
+                "kubelet",
+                Some(&field),
+            )
+            .await;
+            self.record(
+                pod,
+                "Normal",
+                "Created",
+                &format!("Created container: {cname}"),
+                "kubelet",
+                Some(&field),
+            )
+            .await;
+            self.record(
+                pod,
+                "Normal",
+                "Started",
+                &format!("Started container {cname}"),
+                "kubelet",
+                Some(&field),
+            )
+            .await;
+            if failed {
+                self.record(
+                    pod,
+                    "Warning",
+                    "BackOff",
+                    &format!("Container {cname} exited with code 1 (steady.dev/simulate: fail)"),
+                    "kubelet",
+                    Some(&field),
+                )
+                .await;
+            }
+        }
+        let statuses: Vec<Value> = containers
+            .iter()
+            .map(|c| {
+                let state = if failed {
+                    json!({"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now, "containerID": format!("steady://{}", c["name"].as_str().unwrap_or(""))}})
+                } else {
+                    json!({"running": {"startedAt": now}})
+                };
+                json!({
+                    "name": c["name"],
+                    "image": c["image"],
+                    "imageID": format!("steady://{}", c["image"].as_str().unwrap_or("")),
+                    "containerID": format!("steady://{}", c["name"].as_str().unwrap_or("")),
+                    "ready": ready,
+                    "started": !failed,
+                    "restartCount": 0,
+                    "state": state,
+                })
+            })
+            .collect();
+        let condition = |kind: &str, status: bool| {
+            let mut c = json!({"type": kind, "status": if status { "True" } else { "False" }, "lastProbeTime": null, "lastTransitionTime": now});
+            if !status {
+                c["reason"] = json!(if failed {
+                    "PodFailed"
+                } else {
+                    "ContainersNotReady"
+                });
+            }
+            c
+        };
+        let mut started = pod.clone();
+        started["status"] = json!({
+            "phase": if failed { "Failed" } else { "Running" },
+            "conditions": [
+                condition("PodReadyToStartContainers", !failed),
+                condition("Initialized", true),
+                condition("Ready", ready),
+                condition("ContainersReady", ready),
+                condition("PodScheduled", true),
+            ],
+            "hostIP": "10.0.0.1",
+            "hostIPs": [{"ip": "10.0.0.1"}],
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": now,
+            "containerStatuses": statuses,
+            "qosClass": pod.pointer("/status/qosClass").cloned().unwrap_or(json!("BestEffort")),
+        });
+        let (ns, name) = (meta::namespace(pod), meta::name(pod).unwrap_or(""));
+        self.server
+            .update(
+                &rt,
+                ns,
+                name,
+                Some("status"),
+                started,
+                &WriteOptions::default(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Containers stop after `pod_stop_delay` (or the whole grace period when told to
+    /// ignore SIGTERM); then the node confirms the deletion.
+    async fn stop(&mut self, key: &str, pod: &Value, deletion: &str) -> ApiResult<()> {
+        if self.stopping.insert(key.to_string()) {
+            for c in pod
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+            {
+                let cname = c["name"].as_str().unwrap_or("");
+                let field = format!("spec.containers{{{cname}}}");
+                self.record(
+                    pod,
+                    "Normal",
+                    "Killing",
+                    &format!("Stopping container {cname}"),
+                    "kubelet",
+                    Some(&field),
+                )
+                .await;
+            }
+        }
+        let deadline = DateTime::parse_from_rfc3339(deletion)
+            .map(|d| d.with_timezone(&Utc))
+            .unwrap_or_else(|_| self.server.now());
+        let until_deadline = (deadline - self.server.now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        let ignores_sigterm = meta::metadata(pod)
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(SIMULATE_ANNOTATION))
+            .and_then(Value::as_str)
+            == Some("ignore-sigterm");
+        let wait = if ignores_sigterm {
+            until_deadline
+        } else {
+            until_deadline.min(self.config.pod_stop_delay)
+        };
+        let first_seen = *self
+            .bound_at
+            .entry(format!("stop:{key}"))
+            .or_insert_with(Instant::now);
+        let due = first_seen + wait;
+        if Instant::now() < due {
+            self.schedule(due, key);
+            return Ok(());
+        }
+        self.bound_at.remove(&format!("stop:{key}"));
+        let Some(rt) = self.server.registry().builtin("", "pods") else {
+            return Ok(());
+        };
+        let opts = DeleteOptions {
+            grace_period_seconds: Some(0),
+            precondition_uid: meta::uid(pod).map(str::to_string),
+            ..Default::default()
+        };
+        self.server
+            .delete(
+                &rt,
+                meta::namespace(pod),
+                meta::name(pod).unwrap_or(""),
+                &opts,
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn ensure_node(&self) -> ApiResult<()> {
+        let Some(rt) = self.server.registry().builtin("", "nodes") else {
+            return Ok(());
+        };
+        if self.server.get_stored(&rt, None, &self.config.name).is_ok() {
+            return Ok(());
+        }
+        let now = self.server.timestamp();
+        let name = &self.config.name;
+        let capacity =
+            json!({"cpu": "32", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "100Gi"});
+        let node = json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "steady-simulated",
+            }},
+            "spec": {},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "steady's simulated node is ready", "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": name}],
+                "capacity": capacity,
+                "allocatable": capacity,
+                "nodeInfo": {
+                    "kubeletVersion": "v1.32.0",
+                    "kubeProxyVersion": "v1.32.0",
+                    "containerRuntimeVersion": "steady://simulated",
+                    "osImage": "steady simulated node",
+                    "kernelVersion": "simulated",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                    "machineID": "steady",
+                    "systemUUID": "steady",
+                    "bootID": "steady",
+                },
+            },
+        });
+        match self
+            .server
+            .create(&rt, None, node, &WriteOptions::default())
+            .await
+        {
+            Err(e) if e.reason != "AlreadyExists" => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Record a core/v1 Event about `pod`; failures only log (events are best effort).
+    async fn record(
+        &self,
+        pod: &Value,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        component: &str,
+        field_path: Option<&str>,
+    ) {
+        let Some(rt) = self.server.registry().builtin("", "events") else {
+            return;
+        };
+        let now = self.server.timestamp();
+        let pod_name = meta::name(pod).unwrap_or("");
+        let suffix: u64 = self.server.with_rng(|rng| rand::Rng::random(rng));
+        let mut involved = json!({
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "namespace": meta::namespace(pod),
+            "name": pod_name,
+            "uid": meta::uid(pod),
+        });
+        if let Some(path) = field_path {
+            involved["fieldPath"] = json!(path);
+        }
+        let host = if component == "kubelet" {
+            Some(self.config.name.as_str())
+        } else {
+            None
+        };
+        let event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": format!("{pod_name}.{suffix:016x}"), "namespace": meta::namespace(pod)},
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "source": {"component": component, "host": host},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": component,
+            "reportingInstance": host.unwrap_or(component),
+        });
+        if let Err(e) = self
+            .server
+            .create(&rt, meta::namespace(pod), event, &WriteOptions::default())
+            .await
+        {
+            tracing::debug!(error = %e, "could not record event");
+        }
+    }
+}

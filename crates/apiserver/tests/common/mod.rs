@@ -1,0 +1,126 @@
+//! Shared helpers for the apiserver integration tests: an in-memory server, bounded
+//! polling under tokio's paused clock, and raw HTTP requests against the Router.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::body::Body;
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use steady_apiserver::{ApiServer, Config};
+use steady_store::{Store, StoreOptions};
+use tower::ServiceExt;
+
+/// Overall guard for anything asynchronous (virtual time under a paused clock).
+pub const GUARD: Duration = Duration::from_secs(30);
+
+pub async fn server() -> ApiServer {
+    let store = Store::in_memory(StoreOptions::default())
+        .await
+        .expect("in-memory store");
+    ApiServer::start(store, Config::default())
+        .await
+        .expect("server starts")
+}
+
+/// Poll `check` until it returns `Some`, yielding to the runtime between attempts.
+/// Under a paused clock the short sleeps cost no real time; `GUARD` bounds the wait.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let wait = async {
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            for _ in 0..8 {
+                tokio::task::yield_now().await;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    match tokio::time::timeout(GUARD, wait).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// The code of a `kube::Error::Api`, or a panic for any other outcome.
+pub fn api_code<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> (u16, String) {
+    match result {
+        Err(kube::Error::Api(status)) => (status.code, status.reason.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+pub struct Raw {
+    pub status: StatusCode,
+    pub headers: http::HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+impl Raw {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// Asserts the body is a failure `Status` whose code matches the HTTP status.
+    pub fn assert_status(&self, code: u16, reason: &str) -> Value {
+        let body = self.json();
+        assert_eq!(self.status.as_u16(), code, "HTTP status; body: {body}");
+        assert_eq!(
+            self.headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+            Some("application/json"),
+            "content type"
+        );
+        assert_eq!(body["kind"], "Status", "{body}");
+        assert_eq!(body["apiVersion"], "v1", "{body}");
+        assert_eq!(body["status"], "Failure", "{body}");
+        assert_eq!(body["code"], code, "{body}");
+        assert_eq!(body["reason"], reason, "{body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "message: {body}"
+        );
+        assert!(body["metadata"].is_object(), "{body}");
+        body
+    }
+}
+
+/// One request straight into the Router (no socket), body read in full under the guard.
+pub async fn raw(
+    server: &ApiServer,
+    method: &str,
+    uri: &str,
+    content_type: Option<&str>,
+    body: impl Into<Body>,
+) -> Raw {
+    let mut request = Request::builder().method(method).uri(uri);
+    if let Some(ct) = content_type {
+        request = request.header(http::header::CONTENT_TYPE, ct);
+    }
+    let request = request.body(body.into()).expect("request");
+    let response = server.router().oneshot(request).await.expect("infallible");
+    let (parts, body) = response.into_parts();
+    let body = tokio::time::timeout(GUARD, body.collect())
+        .await
+        .expect("response body ends")
+        .expect("body")
+        .to_bytes();
+    Raw {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}

@@ -1,0 +1,526 @@
+//! A CustomResourceDefinition created through `Api<CustomResourceDefinition>`, then its
+//! custom resources through `Api<DynamicObject>`: defaults, pruning, validation, every
+//! write verb, the status and scale subresources, generation rules, and removal of the
+//! kind when the CRD is deleted.
+
+mod common;
+
+use common::{api_code, eventually, server};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
+use serde_json::{Value, json};
+use steady_apiserver::ApiServer;
+
+pub fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.steady.dev"},
+        "spec": {
+            "group": "example.steady.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {
+                            "type": "object",
+                            "required": ["size"],
+                            "properties": {
+                                "size": {"type": "string", "maxLength": 10},
+                                "replicas": {"type": "integer", "minimum": 0, "default": 1},
+                                "color": {"type": "string", "enum": ["red", "green", "blue"], "default": "red"},
+                                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                            },
+                        },
+                        "status": {
+                            "type": "object",
+                            "properties": {
+                                "replicas": {"type": "integer"},
+                                "phase": {"type": "string"},
+                                "selector": {"type": "string"},
+                            },
+                        },
+                    },
+                }},
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.selector",
+                    },
+                },
+            }],
+        },
+    }))
+    .unwrap()
+}
+
+pub fn widget_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.steady.dev", "v1", "Widget"),
+        "widgets",
+    )
+}
+
+pub async fn install_widgets(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds
+        .create(&PostParams::default(), &widget_crd())
+        .await
+        .unwrap();
+    let conditions = crd.status.unwrap().conditions.unwrap_or_default();
+    for wanted in ["Established", "NamesAccepted"] {
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c.type_ == wanted && c.status == "True"),
+            "{wanted} condition: {conditions:?}"
+        );
+    }
+}
+
+fn widget(name: &str, body: Value) -> DynamicObject {
+    let mut obj = body;
+    obj["apiVersion"] = json!("example.steady.dev/v1");
+    obj["kind"] = json!("Widget");
+    obj["metadata"] = json!({"name": name});
+    serde_json::from_value(obj).unwrap()
+}
+
+fn generation(o: &DynamicObject) -> i64 {
+    o.metadata.generation.expect("generation")
+}
+
+fn rv(o: &DynamicObject) -> u64 {
+    o.metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+async fn setup() -> (ApiServer, Api<DynamicObject>) {
+    let s = server().await;
+    let client = s.client();
+    install_widgets(&client).await;
+    let api = Api::namespaced_with(client, "default", &widget_resource());
+    (s, api)
+}
+
+#[tokio::test]
+async fn create_defaults_prunes_and_validates() {
+    let (s, api) = setup().await;
+    let created = api
+        .create(
+            &PostParams::default(),
+            &widget(
+                "w1",
+                json!({
+                    "spec": {"size": "s", "bogus": 1, "extra": {"free": {"form": true}}},
+                    "unknownTop": 2,
+                    "status": {"phase": "ignored"},
+                }),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(generation(&created), 1);
+    assert_eq!(created.data["spec"]["replicas"], 1, "default applied");
+    assert_eq!(created.data["spec"]["color"], "red", "default applied");
+    assert!(created.data["spec"].get("bogus").is_none(), "pruned");
+    assert!(created.data.get("unknownTop").is_none(), "pruned");
+    assert_eq!(
+        created.data["spec"]["extra"],
+        json!({"free": {"form": true}}),
+        "kept below x-kubernetes-preserve-unknown-fields"
+    );
+    assert!(
+        created.data.get("status").is_none(),
+        "status is not set on create"
+    );
+
+    // Invalid objects are 422 Invalid and write nothing.
+    let revision = s.store().revision();
+    for bad in [
+        json!({"spec": {"size": "s", "color": "purple"}}),
+        json!({"spec": {"size": "s", "replicas": -1}}),
+        json!({"spec": {"size": "much-too-long-for-it"}}),
+        json!({"spec": {"replicas": 2}}),
+        json!({"spec": {"size": 5}}),
+    ] {
+        let (code, reason) = api_code(
+            api.create(&PostParams::default(), &widget("bad", bad.clone()))
+                .await,
+        );
+        assert_eq!((code, reason.as_str()), (422, "Invalid"), "{bad}");
+    }
+    assert_eq!(s.store().revision(), revision);
+    assert_eq!(api_code(api.get("bad").await).0, 404);
+    assert_eq!(
+        api_code(
+            api.create(
+                &PostParams::default(),
+                &widget("w1", json!({"spec": {"size": "s"}}))
+            )
+            .await
+        ),
+        (409, "AlreadyExists".to_string())
+    );
+}
+
+#[tokio::test]
+async fn get_list_replace_patch_delete() {
+    let (s, api) = setup().await;
+    for (name, color) in [("a", "red"), ("b", "green"), ("c", "blue")] {
+        let mut w = widget(name, json!({"spec": {"size": "m", "color": color}}));
+        w.metadata.labels = Some([("color".to_string(), color.to_string())].into());
+        api.create(&PostParams::default(), &w).await.unwrap();
+    }
+    let list = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 3);
+    let list = api
+        .list(&ListParams::default().labels("color!=red"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 2);
+    let list = api
+        .list(&ListParams::default().fields("metadata.name=b"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    let page = api.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(page.items.len(), 2);
+    assert!(page.metadata.continue_.is_some_and(|c| !c.is_empty()));
+
+    let a = api.get("a").await.unwrap();
+    assert_eq!(a.data["spec"]["color"], "red");
+
+    // Replace: spec change bumps generation and resourceVersion.
+    let mut changed = a.clone();
+    changed.data["spec"]["size"] = json!("l");
+    let replaced = api
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(generation(&replaced), 2);
+    assert!(rv(&replaced) > rv(&a));
+    // Stale replace: 409.
+    assert_eq!(
+        api_code(api.replace("a", &PostParams::default(), &a).await),
+        (409, "Conflict".to_string())
+    );
+    // Invalid replace: 422, nothing written.
+    let revision = s.store().revision();
+    let mut invalid = replaced.clone();
+    invalid.data["spec"]["color"] = json!("black");
+    assert_eq!(
+        api_code(api.replace("a", &PostParams::default(), &invalid).await).0,
+        422
+    );
+    assert_eq!(s.store().revision(), revision);
+
+    // Merge patch.
+    let merged = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.data["spec"]["replicas"], 4);
+    assert_eq!(merged.data["spec"]["size"], "l");
+    assert_eq!(generation(&merged), 3);
+    // Removing a defaulted field brings the default back.
+    let defaulted = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"color": null}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(defaulted.data["spec"]["color"], "red");
+    // JSON patch.
+    let jp = serde_json::from_value(json!([
+        {"op": "replace", "path": "/spec/size", "value": "xl"},
+    ]))
+    .unwrap();
+    let patched = api
+        .patch("a", &PatchParams::default(), &Patch::<()>::Json(jp))
+        .await
+        .unwrap();
+    assert_eq!(patched.data["spec"]["size"], "xl");
+    // A patch that makes the object invalid: 422.
+    assert_eq!(
+        api_code(
+            api.patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": -3}}))
+            )
+            .await
+        )
+        .0,
+        422
+    );
+    // Strategic merge on a custom resource: 415.
+    assert_eq!(
+        api_code(
+            api.patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::Strategic(json!({"spec": {"replicas": 2}}))
+            )
+            .await
+        )
+        .0,
+        415
+    );
+    // Server-side apply on a custom resource.
+    let applied = api
+        .patch(
+            "d",
+            &PatchParams::apply("widget-manager"),
+            &Patch::Apply(json!({
+                "apiVersion": "example.steady.dev/v1", "kind": "Widget",
+                "metadata": {"name": "d"},
+                "spec": {"size": "s"},
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data["spec"]["replicas"], 1);
+
+    // Delete: gone at once (a Status for custom resources).
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api_code(api.get("a").await).0, 404);
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        3
+    );
+}
+
+#[tokio::test]
+async fn status_subresource_and_generation() {
+    let (_s, api) = setup().await;
+    let created = api
+        .create(
+            &PostParams::default(),
+            &widget("w", json!({"spec": {"size": "s"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(generation(&created), 1);
+
+    // patch_status changes only status, and not generation.
+    let with_status = api
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "status": {"replicas": 3, "phase": "Ready", "selector": "app=w"},
+                "spec": {"size": "ignored"},
+                "metadata": {"labels": {"ignored": "yes"}},
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(with_status.data["status"]["phase"], "Ready");
+    assert_eq!(with_status.data["spec"]["size"], "s");
+    assert!(
+        with_status
+            .metadata
+            .labels
+            .as_ref()
+            .is_none_or(|l| !l.contains_key("ignored"))
+    );
+    assert_eq!(generation(&with_status), 1);
+    assert!(rv(&with_status) > rv(&created));
+
+    // The main endpoint ignores status.
+    let main = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Hacked"}, "spec": {"size": "m"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(main.data["status"]["phase"], "Ready");
+    assert_eq!(main.data["spec"]["size"], "m");
+    assert_eq!(generation(&main), 2);
+
+    // A status-only change through the main endpoint is a no-op.
+    let noop = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Nope"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rv(&noop), rv(&main));
+
+    // Metadata-only change: no generation bump.
+    let labelled = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"l": "1"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(generation(&labelled), 2);
+    assert!(rv(&labelled) > rv(&main));
+
+    // replace_status with a full object.
+    let mut full = labelled.clone();
+    full.data["status"]["phase"] = json!("Done");
+    full.data["spec"]["size"] = json!("ignored");
+    let replaced = api
+        .replace_status("w", &PostParams::default(), &full)
+        .await
+        .unwrap();
+    assert_eq!(replaced.data["status"]["phase"], "Done");
+    assert_eq!(replaced.data["spec"]["size"], "m");
+    assert_eq!(generation(&replaced), 2);
+
+    // Invalid status: 422.
+    assert_eq!(
+        api_code(
+            api.patch_status(
+                "w",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"replicas": "three"}})),
+            )
+            .await
+        )
+        .0,
+        422
+    );
+}
+
+#[tokio::test]
+async fn scale_subresource() {
+    let (_s, api) = setup().await;
+    api.create(
+        &PostParams::default(),
+        &widget("w", json!({"spec": {"size": "s", "replicas": 2}})),
+    )
+    .await
+    .unwrap();
+    api.patch_status(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"replicas": 1, "selector": "app=w"}})),
+    )
+    .await
+    .unwrap();
+
+    let scale = api.get_scale("w").await.unwrap();
+    assert_eq!(scale.spec.as_ref().unwrap().replicas, Some(2));
+    let status = scale.status.as_ref().unwrap();
+    assert_eq!(status.replicas, 1);
+    assert_eq!(status.selector.as_deref(), Some("app=w"));
+    assert_eq!(scale.metadata.name.as_deref(), Some("w"));
+
+    let scaled = api
+        .patch_scale(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(5));
+    let w = api.get("w").await.unwrap();
+    assert_eq!(w.data["spec"]["replicas"], 5);
+    assert_eq!(generation(&w), 2);
+    assert_eq!(w.data["status"]["replicas"], 1);
+
+    // Negative replicas: 422.
+    assert_eq!(
+        api_code(
+            api.patch_scale(
+                "w",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": -1}}))
+            )
+            .await
+        )
+        .0,
+        422
+    );
+    assert_eq!(api_code(api.get_scale("missing").await).0, 404);
+}
+
+#[tokio::test(start_paused = true)]
+async fn deleting_the_crd_removes_its_objects_and_the_kind() {
+    let (s, api) = setup().await;
+    for name in ["x", "y"] {
+        api.create(
+            &PostParams::default(),
+            &widget(name, json!({"spec": {"size": "s"}})),
+        )
+        .await
+        .unwrap();
+    }
+    // One with a finalizer of its own: the CRD waits for it.
+    let mut held = widget("held", json!({"spec": {"size": "s"}}));
+    held.metadata.finalizers = Some(vec!["example.steady.dev/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+
+    let crds: Api<CustomResourceDefinition> = Api::all(s.client());
+    crds.delete("widgets.example.steady.dev", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("custom resources without finalizers deleted", || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        (list.items.len() == 1).then_some(())
+    })
+    .await;
+    let held = api.get("held").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    let crd = crds.get("widgets.example.steady.dev").await.unwrap();
+    assert!(crd.metadata.deletion_timestamp.is_some(), "CRD waits");
+
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually("the CRD is gone", || async {
+        crds.get_opt("widgets.example.steady.dev")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // The kind is not served any more.
+    assert_eq!(api_code(api.list(&ListParams::default()).await).0, 404);
+    assert_eq!(api_code(api.get("x").await).0, 404);
+    assert_eq!(
+        api_code(
+            api.create(
+                &PostParams::default(),
+                &widget("z", json!({"spec": {"size": "s"}}))
+            )
+            .await
+        )
+        .0,
+        404
+    );
+}

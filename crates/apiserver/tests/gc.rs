@@ -1,0 +1,377 @@
+//! The garbage collector and namespace lifecycle: Background, Foreground and Orphan
+//! propagation over ownerReferences, and namespace deletion.
+
+mod common;
+
+use common::{api_code, eventually, server};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use serde_json::{Value, json};
+
+fn owner_ref(owner: &ConfigMap, block: bool) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "name": owner.metadata.name.clone().unwrap(),
+        "uid": owner.metadata.uid.clone().unwrap(),
+        "blockOwnerDeletion": block,
+    })
+}
+
+fn dependent_cm(name: &str, owners: Vec<Value>, finalizers: &[&str]) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "ownerReferences": owners, "finalizers": finalizers},
+    }))
+    .unwrap()
+}
+
+fn dependent_pod(name: &str, owners: Vec<Value>) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "ownerReferences": owners},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }))
+    .unwrap()
+}
+
+fn plain_cm(name: &str) -> ConfigMap {
+    serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}),
+    )
+    .unwrap()
+}
+
+fn policy(p: PropagationPolicy) -> DeleteParams {
+    DeleteParams {
+        propagation_policy: Some(p),
+        ..Default::default()
+    }
+}
+
+async fn gone<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(&format!("{name} to be deleted"), || async {
+        api.get_opt(name).await.unwrap().is_none().then_some(())
+    })
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn background_deletes_dependents() {
+    let s = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let pods: Api<Pod> = Api::namespaced(s.client(), "default");
+    let owner = cms
+        .create(&PostParams::default(), &plain_cm("owner"))
+        .await
+        .unwrap();
+    let other = cms
+        .create(&PostParams::default(), &plain_cm("other"))
+        .await
+        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &dependent_cm("dep-cm", vec![owner_ref(&owner, false)], &[]),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &dependent_pod("dep-pod", vec![owner_ref(&owner, true)]),
+    )
+    .await
+    .unwrap();
+    // Two owners: survives while one of them exists, losing the reference to the gone one.
+    cms.create(
+        &PostParams::default(),
+        &dependent_cm(
+            "two-owners",
+            vec![owner_ref(&owner, false), owner_ref(&other, false)],
+            &[],
+        ),
+    )
+    .await
+    .unwrap();
+    // A reference to the owner's name with a different uid is not a dependent.
+    let mut impostor = owner.clone();
+    impostor.metadata.uid = Some("11111111-1111-1111-1111-111111111111".into());
+    let survivor = cms
+        .create(
+            &PostParams::default(),
+            &dependent_cm(
+                "not-mine",
+                vec![owner_ref(&impostor, false), owner_ref(&other, false)],
+                &[],
+            ),
+        )
+        .await
+        .unwrap();
+    let _ = survivor;
+
+    cms.delete("owner", &policy(PropagationPolicy::Background))
+        .await
+        .unwrap();
+    assert_eq!(
+        api_code(cms.get("owner").await).0,
+        404,
+        "owner gone at once"
+    );
+    gone(&cms, "dep-cm").await;
+    gone(&pods, "dep-pod").await;
+    let two = eventually("two-owners to lose its ref to owner", || async {
+        let c = cms.get("two-owners").await.unwrap();
+        (c.metadata.owner_references.as_ref().map(Vec::len) == Some(1)).then_some(c)
+    })
+    .await;
+    assert_eq!(
+        two.metadata.owner_references.unwrap()[0].uid,
+        other.metadata.uid.clone().unwrap()
+    );
+    assert!(cms.get("not-mine").await.is_ok());
+    assert!(cms.get("other").await.is_ok());
+
+    // The default propagation is Background too.
+    let owner = cms
+        .create(&PostParams::default(), &plain_cm("owner2"))
+        .await
+        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &dependent_cm("dep2", vec![owner_ref(&owner, false)], &[]),
+    )
+    .await
+    .unwrap();
+    cms.delete("owner2", &DeleteParams::default())
+        .await
+        .unwrap();
+    gone(&cms, "dep2").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn dependent_of_a_missing_owner_is_collected() {
+    let s = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let mut ghost = plain_cm("ghost");
+    ghost.metadata.uid = Some("22222222-2222-2222-2222-222222222222".into());
+    cms.create(
+        &PostParams::default(),
+        &dependent_cm("orphaned", vec![owner_ref(&ghost, false)], &[]),
+    )
+    .await
+    .unwrap();
+    gone(&cms, "orphaned").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn foreground_waits_for_blocking_dependents() {
+    let s = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let pods: Api<Pod> = Api::namespaced(s.client(), "default");
+    let owner = cms
+        .create(&PostParams::default(), &plain_cm("owner"))
+        .await
+        .unwrap();
+    // A blocking dependent held by its own finalizer, so the wait is observable.
+    cms.create(
+        &PostParams::default(),
+        &dependent_cm(
+            "blocker",
+            vec![owner_ref(&owner, true)],
+            &["example.steady.dev/hold"],
+        ),
+    )
+    .await
+    .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &dependent_cm("free", vec![owner_ref(&owner, false)], &[]),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &dependent_pod("pod", vec![owner_ref(&owner, true)]),
+    )
+    .await
+    .unwrap();
+
+    let pending = cms
+        .delete("owner", &policy(PropagationPolicy::Foreground))
+        .await
+        .unwrap()
+        .left()
+        .expect("the owner is still there");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    assert!(
+        pending
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"foregroundDeletion".to_string())
+    );
+
+    gone(&cms, "free").await;
+    gone(&pods, "pod").await;
+    let blocker = eventually("blocker marked for deletion", || async {
+        let c = cms.get("blocker").await.unwrap();
+        c.metadata.deletion_timestamp.is_some().then_some(c)
+    })
+    .await;
+    assert!(
+        blocker
+            .metadata
+            .finalizers
+            .unwrap()
+            .contains(&"example.steady.dev/hold".to_string())
+    );
+    // Let the collector settle; the owner must still be there, waiting.
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let waiting = cms.get("owner").await.unwrap();
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    assert!(
+        waiting
+            .metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_string())
+    );
+
+    // Release the blocker: then the owner goes.
+    cms.patch(
+        "blocker",
+        &PatchParams::default(),
+        &Patch::Json::<()>(serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": ["example.steady.dev/hold"]},
+            {"op": "remove", "path": "/metadata/finalizers"},
+        ])).unwrap()),
+    )
+    .await
+    .unwrap();
+    gone(&cms, "blocker").await;
+    gone(&cms, "owner").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn orphan_keeps_dependents_and_strips_references() {
+    let s = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let pods: Api<Pod> = Api::namespaced(s.client(), "default");
+    let owner = cms
+        .create(&PostParams::default(), &plain_cm("owner"))
+        .await
+        .unwrap();
+    let keep = cms
+        .create(&PostParams::default(), &plain_cm("keep"))
+        .await
+        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &dependent_cm(
+            "dep",
+            vec![owner_ref(&owner, true), owner_ref(&keep, false)],
+            &[],
+        ),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &dependent_pod("pod", vec![owner_ref(&owner, true)]),
+    )
+    .await
+    .unwrap();
+
+    cms.delete("owner", &policy(PropagationPolicy::Orphan))
+        .await
+        .unwrap();
+    gone(&cms, "owner").await;
+    // Settle, then the dependents are still there without the owner's reference.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let dep = cms.get("dep").await.unwrap();
+    let refs = dep.metadata.owner_references.unwrap();
+    assert_eq!(refs.len(), 1);
+    assert_eq!(refs[0].uid, keep.metadata.uid.unwrap());
+    let pod = pods.get("pod").await.unwrap();
+    assert!(pod.metadata.owner_references.is_none_or(|r| r.is_empty()));
+    assert!(pod.metadata.deletion_timestamp.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn namespace_deletion_removes_contents_then_namespace() {
+    let s = server().await;
+    let namespaces: Api<Namespace> = Api::all(s.client());
+    let ns: Namespace = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}}),
+    )
+    .unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "doomed");
+    let pods: Api<Pod> = Api::namespaced(s.client(), "doomed");
+    let kept: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    for i in 0..3 {
+        cms.create(&PostParams::default(), &plain_cm(&format!("cm-{i}")))
+            .await
+            .unwrap();
+    }
+    pods.create(&PostParams::default(), &dependent_pod("p", vec![]))
+        .await
+        .unwrap();
+    let mut held = plain_cm("held");
+    held.metadata.finalizers = Some(vec!["example.steady.dev/hold".into()]);
+    cms.create(&PostParams::default(), &held).await.unwrap();
+    kept.create(&PostParams::default(), &plain_cm("cm-0"))
+        .await
+        .unwrap();
+
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let terminating = namespaces.get("doomed").await.unwrap();
+    assert_eq!(
+        terminating.status.and_then(|s| s.phase).as_deref(),
+        Some("Terminating")
+    );
+    // No new content in a terminating namespace.
+    assert_eq!(
+        api_code(cms.create(&PostParams::default(), &plain_cm("late")).await).0,
+        403
+    );
+    for i in 0..3 {
+        gone(&cms, &format!("cm-{i}")).await;
+    }
+    gone(&pods, "p").await;
+    // The namespace waits for the object with a finalizer.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert!(namespaces.get("doomed").await.is_ok());
+    assert!(
+        cms.get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    gone(&namespaces, "doomed").await;
+    assert!(kept.get("cm-0").await.is_ok(), "other namespaces untouched");
+    // Creating into the deleted namespace is 404.
+    assert_eq!(
+        api_code(cms.create(&PostParams::default(), &plain_cm("x")).await).0,
+        404
+    );
+}

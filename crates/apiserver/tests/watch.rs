@@ -1,0 +1,345 @@
+//! Watches: `kube::runtime::watcher` (Applied/Deleted, relist after a 410 with nothing
+//! lost) and raw `Api::watch` semantics (ADDED/MODIFIED/DELETED, 410 in-stream).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{GUARD, server};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector;
+use kube::runtime::watcher::{self, Event};
+use serde_json::json;
+
+fn cm(name: &str, v: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name}, "data": {"v": v},
+    }))
+    .unwrap()
+}
+
+async fn set(api: &Api<ConfigMap>, name: &str, v: &str) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": v}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Next item of a stream, failing the test if none comes within the guard.
+async fn next<S: futures::Stream + Unpin>(stream: &mut S) -> S::Item {
+    tokio::time::timeout(GUARD, stream.next())
+        .await
+        .expect("stream yields in time")
+        .expect("stream has not ended")
+}
+
+#[tokio::test(start_paused = true)]
+async fn watcher_sees_applied_and_deleted() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    api.create(&PostParams::default(), &cm("before", "1"))
+        .await
+        .unwrap();
+
+    let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+    // Initial list.
+    let mut initial = Vec::new();
+    loop {
+        match next(&mut events).await.unwrap() {
+            Event::Init => {}
+            Event::InitApply(o) => initial.push(o.metadata.name.unwrap()),
+            Event::InitDone => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(initial, ["before"]);
+
+    api.create(&PostParams::default(), &cm("after", "1"))
+        .await
+        .unwrap();
+    set(&api, "before", "2").await;
+    api.delete("before", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        match next(&mut events).await.unwrap() {
+            Event::Apply(o) => seen.push(format!(
+                "apply {} {}",
+                o.metadata.name.unwrap(),
+                o.data.unwrap()["v"]
+            )),
+            Event::Delete(o) => seen.push(format!("delete {}", o.metadata.name.unwrap())),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["apply after 1", "apply before 2", "delete before"]);
+
+    // applied_objects over the same kind of stream.
+    let mut applied = watcher::watcher(api.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let first = next(&mut applied).await.unwrap();
+    assert_eq!(first.metadata.name.as_deref(), Some("after"));
+    api.create(&PostParams::default(), &cm("third", "1"))
+        .await
+        .unwrap();
+    let third = next(&mut applied).await.unwrap();
+    assert_eq!(third.metadata.name.as_deref(), Some("third"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn watcher_relists_after_compaction_and_loses_nothing() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    for name in ["a", "b", "c"] {
+        api.create(&PostParams::default(), &cm(name, "1"))
+            .await
+            .unwrap();
+    }
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let mut stream = reflector::reflector(
+        writer,
+        watcher::watcher(api.clone(), watcher::Config::default()),
+    )
+    .boxed();
+    let snapshot = |reader: &reflector::Store<ConfigMap>| -> BTreeMap<String, String> {
+        reader
+            .state()
+            .iter()
+            .map(|c| {
+                (
+                    c.metadata.name.clone().unwrap(),
+                    c.data.as_ref().unwrap()["v"].clone(),
+                )
+            })
+            .collect()
+    };
+
+    // Drive the watcher until it has the initial state and one live event.
+    loop {
+        if let Ok(Event::InitDone) = next(&mut stream).await {
+            break;
+        }
+    }
+    api.create(&PostParams::default(), &cm("d", "1"))
+        .await
+        .unwrap();
+    loop {
+        if let Ok(Event::Apply(o)) = next(&mut stream).await {
+            assert_eq!(o.metadata.name.as_deref(), Some("d"));
+            break;
+        }
+    }
+
+    // While the watcher is not reading, the history it would need is compacted away.
+    set(&api, "a", "2").await;
+    api.delete("b", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &cm("e", "1"))
+        .await
+        .unwrap();
+    let current = s.store().revision();
+    s.store().compact(current).await.unwrap();
+    set(&api, "c", "3").await;
+    api.create(&PostParams::default(), &cm("f", "1"))
+        .await
+        .unwrap();
+
+    let expected: BTreeMap<String, String> =
+        [("a", "2"), ("c", "3"), ("d", "1"), ("e", "1"), ("f", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    let mut saw_gone = false;
+    let mut relisted = false;
+    let wait = async {
+        loop {
+            match stream.next().await.expect("watcher stream does not end") {
+                Err(watcher::Error::WatchError(status)) => {
+                    assert_eq!(status.code, 410, "{status:?}");
+                    saw_gone = true;
+                }
+                Err(e) => panic!("unexpected watcher error {e}"),
+                Ok(Event::InitDone) => relisted = true,
+                Ok(_) => {}
+            }
+            if relisted && snapshot(&reader) == expected {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(GUARD, wait)
+        .await
+        .unwrap_or_else(|_| panic!("watcher did not converge: {:?}", snapshot(&reader)));
+    assert!(saw_gone, "the watcher went through the 410 path");
+
+    // And it keeps watching after the relist.
+    api.create(&PostParams::default(), &cm("g", "1"))
+        .await
+        .unwrap();
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let wait = async {
+        loop {
+            next(&mut stream).await.expect("no more errors");
+            let now = snapshot(&reader);
+            if now.contains_key("g") && !now.contains_key("a") {
+                return now;
+            }
+        }
+    };
+    let now = tokio::time::timeout(GUARD, wait).await.unwrap();
+    assert_eq!(now.len(), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn raw_watch_events() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    api.create(&PostParams::default(), &cm("old", "1"))
+        .await
+        .unwrap();
+
+    // From "0": synthetic ADDED for the current state, then changes.
+    let mut events = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut events).await.unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("old")),
+        other => panic!("unexpected {other:?}"),
+    }
+    let created = api
+        .create(&PostParams::default(), &cm("new", "1"))
+        .await
+        .unwrap();
+    set(&api, "new", "2").await;
+    // A no-op patch emits nothing.
+    set(&api, "new", "2").await;
+    api.delete("new", &DeleteParams::default()).await.unwrap();
+    let mut kinds = Vec::new();
+    let mut last_rv = 0u64;
+    for _ in 0..3 {
+        let (kind, obj) = match next(&mut events).await.unwrap() {
+            WatchEvent::Added(o) => ("ADDED", o),
+            WatchEvent::Modified(o) => ("MODIFIED", o),
+            WatchEvent::Deleted(o) => ("DELETED", o),
+            other => panic!("unexpected {other:?}"),
+        };
+        let rv: u64 = obj.metadata.resource_version.unwrap().parse().unwrap();
+        assert!(rv > last_rv, "resourceVersions increase");
+        last_rv = rv;
+        kinds.push(format!("{kind} {}", obj.data.unwrap()["v"]));
+    }
+    assert_eq!(kinds, ["ADDED 1", "MODIFIED 2", "DELETED 2"]);
+    assert_eq!(
+        last_rv,
+        s.store().revision(),
+        "DELETED carries the deletion's revision"
+    );
+
+    // From a resourceVersion: only the changes after it.
+    let start = created.metadata.resource_version.clone().unwrap();
+    let mut replay = api
+        .watch(&WatchParams::default(), &start)
+        .await
+        .unwrap()
+        .boxed();
+    let mut kinds = Vec::new();
+    for _ in 0..2 {
+        kinds.push(match next(&mut replay).await.unwrap() {
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            other => panic!("unexpected {other:?}"),
+        });
+    }
+    assert_eq!(kinds, ["MODIFIED", "DELETED"]);
+
+    // With a label selector, entering/leaving the selection is ADDED/DELETED.
+    let mut selected = api
+        .watch(
+            &WatchParams::default().labels("pick=yes"),
+            &s.store().revision().to_string(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &cm("sel", "1"))
+        .await
+        .unwrap();
+    let label = |v: Option<&str>| Patch::Merge(json!({"metadata": {"labels": {"pick": v}}}));
+    api.patch("sel", &PatchParams::default(), &label(Some("yes")))
+        .await
+        .unwrap();
+    set(&api, "sel", "2").await;
+    api.patch("sel", &PatchParams::default(), &label(None))
+        .await
+        .unwrap();
+    let mut kinds = Vec::new();
+    for _ in 0..3 {
+        kinds.push(match next(&mut selected).await.unwrap() {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            other => panic!("unexpected {other:?}"),
+        });
+    }
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn raw_watch_from_compacted_revision_is_410_in_stream() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let first = api
+        .create(&PostParams::default(), &cm("x", "1"))
+        .await
+        .unwrap();
+    set(&api, "x", "2").await;
+    set(&api, "x", "3").await;
+    s.store().compact(s.store().revision()).await.unwrap();
+
+    let rv = first.metadata.resource_version.unwrap();
+    let events: Vec<_> = tokio::time::timeout(
+        GUARD,
+        api.watch(&WatchParams::default(), &rv)
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the stream ends by itself")
+    .unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    match &events[0] {
+        WatchEvent::Error(status) => {
+            assert_eq!(status.code, 410);
+            assert_eq!(status.reason, "Expired");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+
+    // Watching from the revision a fresh list returns works.
+    let list = api.list(&Default::default()).await.unwrap();
+    let mut live = api
+        .watch(
+            &WatchParams::default(),
+            &list.metadata.resource_version.unwrap(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    set(&api, "x", "4").await;
+    assert!(matches!(
+        next(&mut live).await.unwrap(),
+        WatchEvent::Modified(_)
+    ));
+}

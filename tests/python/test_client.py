@@ -1,0 +1,527 @@
+"""The official Python `kubernetes` client (v37) against a live `steady server`."""
+
+import threading
+import time
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+WATCH_TIMEOUT = 10  # seconds; server-side timeoutSeconds for each watch
+CRD_GROUP = "example.steady.dev"
+CRD_VERSION = "v1"
+CRD_PLURAL = "widgets"
+CRD_KIND = "Widget"
+
+
+@pytest.fixture(scope="module")
+def core(api_client):
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture(scope="module")
+def ext(api_client):
+    return client.ApiextensionsV1Api(api_client)
+
+
+@pytest.fixture(scope="module")
+def custom(api_client):
+    return client.CustomObjectsApi(api_client)
+
+
+def expect_status(status, fn, *args, **kwargs):
+    with pytest.raises(ApiException) as info:
+        fn(*args, **kwargs)
+    assert info.value.status == status, (
+        f"expected HTTP {status}, got {info.value.status}: {info.value.body}")
+    return info.value
+
+
+def wait_gone(read, *args, timeout=10.0):
+    """Poll `read(*args)` until it 404s (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            read(*args)
+        except ApiException as e:
+            if e.status == 404:
+                return
+            raise
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{args} still exists after {timeout}s")
+        time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------- configmaps
+
+
+def test_configmap_crud(core, namespace, unique):
+    name = f"cm-{unique}"
+    labels = {"app": "pytest", "run": unique}
+    body = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name, labels=labels),
+        data={"a": "1", "b": "2"},
+    )
+
+    created = core.create_namespaced_config_map(namespace, body)
+    assert created.metadata.name == name
+    assert created.metadata.namespace == namespace
+    assert created.metadata.uid
+    assert isinstance(created.metadata.resource_version, str)
+    assert created.metadata.creation_timestamp is not None
+    assert created.data == {"a": "1", "b": "2"}
+    assert created.kind == "ConfigMap" and created.api_version == "v1"
+
+    got = core.read_namespaced_config_map(name, namespace)
+    assert got.metadata.uid == created.metadata.uid
+    assert got.metadata.resource_version == created.metadata.resource_version
+    assert got.data == {"a": "1", "b": "2"}
+
+    # A second configmap that must NOT match the selector.
+    other = core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=f"cm-other-{unique}",
+                                     labels={"app": "pytest", "run": "other"})))
+
+    listed = core.list_namespaced_config_map(namespace, label_selector=f"run={unique}")
+    assert [i.metadata.name for i in listed.items] == [name]
+    assert isinstance(listed.metadata.resource_version, str)
+    listed_set = core.list_namespaced_config_map(
+        namespace, label_selector=f"app=pytest,run in ({unique},other)")
+    assert {i.metadata.name for i in listed_set.items} == {name, other.metadata.name}
+    none = core.list_namespaced_config_map(namespace, label_selector="run=does-not-exist")
+    assert none.items == []
+
+    # replace (PUT) with the current resourceVersion
+    got.data = {"a": "10"}
+    replaced = core.replace_namespaced_config_map(name, namespace, got)
+    assert replaced.data == {"a": "10"}
+    assert replaced.metadata.resource_version != got.metadata.resource_version
+    assert replaced.metadata.uid == created.metadata.uid
+
+    # patch with a dict -> strategic merge patch: merges keys, null deletes
+    patched = core.patch_namespaced_config_map(
+        name, namespace, {"data": {"b": "20", "a": None}, "metadata": {"labels": {"extra": "yes"}}})
+    assert patched.data == {"b": "20"}
+    assert patched.metadata.labels == {**labels, "extra": "yes"}
+    assert patched.metadata.resource_version != replaced.metadata.resource_version
+
+    # delete, then it is gone
+    core.delete_namespaced_config_map(name, namespace)
+    wait_gone(core.read_namespaced_config_map, name, namespace)
+    core.delete_namespaced_config_map(other.metadata.name, namespace)
+    listed = core.list_namespaced_config_map(namespace, label_selector=f"run={unique}")
+    assert listed.items == []
+
+
+# --------------------------------------------------------------------------- pods
+
+
+def make_pod(name, labels, image="busybox:1.36"):
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels=labels),
+        spec=client.V1PodSpec(containers=[
+            client.V1Container(name="main", image=image, command=["sleep", "3600"],
+                               env=[client.V1EnvVar(name="A", value="1")]),
+        ]),
+    )
+
+
+def test_pod_crud(core, namespace, unique):
+    name = f"pod-{unique}"
+    labels = {"app": "pytest-pod", "run": unique}
+
+    created = core.create_namespaced_pod(namespace, make_pod(name, labels))
+    assert created.metadata.name == name
+    assert created.kind == "Pod"
+    assert created.spec.containers[0].image == "busybox:1.36"
+    assert created.spec.containers[0].command == ["sleep", "3600"]
+
+    got = core.read_namespaced_pod(name, namespace)
+    assert got.metadata.uid == created.metadata.uid
+
+    listed = core.list_namespaced_pod(namespace, label_selector=f"app=pytest-pod,run={unique}")
+    assert [p.metadata.name for p in listed.items] == [name]
+    assert core.list_namespaced_pod(namespace, label_selector=f"run!={unique},app=pytest-pod").items == []
+
+    # replace: change labels and an annotation (mutable pod fields)
+    got.metadata.annotations = {"note": "replaced"}
+    got.metadata.labels = {**labels, "phase": "two"}
+    replaced = core.replace_namespaced_pod(name, namespace, got)
+    assert replaced.metadata.annotations == {"note": "replaced"}
+    assert replaced.metadata.labels["phase"] == "two"
+
+    # strategic merge patch: containers merge by name, env merges by name
+    patched = core.patch_namespaced_pod(name, namespace, {
+        "metadata": {"labels": {"patched": "true"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.37",
+                                 "env": [{"name": "B", "value": "2"}]}]},
+    })
+    assert patched.metadata.labels["patched"] == "true"
+    assert patched.metadata.labels["phase"] == "two"
+    assert len(patched.spec.containers) == 1
+    c = patched.spec.containers[0]
+    assert c.image == "busybox:1.37"
+    assert c.command == ["sleep", "3600"]
+    assert {e.name: e.value for e in c.env} == {"A": "1", "B": "2"}
+
+    core.delete_namespaced_pod(name, namespace)
+    wait_gone(core.read_namespaced_pod, name, namespace)
+
+
+# --------------------------------------------------------------------------- watch
+
+
+def _collect(w, gen, want, deadline):
+    """Collect (type, name) events from `gen` until `want` is a prefix-ordered subset."""
+    seen = []
+    for ev in gen:
+        obj = ev["object"]
+        seen.append((ev["type"], obj.metadata.name, obj))
+        if [(t, n) for t, n, _ in seen if (t, n) in want] == want:
+            w.stop()
+            break
+        if time.monotonic() > deadline:
+            w.stop()
+            break
+    return seen
+
+
+def test_watch_live_writes(core, namespace, unique):
+    """Events for writes made on another thread while the watch is open."""
+    name = f"watch-{unique}"
+    selector = f"watchrun={unique}"
+    start_rv = core.list_namespaced_config_map(namespace, label_selector=selector).metadata.resource_version
+    errors = []
+
+    def writer():
+        try:
+            time.sleep(0.5)  # let the watch connect; the start RV covers us if it hasn't
+            core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name=name, labels={"watchrun": unique}),
+                data={"v": "1"}))
+            core.patch_namespaced_config_map(name, namespace, {"data": {"v": "2"}})
+            core.delete_namespaced_config_map(name, namespace)
+        except Exception as e:  # surfaced in the main thread
+            errors.append(e)
+
+    t = threading.Thread(target=writer, daemon=True)
+    w = watch.Watch()
+    t.start()
+    want = [("ADDED", name), ("MODIFIED", name), ("DELETED", name)]
+    seen = _collect(w, w.stream(core.list_namespaced_config_map, namespace,
+                                label_selector=selector, resource_version=start_rv,
+                                timeout_seconds=WATCH_TIMEOUT),
+                    want, time.monotonic() + WATCH_TIMEOUT + 5)
+    t.join(timeout=10)
+    assert not errors, errors
+    got = [(t_, n) for t_, n, _ in seen]
+    assert got == want, f"events seen: {got}"
+    objs = [o for _, _, o in seen]
+    assert isinstance(objs[0], client.V1ConfigMap)
+    assert objs[0].data == {"v": "1"}
+    assert objs[1].data == {"v": "2"}
+    rvs = [o.metadata.resource_version for o in objs]
+    assert len(set(rvs)) == 3, rvs
+
+
+def test_watch_from_resource_version(core, namespace, unique):
+    """Writes made first are replayed by a watch started at an earlier resourceVersion."""
+    name = f"watchrv-{unique}"
+    selector = f"watchrv={unique}"
+    start_rv = core.list_namespaced_config_map(namespace).metadata.resource_version
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name, labels={"watchrv": unique}), data={"v": "1"}))
+    core.patch_namespaced_config_map(name, namespace, {"data": {"v": "2"}})
+    core.delete_namespaced_config_map(name, namespace)
+
+    w = watch.Watch()
+    want = [("ADDED", name), ("MODIFIED", name), ("DELETED", name)]
+    seen = _collect(w, w.stream(core.list_namespaced_config_map, namespace,
+                                label_selector=selector, resource_version=start_rv,
+                                timeout_seconds=WATCH_TIMEOUT),
+                    want, time.monotonic() + WATCH_TIMEOUT + 5)
+    assert [(t, n) for t, n, _ in seen] == want
+
+
+def test_watch_timeout_ends_stream(core, namespace, unique):
+    """With timeout_seconds and no events the server closes the stream on time."""
+    w = watch.Watch()
+    t0 = time.monotonic()
+    events = list(w.stream(core.list_namespaced_config_map, namespace,
+                           label_selector=f"nothing={unique}", timeout_seconds=1))
+    elapsed = time.monotonic() - t0
+    assert events == []
+    assert elapsed < 8, f"watch with timeoutSeconds=1 lasted {elapsed:.1f}s"
+
+
+# --------------------------------------------------------------------------- CRDs
+
+
+def widget_crd():
+    schema = client.V1JSONSchemaProps(
+        type="object",
+        properties={
+            "spec": client.V1JSONSchemaProps(
+                type="object",
+                properties={
+                    "size": client.V1JSONSchemaProps(type="integer"),
+                    "color": client.V1JSONSchemaProps(type="string"),
+                },
+            ),
+            "status": client.V1JSONSchemaProps(
+                type="object",
+                properties={
+                    "phase": client.V1JSONSchemaProps(type="string"),
+                    "observed": client.V1JSONSchemaProps(type="integer"),
+                },
+            ),
+        },
+    )
+    return client.V1CustomResourceDefinition(
+        api_version="apiextensions.k8s.io/v1",
+        kind="CustomResourceDefinition",
+        metadata=client.V1ObjectMeta(name=f"{CRD_PLURAL}.{CRD_GROUP}"),
+        spec=client.V1CustomResourceDefinitionSpec(
+            group=CRD_GROUP,
+            scope="Namespaced",
+            names=client.V1CustomResourceDefinitionNames(
+                plural=CRD_PLURAL, singular="widget", kind=CRD_KIND, short_names=["wg"]),
+            versions=[client.V1CustomResourceDefinitionVersion(
+                name=CRD_VERSION, served=True, storage=True,
+                schema=client.V1CustomResourceValidation(open_apiv3_schema=schema),
+                subresources=client.V1CustomResourceSubresources(status={}),
+            )],
+        ),
+    )
+
+
+def _established(crd):
+    conds = (crd.status.conditions if crd.status else None) or []
+    return any(c.type == "Established" and c.status == "True" for c in conds)
+
+
+@pytest.fixture(scope="module")
+def widget_crd_installed(ext, custom, namespace):
+    name = f"{CRD_PLURAL}.{CRD_GROUP}"
+    try:
+        ext.create_custom_resource_definition(widget_crd())
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    # Bounded poll: Established, and the new endpoint actually serving.
+    deadline = time.monotonic() + 15
+    while True:
+        crd = ext.read_custom_resource_definition(name)
+        ok = _established(crd)
+        if ok:
+            try:
+                custom.list_namespaced_custom_object(CRD_GROUP, CRD_VERSION, namespace, CRD_PLURAL)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+                ok = False
+        if ok:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"CRD {name} not established/serving after 15s: {crd.status}")
+        time.sleep(0.1)
+    yield crd
+    try:
+        ext.delete_custom_resource_definition(name)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def test_crd_read_and_list(ext, widget_crd_installed):
+    crd = ext.read_custom_resource_definition(f"{CRD_PLURAL}.{CRD_GROUP}")
+    assert crd.spec.group == CRD_GROUP
+    assert crd.spec.names.kind == CRD_KIND
+    assert crd.spec.versions[0].subresources.status is not None
+    assert _established(crd)
+    names = [c.metadata.name for c in ext.list_custom_resource_definition().items]
+    assert f"{CRD_PLURAL}.{CRD_GROUP}" in names
+
+
+def test_custom_objects(custom, namespace, unique, widget_crd_installed):
+    name = f"w-{unique}"
+    body = {
+        "apiVersion": f"{CRD_GROUP}/{CRD_VERSION}",
+        "kind": CRD_KIND,
+        "metadata": {"name": name, "labels": {"run": unique}},
+        "spec": {"size": 3, "color": "red"},
+    }
+    args = (CRD_GROUP, CRD_VERSION, namespace, CRD_PLURAL)
+
+    created = custom.create_namespaced_custom_object(*args, body)
+    assert created["metadata"]["name"] == name
+    assert created["kind"] == CRD_KIND
+    assert created["apiVersion"] == f"{CRD_GROUP}/{CRD_VERSION}"
+    assert created["spec"] == {"size": 3, "color": "red"}
+    assert isinstance(created["metadata"]["resourceVersion"], str)
+    assert isinstance(created["metadata"]["generation"], int)
+    gen1 = created["metadata"]["generation"]
+
+    got = custom.get_namespaced_custom_object(*args, name)
+    assert got["metadata"]["uid"] == created["metadata"]["uid"]
+    assert got["spec"] == {"size": 3, "color": "red"}
+
+    listed = custom.list_namespaced_custom_object(*args, label_selector=f"run={unique}")
+    assert listed["kind"] == f"{CRD_KIND}List"
+    assert [i["metadata"]["name"] for i in listed["items"]] == [name]
+    assert custom.list_namespaced_custom_object(*args, label_selector="run=nope")["items"] == []
+
+    # merge patch on the main resource: bumps generation, null removes a field
+    patched = custom.patch_namespaced_custom_object(*args, name,
+                                                    {"spec": {"size": 5, "color": None}})
+    assert patched["spec"] == {"size": 5}
+    assert patched["metadata"]["generation"] > gen1
+    gen2 = patched["metadata"]["generation"]
+
+    # status subresource: main-resource writes ignore status ...
+    ignored = custom.patch_namespaced_custom_object(*args, name, {"status": {"phase": "Sneaky"}})
+    assert "phase" not in (ignored.get("status") or {})
+
+    # ... and status writes ignore spec, without bumping generation
+    st = custom.patch_namespaced_custom_object_status(
+        *args, name, {"status": {"phase": "Ready", "observed": gen2}, "spec": {"size": 99}})
+    assert st["status"] == {"phase": "Ready", "observed": gen2}
+    assert st["spec"] == {"size": 5}
+    assert st["metadata"]["generation"] == gen2
+
+    got = custom.get_namespaced_custom_object_status(*args, name)
+    assert got["status"]["phase"] == "Ready"
+
+    # delete
+    custom.delete_namespaced_custom_object(*args, name)
+    wait_gone(custom.get_namespaced_custom_object, *args, name)
+
+
+def test_custom_object_schema_rejects_wrong_type(custom, namespace, unique, widget_crd_installed):
+    body = {
+        "apiVersion": f"{CRD_GROUP}/{CRD_VERSION}",
+        "kind": CRD_KIND,
+        "metadata": {"name": f"bad-{unique}"},
+        "spec": {"size": "not-a-number"},
+    }
+    expect_status(422, custom.create_namespaced_custom_object,
+                  CRD_GROUP, CRD_VERSION, namespace, CRD_PLURAL, body)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_not_found(core, custom, namespace, unique, widget_crd_installed):
+    e = expect_status(404, core.read_namespaced_config_map, f"missing-{unique}", namespace)
+    assert "NotFound" in (e.body or "")
+    expect_status(404, core.read_namespaced_pod, f"missing-{unique}", namespace)
+    expect_status(404, core.delete_namespaced_config_map, f"missing-{unique}", namespace)
+    expect_status(404, custom.get_namespaced_custom_object,
+                  CRD_GROUP, CRD_VERSION, namespace, CRD_PLURAL, f"missing-{unique}")
+
+
+def test_create_existing_conflicts(core, namespace, unique):
+    name = f"dup-{unique}"
+    body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data={"x": "1"})
+    core.create_namespaced_config_map(namespace, body)
+    try:
+        e = expect_status(409, core.create_namespaced_config_map, namespace, body)
+        assert "AlreadyExists" in (e.body or "")
+    finally:
+        core.delete_namespaced_config_map(name, namespace)
+
+
+def test_replace_with_stale_resource_version_conflicts(core, namespace, unique):
+    name = f"stale-{unique}"
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name), data={"x": "1"}))
+    try:
+        stale = core.read_namespaced_config_map(name, namespace)
+        core.patch_namespaced_config_map(name, namespace, {"data": {"x": "2"}})
+        stale.data = {"x": "3"}
+        e = expect_status(409, core.replace_namespaced_config_map, name, namespace, stale)
+        assert "Conflict" in (e.body or "")
+        assert core.read_namespaced_config_map(name, namespace).data == {"x": "2"}
+    finally:
+        core.delete_namespaced_config_map(name, namespace)
+
+
+def _config_with_token(good, token):
+    cfg = client.Configuration()
+    cfg.host = good.host
+    cfg.ssl_ca_cert = good.ssl_ca_cert
+    cfg.verify_ssl = True
+    cfg.api_key = {"authorization": token}
+    cfg.api_key_prefix = {"authorization": "Bearer"}
+    return cfg
+
+
+def test_bad_token_unauthorized(steady_server, api_client):
+    good = api_client.configuration
+    real = good.get_api_key_with_prefix("BearerToken", alias="authorization")
+    assert real and real.startswith("Bearer "), "kubeconfig carried no bearer token"
+    # Control: the same hand-built Configuration with the real token works ...
+    with client.ApiClient(_config_with_token(good, real[len("Bearer "):])) as c:
+        client.CoreV1Api(c).list_namespaced_config_map("default")
+    # ... and with a wrong token it is 401.
+    with client.ApiClient(_config_with_token(good, "not-the-token")) as c:
+        e = expect_status(401, client.CoreV1Api(c).list_namespaced_config_map, "default")
+        assert "Unauthorized" in (e.body or "")
+    # No token at all is also 401.
+    anon = client.Configuration()
+    anon.host = good.host
+    anon.ssl_ca_cert = good.ssl_ca_cert
+    with client.ApiClient(anon) as c:
+        expect_status(401, client.CoreV1Api(c).list_namespaced_config_map, "default")
+
+
+# --------------------------------------------------------------------------- extras
+
+
+def test_noop_patch_keeps_resource_version(core, namespace, unique):
+    name = f"noop-{unique}"
+    created = core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name), data={"x": "1"}))
+    try:
+        same = core.patch_namespaced_config_map(name, namespace, {"data": {"x": "1"}})
+        assert same.metadata.resource_version == created.metadata.resource_version
+    finally:
+        core.delete_namespaced_config_map(name, namespace)
+
+
+def test_json_patch_and_failed_test_op(core, namespace, unique):
+    name = f"jp-{unique}"
+    created = core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name), data={"x": "1"}))
+    try:
+        rv = created.metadata.resource_version
+        # a list body is sent as application/json-patch+json
+        patched = core.patch_namespaced_config_map(name, namespace, [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/data/y", "value": "2"},
+        ])
+        assert patched.data == {"x": "1", "y": "2"}
+        expect_status(422, core.patch_namespaced_config_map, name, namespace, [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/data/z", "value": "3"},
+        ])
+    finally:
+        core.delete_namespaced_config_map(name, namespace)
+
+
+def test_namespaces_generate_name_and_delete_options(core, unique):
+    ns = f"ns-{unique}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    assert ns in [n.metadata.name for n in core.list_namespace().items]
+    cm = core.create_namespaced_config_map(ns, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(generate_name="gen-", labels={"nsrun": unique})))
+    assert cm.metadata.name.startswith("gen-") and len(cm.metadata.name) > len("gen-")
+    assert cm.metadata.namespace == ns
+    everywhere = core.list_config_map_for_all_namespaces(label_selector=f"nsrun={unique}")
+    assert [(c.metadata.namespace, c.metadata.name) for c in everywhere.items] == \
+        [(ns, cm.metadata.name)]
+    core.delete_namespaced_config_map(
+        cm.metadata.name, ns, body=client.V1DeleteOptions(propagation_policy="Background"))
+    wait_gone(core.read_namespaced_config_map, cm.metadata.name, ns)
+    core.delete_namespace(ns)
+    wait_gone(core.read_namespace, ns, timeout=20)
