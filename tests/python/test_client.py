@@ -126,6 +126,31 @@ def make_pod(name, labels, image="busybox:1.36"):
     )
 
 
+def wait_for(fn, what, timeout=15.0, interval=0.1):
+    """Bounded poll until fn() returns something truthy; returns that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def replace_with_retry(read, replace, mutate, attempts=10):
+    """Read-modify-replace, retrying on 409 (the simulated node writes pods concurrently)."""
+    for i in range(attempts):
+        obj = read()
+        mutate(obj)
+        try:
+            return replace(obj)
+        except ApiException as e:
+            if e.status != 409 or i == attempts - 1:
+                raise
+            time.sleep(0.05)
+
+
 def test_pod_crud(core, namespace, unique):
     name = f"pod-{unique}"
     labels = {"app": "pytest-pod", "run": unique}
@@ -143,10 +168,21 @@ def test_pod_crud(core, namespace, unique):
     assert [p.metadata.name for p in listed.items] == [name]
     assert core.list_namespaced_pod(namespace, label_selector=f"run!={unique},app=pytest-pod").items == []
 
+    # The simulated node binds and starts the pod; the client must parse its status.
+    def running_pod():
+        p = core.read_namespaced_pod(name, namespace)
+        return p if p.status and p.status.phase == "Running" else None
+    running = wait_for(running_pod, "pod Running")
+    assert running.spec.node_name
+    assert {c.type for c in running.status.conditions or []} >= {"Ready"}
+
     # replace: change labels and an annotation (mutable pod fields)
-    got.metadata.annotations = {"note": "replaced"}
-    got.metadata.labels = {**labels, "phase": "two"}
-    replaced = core.replace_namespaced_pod(name, namespace, got)
+    def mutate(p):
+        p.metadata.annotations = {"note": "replaced"}
+        p.metadata.labels = {**labels, "phase": "two"}
+    replaced = replace_with_retry(lambda: core.read_namespaced_pod(name, namespace),
+                                  lambda p: core.replace_namespaced_pod(name, namespace, p),
+                                  mutate)
     assert replaced.metadata.annotations == {"note": "replaced"}
     assert replaced.metadata.labels["phase"] == "two"
 
@@ -164,8 +200,9 @@ def test_pod_crud(core, namespace, unique):
     assert c.command == ["sleep", "3600"]
     assert {e.name: e.value for e in c.env} == {"A": "1", "B": "2"}
 
+    # graceful delete: the node confirms it shortly
     core.delete_namespaced_pod(name, namespace)
-    wait_gone(core.read_namespaced_pod, name, namespace)
+    wait_gone(core.read_namespaced_pod, name, namespace, timeout=20)
 
 
 # --------------------------------------------------------------------------- watch

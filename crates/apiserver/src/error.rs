@@ -128,6 +128,11 @@ impl ApiError {
         Self::new(504, "Timeout", message)
     }
 
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self

@@ -21,6 +21,7 @@ use crate::objects::decode_json;
 use crate::patch::PatchType;
 use crate::registry::ResourceType;
 use crate::request::{DeleteOptions, ObjectPath, Params, Route, WriteOptions, parse_route};
+use crate::table;
 use crate::watch;
 
 pub fn router(server: ApiServer) -> Router {
@@ -158,6 +159,17 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
             }
             Ok(value)
         }
+        crate::protobuf::PROTOBUF_CONTENT_TYPE => {
+            crate::protobuf::decode(body).map_err(|e| match e {
+                crate::protobuf::ProtobufError::Malformed(_) => {
+                    ApiError::bad_request(e.to_string())
+                }
+                crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
+                    ApiError::unsupported_media_type(crate::protobuf::PROTOBUF_CONTENT_TYPE)
+                        .with_message(e.to_string())
+                }
+            })
+        }
         other => Err(ApiError::unsupported_media_type(other)),
     }
 }
@@ -200,11 +212,22 @@ async fn object_request(
     let name = target.name.as_deref();
     let write_options = || WriteOptions::from_params(params);
     match (method.clone(), name) {
-        (Method::GET, None) if params.flag("watch") => watch_response(server, rt, ns, None, params),
-        (Method::GET, Some(name)) if params.flag("watch") => {
-            watch_response(server, rt, ns, Some(name), params)
+        (Method::GET, None) if params.flag("watch") => {
+            watch_response(server, rt, ns, None, headers, params)
         }
-        (Method::GET, None) => Ok(json_response(StatusCode::OK, server.list(&rt, ns, params)?)),
+        (Method::GET, Some(name)) if params.flag("watch") => {
+            watch_response(server, rt, ns, Some(name), headers, params)
+        }
+        (Method::GET, None) => {
+            let listed = server.list(&rt, ns, params)?;
+            let body = match table_format(headers, params)? {
+                Some(include) => {
+                    table::of_resource(&rt, &listed.items, server.now(), include, listed.metadata)?
+                }
+                None => listed.body(&rt),
+            };
+            Ok(json_response(StatusCode::OK, body))
+        }
         (Method::GET, Some(name)) if sub == Some("log") => {
             server.get_stored(&rt, ns, name)?;
             Err(ApiError::bad_request(format!(
@@ -215,9 +238,18 @@ async fn object_request(
             StatusCode::OK,
             &server.get_scale(&rt, ns, name)?,
         )),
-        (Method::GET, Some(name)) => Ok(json_response(
-            StatusCode::OK,
-            server.get(&rt, ns, name, params)?,
+        (Method::GET, Some(name)) => {
+            let object = server.get(&rt, ns, name, params)?;
+            let body = match table_format(headers, params)? {
+                Some(include) => {
+                    table::of_resource(&rt, &[object], server.now(), include, json!({}))?
+                }
+                None => object,
+            };
+            Ok(json_response(StatusCode::OK, body))
+        }
+        (Method::POST, None) if rt.namespaced && ns.is_none() => Err(ApiError::method_not_allowed(
+            "create is only allowed on the namespaced path of a namespaced resource (/namespaces/<ns>/...)",
         )),
         (Method::POST, None) => {
             let obj = decode_body(headers, &body)?;
@@ -287,6 +319,26 @@ async fn object_request(
     }
 }
 
+/// `Some(include)` when the client asked for a `meta.k8s.io` Table (`kubectl get` does).
+fn table_format(headers: &HeaderMap, params: &Params) -> ApiResult<Option<table::IncludeObject>> {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let wants_table = accept.split(',').any(|range| {
+        let parts: Vec<&str> = range.split(';').map(str::trim).collect();
+        let has = |p: &str| parts.iter().any(|x| x.eq_ignore_ascii_case(p));
+        has("as=Table") && has("g=meta.k8s.io") && (has("v=v1") || has("v=v1beta1"))
+    });
+    if !wants_table {
+        return Ok(None);
+    }
+    let include = params.get("includeObject").unwrap_or("");
+    table::IncludeObject::parse(include)
+        .map(Some)
+        .ok_or_else(|| ApiError::bad_request(format!("includeObject: unsupported value {include:?}: supported values: \"None\", \"Metadata\", \"Object\"")))
+}
+
 /// The `Status` kube-apiserver returns when a custom resource is deleted at once.
 fn deleted_status(rt: &ResourceType, name: &str, object: &[u8]) -> Value {
     let uid = serde_json::from_slice::<Value>(object)
@@ -307,9 +359,11 @@ fn watch_response(
     rt: Arc<ResourceType>,
     ns: Option<&str>,
     name: Option<&str>,
+    headers: &HeaderMap,
     params: &Params,
 ) -> ApiResult<Response> {
-    let stream = watch::start(server, rt, ns, name, params)?;
+    let table = table_format(headers, params)?;
+    let stream = watch::start(server, rt, ns, name, params, table)?;
     let mut response = Response::new(Body::from_stream(stream.into_stream()));
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -22,10 +22,12 @@ pub mod meta;
 pub mod node;
 mod objects;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod request;
 pub mod schema;
 pub mod selector;
+pub mod table;
 pub mod tls;
 mod watch;
 

@@ -154,10 +154,11 @@ impl NodeSimulator {
         let Ok(pod) = serde_json::from_slice::<Value>(bytes) else {
             return;
         };
-        if let Err(e) = self.examine(key, &pod).await {
-            if e.code != 409 && e.code != 404 {
-                tracing::warn!(%key, error = %e, "simulated node step failed");
-            }
+        if let Err(e) = self.examine(key, &pod).await
+            && e.code != 409
+            && e.code != 404
+        {
+            tracing::warn!(%key, error = %e, "simulated node step failed");
         }
     }
 
@@ -479,7 +480,7 @@ impl NodeSimulator {
         };
         let now = self.server.timestamp();
         let pod_name = meta::name(pod).unwrap_or("");
-        let suffix: u64 = self.server.with_rng(|rng| rand::Rng::random(rng));
+        let suffix: u64 = self.server.with_rng(rand::Rng::random);
         let mut involved = json!({
             "kind": "Pod",
             "apiVersion": "v1",

@@ -17,6 +17,25 @@ use crate::request::{DeleteOptions, FieldValidation, Params, Propagation, WriteO
 use crate::schema;
 use crate::selector::{FieldSelector, LabelSelector};
 
+/// A page of a list: its metadata (resourceVersion, continue) and the objects' bytes.
+#[derive(Debug)]
+pub struct Listed {
+    pub metadata: Value,
+    pub items: Vec<Bytes>,
+}
+
+impl Listed {
+    /// The `<Kind>List` body.
+    pub fn body(&self, rt: &ResourceType) -> Bytes {
+        list_body(
+            &rt.list_kind(),
+            &rt.api_version(),
+            &self.metadata,
+            &self.items,
+        )
+    }
+}
+
 /// The result of a write: the object as stored (or as it would be, on a dry run).
 #[derive(Debug)]
 pub struct Written {
@@ -154,7 +173,7 @@ impl ApiServer {
     }
 
     /// LIST with selectors, paging and Kubernetes' resourceVersion semantics.
-    pub fn list(&self, rt: &ResourceType, ns: Option<&str>, params: &Params) -> ApiResult<Bytes> {
+    pub fn list(&self, rt: &ResourceType, ns: Option<&str>, params: &Params) -> ApiResult<Listed> {
         let labels = LabelSelector::parse(params.get("labelSelector").unwrap_or(""))
             .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
         let fields = FieldSelector::parse(
@@ -200,12 +219,7 @@ impl ApiServer {
             .into_iter()
             .map(|o| present(rt, o.value))
             .collect::<ApiResult<Vec<Bytes>>>()?;
-        Ok(list_body(
-            &rt.list_kind(),
-            &rt.api_version(),
-            &metadata,
-            &items,
-        ))
+        Ok(Listed { metadata, items })
     }
 
     /// POST: create an object in `ns` (None for cluster-scoped kinds).
@@ -233,7 +247,6 @@ impl ApiServer {
             m.insert("generation".into(), json!(1));
             m.remove("deletionTimestamp");
             m.remove("deletionGracePeriodSeconds");
-            m.remove("generateName").filter(|_| false);
             if let Some(ns) = &ns {
                 m.insert("namespace".into(), Value::String(ns.clone()));
             }
@@ -665,17 +678,17 @@ impl ApiServer {
         params: &Params,
         opts: &DeleteOptions,
     ) -> ApiResult<Bytes> {
-        let mut list_params = params.clone();
-        list_params = Params::parse(Some(&format!(
+        let selection = Params::parse(Some(&format!(
             "labelSelector={}&fieldSelector={}",
-            encode(list_params.get("labelSelector").unwrap_or("")),
-            encode(list_params.get("fieldSelector").unwrap_or(""))
+            encode(params.get("labelSelector").unwrap_or("")),
+            encode(params.get("fieldSelector").unwrap_or(""))
         )));
-        let listed: Value = serde_json::from_slice(&self.list(rt, ns, &list_params)?)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let listed = self.list(rt, ns, &selection)?;
         let mut deleted = Vec::new();
-        for item in listed["items"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-            let (Some(name), item_ns) = (meta::name(item), meta::namespace(item)) else {
+        for bytes in &listed.items {
+            let item: Value =
+                serde_json::from_slice(bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+            let (Some(name), item_ns) = (meta::name(&item), meta::namespace(&item)) else {
                 continue;
             };
             match self.delete(rt, item_ns, name, opts).await {

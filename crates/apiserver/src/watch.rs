@@ -16,12 +16,14 @@ use steady_store::{EventKind, ListOptions, StoreError, Watcher};
 use tokio::time::{Instant, Interval};
 
 use crate::ApiServer;
+use crate::Clock;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::present;
 use crate::registry::ResourceType;
 use crate::request::Params;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::table::{self, IncludeObject};
 
 /// kube-apiserver's default watch lifetime when the client sets none (--min-request-timeout).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -31,11 +33,24 @@ struct Selection {
     rt: Arc<ResourceType>,
     labels: LabelSelector,
     fields: FieldSelector,
+    /// Send each object as a one-row Table (`kubectl get -w`).
+    table: Option<(IncludeObject, Clock)>,
 }
 
 impl Selection {
     fn is_everything(&self) -> bool {
         self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    /// The object as this client sees it: its version of the kind, or a one-row Table.
+    fn encode(&self, stored: Bytes) -> ApiResult<Bytes> {
+        let object = present(&self.rt, stored)?;
+        match &self.table {
+            None => Ok(object),
+            Some((include, clock)) => {
+                table::of_resource(&self.rt, &[object], clock(), *include, json!({}))
+            }
+        }
     }
 
     fn matches(&self, bytes: &[u8]) -> bool {
@@ -56,6 +71,7 @@ pub fn start(
     ns: Option<&str>,
     name: Option<&str>,
     params: &Params,
+    table_format: Option<IncludeObject>,
 ) -> ApiResult<WatchStream> {
     let labels = LabelSelector::parse(params.get("labelSelector").unwrap_or(""))
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
@@ -79,10 +95,12 @@ pub fn start(
         Some(t) if t > 0 => Duration::from_secs(t as u64),
         _ => DEFAULT_TIMEOUT,
     };
+    let table = table_format.map(|include| (include, server.config().clock.clone()));
     let selection = Selection {
         rt: rt.clone(),
         labels,
         fields,
+        table,
     };
     let prefix = rt.list_prefix(ns);
     let store = server.store();
@@ -105,7 +123,7 @@ pub fn start(
                 )
                 .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), ""))?;
             for object in page.items {
-                initial.push_back(event_line("ADDED", &present(&rt, object.value)?));
+                initial.push_back(event_line("ADDED", &selection.encode(object.value)?));
             }
             if send_initial {
                 initial.push_back(bookmark_line(&rt, page.revision, true));
@@ -226,7 +244,7 @@ fn render(selection: &Selection, event: &steady_store::Event) -> Option<Bytes> {
             (false, false) => None,
         },
     }?;
-    let object = present(&selection.rt, event.value.clone()).ok()?;
+    let object = selection.encode(event.value.clone()).ok()?;
     Some(event_line(kind, &object))
 }
 

@@ -539,3 +539,28 @@ async fn delete_preconditions() {
     api.delete("pre", &right).await.unwrap();
     assert_eq!(api_code(api.get("pre").await).0, 404);
 }
+
+#[tokio::test]
+async fn generate_name_appends_a_suffix_and_is_kept() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let mut obj = cm("unused", json!({}), json!({}));
+    obj.metadata.name = None;
+    obj.metadata.generate_name = Some("gen-".into());
+    let a = api.create(&PostParams::default(), &obj).await.unwrap();
+    let b = api.create(&PostParams::default(), &obj).await.unwrap();
+    let (na, nb) = (a.metadata.name.unwrap(), b.metadata.name.unwrap());
+    assert!(na.starts_with("gen-") && na.len() == 9, "{na}");
+    assert_ne!(na, nb);
+    // kube-apiserver keeps generateName in the stored metadata.
+    assert_eq!(a.metadata.generate_name.as_deref(), Some("gen-"));
+    assert_eq!(
+        api.get(&na)
+            .await
+            .unwrap()
+            .metadata
+            .generate_name
+            .as_deref(),
+        Some("gen-")
+    );
+}

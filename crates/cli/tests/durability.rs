@@ -6,6 +6,9 @@
 //! and update some of them, recording what the server acknowledged. The only writes whose
 //! outcome is open are the ones in flight when the process died: each object has at most
 //! one, and after the restart it shows either the acknowledged state or that write, whole.
+//!
+//! The last round stops the writers and lets every answer arrive before the SIGKILL, so
+//! that a server which makes a write durable only when the next one comes is caught too.
 
 mod common;
 
@@ -24,7 +27,7 @@ const WRITERS: usize = 8;
 /// Acknowledged writes per round before the process is killed (more in later rounds, so
 /// that the kill lands at different points).
 const ACKS_BEFORE_KILL: usize = 300;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 4;
 const LABEL: &str = "steady-test=durability";
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -104,6 +107,8 @@ struct Shared {
     records: Records,
     /// Set (under the records lock) just before the SIGKILL: errors after it are expected.
     killed: AtomicBool,
+    /// Set to make the writers stop before their next write.
+    stop: AtomicBool,
     acks: tokio::sync::watch::Sender<usize>,
     /// The resourceVersion of every acknowledged write, in the order recorded.
     acked_rvs: Mutex<Vec<u64>>,
@@ -116,7 +121,7 @@ async fn writer(api: Api<ConfigMap>, prefix: String, shared: Arc<Shared>) {
     // This writer's objects: name, acknowledged resourceVersion and version number.
     let mut mine: Vec<(String, u64, u32)> = Vec::new();
     let mut seq = 0usize;
-    loop {
+    while !shared.stop.load(Ordering::SeqCst) {
         seq += 1;
         let update = seq.is_multiple_of(3) && !mine.is_empty();
         let (name, data, index) = if update {
@@ -143,10 +148,8 @@ async fn writer(api: Api<ConfigMap>, prefix: String, shared: Arc<Shared>) {
         };
         let stored = match result {
             Ok(stored) => stored,
-            Err(e) if shared.killed.load(Ordering::SeqCst) => {
-                let _ = e; // The server is gone: this write stays in flight.
-                return;
-            }
+            // The server is gone: this write stays in flight.
+            Err(_) if shared.killed.load(Ordering::SeqCst) => return,
             Err(e) => panic!("{name}: write failed before the kill: {e:?}"),
         };
         let rv = rv_number(stored.metadata.resource_version.as_ref());
@@ -235,10 +238,7 @@ async fn verify(client: &kube::Client, records: &Records, round: usize) -> u64 {
             ),
         }
     }
-    for (_, (acked_rv, _)) in records
-        .values()
-        .filter_map(|r| r.acked.as_ref().map(|a| ((), a)))
-    {
+    for (acked_rv, _) in records.values().filter_map(|r| r.acked.as_ref()) {
         assert!(
             *acked_rv <= list_rv,
             "round {round}: acknowledged RV {acked_rv} above the list RV {list_rv}"
@@ -279,10 +279,11 @@ async fn sigkill_during_acknowledged_writes_loses_nothing_acknowledged() {
         let shared = Arc::new(Shared {
             records: records.clone(),
             killed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
             acks,
             acked_rvs: Mutex::default(),
         });
-        let writers: Vec<_> = (0..WRITERS)
+        let mut writers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 tokio::spawn(writer(
                     Api::default_namespaced(client.clone()),
@@ -302,6 +303,18 @@ async fn sigkill_during_acknowledged_writes_loses_nothing_acknowledged() {
                 )
             })
             .unwrap();
+        let quiesced = round == ROUNDS - 1;
+        if quiesced {
+            // Let every write in flight be answered, then kill an idle server.
+            shared.stop.store(true, Ordering::SeqCst);
+            for w in writers.iter_mut() {
+                tokio::time::timeout(TIMEOUT, w)
+                    .await
+                    .expect("a writer did not stop")
+                    .expect("writer failed");
+            }
+            writers.clear();
+        }
         // Kill with the records locked: every write in flight now was sent before the kill
         // or will fail, and no acknowledgement can be recorded meanwhile.
         let in_flight_at_kill = {
@@ -320,10 +333,14 @@ async fn sigkill_during_acknowledged_writes_loses_nothing_acknowledged() {
                 .expect("writer failed");
         }
         let acked_this_round = *acks_rx.borrow();
-        assert!(
-            in_flight_at_kill > 0,
-            "round {round}: no write was in flight at the kill"
-        );
+        if quiesced {
+            assert_eq!(in_flight_at_kill, 0, "round {round}: writes left in flight");
+        } else {
+            assert!(
+                in_flight_at_kill > 0,
+                "round {round}: no write was in flight at the kill"
+            );
+        }
         eprintln!(
             "round {round}: {acked_this_round} writes acknowledged, {in_flight_at_kill} in flight at SIGKILL"
         );
