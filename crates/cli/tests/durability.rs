@@ -27,7 +27,7 @@ const WRITERS: usize = 8;
 /// Acknowledged writes per round before the process is killed (more in later rounds, so
 /// that the kill lands at different points).
 const ACKS_BEFORE_KILL: usize = 300;
-const ROUNDS: usize = 4;
+const ROUNDS: usize = 6;
 const LABEL: &str = "steady-test=durability";
 const TIMEOUT: Duration = Duration::from_secs(120);
 

@@ -1,0 +1,557 @@
+//! The real kubectl (the machine image's, dispatching to 1.32 by the server's /version)
+//! against a fresh `steady server`, with nothing but the kubeconfig the server writes.
+//! Every step checks kubectl's printed output, not just its exit code.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::Server;
+
+/// The longest any single kubectl command may take (it guards against hangs).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    cache_dir: PathBuf,
+}
+
+struct Ran {
+    stdout: String,
+    stderr: String,
+    success: bool,
+}
+
+impl Kubectl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
+            .args(args)
+            .arg("--cache-dir")
+            .arg(&self.cache_dir)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn try_run(&self, args: &[&str]) -> Ran {
+        let child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is on the machine image");
+        let (tx, rx) = mpsc::channel();
+        let pid = child.id();
+        std::thread::spawn(move || {
+            if rx.recv_timeout(COMMAND_TIMEOUT).is_err() {
+                let _ = Command::new("kill")
+                    .arg("-KILL")
+                    .arg(pid.to_string())
+                    .status();
+            }
+        });
+        let output = child.wait_with_output().expect("kubectl ran");
+        let _ = tx.send(());
+        Ran {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            success: output.status.success(),
+        }
+    }
+
+    /// Run kubectl; it must succeed. Returns stdout.
+    fn run(&self, args: &[&str]) -> String {
+        let ran = self.try_run(args);
+        assert!(
+            ran.success,
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            ran.stdout, ran.stderr
+        );
+        ran.stdout
+    }
+
+    /// Run kubectl with `input` on stdin (for `apply -f -`).
+    fn run_with_input(&self, args: &[&str], input: &str) -> String {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is on the machine image");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        let output = child.wait_with_output().expect("kubectl ran");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+}
+
+/// Lines of a table, split on runs of spaces.
+fn rows(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+fn assert_contains(haystack: &str, needle: &str) {
+    assert!(
+        haystack.contains(needle),
+        "expected {needle:?} in:\n{haystack}"
+    );
+}
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.steady.dev
+spec:
+  group: example.steady.dev
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    additionalPrinterColumns:
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Color, type: string, jsonPath: .spec.color}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer, minimum: 0, default: 1}
+              color: {type: string}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+"#;
+
+const WIDGET: &str = r#"
+apiVersion: example.steady.dev/v1
+kind: Widget
+metadata: {name: w1, labels: {tier: gold}}
+spec: {color: red}
+"#;
+
+fn workloads(config_value: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: web, labels: {{app: web}}}}
+spec:
+  containers: [{{name: nginx, image: "nginx:1.27", ports: [{{containerPort: 80}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web}}
+spec:
+  selector: {{app: web}}
+  ports: [{{port: 80, targetPort: 8080}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, labels: {{app: web}}}}
+data: {{mode: "{config_value}"}}
+"#
+    )
+}
+
+async fn start(dir: &Path) -> (Server, Kubectl) {
+    let server = Server::start(&dir.join("data"), &dir.join("kubeconfig")).await;
+    let kubectl = Kubectl {
+        kubeconfig: dir.join("kubeconfig"),
+        cache_dir: dir.join("kube-cache"),
+    };
+    (server, kubectl)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_discovery_and_typed_create_commands() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+
+    let version = k.run(&["version"]);
+    assert_contains(&version, "Server Version: v1.32");
+
+    let resources = k.run(&["api-resources"]);
+    let pods = rows(&resources)
+        .into_iter()
+        .find(|r| r.first().map(String::as_str) == Some("pods"))
+        .expect("pods listed");
+    assert_eq!(pods, ["pods", "po", "v1", "true", "Pod"]);
+    assert_contains(&resources, "customresourcedefinitions");
+
+    // Typed create commands send protobuf bodies.
+    assert_eq!(
+        k.run(&["create", "namespace", "team"]).trim(),
+        "namespace/team created"
+    );
+    assert_eq!(
+        k.run(&[
+            "create",
+            "configmap",
+            "cfg",
+            "-n",
+            "team",
+            "--from-literal=a=1",
+            "--from-literal=b=2"
+        ])
+        .trim(),
+        "configmap/cfg created"
+    );
+    assert_eq!(
+        k.run(&[
+            "create",
+            "secret",
+            "generic",
+            "creds",
+            "-n",
+            "team",
+            "--from-literal=password=s3cret"
+        ])
+        .trim(),
+        "secret/creds created"
+    );
+    assert_eq!(
+        k.run(&["create", "serviceaccount", "bot", "-n", "team"])
+            .trim(),
+        "serviceaccount/bot created"
+    );
+    let data = k.run(&[
+        "get",
+        "configmap",
+        "cfg",
+        "-n",
+        "team",
+        "-o",
+        "jsonpath={.data.a},{.data.b}",
+    ]);
+    assert_eq!(data, "1,2");
+    let secret = k.run(&[
+        "get",
+        "secret",
+        "creds",
+        "-n",
+        "team",
+        "-o",
+        "jsonpath={.data.password}",
+    ]);
+    assert_eq!(secret, "czNjcmV0", "base64 of s3cret");
+    let table = rows(&k.run(&["get", "secrets", "-n", "team"]));
+    assert_eq!(table[0], ["NAME", "TYPE", "DATA", "AGE"]);
+    assert_eq!(&table[1][..3], ["creds", "Opaque", "1"]);
+    let again = k.try_run(&["create", "namespace", "team"]);
+    assert!(!again.success);
+    assert_contains(&again.stderr, "AlreadyExists");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_get_patch_scale_and_delete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+
+    // apply: a CRD, a custom resource of it, a pod, a service, a configmap.
+    assert_contains(
+        &k.run_with_input(&["apply", "-f", "-"], CRD),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.steady.dev created",
+    );
+    assert_contains(
+        &k.run_with_input(&["apply", "-f", "-"], WIDGET),
+        "widget.example.steady.dev/w1 created",
+    );
+    let applied = k.run_with_input(&["apply", "-f", "-"], &workloads("fast"));
+    assert_contains(&applied, "pod/web created");
+    assert_contains(&applied, "service/web created");
+    assert_contains(&applied, "configmap/settings created");
+    // Applying again with a change patches; what did not change stays unchanged.
+    let reapplied = k.run_with_input(&["apply", "-f", "-"], &workloads("safe"));
+    assert_contains(&reapplied, "pod/web unchanged");
+    assert_contains(&reapplied, "configmap/settings configured");
+    assert_eq!(
+        k.run(&["get", "cm", "settings", "-o", "jsonpath={.data.mode}"]),
+        "safe"
+    );
+
+    // The simulated node runs the pod.
+    assert_eq!(
+        k.run(&["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"])
+            .trim(),
+        "pod/web condition met"
+    );
+    let pods = rows(&k.run(&["get", "pods"]));
+    assert_eq!(pods[0], ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert_eq!(&pods[1][..4], ["web", "1/1", "Running", "0"]);
+    let wide = rows(&k.run(&["get", "pods", "-o", "wide"]));
+    assert_eq!(&wide[0][5..7], ["IP", "NODE"]);
+    assert_eq!(wide[1][6], "steady-node");
+    let services = rows(&k.run(&["get", "services"]));
+    assert_eq!(
+        services[0],
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ]
+    );
+    assert_eq!(services[1][0], "web");
+    assert_eq!(services[1][1], "ClusterIP");
+    assert_eq!(services[1][4], "80/TCP");
+    let svc_wide = k.run(&["get", "service", "web", "-o", "wide"]);
+    assert_contains(&svc_wide, "app=web");
+    let nodes = rows(&k.run(&["get", "nodes"]));
+    assert_eq!(&nodes[1][..2], ["steady-node", "Ready"]);
+    let namespaces = rows(&k.run(&["get", "namespaces"]));
+    assert!(namespaces.iter().any(|r| r[..2] == ["default", "Active"]));
+    let yaml = k.run(&["get", "pod", "web", "-o", "yaml"]);
+    assert_contains(&yaml, "phase: Running");
+    assert_contains(&yaml, "nodeName: steady-node");
+    let json: serde_json::Value =
+        serde_json::from_str(&k.run(&["get", "configmap", "settings", "-o", "json"]))
+            .expect("json");
+    assert_eq!(json["data"]["mode"], "safe");
+    assert_contains(&k.run(&["get", "configmaps", "--show-labels"]), "app=web");
+    let selected = rows(&k.run(&["get", "configmaps", "-l", "app=web", "-o", "name"]));
+    assert_eq!(selected, [["configmap/settings"]]);
+
+    // Custom resources print their additionalPrinterColumns.
+    let widgets = rows(&k.run(&["get", "widgets"]));
+    assert_eq!(widgets[0], ["NAME", "REPLICAS", "COLOR", "AGE"]);
+    assert_eq!(&widgets[1][..3], ["w1", "1", "red"]);
+
+    // describe shows the pod's lifecycle events.
+    let described = k.run(&["describe", "pod", "web"]);
+    assert_contains(&described, "Node:");
+    assert_contains(&described, "steady-node");
+    assert_contains(&described, "Scheduled");
+    assert_contains(&described, "Started container nginx");
+    let events = k.run(&["get", "events"]);
+    assert_contains(&events, "pod/web");
+
+    // label, annotate, patch (three types), scale.
+    assert_eq!(
+        k.run(&["label", "configmap", "settings", "env=dev"]).trim(),
+        "configmap/settings labeled"
+    );
+    assert_eq!(
+        k.run(&["annotate", "configmap", "settings", "owner=team-a"])
+            .trim(),
+        "configmap/settings annotated"
+    );
+    assert_eq!(
+        k.run(&[
+            "patch",
+            "configmap",
+            "settings",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"extra":"1"}}"#
+        ])
+        .trim(),
+        "configmap/settings patched"
+    );
+    assert_eq!(
+        k.run(&[
+            "patch",
+            "configmap",
+            "settings",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"extra":"1"}}"#
+        ])
+        .trim(),
+        "configmap/settings patched (no change)"
+    );
+    assert_eq!(
+        k.run(&[
+            "patch",
+            "configmap",
+            "settings",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"remove","path":"/data/extra"}]"#
+        ])
+        .trim(),
+        "configmap/settings patched"
+    );
+    assert_eq!(
+        k.run(&[
+            "patch",
+            "pod",
+            "web",
+            "-p",
+            r#"{"metadata":{"labels":{"release":"1"}}}"#
+        ])
+        .trim(),
+        "pod/web patched"
+    );
+    assert_eq!(
+        k.run(&[
+            "get",
+            "pod",
+            "web",
+            "-o",
+            "jsonpath={.metadata.labels.release}"
+        ]),
+        "1"
+    );
+    let strategic_cr = k.try_run(&[
+        "patch",
+        "widget",
+        "w1",
+        "-p",
+        r#"{"spec":{"color":"blue"}}"#,
+    ]);
+    assert!(
+        !strategic_cr.success,
+        "strategic merge on a custom resource is refused"
+    );
+    assert_contains(&strategic_cr.stderr, "strategic-merge-patch");
+    assert_eq!(
+        k.run(&["scale", "widget/w1", "--replicas=3"]).trim(),
+        "widget.example.steady.dev/w1 scaled"
+    );
+    assert_eq!(
+        k.run(&["get", "widget", "w1", "-o", "jsonpath={.spec.replicas}"]),
+        "3"
+    );
+    // --sort-by orders by a field, not by name.
+    k.run(&["create", "configmap", "zeta", "--from-literal=rank=1"]);
+    k.run(&["create", "configmap", "alpha", "--from-literal=rank=2"]);
+    let sorted = rows(&k.run(&[
+        "get",
+        "configmaps",
+        "-l",
+        "!app",
+        "--sort-by=.data.rank",
+        "-o",
+        "name",
+    ]));
+    assert_eq!(sorted, [["configmap/zeta"], ["configmap/alpha"]]);
+
+    // Logs: a clear error instead of a hang.
+    let logs = k.try_run(&["logs", "web"]);
+    assert!(!logs.success);
+    assert_contains(&logs.stderr, "simulated node runs no containers");
+
+    // delete: the pod's graceful deletion completes; wait --for=delete returns.
+    k.run(&["delete", "pod", "web", "--wait=false"]);
+    let waited = k.run(&["wait", "--for=delete", "pod/web", "--timeout=30s"]);
+    assert!(
+        waited.is_empty() || waited.contains("condition met"),
+        "{waited}"
+    );
+    let gone = k.try_run(&["get", "pod", "web"]);
+    assert_contains(&gone.stderr, "NotFound");
+    assert_eq!(
+        k.run(&["delete", "service", "web"]).trim(),
+        "service \"web\" deleted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_delete_namespace_and_watch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    k.run(&["create", "namespace", "doomed"]);
+    k.run(&[
+        "create",
+        "configmap",
+        "c",
+        "-n",
+        "doomed",
+        "--from-literal=a=b",
+    ]);
+    k.run(&["run", "p", "-n", "doomed", "--image=busybox:1.36"]);
+    k.run(&[
+        "wait",
+        "--for=condition=Ready",
+        "-n",
+        "doomed",
+        "pod/p",
+        "--timeout=30s",
+    ]);
+    assert_eq!(
+        k.run(&["delete", "namespace", "doomed"]).trim(),
+        "namespace \"doomed\" deleted"
+    );
+    let gone = k.try_run(&["get", "namespace", "doomed"]);
+    assert_contains(&gone.stderr, "namespaces \"doomed\" not found");
+    let leftovers = k.run(&["get", "configmaps,pods", "-n", "doomed", "-o", "name"]);
+    assert!(leftovers.trim().is_empty(), "contents must go: {leftovers}");
+
+    // get -w prints the change made while it watches.
+    k.run(&["create", "configmap", "watched", "--from-literal=a=1"]);
+    let mut watch = k
+        .command(&["get", "configmaps", "--watch", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let stdout = watch.stdout.take().expect("stdout");
+    let (lines_tx, lines_rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next_line = || {
+        lines_rx
+            .recv_timeout(COMMAND_TIMEOUT)
+            .expect("kubectl get -w printed a line")
+    };
+    assert_eq!(rows(&next_line())[0], ["EVENT", "NAME", "DATA", "AGE"]);
+    let initial = rows(&next_line());
+    assert_eq!(&initial[0][..3], ["ADDED", "watched", "1"]);
+    k.run(&[
+        "patch",
+        "configmap",
+        "watched",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"b":"2"}}"#,
+    ]);
+    let modified = rows(&next_line());
+    assert_eq!(&modified[0][..3], ["MODIFIED", "watched", "2"]);
+    k.run(&["delete", "configmap", "watched"]);
+    let deleted = rows(&next_line());
+    assert_eq!(&deleted[0][..2], ["DELETED", "watched"]);
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
