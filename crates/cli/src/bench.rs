@@ -31,7 +31,7 @@ pub struct ServerBenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// ConfigMaps (~1 KiB each) created per client type.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 10_000)]
     pub creates: usize,
     /// Concurrent clients creating.
     #[arg(long, default_value_t = 8)]

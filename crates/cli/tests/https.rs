@@ -70,14 +70,13 @@ async fn kubeconfig_works_with_kube_rs_over_tls() {
         "{}",
         server.url
     );
-    let stdout = server.stdout();
-    assert!(
-        stdout.contains(&format!(
-            "kubeconfig: {}",
-            server.kubeconfig.to_string_lossy()
-        )),
-        "stdout names the kubeconfig:\n{stdout}"
+    // The lines after the address name the kubeconfig.
+    let kubeconfig_line = server.wait_for_stdout("kubeconfig: ").await;
+    assert_eq!(
+        kubeconfig_line,
+        format!("kubeconfig: {}", server.kubeconfig.display())
     );
+    server.wait_for_stdout("try: kubectl --kubeconfig").await;
 
     // The kubeconfig: https URL, a CA, a token, namespace default.
     let config = server.config().await;
@@ -367,4 +366,25 @@ async fn plain_http_gets_no_api_answer() {
         .list(&ListParams::default())
         .await
         .unwrap();
+}
+
+/// Known server bug: `kubeconfig::write` sets mode 0600 only when it creates the file, so an
+/// existing `--write-kubeconfig` file (e.g. 0644) keeps its mode and now holds the token.
+#[cfg(unix)]
+#[tokio::test]
+#[ignore = "server bug: an existing --write-kubeconfig file keeps its (e.g. 0644) mode"]
+async fn an_existing_kubeconfig_file_is_made_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("client.kubeconfig");
+    std::fs::write(&kubeconfig, "").unwrap();
+    std::fs::set_permissions(&kubeconfig, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let server = Server::start(&dir.path().join("data"), &kubeconfig).await;
+    assert!(
+        std::fs::read_to_string(&kubeconfig)
+            .unwrap()
+            .contains(&read_token(&server))
+    );
+    let mode = std::fs::metadata(&kubeconfig).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the kubeconfig holding the token is {mode:o}");
 }

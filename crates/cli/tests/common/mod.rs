@@ -28,6 +28,8 @@ pub struct Server {
     /// The file passed as `--write-kubeconfig`.
     pub kubeconfig: PathBuf,
     stdout: Arc<Mutex<Vec<u8>>>,
+    /// Bumped on every stdout line, so that a test can wait for a line.
+    stdout_lines: tokio::sync::watch::Receiver<usize>,
     stderr: Arc<Mutex<Vec<u8>>>,
     readers: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -79,6 +81,7 @@ impl Server {
         let stdout_buf = Arc::new(Mutex::new(Vec::new()));
         let stderr_buf = Arc::new(Mutex::new(Vec::new()));
         let (url_tx, url_rx) = oneshot::channel::<String>();
+        let (lines_tx, lines_rx) = tokio::sync::watch::channel(0usize);
 
         // Read stdout line by line: hand over the address once, keep everything.
         let stdout = child.stdout.take().expect("piped stdout");
@@ -92,6 +95,7 @@ impl Server {
                     b.extend_from_slice(line.as_bytes());
                     b.push(b'\n');
                 }
+                lines_tx.send_modify(|n| *n += 1);
                 if let Some(url) = line.strip_prefix(LISTENING_PREFIX)
                     && let Some(tx) = url_tx.take()
                 {
@@ -117,6 +121,7 @@ impl Server {
             data_dir: data_dir.to_path_buf(),
             kubeconfig: kubeconfig.to_path_buf(),
             stdout: stdout_buf,
+            stdout_lines: lines_rx,
             stderr: stderr_buf,
             readers: vec![stdout_task, stderr_task],
         };
@@ -147,6 +152,36 @@ impl Server {
             .strip_prefix("https://")
             .expect("https url")
             .to_string()
+    }
+
+    /// Wait until stdout has a line containing `needle` (guarded by [`STARTUP_TIMEOUT`]).
+    pub async fn wait_for_stdout(&self, needle: &str) -> String {
+        let mut lines = self.stdout_lines.clone();
+        let found = tokio::time::timeout(STARTUP_TIMEOUT, async {
+            loop {
+                let stdout = self.stdout();
+                if let Some(line) = stdout.lines().find(|l| l.contains(needle)) {
+                    return Some(line.to_string());
+                }
+                if lines.changed().await.is_err() {
+                    // stdout is closed: the last look decides.
+                    let stdout = self.stdout();
+                    return stdout
+                        .lines()
+                        .find(|l| l.contains(needle))
+                        .map(str::to_string);
+                }
+            }
+        })
+        .await;
+        match found {
+            Ok(Some(line)) => line,
+            Ok(None) => panic!("stdout closed without {needle:?}\n{}", self.output()),
+            Err(_) => panic!(
+                "no {needle:?} on stdout within {STARTUP_TIMEOUT:?}\n{}",
+                self.output()
+            ),
+        }
     }
 
     /// Everything the server wrote so far to stdout and stderr.
