@@ -57,23 +57,10 @@ fn read(dir: &Path, file: &str) -> Result<Option<String>, TlsError> {
     }
 }
 
-/// Write a private file (0600) atomically: a reader never sees half of it.
 fn write_private(dir: &Path, file: &str, contents: &str) -> Result<(), TlsError> {
-    use std::io::Write;
     let path = dir.join(file);
-    let tmp = dir.join(format!(".{file}.tmp"));
-    let io_err = |source| TlsError::Io {
-        path: path.clone(),
-        source,
-    };
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(&tmp).map_err(io_err)?;
-    f.write_all(contents.as_bytes()).map_err(io_err)?;
-    f.sync_all().map_err(io_err)?;
-    std::fs::rename(&tmp, &path).map_err(io_err)
+    crate::kubeconfig::write_private(&path, contents)
+        .map_err(|source| TlsError::Io { path, source })
 }
 
 /// Load the credentials from `dir`, creating whatever is missing.

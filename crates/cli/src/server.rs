@@ -75,7 +75,7 @@ impl ControlPlane {
             .context("cannot read the listening address")?;
         let url = format!("https://{address}");
         let kubeconfig = kubeconfig::render(&url, &credentials.ca_cert_pem, &credentials.token);
-        kubeconfig::write(&data_dir.join("kubeconfig"), &kubeconfig)
+        kubeconfig::write_private(&data_dir.join("kubeconfig"), &kubeconfig)
             .with_context(|| format!("cannot write {}", data_dir.join("kubeconfig").display()))?;
         Ok(ControlPlane {
             api,
@@ -135,7 +135,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     };
     let plane = ControlPlane::start(&args.data_dir, args.listen, config).await?;
     if let Some(path) = &args.write_kubeconfig {
-        kubeconfig::write(path, &plane.kubeconfig)
+        kubeconfig::write_private(path, &plane.kubeconfig)
             .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
     }
     let kubeconfig_path = args

@@ -372,7 +372,6 @@ async fn plain_http_gets_no_api_answer() {
 /// existing `--write-kubeconfig` file (e.g. 0644) keeps its mode and now holds the token.
 #[cfg(unix)]
 #[tokio::test]
-#[ignore = "server bug: an existing --write-kubeconfig file keeps its (e.g. 0644) mode"]
 async fn an_existing_kubeconfig_file_is_made_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
