@@ -1,0 +1,336 @@
+//! Caches: one per watched kind, fed by its watch, read by reconcilers.
+//!
+//! Objects are kept in key order (namespace, name) and indexed by owner uid, so
+//! "the pods this Cache owns" is a lookup, not a scan. A reconciler's own writes can be
+//! remembered ([`Cache::remember`]) so its next read sees them before the watch event
+//! arrives (read-your-own-writes); a watch event never replaces a newer remembered state.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use kube::Resource;
+
+/// Namespace and name of an object: what the work queue holds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: Option<&str>, name: &str) -> Self {
+        ObjectKey {
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn of<K: Resource>(obj: &K) -> Self {
+        let meta = obj.meta();
+        ObjectKey {
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+struct Inner<K> {
+    objects: BTreeMap<ObjectKey, Arc<K>>,
+    by_owner: BTreeMap<String, BTreeSet<ObjectKey>>,
+    synced: bool,
+}
+
+/// A shared, cheaply cloned cache of one kind.
+pub struct Cache<K> {
+    inner: Arc<RwLock<Inner<K>>>,
+}
+
+impl<K> Clone for Cache<K> {
+    fn clone(&self) -> Self {
+        Cache {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K: Resource> Default for Cache<K> {
+    fn default() -> Self {
+        Cache {
+            inner: Arc::new(RwLock::new(Inner {
+                objects: BTreeMap::new(),
+                by_owner: BTreeMap::new(),
+                synced: false,
+            })),
+        }
+    }
+}
+
+/// Resource versions are opaque in Kubernetes but decimal in practice (etcd, steady):
+/// compare numerically when both parse, otherwise treat the incoming one as newer.
+fn is_older(incoming: Option<&str>, current: Option<&str>) -> bool {
+    match (
+        incoming.and_then(|v| v.parse::<u64>().ok()),
+        current.and_then(|v| v.parse::<u64>().ok()),
+    ) {
+        (Some(a), Some(b)) => a < b,
+        _ => false,
+    }
+}
+
+fn owner_uids<K: Resource>(obj: &K) -> impl Iterator<Item = &str> {
+    obj.meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|r| r.uid.as_str())
+}
+
+impl<K: Resource> Cache<K> {
+    fn read(&self) -> RwLockReadGuard<'_, Inner<K>> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner<K>> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        self.read().objects.get(key).cloned()
+    }
+
+    /// Every object, in key order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.read().objects.values().cloned().collect()
+    }
+
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.read().objects.keys().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Objects with an ownerReference to `uid`, in key order.
+    pub fn owned_by(&self, uid: &str) -> Vec<Arc<K>> {
+        let inner = self.read();
+        inner
+            .by_owner
+            .get(uid)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| inner.objects.get(k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// True once the first complete list has been loaded.
+    pub fn is_synced(&self) -> bool {
+        self.read().synced
+    }
+
+    /// Record a state the reconciler just wrote, so its next read sees it.
+    pub fn remember(&self, obj: K) {
+        // A stale remembered write only means the cache already knows better.
+        let _ = self.apply(obj);
+    }
+
+    /// Record that the reconciler deleted `key`.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.remove(key);
+    }
+
+    /// Insert or update unless the cache already holds a newer version. Returns the
+    /// previous state when the cache changed, `Err(())` when the update was stale.
+    pub(crate) fn apply(&self, obj: K) -> Result<Option<Arc<K>>, Stale> {
+        let key = ObjectKey::of(&obj);
+        let mut inner = self.write();
+        if let Some(current) = inner.objects.get(&key) {
+            let same_uid = current.meta().uid == obj.meta().uid;
+            if same_uid
+                && is_older(
+                    obj.meta().resource_version.as_deref(),
+                    current.meta().resource_version.as_deref(),
+                )
+            {
+                return Err(Stale);
+            }
+        }
+        let previous = inner.objects.insert(key.clone(), Arc::new(obj));
+        if let Some(prev) = &previous {
+            let owners: Vec<String> = owner_uids(prev.as_ref()).map(str::to_string).collect();
+            unindex(&mut inner.by_owner, &owners, &key);
+        }
+        let owners: Vec<String> = inner
+            .objects
+            .get(&key)
+            .map(|o| owner_uids(o.as_ref()).map(str::to_string).collect())
+            .unwrap_or_default();
+        for uid in owners {
+            inner.by_owner.entry(uid).or_default().insert(key.clone());
+        }
+        Ok(previous)
+    }
+
+    pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        let mut inner = self.write();
+        let removed = inner.objects.remove(key)?;
+        let owners: Vec<String> = owner_uids(removed.as_ref()).map(str::to_string).collect();
+        unindex(&mut inner.by_owner, &owners, key);
+        Some(removed)
+    }
+
+    /// Replace everything with a fresh list (after a start or a relist). Returns every
+    /// object whose state differs from before (new, changed, or gone), so each can be
+    /// mapped to the keys it triggers: a relist after a 410 misses nothing.
+    pub(crate) fn replace_all(&self, objects: Vec<K>) -> Vec<Arc<K>> {
+        let mut fresh: BTreeMap<ObjectKey, Arc<K>> = BTreeMap::new();
+        for obj in objects {
+            fresh.insert(ObjectKey::of(&obj), Arc::new(obj));
+        }
+        let mut inner = self.write();
+        let mut changed = Vec::new();
+        for (key, old) in &inner.objects {
+            match fresh.get(key) {
+                None => changed.push(old.clone()),
+                Some(new) if new.meta().resource_version != old.meta().resource_version => {
+                    changed.push(old.clone());
+                    changed.push(new.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        for (key, new) in &fresh {
+            if !inner.objects.contains_key(key) {
+                changed.push(new.clone());
+            }
+        }
+        let mut by_owner: BTreeMap<String, BTreeSet<ObjectKey>> = BTreeMap::new();
+        for (key, obj) in &fresh {
+            for uid in owner_uids(obj.as_ref()) {
+                by_owner
+                    .entry(uid.to_string())
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+        inner.objects = fresh;
+        inner.by_owner = by_owner;
+        inner.synced = true;
+        changed
+    }
+}
+
+/// An update older than what the cache holds (a watch event behind a remembered write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale;
+
+fn unindex(
+    by_owner: &mut BTreeMap<String, BTreeSet<ObjectKey>>,
+    owners: &[String],
+    key: &ObjectKey,
+) {
+    for uid in owners {
+        if let Some(set) = by_owner.get_mut(uid) {
+            set.remove(key);
+            if set.is_empty() {
+                by_owner.remove(uid);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    fn cm(name: &str, rv: &str, owner: Option<&str>) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(format!("uid-{name}")),
+                resource_version: Some(rv.into()),
+                owner_references: owner.map(|o| {
+                    vec![OwnerReference {
+                        uid: o.into(),
+                        name: "owner".into(),
+                        kind: "Thing".into(),
+                        api_version: "v1".into(),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn remembered_writes_are_not_overwritten_by_older_events() {
+        let cache = Cache::<ConfigMap>::default();
+        cache.remember(cm("a", "10", None));
+        assert_eq!(cache.apply(cm("a", "9", None)), Err(Stale));
+        let key = ObjectKey::new(Some("ns"), "a");
+        assert_eq!(
+            cache
+                .get(&key)
+                .and_then(|c| c.metadata.resource_version.clone())
+                .as_deref(),
+            Some("10")
+        );
+        assert!(cache.apply(cm("a", "11", None)).is_ok());
+    }
+
+    #[test]
+    fn owner_index_follows_updates_and_deletes() {
+        let cache = Cache::<ConfigMap>::default();
+        cache.apply(cm("a", "1", Some("o1"))).ok();
+        cache.apply(cm("b", "2", Some("o1"))).ok();
+        assert_eq!(cache.owned_by("o1").len(), 2);
+        cache.apply(cm("a", "3", Some("o2"))).ok();
+        assert_eq!(cache.owned_by("o1").len(), 1);
+        assert_eq!(cache.owned_by("o2").len(), 1);
+        cache.remove(&ObjectKey::new(Some("ns"), "b"));
+        assert!(cache.owned_by("o1").is_empty());
+    }
+
+    #[test]
+    fn replace_all_reports_every_difference() {
+        let cache = Cache::<ConfigMap>::default();
+        cache.replace_all(vec![
+            cm("keep", "1", None),
+            cm("change", "1", None),
+            cm("gone", "1", None),
+        ]);
+        let changed = cache.replace_all(vec![
+            cm("keep", "1", None),
+            cm("change", "2", None),
+            cm("new", "3", None),
+        ]);
+        let mut names: Vec<String> = changed
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["change", "change", "gone", "new"]);
+        assert!(cache.is_synced());
+    }
+}

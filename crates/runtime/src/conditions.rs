@@ -1,0 +1,297 @@
+//! `status.conditions` helpers with `metav1.Condition` semantics (as in apimachinery's
+//! `meta.SetStatusCondition`), with the clock injected so results are deterministic.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+/// `"True"`.
+pub const STATUS_TRUE: &str = "True";
+/// `"False"`.
+pub const STATUS_FALSE: &str = "False";
+/// `"Unknown"`.
+pub const STATUS_UNKNOWN: &str = "Unknown";
+
+/// One `status.conditions` entry, as `metav1.Condition`: type, status ("True"/"False"/
+/// "Unknown"), reason, message, lastTransitionTime (RFC 3339), observedGeneration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub last_transition_time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl Condition {
+    /// A condition without timestamp (filled in by [`set_condition`]) or observed generation.
+    pub fn new(
+        type_: impl Into<String>,
+        status: impl Into<String>,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: String::new(),
+            observed_generation: None,
+        }
+    }
+
+    /// `status` is `"True"` or `"False"` after `cond`.
+    pub fn from_bool(
+        type_: impl Into<String>,
+        cond: bool,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        let status = if cond { STATUS_TRUE } else { STATUS_FALSE };
+        Condition::new(type_, status, reason, message)
+    }
+
+    /// Set `observedGeneration` (normally the object's `metadata.generation`).
+    pub fn with_observed_generation(mut self, generation: Option<i64>) -> Self {
+        self.observed_generation = generation;
+        self
+    }
+}
+
+/// The timestamp format of `lastTransitionTime`: RFC 3339, seconds precision, `Z`.
+pub fn format_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Set or replace the condition of type `new.type_` in `conditions`.
+///
+/// - Absent: `new` is appended with `lastTransitionTime = now`.
+/// - Present with a different `status`: replaced by `new` with `lastTransitionTime = now`.
+/// - Present with the same `status`: reason, message and observedGeneration are taken from
+///   `new`; `lastTransitionTime` is kept from the existing condition.
+///
+/// `new.last_transition_time` is ignored: the timestamp always comes from `now` (or is
+/// kept). Returns true if `conditions` changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, new: Condition, now: DateTime<Utc>) -> bool {
+    let Some(existing) = conditions.iter_mut().find(|c| c.type_ == new.type_) else {
+        conditions.push(Condition {
+            last_transition_time: format_time(now),
+            ..new
+        });
+        return true;
+    };
+    let last_transition_time = if existing.status == new.status {
+        existing.last_transition_time.clone()
+    } else {
+        format_time(now)
+    };
+    let updated = Condition {
+        last_transition_time,
+        ..new
+    };
+    if *existing == updated {
+        return false;
+    }
+    *existing = updated;
+    true
+}
+
+/// Remove the condition of type `type_`. Returns true if there was one.
+pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) -> bool {
+    let before = conditions.len();
+    conditions.retain(|c| c.type_ != type_);
+    conditions.len() != before
+}
+
+/// The condition of type `type_`, if any.
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Whether the condition of type `type_` exists and has status `"True"`.
+pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    find(conditions, type_).is_some_and(|c| c.status == STATUS_TRUE)
+}
+
+/// Whether the condition of type `type_` exists and has status `"False"`.
+pub fn is_false(conditions: &[Condition], type_: &str) -> bool {
+    find(conditions, type_).is_some_and(|c| c.status == STATUS_FALSE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+    }
+
+    fn ready(status: &str, reason: &str, message: &str) -> Condition {
+        Condition::new("Ready", status, reason, message)
+    }
+
+    #[test]
+    fn adds_missing_condition_with_now() {
+        let mut conds = vec![];
+        assert!(set_condition(
+            &mut conds,
+            ready("True", "Done", "all good"),
+            t(0)
+        ));
+        assert_eq!(conds.len(), 1);
+        assert_eq!(conds[0].type_, "Ready");
+        assert_eq!(conds[0].status, "True");
+        assert_eq!(conds[0].last_transition_time, "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn supplied_timestamp_is_ignored() {
+        let mut conds = vec![];
+        let mut c = ready("True", "Done", "");
+        c.last_transition_time = "1999-01-01T00:00:00Z".into();
+        set_condition(&mut conds, c, t(0));
+        assert_eq!(conds[0].last_transition_time, format_time(t(0)));
+    }
+
+    #[test]
+    fn status_change_moves_transition_time() {
+        let mut conds = vec![];
+        set_condition(&mut conds, ready("False", "Pending", "waiting"), t(0));
+        assert!(set_condition(
+            &mut conds,
+            ready("True", "Done", "ok"),
+            t(60)
+        ));
+        assert_eq!(conds.len(), 1);
+        assert_eq!(conds[0].status, "True");
+        assert_eq!(conds[0].reason, "Done");
+        assert_eq!(conds[0].message, "ok");
+        assert_eq!(conds[0].last_transition_time, format_time(t(60)));
+    }
+
+    #[test]
+    fn same_status_keeps_transition_time_but_updates_reason_message_generation() {
+        let mut conds = vec![];
+        set_condition(&mut conds, ready("False", "Pending", "waiting"), t(0));
+        let changed = set_condition(
+            &mut conds,
+            ready("False", "Scaling", "2 of 3 replicas").with_observed_generation(Some(4)),
+            t(60),
+        );
+        assert!(changed);
+        assert_eq!(conds[0].reason, "Scaling");
+        assert_eq!(conds[0].message, "2 of 3 replicas");
+        assert_eq!(conds[0].observed_generation, Some(4));
+        assert_eq!(conds[0].last_transition_time, format_time(t(0)));
+    }
+
+    #[test]
+    fn identical_condition_is_no_change() {
+        let mut conds = vec![];
+        let c = ready("True", "Done", "ok").with_observed_generation(Some(2));
+        set_condition(&mut conds, c.clone(), t(0));
+        let before = conds.clone();
+        assert!(!set_condition(&mut conds, c, t(600)));
+        assert_eq!(conds, before);
+    }
+
+    #[test]
+    fn other_types_are_untouched_and_order_kept() {
+        let mut conds = vec![];
+        set_condition(&mut conds, ready("True", "Done", ""), t(0));
+        set_condition(
+            &mut conds,
+            Condition::new("Progressing", "True", "Rolling", ""),
+            t(1),
+        );
+        set_condition(&mut conds, ready("False", "Broken", ""), t(2));
+        assert_eq!(
+            conds.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
+            ["Ready", "Progressing"]
+        );
+        assert_eq!(conds[1].last_transition_time, format_time(t(1)));
+        assert_eq!(conds[0].last_transition_time, format_time(t(2)));
+    }
+
+    #[test]
+    fn find_and_is_true() {
+        let mut conds = vec![];
+        assert!(find(&conds, "Ready").is_none());
+        assert!(!is_true(&conds, "Ready"));
+        set_condition(&mut conds, ready("Unknown", "Starting", ""), t(0));
+        assert_eq!(
+            find(&conds, "Ready").map(|c| c.reason.as_str()),
+            Some("Starting")
+        );
+        assert!(!is_true(&conds, "Ready"));
+        assert!(!is_false(&conds, "Ready"));
+        set_condition(
+            &mut conds,
+            Condition::from_bool("Ready", true, "Done", ""),
+            t(1),
+        );
+        assert!(is_true(&conds, "Ready"));
+        assert!(!is_true(&conds, "Other"));
+        set_condition(
+            &mut conds,
+            Condition::from_bool("Ready", false, "Lost", ""),
+            t(2),
+        );
+        assert!(is_false(&conds, "Ready"));
+    }
+
+    #[test]
+    fn remove() {
+        let mut conds = vec![];
+        set_condition(&mut conds, ready("True", "Done", ""), t(0));
+        assert!(remove_condition(&mut conds, "Ready"));
+        assert!(!remove_condition(&mut conds, "Ready"));
+        assert!(conds.is_empty());
+    }
+
+    #[test]
+    fn serde_matches_metav1_condition() {
+        let c = ready("True", "Done", "ok").with_observed_generation(Some(3));
+        let mut conds = vec![];
+        set_condition(&mut conds, c, t(0));
+        let json = serde_json::to_value(&conds[0]).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "Ready",
+                "status": "True",
+                "reason": "Done",
+                "message": "ok",
+                "lastTransitionTime": "2023-11-14T22:13:20Z",
+                "observedGeneration": 3
+            })
+        );
+        let back: Condition = serde_json::from_value(json).unwrap();
+        assert_eq!(back, conds[0]);
+
+        let without_gen = serde_json::to_value(ready("False", "X", "")).unwrap();
+        assert!(without_gen.get("observedGeneration").is_none());
+
+        // metav1.Condition as the API server returns it, also via k8s-openapi's type.
+        let k8s = k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: "Done".into(),
+            message: "ok".into(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(t(0).timestamp()).unwrap(),
+            ),
+            observed_generation: Some(3),
+        };
+        let ours: Condition = serde_json::from_value(serde_json::to_value(&k8s).unwrap()).unwrap();
+        assert_eq!(ours, conds[0]);
+    }
+}

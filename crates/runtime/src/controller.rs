@@ -1,0 +1,637 @@
+//! The controller: watches feed caches and triggers, triggers feed the work queue, the
+//! queue feeds a bounded pool of reconciles, outcomes feed requeues and backoff.
+//!
+//! One task owns the queue, the backoff state and the timers, so ordering is decided in one
+//! place (and is deterministic on a current-thread runtime with a paused clock). Each watched
+//! kind has one watch task, shared by every trigger that needs that kind.
+
+use std::any::{Any, TypeId};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::backoff::{Backoff, BackoffPolicy};
+use crate::cache::{Cache, ObjectKey};
+use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
+use crate::queue::{Popped, Priority, Trigger, WorkQueue};
+
+/// What a reconcile asks for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Action {
+    requeue_after: Option<Duration>,
+}
+
+impl Action {
+    /// Nothing more until something changes (or the next resync).
+    pub fn done() -> Self {
+        Action {
+            requeue_after: None,
+        }
+    }
+
+    /// Run again after `delay` even if nothing changes (e.g. while waiting for pods).
+    pub fn requeue_after(delay: Duration) -> Self {
+        Action {
+            requeue_after: Some(delay),
+        }
+    }
+
+    pub fn requeue(&self) -> Option<Duration> {
+        self.requeue_after
+    }
+}
+
+/// Controller settings; the defaults are the documented ones.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Name in metrics and logs.
+    pub name: String,
+    /// Reconciles running at once (default: available CPUs).
+    pub concurrency: usize,
+    /// Every primary is reconciled this often (±`resync_jitter`), at low priority.
+    pub resync_period: Option<Duration>,
+    pub resync_jitter: f64,
+    pub backoff: BackoffPolicy,
+    /// Seed for every random draw (jitter); `None` draws one from the OS.
+    pub seed: Option<u64>,
+    /// At shutdown, how long running reconciles may take to finish.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            name: "controller".into(),
+            concurrency: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            resync_period: Some(Duration::from_secs(600)),
+            resync_jitter: 0.1,
+            backoff: BackoffPolicy::default(),
+            seed: None,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a controller stopped other than by shutdown.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("leadership was lost; stopped reconciling at once")]
+    LostLeadership,
+    #[error("every watch ended")]
+    WatchesEnded,
+}
+
+/// What every reconcile receives besides the object: the operator's data, the client and
+/// the caches of every watched kind.
+pub struct Context<T> {
+    data: Arc<T>,
+    client: Client,
+    caches: Arc<BTreeMap<TypeId, Box<dyn Any + Send + Sync>>>,
+}
+
+impl<T> Context<T> {
+    pub fn data(&self) -> &T {
+        &self.data
+    }
+
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The cache of kind `C` (the primary, an owned kind or a watched kind).
+    pub fn cache<C: 'static>(&self) -> Option<Cache<C>> {
+        self.caches
+            .get(&TypeId::of::<C>())
+            .and_then(|c| c.downcast_ref::<Cache<C>>())
+            .cloned()
+    }
+}
+
+enum Message {
+    Trigger(ObjectKey, Trigger, Priority),
+    Synced,
+}
+
+type Mapper<C> = Arc<dyn Fn(&C) -> Vec<(ObjectKey, Trigger)> + Send + Sync>;
+
+/// The watch of one kind and every trigger that maps its objects to primary keys.
+struct Source<C: Resource> {
+    kind: String,
+    api: Api<C>,
+    cache: Cache<C>,
+    mappers: Vec<Mapper<C>>,
+}
+
+trait AnySource: Send {
+    fn spawn(self: Box<Self>, tx: mpsc::UnboundedSender<Message>) -> JoinHandle<()>;
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+impl<C> AnySource for Source<C>
+where
+    C: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn spawn(self: Box<Self>, tx: mpsc::UnboundedSender<Message>) -> JoinHandle<()> {
+        tokio::spawn(self.run(tx))
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl<C> Source<C>
+where
+    C: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Send the triggers of `objects` (e.g. an object's old and new state), each once.
+    fn send(&self, tx: &mpsc::UnboundedSender<Message>, objects: &[&C]) {
+        let mut sent = std::collections::BTreeSet::new();
+        for obj in objects {
+            for mapper in &self.mappers {
+                for (key, trigger) in mapper(obj) {
+                    if sent.insert((key.clone(), trigger.clone())) {
+                        let _ = tx.send(Message::Trigger(key, trigger, Priority::Normal));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn run(self, tx: mpsc::UnboundedSender<Message>) {
+        let stream =
+            watcher::watcher(self.api.clone(), watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        let mut listing: Option<Vec<C>> = None;
+        let mut synced = false;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Init) => listing = Some(Vec::new()),
+                Ok(Event::InitApply(obj)) => listing.get_or_insert_with(Vec::new).push(obj),
+                Ok(Event::InitDone) => {
+                    let changed = self.cache.replace_all(listing.take().unwrap_or_default());
+                    let changed: Vec<&C> = changed.iter().map(AsRef::as_ref).collect();
+                    self.send(&tx, &changed);
+                    if !synced {
+                        synced = true;
+                        let _ = tx.send(Message::Synced);
+                    }
+                }
+                Ok(Event::Apply(obj)) => {
+                    if let Ok(previous) = self.cache.apply(obj.clone()) {
+                        // The old state matters too: an owner reference may have moved.
+                        match previous {
+                            Some(prev) => self.send(&tx, &[prev.as_ref(), &obj]),
+                            None => self.send(&tx, &[&obj]),
+                        }
+                    }
+                }
+                Ok(Event::Delete(obj)) => {
+                    self.cache.remove(&ObjectKey::of(&obj));
+                    self.send(&tx, &[&obj]);
+                }
+                Err(e) => tracing::warn!(error = %e, kind = %self.kind, "watch failed; retrying"),
+            }
+            if tx.is_closed() {
+                return;
+            }
+        }
+    }
+}
+
+/// A level-triggered controller of primary kind `K`.
+pub struct Controller<K: Resource> {
+    client: Client,
+    config: Config,
+    primary: Cache<K>,
+    sources: BTreeMap<TypeId, Box<dyn AnySource>>,
+    caches: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
+    metrics: Option<Metrics>,
+    health: Option<Health>,
+    leader: Option<watch::Receiver<bool>>,
+}
+
+impl<K> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Reconcile the objects `api` lists (all namespaces or one).
+    pub fn new(api: Api<K>, client: Client, config: Config) -> Self {
+        let mut controller = Controller {
+            client,
+            config,
+            primary: Cache::default(),
+            sources: BTreeMap::new(),
+            caches: BTreeMap::new(),
+            metrics: None,
+            health: None,
+            leader: None,
+        };
+        let primary = controller.primary.clone();
+        controller.add_source(
+            api,
+            Some(primary),
+            Arc::new(|obj: &K| vec![(ObjectKey::of(obj), Trigger::Primary)]),
+        );
+        controller
+    }
+
+    fn add_source<C>(&mut self, api: Api<C>, cache: Option<Cache<C>>, mapper: Mapper<C>)
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let id = TypeId::of::<C>();
+        if let Some(existing) = self.sources.get_mut(&id)
+            && let Some(source) = existing.as_any().downcast_mut::<Source<C>>()
+        {
+            source.mappers.push(mapper);
+            return;
+        }
+        let cache = cache.unwrap_or_default();
+        self.caches.insert(id, Box::new(cache.clone()));
+        let kind = C::kind(&()).to_string();
+        self.sources.insert(
+            id,
+            Box::new(Source {
+                kind,
+                api,
+                cache,
+                mappers: vec![mapper],
+            }),
+        );
+    }
+
+    /// Reconcile the owner when an object of kind `C` it controls changes: the object's
+    /// controller ownerReference (kind and apiVersion of `K`) names the key.
+    pub fn owns<C>(mut self, api: Api<C>) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let (owner_kind, owner_version) =
+            (K::kind(&()).to_string(), K::api_version(&()).to_string());
+        let child_kind = C::kind(&()).to_string();
+        let mapper = move |obj: &C| -> Vec<(ObjectKey, Trigger)> {
+            let meta = obj.meta();
+            meta.owner_references
+                .iter()
+                .flatten()
+                .filter(|r| {
+                    r.controller == Some(true)
+                        && r.kind == owner_kind
+                        && r.api_version == owner_version
+                })
+                .map(|r| {
+                    let key = ObjectKey {
+                        namespace: meta.namespace.clone(),
+                        name: r.name.clone(),
+                    };
+                    let trigger = Trigger::Owned {
+                        kind: child_kind.clone(),
+                        name: ObjectKey::of(obj).to_string(),
+                    };
+                    (key, trigger)
+                })
+                .collect()
+        };
+        self.add_source(api, None, Arc::new(mapper));
+        self
+    }
+
+    /// Reconcile the keys `mapper` names when an object of kind `C` changes.
+    pub fn watches<C, F>(mut self, api: Api<C>, mapper: F) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
+    {
+        let kind = C::kind(&()).to_string();
+        let mapped = move |obj: &C| -> Vec<(ObjectKey, Trigger)> {
+            let name = ObjectKey::of(obj).to_string();
+            mapper(obj)
+                .into_iter()
+                .map(|key| {
+                    (
+                        key,
+                        Trigger::Watched {
+                            kind: kind.clone(),
+                            name: name.clone(),
+                        },
+                    )
+                })
+                .collect()
+        };
+        self.add_source(api, None, Arc::new(mapped));
+        self
+    }
+
+    /// Record controller-runtime's metrics here.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Report readiness (caches synced) here.
+    pub fn with_health(mut self, health: Health) -> Self {
+        self.health = Some(health);
+        self
+    }
+
+    /// Reconcile only while this channel says `true` (see [`crate::leader`]); when it
+    /// turns `false`, running reconciles are cancelled and `run` returns at once.
+    pub fn with_leader(mut self, leading: watch::Receiver<bool>) -> Self {
+        self.leader = Some(leading);
+        self
+    }
+
+    /// The primary kind's cache.
+    pub fn cache(&self) -> Cache<K> {
+        self.primary.clone()
+    }
+
+    /// Run until `shutdown` completes (then finish running reconciles, bounded) or
+    /// leadership is lost.
+    pub async fn run<T, R, Fut, E>(
+        self,
+        reconcile: R,
+        data: Arc<T>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), Error>
+    where
+        T: Send + Sync + 'static,
+        R: Fn(Arc<K>, Arc<Context<T>>) -> Fut,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let Controller {
+            client,
+            config,
+            primary,
+            sources,
+            caches,
+            metrics,
+            health,
+            mut leader,
+        } = self;
+        let context = Arc::new(Context {
+            data,
+            client,
+            caches: Arc::new(caches),
+        });
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let source_count = sources.len();
+        let watch_tasks: Vec<JoinHandle<()>> =
+            sources.into_values().map(|s| s.spawn(tx.clone())).collect();
+        drop(tx);
+        let metrics = metrics.map(|m| m.controller(&config.name));
+        if let Some(m) = &metrics {
+            m.set_max_concurrent(config.concurrency as i64);
+        }
+        let mut rng = match config.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_os_rng(),
+        };
+        let backoff_rng = StdRng::from_rng(&mut rng);
+        let mut state = LoopState {
+            name: config.name.clone(),
+            queue: WorkQueue::new(),
+            backoff: Backoff::new(config.backoff.clone(), backoff_rng),
+            metrics,
+            running: JoinSet::new(),
+        };
+        let mut synced = 0;
+        let mut next_resync = config
+            .resync_period
+            .map(|p| Instant::now() + jittered(p, config.resync_jitter, &mut rng));
+        futures::pin_mut!(shutdown);
+        let outcome = loop {
+            let leading = leader.as_ref().is_none_or(|l| *l.borrow());
+            if synced == source_count && leading {
+                while state.running.len() < config.concurrency.max(1) {
+                    let Some(popped) = state.queue.pop() else {
+                        break;
+                    };
+                    state.start(popped, &primary, &reconcile, &context);
+                }
+            }
+            state.report_gauges();
+            let deadline = [state.queue.next_deadline(), next_resync]
+                .into_iter()
+                .flatten()
+                .min();
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break Ok(()),
+                lost = leadership_lost(&mut leader) => {
+                    if lost {
+                        state.running.abort_all();
+                        break Err(Error::LostLeadership);
+                    }
+                }
+                Some(joined) = state.running.join_next(), if !state.running.is_empty() => state.finish(joined),
+                message = rx.recv() => {
+                    let Some(first) = message else { break Err(Error::WatchesEnded) };
+                    // Take everything already sent before starting work, so a burst of
+                    // events for one key coalesces into one reconcile.
+                    let mut next = Some(first);
+                    while let Some(message) = next {
+                        match message {
+                            Message::Trigger(key, trigger, priority) => {
+                                state.queue.add(key, trigger, priority);
+                                if let Some(m) = &state.metrics { m.add(); }
+                            }
+                            Message::Synced => {
+                                synced += 1;
+                                if synced == source_count {
+                                    if let Some(h) = &health { h.set_ready(true); }
+                                    tracing::info!(controller = %config.name, "caches synced; reconciling");
+                                }
+                            }
+                        }
+                        next = rx.try_recv().ok();
+                    }
+                }
+                _ = sleep_until(deadline) => {
+                    let now = Instant::now();
+                    state.queue.promote_due(now);
+                    if let (Some(at), Some(period)) = (next_resync, config.resync_period)
+                        && now >= at {
+                            for key in primary.keys() {
+                                state.queue.add(key, Trigger::Resync, Priority::Low);
+                            }
+                            next_resync = Some(now + jittered(period, config.resync_jitter, &mut rng));
+                        }
+                }
+            }
+        };
+        for task in &watch_tasks {
+            task.abort();
+        }
+        if outcome.is_ok() {
+            let drained = tokio::time::timeout(config.shutdown_grace, async {
+                while let Some(joined) = state.running.join_next().await {
+                    state.finish(joined);
+                }
+            });
+            if drained.await.is_err() {
+                state.running.abort_all();
+            }
+        }
+        if let Some(h) = &health {
+            h.set_ready(false);
+        }
+        outcome
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves with `true` when leadership is lost (never, without an elector).
+async fn leadership_lost(leader: &mut Option<watch::Receiver<bool>>) -> bool {
+    let Some(rx) = leader.as_mut() else {
+        return std::future::pending().await;
+    };
+    let was_leading = *rx.borrow_and_update();
+    if rx.changed().await.is_err() {
+        return was_leading;
+    }
+    was_leading && !*rx.borrow()
+}
+
+fn jittered(period: Duration, jitter: f64, rng: &mut StdRng) -> Duration {
+    let factor = 1.0 + rng.random_range(-jitter..=jitter).clamp(-0.99, 10.0);
+    period.mul_f64(factor.max(0.01))
+}
+
+type Finished<E> = (
+    ObjectKey,
+    Option<i64>,
+    Result<Result<Action, E>, ()>,
+    Instant,
+    Vec<Trigger>,
+);
+
+struct LoopState<E> {
+    name: String,
+    queue: WorkQueue<ObjectKey>,
+    backoff: Backoff<ObjectKey>,
+    metrics: Option<ControllerMetrics>,
+    running: JoinSet<Finished<E>>,
+}
+
+impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
+    fn start<K, T, R, Fut>(
+        &mut self,
+        popped: Popped<ObjectKey>,
+        primary: &Cache<K>,
+        reconcile: &R,
+        context: &Arc<Context<T>>,
+    ) where
+        K: Resource + Send + Sync + 'static,
+        R: Fn(Arc<K>, Arc<Context<T>>) -> Fut,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        let Popped {
+            key,
+            triggers,
+            queued_at,
+        } = popped;
+        if let Some(m) = &self.metrics {
+            m.queued_for(queued_at.elapsed());
+        }
+        let Some(obj) = primary.get(&key) else {
+            // Gone: nothing to reconcile; owned objects are the garbage collector's.
+            tracing::debug!(controller = %self.name, object = %key, "primary is gone; nothing to do");
+            self.backoff.forget(&key);
+            self.queue.done(&key);
+            return;
+        };
+        let generation = obj.meta().generation;
+        let reasons: Vec<String> = triggers.iter().map(ToString::to_string).collect();
+        let span = tracing::info_span!("reconcile", controller = %self.name, object = %key, triggers = %reasons.join(", "));
+        let future = reconcile(obj, context.clone());
+        let started = Instant::now();
+        self.running.spawn(
+            async move {
+                let outcome = AssertUnwindSafe(future)
+                    .catch_unwind()
+                    .await
+                    .map_err(|_| ());
+                (key, generation, outcome, started, triggers)
+            }
+            .instrument(span),
+        );
+    }
+
+    fn finish(&mut self, joined: Result<Finished<E>, tokio::task::JoinError>) {
+        let Ok((key, generation, outcome, started, _triggers)) = joined else {
+            return;
+        };
+        self.queue.done(&key);
+        let elapsed = started.elapsed();
+        if let Some(m) = &self.metrics {
+            m.worked_for(elapsed);
+        }
+        match outcome {
+            Ok(Ok(action)) => {
+                self.backoff.success(&key);
+                let result = match action.requeue_after {
+                    Some(delay) => {
+                        self.queue.add_after(key.clone(), Trigger::Requeue, delay);
+                        ReconcileResult::RequeueAfter
+                    }
+                    None => ReconcileResult::Success,
+                };
+                if let Some(m) = &self.metrics {
+                    m.reconcile_result(result, elapsed);
+                }
+                return;
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(controller = %self.name, object = %key, %error, "reconcile failed");
+            }
+            Err(()) => {
+                tracing::error!(controller = %self.name, object = %key, "reconcile panicked");
+                if let Some(m) = &self.metrics {
+                    m.reconcile_panic();
+                }
+            }
+        }
+        let delay = self.backoff.failure(&key, generation);
+        let attempt = self.backoff.failures(&key);
+        self.queue
+            .add_after(key, Trigger::Backoff { attempt }, delay);
+        if let Some(m) = &self.metrics {
+            m.reconcile_result(ReconcileResult::Error, elapsed);
+            m.retry();
+        }
+    }
+
+    fn report_gauges(&self) {
+        if let Some(m) = &self.metrics {
+            m.set_depth(self.queue.len() as i64);
+            m.set_active_workers(self.running.len() as i64);
+        }
+    }
+}

@@ -1,0 +1,621 @@
+//! The controller's guarantees, each checked deterministically: steady's in-process API
+//! server (no sockets), a current-thread tokio runtime with a paused clock, seeded jitter.
+//! Every test fails if the property it names breaks.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use serde_json::json;
+use steady_runtime::backoff::BackoffPolicy;
+use steady_runtime::{Action, Config, Context, Controller, ObjectKey};
+use tokio::sync::{Semaphore, oneshot};
+use tokio::time::Instant;
+
+async fn server_with(options: steady_store::StoreOptions) -> steady_apiserver::ApiServer {
+    let store = steady_store::Store::in_memory(options)
+        .await
+        .expect("store");
+    steady_apiserver::ApiServer::start(
+        store,
+        steady_apiserver::Config {
+            seed: Some(7),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("server")
+}
+
+async fn server() -> steady_apiserver::ApiServer {
+    server_with(steady_store::StoreOptions::default()).await
+}
+
+fn config(name: &str) -> Config {
+    Config {
+        name: name.into(),
+        concurrency: 4,
+        resync_period: None,
+        backoff: BackoffPolicy {
+            jitter: 0.0,
+            ..BackoffPolicy::default()
+        },
+        seed: Some(42),
+        ..Config::default()
+    }
+}
+
+fn configmap(name: &str, value: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": value}}))
+        .expect("configmap")
+}
+
+async fn create(client: &Client, name: &str, value: &str) -> ConfigMap {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &configmap(name, value))
+        .await
+        .expect("create")
+}
+
+async fn set_value(client: &Client, name: &str, value: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": value}})),
+    )
+    .await
+    .expect("patch");
+}
+
+/// One reconcile as the test saw it.
+#[derive(Debug, Clone)]
+struct Call {
+    name: String,
+    value: String,
+    at: Instant,
+}
+
+#[derive(Default)]
+struct Log {
+    calls: Mutex<Vec<Call>>,
+    running: Mutex<BTreeMap<String, usize>>,
+    overlap: Mutex<bool>,
+}
+
+impl Log {
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().expect("log").clone()
+    }
+    fn calls_of(&self, name: &str) -> Vec<Call> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.name == name)
+            .collect()
+    }
+    fn record(&self, cm: &ConfigMap) {
+        let call = Call {
+            name: cm.metadata.name.clone().unwrap_or_default(),
+            value: cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("v").cloned())
+                .unwrap_or_default(),
+            at: Instant::now(),
+        };
+        self.calls.lock().expect("log").push(call);
+    }
+    /// Enter a reconcile of `name`; records an overlap if one is already running.
+    fn enter(&self, name: &str) {
+        let mut running = self.running.lock().expect("running");
+        let count = running.entry(name.to_string()).or_default();
+        *count += 1;
+        if *count > 1 {
+            *self.overlap.lock().expect("overlap") = true;
+        }
+    }
+    fn leave(&self, name: &str) {
+        let mut running = self.running.lock().expect("running");
+        if let Some(count) = running.get_mut(name) {
+            *count -= 1;
+        }
+    }
+}
+
+/// Let the controller work for `d` of simulated time.
+async fn run_for(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+/// Spawn a controller over ConfigMaps in `default`; returns a handle that stops it.
+fn spawn<R, Fut>(
+    client: &Client,
+    config: Config,
+    reconcile: R,
+) -> (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), steady_runtime::Error>>,
+)
+where
+    R: Fn(Arc<ConfigMap>, Arc<Context<()>>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Action, String>> + Send + 'static,
+{
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let controller = Controller::new(api, client.clone(), config);
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let handle = tokio::spawn(controller.run(reconcile, Arc::new(()), async move {
+        let _ = stop_rx.await;
+    }));
+    (stop_tx, handle)
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_during_a_reconcile_coalesce_into_exactly_one_more_run() {
+    let server = server().await;
+    let client = server.client();
+    create(&client, "a", "0").await;
+    let log = Arc::new(Log::default());
+    let gate = Arc::new(Semaphore::new(0));
+    let (l, g) = (log.clone(), gate.clone());
+    let (_stop, _handle) = spawn(&client, config("coalesce"), move |cm, _| {
+        let (log, gate) = (l.clone(), g.clone());
+        async move {
+            log.record(&cm);
+            if let Ok(permit) = gate.acquire().await {
+                permit.forget();
+            }
+            Ok(Action::done())
+        }
+    });
+    run_for(Duration::from_secs(1)).await;
+    assert_eq!(
+        log.calls_of("a").len(),
+        1,
+        "the initial reconcile is running, held at the gate"
+    );
+    for i in 1..=5 {
+        set_value(&client, "a", &i.to_string()).await;
+    }
+    // Duplicate events of an unchanged object add nothing either.
+    run_for(Duration::from_secs(1)).await;
+    assert_eq!(
+        log.calls_of("a").len(),
+        1,
+        "no second reconcile of a key while one runs"
+    );
+    gate.add_permits(100);
+    run_for(Duration::from_secs(5)).await;
+    let calls = log.calls_of("a");
+    assert_eq!(
+        calls.len(),
+        2,
+        "five events during one reconcile coalesce into one more run: {calls:?}"
+    );
+    assert_eq!(calls[1].value, "5", "the second run sees the latest object");
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_reconcile_per_key_at_a_time_and_the_last_state_is_always_seen() {
+    let server = server().await;
+    let client = server.client();
+    for name in ["x", "y", "z"] {
+        create(&client, name, "0").await;
+    }
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let (_stop, _handle) = spawn(&client, config("exclusive"), move |cm, _| {
+        let log = l.clone();
+        async move {
+            let name = cm.metadata.name.clone().unwrap_or_default();
+            log.enter(&name);
+            log.record(&cm);
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            log.leave(&name);
+            Ok(Action::done())
+        }
+    });
+    run_for(Duration::from_millis(100)).await;
+    for round in 1..=20 {
+        for name in ["x", "y", "z"] {
+            set_value(&client, name, &round.to_string()).await;
+        }
+        run_for(Duration::from_millis(7)).await;
+    }
+    run_for(Duration::from_secs(2)).await;
+    assert!(
+        !*log.overlap.lock().expect("overlap"),
+        "two reconciles of one key overlapped"
+    );
+    for name in ["x", "y", "z"] {
+        let calls = log.calls_of(name);
+        assert_eq!(
+            calls.last().map(|c| c.value.as_str()),
+            Some("20"),
+            "{name} must end reconciled at its latest state"
+        );
+        assert!(
+            calls.len() < 21,
+            "{name}: {} reconciles for 21 states: events must coalesce",
+            calls.len()
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn errors_back_off_exponentially_and_reset_on_success_and_generation_change() {
+    let server = server().await;
+    let client = server.client();
+    create(&client, "flaky", "fail").await;
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let (_stop, _handle) = spawn(&client, config("backoff"), move |cm, _| {
+        let log = l.clone();
+        async move {
+            log.record(&cm);
+            let value = cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("v").cloned())
+                .unwrap_or_default();
+            if value.starts_with("fail") {
+                Err(format!("told to fail ({value})"))
+            } else {
+                Ok(Action::done())
+            }
+        }
+    });
+    run_for(Duration::from_millis(700)).await;
+    let gaps = |calls: &[Call]| -> Vec<u128> {
+        calls
+            .windows(2)
+            .map(|w| (w[1].at - w[0].at).as_millis())
+            .collect()
+    };
+    let first = log.calls_of("flaky");
+    assert_eq!(
+        &gaps(&first)[..6],
+        [5, 10, 20, 40, 80, 160],
+        "5 ms doubling"
+    );
+
+    // A spec change (new generation) restarts the backoff at 5 ms.
+    set_value(&client, "flaky", "fail-again").await;
+    let changed_at = Instant::now();
+    run_for(Duration::from_millis(100)).await;
+    let after: Vec<Call> = log
+        .calls_of("flaky")
+        .into_iter()
+        .filter(|c| c.at >= changed_at)
+        .collect();
+    assert_eq!(after[0].value, "fail-again");
+    assert_eq!(
+        gaps(&after)[..3],
+        [5, 10, 20],
+        "reset on a generation change"
+    );
+
+    // Success forgets the failures: the next failure waits 5 ms again.
+    set_value(&client, "flaky", "ok").await;
+    run_for(Duration::from_millis(100)).await;
+    set_value(&client, "flaky", "fail-once-more").await;
+    let failed_at = Instant::now();
+    run_for(Duration::from_millis(100)).await;
+    let last: Vec<Call> = log
+        .calls_of("flaky")
+        .into_iter()
+        .filter(|c| c.at >= failed_at)
+        .collect();
+    assert_eq!(gaps(&last)[0], 5, "reset after success");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_requested_requeue_survives_a_later_error() {
+    let server = server().await;
+    let client = server.client();
+    create(&client, "r", "requeue").await;
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let (_stop, _handle) = spawn(&client, config("requeue"), move |cm, _| {
+        let log = l.clone();
+        async move {
+            log.record(&cm);
+            match cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("v").cloned())
+                .as_deref()
+            {
+                Some("requeue") => Ok(Action::requeue_after(Duration::from_secs(60))),
+                Some("error") => Err("transient".to_string()),
+                _ => Ok(Action::done()),
+            }
+        }
+    });
+    run_for(Duration::from_secs(1)).await;
+    let start = log.calls_of("r")[0].at;
+    // An event makes the next run fail once; its retry succeeds with no requeue of its own.
+    set_value(&client, "r", "error").await;
+    run_for(Duration::from_millis(2)).await;
+    set_value(&client, "r", "fine").await;
+    run_for(Duration::from_secs(70)).await;
+    let late: Vec<Call> = log
+        .calls_of("r")
+        .into_iter()
+        .filter(|c| c.at >= start + Duration::from_secs(60))
+        .collect();
+    assert!(
+        !late.is_empty(),
+        "the requeue asked for at t=0 must still run at t=60s: {:?}",
+        log.calls_of("r")
+    );
+    assert_eq!((late[0].at - start).as_secs(), 60);
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_reconciles_every_primary_without_delaying_a_real_change() {
+    let server = server().await;
+    let client = server.client();
+    for i in 0..100 {
+        create(&client, &format!("cm-{i:03}"), "0").await;
+    }
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let config = Config {
+        concurrency: 1,
+        resync_period: Some(Duration::from_secs(60)),
+        resync_jitter: 0.0,
+        ..config("resync")
+    };
+    let (_stop, _handle) = spawn(&client, config, move |cm, _| {
+        let log = l.clone();
+        async move {
+            log.record(&cm);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok(Action::done())
+        }
+    });
+    run_for(Duration::from_secs(59)).await;
+    let before = log.calls().len();
+    assert_eq!(before, 100, "one reconcile per primary at start");
+    // The resync wave starts at 60 s; 50 ms into it a real change arrives.
+    run_for(Duration::from_millis(1050)).await;
+    set_value(&client, "cm-099", "changed").await;
+    let changed_at = Instant::now();
+    run_for(Duration::from_secs(5)).await;
+    let calls = log.calls();
+    // cm-099 was still waiting in the resync lane: the change merged into its entry and
+    // moved it to the front, so it ran once, at once, with the new state.
+    assert_eq!(calls.len(), 200, "every primary resynced exactly once");
+    let next = calls
+        .iter()
+        .find(|c| c.at > changed_at)
+        .expect("a reconcile after the change");
+    assert_eq!(
+        next.name, "cm-099",
+        "the real change jumps the resync queue"
+    );
+    assert_eq!(next.value, "changed");
+    assert!(
+        next.at - changed_at <= Duration::from_millis(10),
+        "waited only for the reconcile already running"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn deleting_an_owned_object_triggers_its_owner() {
+    let server = server().await;
+    let client = server.client();
+    let owner = create(&client, "owner", "0").await;
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "owned", "namespace": "default"}}))
+            .expect("secret");
+    let mut secret = secret;
+    secret.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: ConfigMap::api_version(&()).to_string(),
+        kind: ConfigMap::kind(&()).to_string(),
+        name: "owner".into(),
+        uid: owner.metadata.uid.clone().expect("uid"),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("secret");
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let controller = Controller::new(api, client.clone(), config("owns")).owns(secrets.clone());
+    let (_stop_tx, stop_rx) = oneshot::channel::<()>();
+    tokio::spawn(controller.run(
+        move |cm: Arc<ConfigMap>, ctx: Arc<Context<()>>| {
+            let log = l.clone();
+            async move {
+                let owned = ctx
+                    .cache::<Secret>()
+                    .expect("secret cache")
+                    .owned_by(cm.metadata.uid.as_deref().unwrap_or(""));
+                log.record(&cm);
+                log.calls
+                    .lock()
+                    .expect("log")
+                    .last_mut()
+                    .expect("call")
+                    .value = owned.len().to_string();
+                Ok::<_, String>(Action::done())
+            }
+        },
+        Arc::new(()),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    run_for(Duration::from_secs(1)).await;
+    assert_eq!(log.calls_of("owner").len(), 1);
+    assert_eq!(
+        log.calls_of("owner")[0].value,
+        "1",
+        "the owner sees its secret through the owner index"
+    );
+    secrets
+        .delete("owned", &DeleteParams::default())
+        .await
+        .expect("delete");
+    run_for(Duration::from_secs(1)).await;
+    let calls = log.calls_of("owner");
+    assert_eq!(
+        calls.len(),
+        2,
+        "the owned object's deletion reconciles the owner"
+    );
+    assert_eq!(
+        calls[1].value, "0",
+        "and the owner's cache no longer has it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
+    // Keep only 10 revisions: a burst of 200 writes in one group commit overtakes the
+    // controller's watch, which must get 410 Expired, relist and reconcile everything.
+    let server = server_with(steady_store::StoreOptions {
+        max_retained_revisions: 10,
+        ..Default::default()
+    })
+    .await;
+    let client = server.client();
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let (_stop, _handle) = spawn(&client, config("relist"), move |cm, _| {
+        let log = l.clone();
+        async move {
+            log.record(&cm);
+            Ok(Action::done())
+        }
+    });
+    run_for(Duration::from_secs(1)).await;
+    let creates = (0..200).map(|i| {
+        let client = client.clone();
+        async move { create(&client, &format!("burst-{i:03}"), "1").await }
+    });
+    futures::future::join_all(creates).await;
+    run_for(Duration::from_secs(30)).await;
+    let mut seen: Vec<String> = log.calls().into_iter().map(|c| c.name).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        200,
+        "every object created during the expired watch is reconciled"
+    );
+    assert!(
+        server.store().compacted_revision() > 1,
+        "the store really compacted"
+    );
+}
+
+/// A reconciler that keeps, for each ConfigMap, a Secret `<name>-copy` with the same data,
+/// and counts its writes: the reference for "zero writes at the fixed point".
+async fn copy_reconcile(
+    cm: Arc<ConfigMap>,
+    ctx: Arc<Context<Mutex<u32>>>,
+) -> Result<Action, String> {
+    let name = format!("{}-copy", cm.metadata.name.clone().unwrap_or_default());
+    let want: BTreeMap<String, String> = cm.data.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client(), "default");
+    let cache = ctx.cache::<Secret>().ok_or("no secret cache")?;
+    let have = cache.get(&ObjectKey::new(Some("default"), &name));
+    let current = have
+        .as_ref()
+        .and_then(|s| s.string_data.clone())
+        .or_else(|| {
+            have.as_ref().and_then(|s| s.data.as_ref()).map(|d| {
+                d.iter()
+                    .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned()))
+                    .collect()
+            })
+        });
+    if current.as_ref() == Some(&want) {
+        return Ok(Action::done());
+    }
+    let mut secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"}}))
+            .map_err(|e| e.to_string())?;
+    secret.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: cm.metadata.name.clone().unwrap_or_default(),
+        uid: cm.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    secret.data = Some(
+        want.into_iter()
+            .map(|(k, v)| (k, k8s_openapi::ByteString(v.into_bytes())))
+            .collect(),
+    );
+    *ctx.data().lock().map_err(|e| e.to_string())? += 1;
+    let written = match have {
+        None => secrets.create(&PostParams::default(), &secret).await,
+        Some(existing) => {
+            secret.metadata.resource_version = existing.metadata.resource_version.clone();
+            secrets
+                .replace(&name, &PostParams::default(), &secret)
+                .await
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    cache.remember(written);
+    Ok(Action::done())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_restart_on_a_converged_world_makes_zero_writes() {
+    let server = server().await;
+    let client = server.client();
+    for i in 0..20 {
+        create(&client, &format!("src-{i:02}"), &format!("value-{i}")).await;
+    }
+    let run = |writes: Arc<Mutex<u32>>| {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+        let controller = Controller::new(api, client.clone(), config("copy")).owns(secrets);
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let handle = tokio::spawn(controller.run(copy_reconcile, writes, async move {
+            let _ = stop_rx.await;
+        }));
+        (stop_tx, handle)
+    };
+    let first_writes = Arc::new(Mutex::new(0));
+    let (stop, handle) = run(first_writes.clone());
+    run_for(Duration::from_secs(5)).await;
+    assert_eq!(
+        *first_writes.lock().expect("writes"),
+        20,
+        "one write per missing secret"
+    );
+    let _ = stop.send(());
+    handle.await.expect("joined").expect("clean stop");
+
+    let revision = server.store().revision();
+    let second_writes = Arc::new(Mutex::new(0));
+    let (stop, handle) = run(second_writes.clone());
+    run_for(Duration::from_secs(5)).await;
+    assert_eq!(
+        *second_writes.lock().expect("writes"),
+        0,
+        "converged: a restarted controller writes nothing"
+    );
+    assert_eq!(
+        server.store().revision(),
+        revision,
+        "and the store did not move"
+    );
+    let _ = stop.send(());
+    handle.await.expect("joined").expect("clean stop");
+}
