@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod cache;
 pub mod conditions;
 pub mod controller;
+pub mod events;
 pub mod finalizer;
 pub mod leader;
 pub mod metrics;

@@ -619,3 +619,229 @@ async fn a_cold_restart_on_a_converged_world_makes_zero_writes() {
     let _ = stop.send(());
     handle.await.expect("joined").expect("clean stop");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_reconcile_is_an_error_for_its_key_only() {
+    let server = server().await;
+    let client = server.client();
+    create(&client, "boom", "0").await;
+    create(&client, "calm", "0").await;
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let (_stop, handle) = spawn(&client, config("panics"), move |cm, _| {
+        let log = l.clone();
+        async move {
+            log.record(&cm);
+            if cm.metadata.name.as_deref() == Some("boom") {
+                panic!("reconciler bug");
+            }
+            Ok(Action::done())
+        }
+    });
+    run_for(Duration::from_millis(100)).await;
+    assert_eq!(log.calls_of("calm").len(), 1, "other keys are unaffected");
+    assert!(
+        log.calls_of("boom").len() >= 4,
+        "the panicking key is retried with backoff"
+    );
+    set_value(&client, "calm", "1").await;
+    run_for(Duration::from_millis(10)).await;
+    assert_eq!(
+        log.calls_of("calm").len(),
+        2,
+        "and the controller keeps running"
+    );
+    assert!(!handle.is_finished());
+}
+
+#[tokio::test(start_paused = true)]
+async fn metrics_and_probes_report_controller_runtime_series() {
+    use tower::ServiceExt;
+    let server = server().await;
+    let client = server.client();
+    for name in ["m1", "m2", "m3"] {
+        create(&client, name, "0").await;
+    }
+    let metrics = steady_runtime::metrics::Metrics::new();
+    let health = steady_runtime::metrics::Health::default();
+    let probes = steady_runtime::metrics::router(metrics.clone(), health.clone());
+    let status_of = |path: &'static str| {
+        let probes = probes.clone();
+        async move {
+            let request = http::Request::get(path)
+                .body(axum::body::Body::empty())
+                .expect("request");
+            probes
+                .oneshot(request)
+                .await
+                .expect("response")
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(
+        status_of("/readyz").await,
+        503,
+        "not ready before the caches sync"
+    );
+    assert_eq!(status_of("/healthz").await, 200);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let controller = Controller::new(api, client.clone(), config("metered"))
+        .with_metrics(metrics.clone())
+        .with_health(health.clone());
+    let (_stop_tx, stop_rx) = oneshot::channel::<()>();
+    tokio::spawn(controller.run(
+        |cm: Arc<ConfigMap>, _ctx: Arc<Context<()>>| async move {
+            match cm.metadata.name.as_deref() {
+                Some("m3") => Err("nope".to_string()),
+                _ => Ok(Action::done()),
+            }
+        },
+        Arc::new(()),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    run_for(Duration::from_millis(20)).await;
+    assert_eq!(
+        status_of("/readyz").await,
+        200,
+        "ready once the caches synced"
+    );
+    let text = metrics.encode();
+    let series = |name: &str, labels: &[&str]| -> Option<f64> {
+        text.lines()
+            .filter(|l| {
+                l.starts_with(&format!("{name}{{")) && labels.iter().all(|lbl| l.contains(lbl))
+            })
+            .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let controller = "controller=\"metered\"";
+    assert_eq!(
+        series(
+            "controller_runtime_reconcile_total",
+            &[controller, "result=\"success\""]
+        ),
+        Some(2.0)
+    );
+    assert!(
+        series(
+            "controller_runtime_reconcile_total",
+            &[controller, "result=\"error\""]
+        )
+        .is_some_and(|n| n >= 1.0)
+    );
+    assert!(
+        series("controller_runtime_reconcile_errors_total", &[controller])
+            .is_some_and(|n| n >= 1.0)
+    );
+    assert!(series("workqueue_adds_total", &["name=\"metered\""]).is_some_and(|n| n >= 3.0));
+    assert!(series("workqueue_retries_total", &["name=\"metered\""]).is_some_and(|n| n >= 1.0));
+    for name in [
+        "controller_runtime_reconcile_time_seconds_bucket",
+        "controller_runtime_active_workers",
+        "workqueue_depth",
+        "workqueue_queue_duration_seconds_bucket",
+        "workqueue_work_duration_seconds_bucket",
+    ] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_leader_reconciles_and_a_successor_takes_over_on_release() {
+    use steady_runtime::leader::{LeaderElectionConfig, LeaderElector};
+    let server = server().await;
+    let client = server.client();
+    create(&client, "shared", "0").await;
+    let logs = [Arc::new(Log::default()), Arc::new(Log::default())];
+    let mut electors = Vec::new();
+    let mut handles = Vec::new();
+    for (i, log) in logs.iter().enumerate() {
+        let elector = LeaderElector::start(
+            server.client(),
+            LeaderElectionConfig::new("default", "cm-controller", format!("replica-{i}")),
+        );
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let controller = Controller::new(api, client.clone(), config("elected"))
+            .with_leader(elector.subscribe());
+        let l = log.clone();
+        handles.push(tokio::spawn(controller.run(
+            move |cm: Arc<ConfigMap>, _ctx: Arc<Context<()>>| {
+                let log = l.clone();
+                async move {
+                    log.record(&cm);
+                    Ok::<_, String>(Action::done())
+                }
+            },
+            Arc::new(()),
+            std::future::pending::<()>(),
+        )));
+        electors.push(elector);
+        run_for(Duration::from_millis(10)).await;
+    }
+    run_for(Duration::from_secs(5)).await;
+    assert!(electors[0].is_leader() && !electors[1].is_leader());
+    assert_eq!(logs[0].calls().len(), 1, "the leader reconciles");
+    assert!(logs[1].calls().is_empty(), "the follower does not");
+
+    let leader = electors.remove(0);
+    leader.release().await;
+    run_for(Duration::from_millis(10)).await;
+    let first = handles.remove(0);
+    assert!(
+        matches!(
+            first.await.expect("joined"),
+            Err(steady_runtime::Error::LostLeadership)
+        ),
+        "the old leader stops at once"
+    );
+    run_for(Duration::from_secs(3)).await;
+    assert!(
+        electors[0].is_leader(),
+        "the successor takes over without waiting out the lease"
+    );
+    assert_eq!(
+        logs[1].calls().len(),
+        1,
+        "and reconciles from its own cache"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_recorder_publishes_events_kubectl_describe_finds() {
+    use k8s_openapi::api::core::v1::Event;
+    use steady_runtime::events::{EventType, Recorder};
+    let server = server().await;
+    let client = server.client();
+    let cm = create(&client, "described", "0").await;
+    let recorder = Recorder::new(client.clone(), "test-operator", "replica-0");
+    recorder
+        .publish(
+            &cm,
+            EventType::Warning,
+            "Degraded",
+            "pod described-1 failed: exit code 1",
+        )
+        .await
+        .expect("published");
+    // What `kubectl describe configmap described` asks for.
+    let selector = format!(
+        "involvedObject.name=described,involvedObject.namespace=default,involvedObject.uid={}",
+        cm.metadata.uid.clone().expect("uid")
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let found = events
+        .list(&kube::api::ListParams::default().fields(&selector))
+        .await
+        .expect("list");
+    assert_eq!(found.items.len(), 1);
+    let event = &found.items[0];
+    assert_eq!(event.reason.as_deref(), Some("Degraded"));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.involved_object.kind.as_deref(), Some("ConfigMap"));
+    assert_eq!(
+        event.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("test-operator")
+    );
+}
