@@ -23,6 +23,15 @@ pub struct BenchArgs {
 pub enum BenchTarget {
     /// Creates/s (HTTPS and in-process), watch fan-out latency, large-list latency.
     Server(ServerBenchArgs),
+    /// The controller runtime: work-queue cost per key, event-to-reconcile latency.
+    Runtime(RuntimeBenchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RuntimeBenchArgs {
+    /// Small sizes: checks the harness works in seconds (numbers mean little).
+    #[arg(long)]
+    pub quick: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -47,6 +56,7 @@ pub struct ServerBenchArgs {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.target {
         BenchTarget::Server(args) => server(args).await,
+        BenchTarget::Runtime(args) => crate::bench_runtime::run(args.quick).await,
     }
 }
 

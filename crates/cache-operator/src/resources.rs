@@ -1,0 +1,256 @@
+//! The objects a `Cache` owns, as the reconciler wants them: pods and the Service.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, Pod, PodSpec, ResourceRequirements, Service, ServicePort,
+    ServiceSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::types::{Cache, CacheSpec, GROUP, VERSION};
+
+/// Label naming the Cache a pod belongs to (the Service's selector).
+pub const CACHE_LABEL: &str = "steady.dev/cache";
+/// Label carrying the hash of the pod template a pod was created from.
+pub const TEMPLATE_HASH_LABEL: &str = "steady.dev/template-hash";
+/// Name of the memcached container and of the Service port.
+pub const CONTAINER_NAME: &str = "memcached";
+
+/// A stable hash (FNV-1a, 64 bit) of everything that shapes a pod: image, port, memory.
+/// Stable across processes and Rust versions, so a restarted operator agrees with itself.
+pub fn template_hash(spec: &CacheSpec) -> String {
+    let input = format!("{}\n{}\n{}", spec.image, spec.port, spec.memory_mib);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in input.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// The pods' label selector, as the scale subresource reports it.
+pub fn selector(cache_name: &str) -> String {
+    format!("{CACHE_LABEL}={cache_name}")
+}
+
+/// The name of the pod with `ordinal`.
+pub fn pod_name(cache_name: &str, ordinal: i32) -> String {
+    format!("{cache_name}-{ordinal}")
+}
+
+/// The ordinal of a pod named `<cache>-<ordinal>`, if the name has that shape.
+pub fn ordinal_of(cache_name: &str, pod_name: &str) -> Option<i32> {
+    let rest = pod_name.strip_prefix(cache_name)?.strip_prefix('-')?;
+    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if rest.len() > 1 && rest.starts_with('0') {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+/// A controller ownerReference to `cache` (the garbage collector deletes what it owns).
+pub fn owner_reference(cache: &Cache) -> OwnerReference {
+    OwnerReference {
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: "Cache".into(),
+        name: cache.metadata.name.clone().unwrap_or_default(),
+        uid: cache.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Whether `owner` (a uid) is the controller of `meta`.
+pub fn is_controlled_by(meta: &ObjectMeta, owner: &str) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.uid == owner)
+}
+
+fn labels(cache_name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(CACHE_LABEL.to_string(), cache_name.to_string())])
+}
+
+/// The pod with `ordinal` as the spec wants it.
+pub fn desired_pod(cache: &Cache, ordinal: i32, hash: &str) -> Pod {
+    let name = cache.metadata.name.clone().unwrap_or_default();
+    let spec = &cache.spec;
+    let mut pod_labels = labels(&name);
+    pod_labels.insert(TEMPLATE_HASH_LABEL.into(), hash.to_string());
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(&name, ordinal)),
+            namespace: cache.metadata.namespace.clone(),
+            labels: Some(pod_labels),
+            owner_references: Some(vec![owner_reference(cache)]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: CONTAINER_NAME.into(),
+                image: Some(spec.image.clone()),
+                args: Some(vec![
+                    "-m".into(),
+                    spec.memory_mib.to_string(),
+                    "-p".into(),
+                    spec.port.to_string(),
+                ]),
+                ports: Some(vec![ContainerPort {
+                    name: Some(CONTAINER_NAME.into()),
+                    container_port: spec.port,
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                }]),
+                resources: Some(ResourceRequirements {
+                    limits: Some(BTreeMap::from([(
+                        "memory".to_string(),
+                        Quantity(format!("{}Mi", spec.memory_mib)),
+                    )])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// The Service `<cache>` as the spec wants it.
+pub fn desired_service(cache: &Cache) -> Service {
+    let name = cache.metadata.name.clone().unwrap_or_default();
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: cache.metadata.namespace.clone(),
+            labels: Some(labels(&name)),
+            owner_references: Some(vec![owner_reference(cache)]),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            selector: Some(labels(&name)),
+            ports: Some(vec![service_port(cache.spec.port)]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn service_port(port: i32) -> ServicePort {
+    ServicePort {
+        name: Some(CONTAINER_NAME.into()),
+        port,
+        target_port: Some(IntOrString::Int(port)),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+/// If `existing` differs from what the spec wants (selector, port), the updated Service.
+/// Fields the server or others own (clusterIP, other metadata) are kept.
+pub fn service_update(cache: &Cache, existing: &Service) -> Option<Service> {
+    let name = cache.metadata.name.clone().unwrap_or_default();
+    let want_selector = labels(&name);
+    let spec = existing.spec.clone().unwrap_or_default();
+    let port_ok = match spec.ports.as_deref() {
+        Some([p]) => {
+            p.port == cache.spec.port
+                && p.name.as_deref() == Some(CONTAINER_NAME)
+                && p.target_port
+                    .as_ref()
+                    .is_none_or(|t| *t == IntOrString::Int(cache.spec.port))
+        }
+        _ => false,
+    };
+    if spec.selector.as_ref() == Some(&want_selector) && port_ok {
+        return None;
+    }
+    let mut updated = existing.clone();
+    let mut new_spec = spec;
+    new_spec.selector = Some(want_selector);
+    new_spec.ports = Some(vec![service_port(cache.spec.port)]);
+    updated.spec = Some(new_spec);
+    updated.status = None;
+    Some(updated)
+}
+
+/// Whether the pod's `Ready` condition is `True`.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Whether the pod's phase is `Failed`.
+pub fn is_failed(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Failed")
+}
+
+/// Whether the pod is being deleted.
+pub fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// The pod's template-hash label.
+pub fn hash_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(TEMPLATE_HASH_LABEL))
+        .map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinals_parse_only_canonical_names() {
+        assert_eq!(ordinal_of("x", "x-0"), Some(0));
+        assert_eq!(ordinal_of("x", "x-12"), Some(12));
+        assert_eq!(ordinal_of("x", "x-01"), None);
+        assert_eq!(ordinal_of("x", "x-"), None);
+        assert_eq!(ordinal_of("x", "x-a"), None);
+        assert_eq!(ordinal_of("x", "xy-1"), None);
+        assert_eq!(ordinal_of("x-1", "x-1-2"), Some(2));
+    }
+
+    #[test]
+    fn template_hash_is_stable_and_sensitive() {
+        let spec = CacheSpec::default();
+        assert_eq!(template_hash(&spec), template_hash(&spec.clone()));
+        assert_eq!(template_hash(&spec), "2f7ea7a04c0edd21");
+        let replicas = CacheSpec {
+            replicas: 5,
+            ..spec.clone()
+        };
+        assert_eq!(template_hash(&spec), template_hash(&replicas));
+        for other in [
+            CacheSpec {
+                image: "memcached:1.7".into(),
+                ..spec.clone()
+            },
+            CacheSpec {
+                port: 11212,
+                ..spec.clone()
+            },
+            CacheSpec {
+                memory_mib: 128,
+                ..spec.clone()
+            },
+        ] {
+            assert_ne!(template_hash(&spec), template_hash(&other));
+        }
+    }
+}
