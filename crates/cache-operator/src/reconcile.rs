@@ -1,0 +1,639 @@
+//! The reconciler: from the Cache and the pods and Service it owns (read from the runtime's
+//! caches) to the few API writes that move the world one step closer to the spec.
+//!
+//! Level-triggered: every decision is made from observed state, never from the event that
+//! caused the run; at the fixed point a run makes no write at all. Decisions iterate pods in
+//! ordinal order (a `BTreeMap`), so the same world always gives the same writes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Client, Resource};
+use steady_runtime::conditions::{Condition, set_condition};
+use steady_runtime::{Action, Context, Controller, ObjectKey};
+
+use crate::resources::{
+    desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready, is_terminating,
+    ordinal_of, pod_name, selector, service_update, template_hash,
+};
+use crate::types::{
+    CONDITION_DEGRADED, CONDITION_PROGRESSING, CONDITION_READY, Cache, CacheStatus,
+};
+
+/// How long to wait before looking again while pods start, stop or are replaced (watch
+/// events usually come first; this is the safety net).
+pub const REQUEUE_WHILE_PROGRESSING: Duration = Duration::from_secs(2);
+
+/// The clock used for condition timestamps.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// What a reconcile needs besides the runtime's context: a write counter and a clock.
+pub struct OperatorContext {
+    writes: AtomicU64,
+    clock: Clock,
+}
+
+impl Default for OperatorContext {
+    fn default() -> Self {
+        OperatorContext::new(Arc::new(Utc::now))
+    }
+}
+
+impl fmt::Debug for OperatorContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OperatorContext")
+            .field("writes", &self.writes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OperatorContext {
+    /// A context whose condition timestamps come from `clock`.
+    pub fn new(clock: Clock) -> Self {
+        OperatorContext {
+            writes: AtomicU64::new(0),
+            clock,
+        }
+    }
+
+    /// API writes (create, replace, patch, delete) attempted so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    fn count_write(&self) {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+}
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "the controller has no cache of {0}s: build it with steady_cache_operator::controller"
+    )]
+    MissingCache(&'static str),
+    #[error("the Cache has no {0}")]
+    MissingField(&'static str),
+    #[error("{action} {kind} {namespace}/{name}: {source}")]
+    Api {
+        action: &'static str,
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("encoding the status: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// The controller of Caches in every namespace, owning their pods and Services.
+pub fn controller(client: Client, config: steady_runtime::Config) -> Controller<Cache> {
+    Controller::new(Api::<Cache>::all(client.clone()), client.clone(), config)
+        .owns(Api::<Pod>::all(client.clone()))
+        .owns(Api::<Service>::all(client))
+}
+
+/// Run the Cache controller until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    config: steady_runtime::Config,
+    data: Arc<OperatorContext>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), steady_runtime::Error> {
+    controller(client, config)
+        .run(reconcile, data, shutdown)
+        .await
+}
+
+fn api_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// What this run did or waits for: becomes the `Progressing` condition.
+#[derive(Default)]
+struct Progress {
+    created: Vec<String>,
+    removing: Vec<String>,
+    replacing: Vec<String>,
+    waiting_ready: Vec<String>,
+    waiting_gone: Vec<String>,
+    /// A write raced a stale cache (409): look again soon.
+    raced: bool,
+}
+
+impl Progress {
+    fn is_idle(&self) -> bool {
+        self.created.is_empty()
+            && self.removing.is_empty()
+            && self.replacing.is_empty()
+            && self.waiting_ready.is_empty()
+            && self.waiting_gone.is_empty()
+            && !self.raced
+    }
+}
+
+/// The writes of one reconcile, against one namespace, remembered in the runtime caches.
+struct Writer<'a> {
+    ctx: &'a Context<OperatorContext>,
+    namespace: String,
+    pods: Api<Pod>,
+    pod_cache: steady_runtime::Cache<Pod>,
+}
+
+impl Writer<'_> {
+    fn api_error(&self, action: &'static str, kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
+        let namespace = self.namespace.clone();
+        let name = name.to_string();
+        move |source| Error::Api {
+            action,
+            kind,
+            namespace,
+            name,
+            source,
+        }
+    }
+
+    /// Create `pod`; `Ok(None)` when a pod of that name already exists (a stale cache).
+    async fn create_pod(&self, pod: &Pod) -> Result<Option<Pod>, Error> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.ctx.data().count_write();
+        match self.pods.create(&PostParams::default(), pod).await {
+            Ok(created) => {
+                tracing::info!(pod = %name, "created pod");
+                self.pod_cache.remember(created.clone());
+                Ok(Some(created))
+            }
+            Err(e) if api_code(&e) == Some(409) => {
+                tracing::debug!(pod = %name, "pod already exists; the cache was behind");
+                Ok(None)
+            }
+            Err(e) => Err(self.api_error("creating", "Pod", &name)(e)),
+        }
+    }
+
+    /// Delete `pod` (only that incarnation: uid precondition). Returns the pod as it is
+    /// now (terminating) or `None` when it is gone; `Err` only on real failures. A 409
+    /// (another pod now has the name) or 404 counts as "look again".
+    async fn delete_pod(&self, pod: &Pod) -> Result<Deleted, Error> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let key = ObjectKey::new(Some(&self.namespace), &name);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: pod.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.ctx.data().count_write();
+        match self.pods.delete(&name, &params).await {
+            Ok(either) => {
+                tracing::info!(pod = %name, "deleted pod");
+                match either.left() {
+                    Some(terminating) => {
+                        self.pod_cache.remember(terminating.clone());
+                        Ok(Deleted::Terminating(Box::new(terminating)))
+                    }
+                    None => {
+                        self.pod_cache.forget(&key);
+                        Ok(Deleted::Gone)
+                    }
+                }
+            }
+            Err(e) if api_code(&e) == Some(404) => {
+                self.pod_cache.forget(&key);
+                Ok(Deleted::Gone)
+            }
+            Err(e) if api_code(&e) == Some(409) => Ok(Deleted::Raced),
+            Err(e) => Err(self.api_error("deleting", "Pod", &name)(e)),
+        }
+    }
+}
+
+enum Deleted {
+    Terminating(Box<Pod>),
+    Gone,
+    Raced,
+}
+
+/// Record the outcome of deleting the pod with `ordinal` in `pods`.
+fn apply_deleted(pods: &mut BTreeMap<i32, Pod>, ordinal: i32, deleted: Deleted, progress: &mut Progress) {
+    match deleted {
+        Deleted::Terminating(pod) => {
+            pods.insert(ordinal, *pod);
+        }
+        Deleted::Gone => {
+            pods.remove(&ordinal);
+        }
+        Deleted::Raced => progress.raced = true,
+    }
+}
+
+/// Bring one Cache's pods, Service and status one step closer to its spec.
+pub async fn reconcile(
+    cache: Arc<Cache>,
+    ctx: Arc<Context<OperatorContext>>,
+) -> Result<Action, Error> {
+    let name = cache
+        .metadata
+        .name
+        .clone()
+        .ok_or(Error::MissingField("metadata.name"))?;
+    let namespace = cache
+        .metadata
+        .namespace
+        .clone()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let uid = cache
+        .metadata
+        .uid
+        .clone()
+        .ok_or(Error::MissingField("metadata.uid"))?;
+    if cache.metadata.deletion_timestamp.is_some() {
+        // What it owns is the garbage collector's; there is no external state to release.
+        return Ok(Action::done());
+    }
+    let pod_cache = ctx.cache::<Pod>().ok_or(Error::MissingCache("Pod"))?;
+    let service_cache = ctx.cache::<Service>().ok_or(Error::MissingCache("Service"))?;
+    let writer = Writer {
+        ctx: &ctx,
+        namespace: namespace.clone(),
+        pods: Api::namespaced(ctx.client(), &namespace),
+        pod_cache: pod_cache.clone(),
+    };
+    let hash = template_hash(&cache.spec);
+    let replicas = cache.spec.replicas.max(0);
+
+    // What exists: pods this Cache controls, by ordinal; misnamed ones are strays.
+    let mut pods: BTreeMap<i32, Pod> = BTreeMap::new();
+    let mut strays: Vec<Pod> = Vec::new();
+    for pod in pod_cache.owned_by(&uid) {
+        if pod.metadata.namespace.as_deref() != Some(namespace.as_str())
+            || !is_controlled_by(&pod.metadata, &uid)
+        {
+            continue;
+        }
+        let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+        match ordinal_of(&name, pod_name) {
+            Some(ordinal) => {
+                pods.insert(ordinal, pod.as_ref().clone());
+            }
+            None => strays.push(pod.as_ref().clone()),
+        }
+    }
+    let mut progress = Progress::default();
+    let mut degraded: Option<(&'static str, String)> = None;
+
+    // The Service.
+    if let Some(problem) = ensure_service(&cache, &ctx, &service_cache, &namespace, &name, &mut progress).await? {
+        degraded = Some(problem);
+    }
+
+    // Failed pods are deleted; the missing-pod step recreates them once they are gone.
+    let failed: Vec<(i32, Pod)> = pods
+        .iter()
+        .filter(|(_, p)| is_failed(p) && !is_terminating(p))
+        .map(|(o, p)| (*o, p.clone()))
+        .collect();
+    if let Some((_, first)) = failed.first() {
+        let names: Vec<String> = failed
+            .iter()
+            .map(|(_, p)| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        let first_name = first.metadata.name.clone().unwrap_or_default();
+        degraded = Some((
+            "PodFailed",
+            format!(
+                "pod {} failed (phase Failed) and is being recreated; if it keeps failing, \
+                 check `kubectl describe pod {first_name}` and the image, port and memoryMiB \
+                 of this Cache",
+                names.join(", ")
+            ),
+        ));
+    }
+    for (ordinal, pod) in failed {
+        let deleted = writer.delete_pod(&pod).await?;
+        progress
+            .removing
+            .push(pod.metadata.name.clone().unwrap_or_default());
+        apply_deleted(&mut pods, ordinal, deleted, &mut progress);
+    }
+
+    // Scale down: strays first, then the highest ordinal at or above `replicas`, one per run.
+    let extra_terminating: Vec<String> = pods
+        .range(replicas..)
+        .filter(|(_, p)| is_terminating(p))
+        .map(|(_, p)| p.metadata.name.clone().unwrap_or_default())
+        .collect();
+    progress.waiting_gone.extend(extra_terminating);
+    if let Some(stray) = strays.iter().find(|p| !is_terminating(p)) {
+        let deleted = writer.delete_pod(stray).await?;
+        progress
+            .removing
+            .push(stray.metadata.name.clone().unwrap_or_default());
+        if let Deleted::Raced = deleted {
+            progress.raced = true;
+        }
+    } else if let Some((&ordinal, pod)) = pods
+        .range(replicas..)
+        .rev()
+        .find(|(_, p)| !is_terminating(p))
+    {
+        let pod = pod.clone();
+        let deleted = writer.delete_pod(&pod).await?;
+        progress
+            .removing
+            .push(pod.metadata.name.clone().unwrap_or_default());
+        apply_deleted(&mut pods, ordinal, deleted, &mut progress);
+    }
+    for stray in strays.iter().filter(|p| is_terminating(p)) {
+        progress
+            .waiting_gone
+            .push(stray.metadata.name.clone().unwrap_or_default());
+    }
+
+    // Missing pods (never created, deleted, or failed and now gone) are created.
+    for ordinal in 0..replicas {
+        match pods.get(&ordinal) {
+            Some(pod) if is_terminating(pod) => {
+                progress.waiting_gone.push(pod_name(&name, ordinal));
+            }
+            Some(_) => {}
+            None => {
+                let pod = desired_pod(&cache, ordinal, &hash);
+                match writer.create_pod(&pod).await? {
+                    Some(created) => {
+                        pods.insert(ordinal, created);
+                        progress.created.push(pod_name(&name, ordinal));
+                    }
+                    None => progress.raced = true,
+                }
+            }
+        }
+    }
+
+    // Rolling update: replace the lowest-ordinal outdated pod, only while every other
+    // desired pod is Ready (so never fewer than replicas-1 are Ready).
+    let desired: Vec<(i32, &Pod)> = pods.range(..replicas).map(|(o, p)| (*o, p)).collect();
+    let outdated: Vec<i32> = desired
+        .iter()
+        .filter(|(_, p)| hash_of(p) != Some(hash.as_str()))
+        .map(|(o, _)| *o)
+        .collect();
+    let unavailable: Vec<i32> = desired
+        .iter()
+        .filter(|(_, p)| is_terminating(p) || !is_ready(p))
+        .map(|(o, _)| *o)
+        .collect();
+    for (ordinal, pod) in &desired {
+        if !is_terminating(pod) && !is_ready(pod) {
+            progress.waiting_ready.push(pod_name(&name, *ordinal));
+        }
+    }
+    let all_present = desired.len() == usize::try_from(replicas).unwrap_or(0);
+    if let Some(&candidate) = outdated.first() {
+        let others_available = unavailable.iter().all(|o| *o == candidate);
+        let candidate_pod = pods.get(&candidate).cloned();
+        match candidate_pod {
+            Some(pod) if all_present && others_available && !is_terminating(&pod) => {
+                let deleted = writer.delete_pod(&pod).await?;
+                progress.replacing.push(pod_name(&name, candidate));
+                apply_deleted(&mut pods, candidate, deleted, &mut progress);
+            }
+            _ => progress.replacing.push(pod_name(&name, candidate)),
+        }
+    }
+
+    // Status, written only when it differs from what is stored.
+    let status = desired_status(
+        &cache,
+        &name,
+        &hash,
+        replicas,
+        &pods,
+        strays.len(),
+        &progress,
+        degraded,
+        ctx.data().now(),
+    );
+    if cache.status.as_ref() != Some(&status) {
+        let api: Api<Cache> = Api::namespaced(ctx.client(), &namespace);
+        let patch = serde_json::json!({ "status": serde_json::to_value(&status)? });
+        ctx.data().count_write();
+        let written = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(writer.api_error("updating the status of", "Cache", &name))?;
+        tracing::info!(cache = %name, ready = status.ready_replicas, replicas = status.replicas, "status updated");
+        if let Some(primary) = ctx.cache::<Cache>() {
+            primary.remember(written);
+        }
+    }
+
+    if progress.is_idle() {
+        Ok(Action::done())
+    } else {
+        Ok(Action::requeue_after(REQUEUE_WHILE_PROGRESSING))
+    }
+}
+
+/// Create the Service, or fix its selector and port. Returns a Degraded reason when the
+/// name is taken by a Service this Cache does not control.
+async fn ensure_service(
+    cache: &Cache,
+    ctx: &Context<OperatorContext>,
+    service_cache: &steady_runtime::Cache<Service>,
+    namespace: &str,
+    name: &str,
+    progress: &mut Progress,
+) -> Result<Option<(&'static str, String)>, Error> {
+    let api: Api<Service> = Api::namespaced(ctx.client(), namespace);
+    let uid = cache.meta().uid.clone().unwrap_or_default();
+    let err = |action: &'static str| {
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        move |source| Error::Api {
+            action,
+            kind: "Service",
+            namespace,
+            name,
+            source,
+        }
+    };
+    match service_cache.get(&ObjectKey::new(Some(namespace), name)) {
+        None => {
+            ctx.data().count_write();
+            match api
+                .create(&PostParams::default(), &desired_service(cache))
+                .await
+            {
+                Ok(created) => {
+                    tracing::info!(service = %name, "created service");
+                    service_cache.remember(created);
+                }
+                Err(e) if api_code(&e) == Some(409) => progress.raced = true,
+                Err(e) => return Err(err("creating")(e)),
+            }
+        }
+        Some(existing) if !is_controlled_by(&existing.metadata, &uid) => {
+            return Ok(Some((
+                "ServiceNameTaken",
+                format!(
+                    "Service {namespace}/{name} exists but is not controlled by this Cache; \
+                     delete or rename it so the operator can create its own"
+                ),
+            )));
+        }
+        Some(existing) => {
+            if let Some(updated) = service_update(cache, &existing) {
+                ctx.data().count_write();
+                match api.replace(name, &PostParams::default(), &updated).await {
+                    Ok(replaced) => {
+                        tracing::info!(service = %name, "updated service selector/port");
+                        service_cache.remember(replaced);
+                    }
+                    Err(e) if api_code(&e) == Some(409) => progress.raced = true,
+                    Err(e) => return Err(err("updating")(e)),
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn list(names: &[String]) -> String {
+    names.join(", ")
+}
+
+/// The status this world deserves; conditions keep their transition times when unchanged.
+#[allow(clippy::too_many_arguments)]
+fn desired_status(
+    cache: &Cache,
+    name: &str,
+    hash: &str,
+    replicas: i32,
+    pods: &BTreeMap<i32, Pod>,
+    strays: usize,
+    progress: &Progress,
+    degraded: Option<(&'static str, String)>,
+    now: DateTime<Utc>,
+) -> CacheStatus {
+    let generation = cache.metadata.generation;
+    let mut status = cache.status.clone().unwrap_or_default();
+    let existing = i32::try_from(pods.len() + strays).unwrap_or(i32::MAX);
+    let ready = i32::try_from(
+        pods.range(..replicas)
+            .filter(|(_, p)| !is_terminating(p) && is_ready(p) && hash_of(p) == Some(hash))
+            .count(),
+    )
+    .unwrap_or(i32::MAX);
+    status.replicas = existing;
+    status.ready_replicas = ready;
+    status.observed_generation = generation;
+    status.selector = selector(name);
+
+    let ready_condition = if ready == replicas {
+        let message = if replicas == 0 {
+            "no replicas requested".to_string()
+        } else {
+            format!("{ready} of {replicas} replicas are Ready and run the current template")
+        };
+        Condition::from_bool(CONDITION_READY, true, "AllReplicasReady", message)
+    } else {
+        Condition::from_bool(
+            CONDITION_READY,
+            false,
+            "ReplicasNotReady",
+            format!("{ready} of {replicas} replicas are Ready with the current template; see the Progressing condition"),
+        )
+    };
+
+    let progressing = if !progress.removing.is_empty() && progress.replacing.is_empty() {
+        Condition::from_bool(
+            CONDITION_PROGRESSING,
+            true,
+            "ScalingDown",
+            format!("removing {} (replicas is {replicas})", list(&progress.removing)),
+        )
+    } else if !progress.replacing.is_empty() {
+        let updated = pods
+            .range(..replicas)
+            .filter(|(_, p)| hash_of(p) == Some(hash) && !is_terminating(p))
+            .count();
+        Condition::from_bool(
+            CONDITION_PROGRESSING,
+            true,
+            "RollingUpdate",
+            format!(
+                "replacing pods one at a time with template {hash}: {updated} of {replicas} updated, next {}",
+                list(&progress.replacing)
+            ),
+        )
+    } else if !progress.created.is_empty() {
+        Condition::from_bool(
+            CONDITION_PROGRESSING,
+            true,
+            "CreatingPods",
+            format!("created {}", list(&progress.created)),
+        )
+    } else if !progress.waiting_gone.is_empty() {
+        Condition::from_bool(
+            CONDITION_PROGRESSING,
+            true,
+            "WaitingForTermination",
+            format!("waiting for {} to terminate", list(&progress.waiting_gone)),
+        )
+    } else if !progress.waiting_ready.is_empty() {
+        Condition::from_bool(
+            CONDITION_PROGRESSING,
+            true,
+            "WaitingForReady",
+            format!(
+                "waiting for {} to become Ready; if this lasts, check `kubectl describe pod {}`",
+                list(&progress.waiting_ready),
+                progress.waiting_ready[0]
+            ),
+        )
+    } else if progress.raced {
+        Condition::from_bool(
+            CONDITION_PROGRESSING,
+            true,
+            "Retrying",
+            "the operator's view was behind the API; looking again",
+        )
+    } else {
+        Condition::from_bool(
+            CONDITION_PROGRESSING,
+            false,
+            "Complete",
+            format!("{replicas} replicas run template {hash}"),
+        )
+    };
+
+    let degraded_condition = match degraded {
+        Some((reason, message)) => Condition::from_bool(CONDITION_DEGRADED, true, reason, message),
+        None => Condition::from_bool(CONDITION_DEGRADED, false, "AsExpected", ""),
+    };
+
+    for condition in [ready_condition, progressing, degraded_condition] {
+        set_condition(
+            &mut status.conditions,
+            condition.with_observed_generation(generation),
+            now,
+        );
+    }
+    status
+}
