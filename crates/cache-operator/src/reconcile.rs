@@ -79,9 +79,7 @@ impl OperatorContext {
 /// Why a reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "the controller has no cache of {0}s: build it with steady_cache_operator::controller"
-    )]
+    #[error("the controller has no cache of {0}s: build it with steady_cache_operator::controller")]
     MissingCache(&'static str),
     #[error("the Cache has no {0}")]
     MissingField(&'static str),
@@ -156,7 +154,12 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    fn api_error(&self, action: &'static str, kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
+    fn api_error(
+        &self,
+        action: &'static str,
+        kind: &'static str,
+        name: &str,
+    ) -> impl FnOnce(kube::Error) -> Error {
         let namespace = self.namespace.clone();
         let name = name.to_string();
         move |source| Error::Api {
@@ -231,7 +234,12 @@ enum Deleted {
 }
 
 /// Record the outcome of deleting the pod with `ordinal` in `pods`.
-fn apply_deleted(pods: &mut BTreeMap<i32, Pod>, ordinal: i32, deleted: Deleted, progress: &mut Progress) {
+fn apply_deleted(
+    pods: &mut BTreeMap<i32, Pod>,
+    ordinal: i32,
+    deleted: Deleted,
+    progress: &mut Progress,
+) {
     match deleted {
         Deleted::Terminating(pod) => {
             pods.insert(ordinal, *pod);
@@ -268,7 +276,9 @@ pub async fn reconcile(
         return Ok(Action::done());
     }
     let pod_cache = ctx.cache::<Pod>().ok_or(Error::MissingCache("Pod"))?;
-    let service_cache = ctx.cache::<Service>().ok_or(Error::MissingCache("Service"))?;
+    let service_cache = ctx
+        .cache::<Service>()
+        .ok_or(Error::MissingCache("Service"))?;
     let writer = Writer {
         ctx: &ctx,
         namespace: namespace.clone(),
@@ -299,7 +309,16 @@ pub async fn reconcile(
     let mut degraded: Option<(&'static str, String)> = None;
 
     // The Service.
-    if let Some(problem) = ensure_service(&cache, &ctx, &service_cache, &namespace, &name, &mut progress).await? {
+    if let Some(problem) = ensure_service(
+        &cache,
+        &ctx,
+        &service_cache,
+        &namespace,
+        &name,
+        &mut progress,
+    )
+    .await?
+    {
         degraded = Some(problem);
     }
 
@@ -557,7 +576,9 @@ fn desired_status(
             CONDITION_READY,
             false,
             "ReplicasNotReady",
-            format!("{ready} of {replicas} replicas are Ready with the current template; see the Progressing condition"),
+            format!(
+                "{ready} of {replicas} replicas are Ready with the current template; see the Progressing condition"
+            ),
         )
     };
 
@@ -566,7 +587,10 @@ fn desired_status(
             CONDITION_PROGRESSING,
             true,
             "ScalingDown",
-            format!("removing {} (replicas is {replicas})", list(&progress.removing)),
+            format!(
+                "removing {} (replicas is {replicas})",
+                list(&progress.removing)
+            ),
         )
     } else if !progress.replacing.is_empty() {
         let updated = pods

@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, Pod, PodSpec, ResourceRequirements, Service, ServicePort,
-    ServiceSpec,
+    Container, ContainerPort, Pod, PodSpec, ResourceRequirements, Service, ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};

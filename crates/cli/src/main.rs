@@ -4,7 +4,10 @@
 
 mod bench;
 mod bench_runtime;
+mod operator;
 mod server;
+mod shutdown;
+mod up;
 
 use clap::{Parser, Subcommand};
 
@@ -21,8 +24,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The embedded default: control plane, simulated node and the Cache operator.
+    Up(up::UpArgs),
     /// Run the embedded Kubernetes-compatible control plane (HTTPS, bearer token).
     Server(server::ServerArgs),
+    /// Run only the Cache operator, against any cluster (kubeconfig or in-cluster).
+    Operator(operator::OperatorArgs),
     /// Measure steady side by side with the alternatives (see docs/BENCHMARKS.md).
     Bench(bench::BenchArgs),
 }
@@ -45,7 +52,9 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Up(args) => up::run(args).await,
             Command::Server(args) => server::run(args).await,
+            Command::Operator(args) => operator::run(args).await,
             Command::Bench(args) => bench::run(args).await,
         }
     });

@@ -100,28 +100,6 @@ impl ControlPlane {
     }
 }
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if !args.listen.ip().is_loopback() {
         tracing::warn!(listen = %args.listen, "listening beyond loopback: anyone who can reach this address and holds the token can use the API");
@@ -152,5 +130,5 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     )?;
     out.flush()?;
     drop(out);
-    plane.serve(shutdown_signal()).await
+    plane.serve(crate::shutdown::signal()).await
 }

@@ -31,17 +31,32 @@ fn cell(table: &str, name: &str) -> String {
 #[test]
 fn server_bench_quick_reports_every_measurement() {
     let out = quick("server");
-    for row in ["creates/s, HTTPS", "creates/s, in-process", "list of", "watch delivery"] {
+    for row in [
+        "creates/s, HTTPS",
+        "creates/s, in-process",
+        "list of",
+        "watch delivery",
+    ] {
         let value = cell(&out, row);
-        assert!(value.chars().any(|c| c.is_ascii_digit()), "{row}: {value:?}");
+        assert!(
+            value.chars().any(|c| c.is_ascii_digit()),
+            "{row}: {value:?}"
+        );
     }
 }
 
 #[test]
 fn runtime_bench_quick_reports_every_measurement() {
     let out = quick("runtime");
-    for row in ["work queue: add", "work queue: 10 adds", "write → reconcile"] {
+    for row in [
+        "work queue: add",
+        "work queue: 10 adds",
+        "write → reconcile",
+    ] {
         let value = cell(&out, row);
-        assert!(value.chars().any(|c| c.is_ascii_digit()), "{row}: {value:?}");
+        assert!(
+            value.chars().any(|c| c.is_ascii_digit()),
+            "{row}: {value:?}"
+        );
     }
 }

@@ -1,0 +1,383 @@
+//! The Cache operator end to end against steady's in-process API server with the simulated
+//! node, on a paused clock: every test is deterministic and fails if the behaviour it names
+//! breaks.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use steady_cache_operator::resources::{
+    CACHE_LABEL, TEMPLATE_HASH_LABEL, hash_of, is_ready, is_terminating, template_hash,
+};
+
+#[tokio::test(start_paused = true)]
+async fn two_replicas_become_ready_with_status_and_service() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    let cache = wait_converged(&w.client, "x").await;
+
+    let pods = pods_of(&w.client, "x").await;
+    assert_eq!(names(&pods), ["x-0", "x-1"]);
+    let hash = template_hash(&cache.spec);
+    for pod in &pods {
+        assert_eq!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Running")
+        );
+        let labels = pod.labels();
+        assert_eq!(labels.get(CACHE_LABEL).map(String::as_str), Some("x"));
+        assert_eq!(labels.get(TEMPLATE_HASH_LABEL), Some(&hash));
+        let owner = &pod.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("Cache", "x")
+        );
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(owner.block_owner_deletion, Some(true));
+        let container = &pod.spec.as_ref().expect("spec").containers[0];
+        assert_eq!(container.name, "memcached");
+        assert_eq!(container.image.as_deref(), Some("memcached:1.6"));
+        assert_eq!(
+            container.args.clone().unwrap_or_default(),
+            ["-m", "64", "-p", "11211"]
+        );
+        let limits = container
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.clone())
+            .unwrap_or_default();
+        assert_eq!(limits.get("memory").map(|q| q.0.as_str()), Some("64Mi"));
+    }
+
+    let status = cache.status.clone().expect("status");
+    assert_eq!(status.ready_replicas, 2);
+    assert_eq!(status.replicas, 2);
+    assert_eq!(status.observed_generation, cache.metadata.generation);
+    assert_eq!(status.selector, "steady.dev/cache=x");
+    let degraded = condition(&cache, "Degraded").expect("Degraded");
+    assert_eq!(degraded.status, "False");
+    let ready = condition(&cache, "Ready").expect("Ready");
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "AllReplicasReady"));
+
+    let service = services(&w.client).get("x").await.expect("service");
+    let spec = service.spec.clone().expect("service spec");
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    assert_eq!(
+        spec.selector.clone().unwrap_or_default(),
+        BTreeMap::from([(CACHE_LABEL.to_string(), "x".to_string())])
+    );
+    let port = &spec.ports.clone().unwrap_or_default()[0];
+    assert_eq!((port.port, port.name.as_deref()), (11211, Some("memcached")));
+    assert_eq!(service.owner_references()[0].controller, Some(true));
+
+    // The scale subresource reads what the status says.
+    let scale = caches(&w.client).get_scale("x").await.expect("scale");
+    assert_eq!(scale.status.as_ref().map(|s| s.replicas), Some(2));
+    assert_eq!(
+        scale.status.and_then(|s| s.selector).as_deref(),
+        Some("steady.dev/cache=x")
+    );
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fixed_point_makes_zero_writes() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    wait_converged(&w.client, "x").await;
+    // Let every pending requeue and event play out.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let revision = w.server.store().revision();
+    let (writes, reconciles) = (op.writes(), op.reconciles());
+    // Resync (every ~10 s) reconciles the converged Cache several times meanwhile.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(
+        op.reconciles() >= reconciles + 4,
+        "resync ran reconciles at the fixed point ({} -> {})",
+        reconciles,
+        op.reconciles()
+    );
+    assert_eq!(op.writes(), writes, "a reconcile at the fixed point writes nothing");
+    assert_eq!(
+        w.server.store().revision(),
+        revision,
+        "and the store did not move"
+    );
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pod_is_recreated() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    wait_converged(&w.client, "x").await;
+    let old = pods_api(&w.client).get("x-1").await.expect("x-1");
+    pods_api(&w.client)
+        .delete("x-1", &DeleteParams::default())
+        .await
+        .expect("delete x-1");
+    let new = eventually("a new x-1 to be Ready", Duration::from_secs(30), || async {
+        let pod = pods_api(&w.client).get_opt("x-1").await.ok()??;
+        (pod.uid() != old.uid() && is_ready(&pod) && !is_terminating(&pod)).then_some(pod)
+    })
+    .await;
+    assert_ne!(new.uid(), old.uid());
+    wait_converged(&w.client, "x").await;
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_pod_is_replaced_and_reported() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    wait_converged(&w.client, "x").await;
+    let old = pods_api(&w.client).get("x-0").await.expect("x-0");
+    pods_api(&w.client)
+        .patch_status(
+            "x-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed", "conditions": [
+                {"type": "Ready", "status": "False", "reason": "PodFailed"}
+            ]}})),
+        )
+        .await
+        .expect("fail x-0");
+    let degraded = eventually("Degraded=True", Duration::from_secs(10), || async {
+        let cache = caches(&w.client).get("x").await.ok()?;
+        condition(&cache, "Degraded")
+            .filter(|c| c.status == "True")
+            .cloned()
+    })
+    .await;
+    assert_eq!(degraded.reason, "PodFailed");
+    assert!(degraded.message.contains("x-0"), "{}", degraded.message);
+    let cache = wait_converged(&w.client, "x").await;
+    let new = pods_api(&w.client).get("x-0").await.expect("x-0");
+    assert_ne!(new.uid(), old.uid(), "x-0 was recreated");
+    assert_eq!(
+        condition(&cache, "Degraded").map(|c| c.status.as_str()),
+        Some("False")
+    );
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn scaling_up_and_down_keeps_the_right_ordinals() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    wait_converged(&w.client, "x").await;
+
+    // Through the scale subresource, as `kubectl scale` does.
+    caches(&w.client)
+        .patch_scale(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("scale to 4");
+    wait_converged(&w.client, "x").await;
+    assert_eq!(
+        names(&pods_of(&w.client, "x").await),
+        ["x-0", "x-1", "x-2", "x-3"]
+    );
+
+    caches(&w.client)
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scale to 1");
+    let cache = wait_converged(&w.client, "x").await;
+    assert_eq!(names(&pods_of(&w.client, "x").await), ["x-0"]);
+    let status = cache.status.expect("status");
+    assert_eq!((status.replicas, status.ready_replicas), (1, 1));
+
+    caches(&w.client)
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .expect("scale to 0");
+    let cache = wait_converged(&w.client, "x").await;
+    assert!(pods_of(&w.client, "x").await.is_empty());
+    assert!(services(&w.client).get_opt("x").await.expect("get").is_some());
+    assert_eq!(
+        condition(&cache, "Ready").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_image_change_rolls_pods_one_at_a_time() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 3})).await;
+    let before = wait_converged(&w.client, "x").await;
+    let old_hash = template_hash(&before.spec);
+    let old_uids: BTreeMap<String, String> = pods_of(&w.client, "x")
+        .await
+        .iter()
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect();
+
+    caches(&w.client)
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": "memcached:1.7", "memoryMiB": 128}})),
+        )
+        .await
+        .expect("change the image");
+    let new_hash = template_hash(&steady_cache_operator::CacheSpec {
+        replicas: 3,
+        image: "memcached:1.7".into(),
+        port: 11211,
+        memory_mib: 128,
+    });
+    assert_ne!(old_hash, new_hash);
+
+    // Sample the pods every 5 ms of simulated time until the rollout is done.
+    let mut replaced_order: Vec<String> = Vec::new();
+    let mut samples = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let pods = pods_of(&w.client, "x").await;
+        samples += 1;
+        let serving = serving(&pods);
+        assert!(
+            serving >= 2,
+            "sample {samples}: only {serving} of 3 pods Ready: {:?}",
+            pods.iter()
+                .map(|p| (p.name_any(), hash_of(p).map(str::to_string), is_ready(p), is_terminating(p)))
+                .collect::<Vec<_>>()
+        );
+        for pod in &pods {
+            if hash_of(pod) == Some(new_hash.as_str()) && !replaced_order.contains(&pod.name_any()) {
+                replaced_order.push(pod.name_any());
+            }
+        }
+        if converged(&w.client, "x").await.is_some() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the rollout did not finish");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(samples > 50, "the rollout was observed, not skipped ({samples} samples)");
+    assert_eq!(replaced_order, ["x-0", "x-1", "x-2"], "lowest ordinal first, one at a time");
+    for pod in pods_of(&w.client, "x").await {
+        assert_ne!(Some(&pod.uid().unwrap_or_default()), old_uids.get(&pod.name_any()));
+        let container = &pod.spec.as_ref().expect("spec").containers[0];
+        assert_eq!(container.image.as_deref(), Some("memcached:1.7"));
+        assert_eq!(
+            container.args.clone().unwrap_or_default(),
+            ["-m", "128", "-p", "11211"]
+        );
+    }
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_port_change_updates_the_service() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 1})).await;
+    wait_converged(&w.client, "x").await;
+    caches(&w.client)
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"port": 11311}})),
+        )
+        .await
+        .expect("change the port");
+    wait_converged(&w.client, "x").await;
+    let service = services(&w.client).get("x").await.expect("service");
+    let ports = service.spec.and_then(|s| s.ports).unwrap_or_default();
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0].port, 11311);
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn deleting_the_cache_collects_its_pods_and_service() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    wait_converged(&w.client, "x").await;
+    caches(&w.client)
+        .delete("x", &DeleteParams::default())
+        .await
+        .expect("delete the Cache");
+    eventually("pods and service to be collected", Duration::from_secs(60), || async {
+        let pods = pods_of(&w.client, "x").await;
+        let service = services(&w.client).get_opt("x").await.ok()?;
+        let cache = caches(&w.client).get_opt("x").await.ok()?;
+        (pods.is_empty() && service.is_none() && cache.is_none()).then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_restart_on_a_converged_world_makes_zero_writes() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    create_cache(&w.client, "y", json!({"replicas": 3, "port": 11300})).await;
+    wait_converged(&w.client, "x").await;
+    wait_converged(&w.client, "y").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    op.stop().await;
+
+    let revision = w.server.store().revision();
+    let op = start_operator(&w.client);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(op.reconciles() >= 2, "the restarted operator reconciled both Caches");
+    assert_eq!(op.writes(), 0, "converged: a restarted operator writes nothing");
+    assert_eq!(w.server.store().revision(), revision, "and the store did not move");
+    op.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn changes_while_the_operator_is_down_converge_from_observed_state() {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    wait_converged(&w.client, "x").await;
+    op.stop().await;
+
+    pods_api(&w.client)
+        .delete("x-0", &DeleteParams::default())
+        .await
+        .expect("delete x-0");
+    caches(&w.client)
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scale");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let op = start_operator(&w.client);
+    wait_converged(&w.client, "x").await;
+    assert_eq!(names(&pods_of(&w.client, "x").await), ["x-0", "x-1", "x-2"]);
+    op.stop().await;
+}

@@ -1,0 +1,146 @@
+//! `steady operator`: the Cache operator alone, against any cluster (steady's own or a real
+//! one), with metrics and probes, optionally behind leader election.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use steady_runtime::leader::{LeaderElectionConfig, LeaderElector};
+use steady_runtime::metrics::{self, Health, Metrics};
+
+use crate::shutdown::Shutdown;
+
+#[derive(clap::Args, Debug)]
+pub struct OperatorArgs {
+    /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Campaign for a Lease and reconcile only while holding it (for several replicas).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease (default: $POD_NAMESPACE or `default`).
+    #[arg(long)]
+    pub leader_elect_namespace: Option<String>,
+}
+
+/// A client from `--kubeconfig`, or kube-rs's usual inference.
+pub async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("kubeconfig {} is not usable", path.display()))?
+        }
+        None => kube::Config::infer().await.context(
+            "no kubeconfig found (pass --kubeconfig, set KUBECONFIG, or run in a cluster)",
+        )?,
+    };
+    Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+/// Create the Cache CRD if it is missing (a real cluster's manifests usually install it).
+pub async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = steady_cache_operator::crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    match crds.get_opt(&name).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {
+                tracing::info!(%name, "installed the Cache CRD");
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(e) => Err(e).context("cannot install the Cache CRD"),
+        },
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            tracing::warn!("not allowed to read CRDs; assuming the Cache CRD is installed");
+            Ok(())
+        }
+        Err(e) => Err(e).context("cannot read the Cache CRD"),
+    }
+}
+
+/// Run the operator with `client` until `shutdown`; releases the Lease on the way out.
+pub async fn run_operator(
+    client: Client,
+    metrics_addr: Option<SocketAddr>,
+    leader: Option<LeaderElectionConfig>,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    ensure_crd(&client).await?;
+    let metrics = Metrics::new();
+    let health = Health::default();
+    if let Some(addr) = metrics_addr {
+        let stop = shutdown.clone();
+        let bound = metrics::serve(addr, metrics.clone(), health.clone(), stop.wait())
+            .await
+            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        println!("metrics and probes on http://{bound}/metrics (/healthz, /readyz)");
+    }
+    let config = steady_runtime::Config {
+        name: "cache".into(),
+        ..Default::default()
+    };
+    let controller = steady_cache_operator::controller(client.clone(), config)
+        .with_metrics(metrics.clone())
+        .with_health(health);
+    let elector = leader.map(|config| LeaderElector::start(client.clone(), config));
+    let controller = match &elector {
+        Some(elector) => {
+            let mut leading = elector.subscribe();
+            tracing::info!("waiting to become leader");
+            tokio::select! {
+                _ = leading.wait_for(|l| *l) => {}
+                _ = shutdown.clone().wait() => {
+                    return Ok(());
+                }
+            }
+            tracing::info!("became leader");
+            metrics.leader_election("steady-cache-operator", true);
+            controller.with_leader(elector.subscribe())
+        }
+        None => controller,
+    };
+    let data = Arc::new(steady_cache_operator::OperatorContext::default());
+    let outcome = controller
+        .run(steady_cache_operator::reconcile, data, shutdown.wait())
+        .await;
+    if let Some(elector) = elector {
+        elector.release().await;
+    }
+    outcome.context("the Cache controller stopped")
+}
+
+pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let leader = args.leader_elect.then(|| {
+        let namespace = args
+            .leader_elect_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into());
+        let identity = format!(
+            "{}-{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "steady".into()),
+            std::process::id()
+        );
+        LeaderElectionConfig::new(namespace, "steady-cache-operator", identity)
+    });
+    run_operator(
+        client,
+        Some(args.metrics_addr),
+        leader,
+        Shutdown::on_signal(),
+    )
+    .await
+}
