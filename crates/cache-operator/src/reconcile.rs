@@ -647,6 +647,14 @@ fn desired_status(
         )
     };
 
+    // A failure stays reported until its replacement serves, so a person sees it.
+    let degraded = degraded.or_else(|| {
+        let previous = steady_runtime::conditions::find(&status.conditions, CONDITION_DEGRADED)?;
+        (previous.status == steady_runtime::conditions::STATUS_TRUE
+            && previous.reason == "PodFailed"
+            && ready < replicas)
+            .then(|| ("PodFailed", previous.message.clone()))
+    });
     let degraded_condition = match degraded {
         Some((reason, message)) => Condition::from_bool(CONDITION_DEGRADED, true, reason, message),
         None => Condition::from_bool(CONDITION_DEGRADED, false, "AsExpected", ""),

@@ -229,7 +229,7 @@ mod tests {
     fn template_hash_is_stable_and_sensitive() {
         let spec = CacheSpec::default();
         assert_eq!(template_hash(&spec), template_hash(&spec.clone()));
-        assert_eq!(template_hash(&spec), "2f7ea7a04c0edd21");
+        assert_eq!(template_hash(&spec), "904c8fb88ff16e0b");
         let replicas = CacheSpec {
             replicas: 5,
             ..spec.clone()

@@ -34,10 +34,7 @@ async fn two_replicas_become_ready_with_status_and_service() {
         assert_eq!(labels.get(CACHE_LABEL).map(String::as_str), Some("x"));
         assert_eq!(labels.get(TEMPLATE_HASH_LABEL), Some(&hash));
         let owner = &pod.owner_references()[0];
-        assert_eq!(
-            (owner.kind.as_str(), owner.name.as_str()),
-            ("Cache", "x")
-        );
+        assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Cache", "x"));
         assert_eq!(owner.controller, Some(true));
         assert_eq!(owner.block_owner_deletion, Some(true));
         let container = &pod.spec.as_ref().expect("spec").containers[0];
@@ -63,7 +60,10 @@ async fn two_replicas_become_ready_with_status_and_service() {
     let degraded = condition(&cache, "Degraded").expect("Degraded");
     assert_eq!(degraded.status, "False");
     let ready = condition(&cache, "Ready").expect("Ready");
-    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "AllReplicasReady"));
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "AllReplicasReady")
+    );
 
     let service = services(&w.client).get("x").await.expect("service");
     let spec = service.spec.clone().expect("service spec");
@@ -73,7 +73,10 @@ async fn two_replicas_become_ready_with_status_and_service() {
         BTreeMap::from([(CACHE_LABEL.to_string(), "x".to_string())])
     );
     let port = &spec.ports.clone().unwrap_or_default()[0];
-    assert_eq!((port.port, port.name.as_deref()), (11211, Some("memcached")));
+    assert_eq!(
+        (port.port, port.name.as_deref()),
+        (11211, Some("memcached"))
+    );
     assert_eq!(service.owner_references()[0].controller, Some(true));
 
     // The scale subresource reads what the status says.
@@ -104,7 +107,11 @@ async fn the_fixed_point_makes_zero_writes() {
         reconciles,
         op.reconciles()
     );
-    assert_eq!(op.writes(), writes, "a reconcile at the fixed point writes nothing");
+    assert_eq!(
+        op.writes(),
+        writes,
+        "a reconcile at the fixed point writes nothing"
+    );
     assert_eq!(
         w.server.store().revision(),
         revision,
@@ -215,7 +222,13 @@ async fn scaling_up_and_down_keeps_the_right_ordinals() {
         .expect("scale to 0");
     let cache = wait_converged(&w.client, "x").await;
     assert!(pods_of(&w.client, "x").await.is_empty());
-    assert!(services(&w.client).get_opt("x").await.expect("get").is_some());
+    assert!(
+        services(&w.client)
+            .get_opt("x")
+            .await
+            .expect("get")
+            .is_some()
+    );
     assert_eq!(
         condition(&cache, "Ready").map(|c| c.status.as_str()),
         Some("True")
@@ -264,24 +277,43 @@ async fn an_image_change_rolls_pods_one_at_a_time() {
             serving >= 2,
             "sample {samples}: only {serving} of 3 pods Ready: {:?}",
             pods.iter()
-                .map(|p| (p.name_any(), hash_of(p).map(str::to_string), is_ready(p), is_terminating(p)))
+                .map(|p| (
+                    p.name_any(),
+                    hash_of(p).map(str::to_string),
+                    is_ready(p),
+                    is_terminating(p)
+                ))
                 .collect::<Vec<_>>()
         );
         for pod in &pods {
-            if hash_of(pod) == Some(new_hash.as_str()) && !replaced_order.contains(&pod.name_any()) {
+            if hash_of(pod) == Some(new_hash.as_str()) && !replaced_order.contains(&pod.name_any())
+            {
                 replaced_order.push(pod.name_any());
             }
         }
         if converged(&w.client, "x").await.is_some() {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the rollout did not finish");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rollout did not finish"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert!(samples > 50, "the rollout was observed, not skipped ({samples} samples)");
-    assert_eq!(replaced_order, ["x-0", "x-1", "x-2"], "lowest ordinal first, one at a time");
+    assert!(
+        samples > 50,
+        "the rollout was observed, not skipped ({samples} samples)"
+    );
+    assert_eq!(
+        replaced_order,
+        ["x-0", "x-1", "x-2"],
+        "lowest ordinal first, one at a time"
+    );
     for pod in pods_of(&w.client, "x").await {
-        assert_ne!(Some(&pod.uid().unwrap_or_default()), old_uids.get(&pod.name_any()));
+        assert_ne!(
+            Some(&pod.uid().unwrap_or_default()),
+            old_uids.get(&pod.name_any())
+        );
         let container = &pod.spec.as_ref().expect("spec").containers[0];
         assert_eq!(container.image.as_deref(), Some("memcached:1.7"));
         assert_eq!(
@@ -324,12 +356,16 @@ async fn deleting_the_cache_collects_its_pods_and_service() {
         .delete("x", &DeleteParams::default())
         .await
         .expect("delete the Cache");
-    eventually("pods and service to be collected", Duration::from_secs(60), || async {
-        let pods = pods_of(&w.client, "x").await;
-        let service = services(&w.client).get_opt("x").await.ok()?;
-        let cache = caches(&w.client).get_opt("x").await.ok()?;
-        (pods.is_empty() && service.is_none() && cache.is_none()).then_some(())
-    })
+    eventually(
+        "pods and service to be collected",
+        Duration::from_secs(60),
+        || async {
+            let pods = pods_of(&w.client, "x").await;
+            let service = services(&w.client).get_opt("x").await.ok()?;
+            let cache = caches(&w.client).get_opt("x").await.ok()?;
+            (pods.is_empty() && service.is_none() && cache.is_none()).then_some(())
+        },
+    )
     .await;
     op.stop().await;
 }
@@ -348,9 +384,20 @@ async fn a_cold_restart_on_a_converged_world_makes_zero_writes() {
     let revision = w.server.store().revision();
     let op = start_operator(&w.client);
     tokio::time::sleep(Duration::from_secs(30)).await;
-    assert!(op.reconciles() >= 2, "the restarted operator reconciled both Caches");
-    assert_eq!(op.writes(), 0, "converged: a restarted operator writes nothing");
-    assert_eq!(w.server.store().revision(), revision, "and the store did not move");
+    assert!(
+        op.reconciles() >= 2,
+        "the restarted operator reconciled both Caches"
+    );
+    assert_eq!(
+        op.writes(),
+        0,
+        "converged: a restarted operator writes nothing"
+    );
+    assert_eq!(
+        w.server.store().revision(),
+        revision,
+        "and the store did not move"
+    );
     op.stop().await;
 }
 

@@ -4,6 +4,7 @@
 
 mod bench;
 mod bench_runtime;
+mod demo;
 mod operator;
 mod server;
 mod shutdown;
@@ -30,16 +31,27 @@ enum Command {
     Server(server::ServerArgs),
     /// Run only the Cache operator, against any cluster (kubeconfig or in-cluster).
     Operator(operator::OperatorArgs),
+    /// The reconciliation loop, narrated on an embedded cluster.
+    Demo(demo::DemoArgs),
     /// Measure steady side by side with the alternatives (see docs/BENCHMARKS.md).
     Bench(bench::BenchArgs),
+}
+
+/// Narrating and measuring commands print their own story; logs would drown it.
+fn default_log_level(command: &Command) -> &'static str {
+    match command {
+        Command::Demo(_) | Command::Bench(_) => "warn",
+        _ => "info",
+    }
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(default_log_level(&cli.command))
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -56,6 +68,7 @@ fn main() -> std::process::ExitCode {
             Command::Server(args) => server::run(args).await,
             Command::Operator(args) => operator::run(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Demo(args) => demo::run(args).await,
         }
     });
     match result {

@@ -227,7 +227,11 @@ pub struct Controller<K: Resource> {
     metrics: Option<Metrics>,
     health: Option<Health>,
     leader: Option<watch::Receiver<bool>>,
+    observer: Option<Observer>,
 }
+
+/// Called as each reconcile starts, with its key and why it runs (demos, traces, tests).
+pub type Observer = Arc<dyn Fn(&ObjectKey, &[Trigger]) + Send + Sync>;
 
 impl<K> Controller<K>
 where
@@ -244,6 +248,7 @@ where
             metrics: None,
             health: None,
             leader: None,
+            observer: None,
         };
         let primary = controller.primary.clone();
         controller.add_source(
@@ -353,6 +358,12 @@ where
         self
     }
 
+    /// Be told of every reconcile as it starts, with the triggers that caused it.
+    pub fn with_observer(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
     /// Reconcile only while this channel says `true` (see [`crate::leader`]); when it
     /// turns `false`, running reconciles are cancelled and `run` returns at once.
     pub fn with_leader(mut self, leading: watch::Receiver<bool>) -> Self {
@@ -388,6 +399,7 @@ where
             metrics,
             health,
             mut leader,
+            observer,
         } = self;
         let context = Arc::new(Context {
             data,
@@ -414,6 +426,7 @@ where
             backoff: Backoff::new(config.backoff.clone(), backoff_rng),
             metrics,
             running: JoinSet::new(),
+            observer,
         };
         let mut synced = 0;
         let mut next_resync = config
@@ -538,6 +551,7 @@ struct LoopState<E> {
     backoff: Backoff<ObjectKey>,
     metrics: Option<ControllerMetrics>,
     running: JoinSet<Finished<E>>,
+    observer: Option<Observer>,
 }
 
 impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
@@ -568,6 +582,9 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
             return;
         };
         let generation = obj.meta().generation;
+        if let Some(observer) = &self.observer {
+            observer(&key, &triggers);
+        }
         let reasons: Vec<String> = triggers.iter().map(ToString::to_string).collect();
         let span = tracing::info_span!("reconcile", controller = %self.name, object = %key, triggers = %reasons.join(", "));
         let future = reconcile(obj, context.clone());

@@ -94,8 +94,11 @@ impl Operator {
 }
 
 pub fn start_operator(client: &Client) -> Operator {
-    let clock: steady_cache_operator::Clock =
-        Arc::new(|| Utc.timestamp_opt(1_700_000_000, 0).single().unwrap_or_default());
+    let clock: steady_cache_operator::Clock = Arc::new(|| {
+        Utc.timestamp_opt(1_700_000_000, 0)
+            .single()
+            .unwrap_or_default()
+    });
     let data = Arc::new(OperatorContext::new(clock));
     let reconciles = Arc::new(AtomicU64::new(0));
     let counter = reconciles.clone();
@@ -168,7 +171,10 @@ pub fn serving(pods: &[Pod]) -> usize {
         .count()
 }
 
-pub fn condition<'a>(cache: &'a Cache, type_: &str) -> Option<&'a steady_runtime::conditions::Condition> {
+pub fn condition<'a>(
+    cache: &'a Cache,
+    type_: &str,
+) -> Option<&'a steady_runtime::conditions::Condition> {
     cache
         .status
         .as_ref()
