@@ -126,6 +126,7 @@ fn api_code(error: &kube::Error) -> Option<u16> {
 #[derive(Default)]
 struct Progress {
     created: Vec<String>,
+    recreating: Vec<String>,
     removing: Vec<String>,
     replacing: Vec<String>,
     waiting_ready: Vec<String>,
@@ -137,6 +138,7 @@ struct Progress {
 impl Progress {
     fn is_idle(&self) -> bool {
         self.created.is_empty()
+            && self.recreating.is_empty()
             && self.removing.is_empty()
             && self.replacing.is_empty()
             && self.waiting_ready.is_empty()
@@ -347,7 +349,7 @@ pub async fn reconcile(
     for (ordinal, pod) in failed {
         let deleted = writer.delete_pod(&pod).await?;
         progress
-            .removing
+            .recreating
             .push(pod.metadata.name.clone().unwrap_or_default());
         apply_deleted(&mut pods, ordinal, deleted, &mut progress);
     }
@@ -582,7 +584,17 @@ fn desired_status(
         )
     };
 
-    let progressing = if !progress.removing.is_empty() && progress.replacing.is_empty() {
+    let progressing = if !progress.recreating.is_empty() {
+        Condition::from_bool(
+            CONDITION_PROGRESSING,
+            true,
+            "RecreatingFailedPods",
+            format!(
+                "deleted failed {}; it is created again from the current template",
+                list(&progress.recreating)
+            ),
+        )
+    } else if !progress.removing.is_empty() && progress.replacing.is_empty() {
         Condition::from_bool(
             CONDITION_PROGRESSING,
             true,

@@ -428,3 +428,39 @@ async fn changes_while_the_operator_is_down_converge_from_observed_state() {
     assert_eq!(names(&pods_of(&w.client, "x").await), ["x-0", "x-1", "x-2"]);
     op.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_service_name_taken_by_someone_else_is_reported_not_overwritten() {
+    let w = world().await;
+    let foreign: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "x", "namespace": NS},
+        "spec": {"selector": {"app": "other"}, "ports": [{"port": 80}]}
+    }))
+    .expect("service");
+    services(&w.client)
+        .create(&kube::api::PostParams::default(), &foreign)
+        .await
+        .expect("create a foreign service");
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 1})).await;
+    let degraded = eventually("Degraded=True", Duration::from_secs(10), || async {
+        let cache = caches(&w.client).get("x").await.ok()?;
+        condition(&cache, "Degraded")
+            .filter(|c| c.status == "True")
+            .cloned()
+    })
+    .await;
+    assert_eq!(degraded.reason, "ServiceNameTaken");
+    let service = services(&w.client).get("x").await.expect("service");
+    assert_eq!(
+        service
+            .spec
+            .and_then(|s| s.selector)
+            .unwrap_or_default()
+            .get("app")
+            .map(String::as_str),
+        Some("other"),
+        "the foreign service is left alone"
+    );
+    op.stop().await;
+}

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -28,7 +29,18 @@ pub struct OperatorArgs {
     /// Namespace of the leader-election Lease (default: $POD_NAMESPACE or `default`).
     #[arg(long)]
     pub leader_elect_namespace: Option<String>,
+    /// How long a Lease stays valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = crate::server::parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// A leader that cannot renew within this long steps down.
+    #[arg(long, default_value = "10s", value_parser = crate::server::parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often candidates try to acquire and leaders renew.
+    #[arg(long, default_value = "2s", value_parser = crate::server::parse_duration)]
+    pub leader_elect_retry_period: Duration,
 }
+
+const LEASE_NAME: &str = "steady-cache-operator";
 
 /// A client from `--kubeconfig`, or kube-rs's usual inference.
 pub async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
@@ -98,20 +110,21 @@ pub async fn run_operator(
     let controller = match &elector {
         Some(elector) => {
             let mut leading = elector.subscribe();
-            tracing::info!("waiting to become leader");
+            println!("waiting to become leader (Lease {})", LEASE_NAME);
             tokio::select! {
                 _ = leading.wait_for(|l| *l) => {}
                 _ = shutdown.clone().wait() => {
                     return Ok(());
                 }
             }
-            tracing::info!("became leader");
-            metrics.leader_election("steady-cache-operator", true);
+            println!("became leader; reconciling");
+            metrics.leader_election(LEASE_NAME, true);
             controller.with_leader(elector.subscribe())
         }
         None => controller,
     };
     let data = Arc::new(steady_cache_operator::OperatorContext::default());
+    println!("the Cache operator is running");
     let outcome = controller
         .run(steady_cache_operator::reconcile, data, shutdown.wait())
         .await;
@@ -134,8 +147,18 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             std::env::var("HOSTNAME").unwrap_or_else(|_| "steady".into()),
             std::process::id()
         );
-        LeaderElectionConfig::new(namespace, "steady-cache-operator", identity)
+        LeaderElectionConfig {
+            lease_duration: args.leader_elect_lease_duration,
+            renew_deadline: args.leader_elect_renew_deadline,
+            retry_period: args.leader_elect_retry_period,
+            ..LeaderElectionConfig::new(namespace, LEASE_NAME, identity)
+        }
     });
+    if let Some(config) = &leader {
+        config
+            .validate()
+            .context("invalid leader-election settings")?;
+    }
     run_operator(
         client,
         Some(args.metrics_addr),

@@ -17,7 +17,8 @@ use tokio::sync::oneshot;
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
 
-const LISTENING_PREFIX: &str = "steady server listening on ";
+/// `steady server listening on https://…` and `steady up: control plane listening on https://…`.
+const LISTENING_MARKER: &str = "listening on ";
 
 /// A running `steady server` process. Dropping it kills the process (SIGKILL).
 pub struct Server {
@@ -41,6 +42,10 @@ pub struct Options {
     pub listen: String,
     /// Extra environment, e.g. `RUST_LOG`.
     pub env: Vec<(String, String)>,
+    /// `server` (default) or `up`.
+    pub subcommand: String,
+    /// Extra arguments after the standard ones.
+    pub args: Vec<String>,
 }
 
 impl Default for Options {
@@ -48,6 +53,8 @@ impl Default for Options {
         Options {
             listen: "127.0.0.1:0".to_string(),
             env: Vec::new(),
+            subcommand: "server".to_string(),
+            args: Vec::new(),
         }
     }
 }
@@ -61,13 +68,14 @@ impl Server {
     pub async fn start_with(data_dir: &Path, kubeconfig: &Path, options: Options) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_steady"));
         command
-            .arg("server")
+            .arg(&options.subcommand)
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--listen")
             .arg(&options.listen)
             .arg("--write-kubeconfig")
             .arg(kubeconfig)
+            .args(&options.args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -96,7 +104,10 @@ impl Server {
                     b.push(b'\n');
                 }
                 lines_tx.send_modify(|n| *n += 1);
-                if let Some(url) = line.strip_prefix(LISTENING_PREFIX)
+                if let Some(url) = line
+                    .split_once(LISTENING_MARKER)
+                    .map(|(_, url)| url)
+                    .filter(|url| url.starts_with("https://"))
                     && let Some(tx) = url_tx.take()
                 {
                     let _ = tx.send(url.trim().to_string());

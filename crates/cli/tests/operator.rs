@@ -1,0 +1,486 @@
+//! The Cache operator end to end, as a user meets it: the real binary (`steady up`, or
+//! `steady server` + `steady operator` as separate processes) driven by the real kubectl,
+//! with state checked through kube-rs.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{Options, Server};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+use steady_cache_operator::Cache;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn kubectl(kubeconfig: &Path, cache_dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = std::process::Command::new("kubectl")
+        .args(args)
+        .arg("--cache-dir")
+        .arg(cache_dir)
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::null())
+        .output()
+        .expect("kubectl is on the machine image");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+struct Cluster {
+    server: Server,
+    kubeconfig: PathBuf,
+    cache_dir: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn up() -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let options = Options {
+            subcommand: "up".into(),
+            args: vec!["--pod-start-delay".into(), "100ms".into()],
+            ..Options::default()
+        };
+        let server = Server::start_with(&dir.path().join("data"), &kubeconfig, options).await;
+        Cluster {
+            server,
+            kubeconfig,
+            cache_dir: dir.path().join("kube-cache"),
+            _dir: dir,
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = kubectl(&self.kubeconfig, &self.cache_dir, args);
+        assert!(ok, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
+        stdout
+    }
+
+    fn apply(&self, yaml: &str) -> String {
+        let file = self.cache_dir.with_extension("yaml");
+        std::fs::write(&file, yaml).expect("write manifest");
+        self.kubectl(&["apply", "-f", file.to_str().expect("utf-8 path")])
+    }
+}
+
+fn cache_yaml(name: &str, replicas: i32, image: &str) -> String {
+    format!(
+        "apiVersion: steady.dev/v1alpha1\nkind: Cache\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  image: \"{image}\"\n"
+    )
+}
+
+/// Poll `check` until it returns Some, failing after WAIT.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Pod name → (ready, image, uid), for pods not being deleted.
+async fn pods(client: &kube::Client) -> BTreeMap<String, (bool, String, String)> {
+    let list = Api::<Pod>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("pods");
+    list.items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let image = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default();
+            (
+                p.metadata.name.unwrap_or_default(),
+                (ready, image, p.metadata.uid.unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+async fn ready_cache(client: &kube::Client, name: &str, replicas: i32) -> Cache {
+    let caches: Api<Cache> = Api::namespaced(client.clone(), "default");
+    eventually(
+        &format!("{name} Ready with {replicas} replicas"),
+        || async {
+            let cache = caches.get(name).await.ok()?;
+            let status = cache.status.clone()?;
+            let ready = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            (ready
+                && status.ready_replicas == replicas
+                && status.observed_generation == cache.metadata.generation)
+                .then_some(cache)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_up_runs_the_cache_operator_for_kubectl() {
+    let cluster = Cluster::up().await;
+    let client = cluster.server.client().await;
+    assert!(
+        cluster
+            .apply(&cache_yaml("web", 2, "memcached:1.6"))
+            .contains("cache.steady.dev/web created")
+    );
+    let cache = ready_cache(&client, "web", 2).await;
+    assert_eq!(cache.status.as_ref().map(|s| s.replicas), Some(2));
+    let table = cluster.kubectl(&["get", "caches"]);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .eq(["NAME", "DESIRED", "READY", "AGE"]),
+        "{table}"
+    );
+    assert!(
+        cluster
+            .kubectl(&["get", "svc", "web", "-o", "jsonpath={.spec.selector}"])
+            .contains("steady.dev/cache")
+    );
+
+    // A deleted pod comes back (a new one, with the same name) and becomes Ready.
+    let before = pods(&client).await;
+    cluster.kubectl(&["delete", "pod", "web-1"]);
+    eventually("web-1 recreated and Ready", || async {
+        let now = pods(&client).await;
+        let (ready, _, uid) = now.get("web-1")?;
+        (*ready && *uid != before["web-1"].2).then_some(())
+    })
+    .await;
+
+    // Scale up, then down: exactly the right ordinals exist.
+    cluster.kubectl(&["scale", "cache/web", "--replicas=4"]);
+    ready_cache(&client, "web", 4).await;
+    assert_eq!(
+        pods(&client).await.keys().cloned().collect::<Vec<_>>(),
+        ["web-0", "web-1", "web-2", "web-3"]
+    );
+    cluster.kubectl(&["scale", "cache/web", "--replicas=1"]);
+    ready_cache(&client, "web", 1).await;
+    eventually("only web-0 left", || async {
+        (pods(&client).await.keys().cloned().collect::<Vec<_>>() == ["web-0"]).then_some(())
+    })
+    .await;
+
+    // An image change rolls pods one at a time: never fewer than replicas-1 Ready.
+    cluster.kubectl(&["scale", "cache/web", "--replicas=3"]);
+    ready_cache(&client, "web", 3).await;
+    cluster.apply(&cache_yaml("web", 3, "memcached:1.6.30"));
+    let least_ready = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(3));
+    eventually("all pods run the new image", || {
+        let client = client.clone();
+        let least = least_ready.clone();
+        async move {
+            let now = pods(&client).await;
+            let ready = now.values().filter(|(ready, _, _)| *ready).count();
+            least.fetch_min(ready, std::sync::atomic::Ordering::SeqCst);
+            let done = now.len() == 3
+                && now
+                    .values()
+                    .all(|(ready, image, _)| *ready && image == "memcached:1.6.30");
+            done.then_some(())
+        }
+    })
+    .await;
+    let least_ready = least_ready.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        least_ready >= 2,
+        "the rollout left only {least_ready} of 3 pods Ready"
+    );
+
+    // Invalid Caches are refused by the API with a message naming the field.
+    for (bad, field) in [
+        ("replicas: -1", "spec.replicas"),
+        ("port: 70000", "spec.port"),
+    ] {
+        let file = cluster.cache_dir.with_extension("bad.yaml");
+        std::fs::write(&file, format!("apiVersion: steady.dev/v1alpha1\nkind: Cache\nmetadata:\n  name: bad\nspec:\n  {bad}\n")).expect("write");
+        let (ok, _, stderr) = kubectl(
+            &cluster.kubeconfig,
+            &cluster.cache_dir,
+            &["apply", "-f", file.to_str().expect("path")],
+        );
+        assert!(!ok, "{bad} must be rejected");
+        assert!(
+            stderr.contains(field) && stderr.contains("Invalid"),
+            "{bad}: {stderr}"
+        );
+    }
+
+    // Deleting the Cache removes its pods and its service.
+    cluster.kubectl(&["delete", "cache", "web"]);
+    eventually("pods and service garbage-collected", || async {
+        let services = Api::<Service>::namespaced(client.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        let left = services
+            .items
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some("web"));
+        (pods(&client).await.is_empty() && !left).then_some(())
+    })
+    .await;
+}
+
+/// A `steady operator` process with its output captured line by line.
+struct Operator {
+    child: Child,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Operator {
+    fn start(kubeconfig: &Path, extra: &[&str]) -> Operator {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_steady"))
+            .arg("operator")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn steady operator");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Operator { child, lines }
+    }
+
+    async fn wait_for(&mut self, needle: &str, within: Duration) -> bool {
+        tokio::time::timeout(within, async {
+            while let Some(line) = self.lines.recv().await {
+                if line.contains(needle) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// resourceVersion of every object the operator touches.
+async fn versions(client: &kube::Client) -> BTreeMap<String, String> {
+    let mut all = BTreeMap::new();
+    let list = |kind: &str, items: Vec<Value>| {
+        items
+            .into_iter()
+            .map(|o| {
+                (
+                    format!("{kind}/{}", o["metadata"]["name"].as_str().unwrap_or("")),
+                    o["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let to_values = |v: Vec<serde_json::Value>| v;
+    let pods = Api::<Pod>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("pods");
+    all.extend(list(
+        "pod",
+        to_values(
+            pods.items
+                .iter()
+                .map(|p| serde_json::to_value(p).expect("json"))
+                .collect(),
+        ),
+    ));
+    let services = Api::<Service>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("svc");
+    all.extend(list(
+        "service",
+        services
+            .items
+            .iter()
+            .map(|s| serde_json::to_value(s).expect("json"))
+            .collect(),
+    ));
+    let caches = Api::<Cache>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("caches");
+    all.extend(list(
+        "cache",
+        caches
+            .items
+            .iter()
+            .map(|c| serde_json::to_value(c).expect("json"))
+            .collect(),
+    ));
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_operator_restarts_on_a_converged_world_without_writing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        &kubeconfig,
+        Options {
+            args: vec!["--pod-start-delay".into(), "100ms".into()],
+            ..Options::default()
+        },
+    )
+    .await;
+    let client = server.client().await;
+    let mut operator = Operator::start(&kubeconfig, &[]);
+    assert!(
+        operator
+            .wait_for("the Cache operator is running", WAIT)
+            .await
+    );
+    let cache_dir = dir.path().join("kube-cache");
+    let file = dir.path().join("cache.yaml");
+    std::fs::write(&file, cache_yaml("kv", 3, "memcached:1.6")).expect("write");
+    let (ok, _, stderr) = kubectl(
+        &kubeconfig,
+        &cache_dir,
+        &["apply", "-f", file.to_str().expect("path")],
+    );
+    assert!(ok, "{stderr}");
+    ready_cache(&client, "kv", 3).await;
+    // Let requeues and status writes settle, then take the reference.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let converged = versions(&client).await;
+    operator.kill().await;
+
+    let mut restarted = Operator::start(&kubeconfig, &[]);
+    assert!(
+        restarted
+            .wait_for("the Cache operator is running", WAIT)
+            .await
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        versions(&client).await,
+        converged,
+        "a restart on a converged world changed objects"
+    );
+    restarted.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_leader_election_one_operator_reconciles_and_the_survivor_takes_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        &kubeconfig,
+        Options {
+            args: vec!["--pod-start-delay".into(), "100ms".into()],
+            ..Options::default()
+        },
+    )
+    .await;
+    let client = server.client().await;
+    let elect = [
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "3s",
+        "--leader-elect-renew-deadline",
+        "2s",
+        "--leader-elect-retry-period",
+        "500ms",
+    ];
+    let mut first = Operator::start(&kubeconfig, &elect);
+    assert!(
+        first.wait_for("became leader", WAIT).await,
+        "the first operator leads"
+    );
+    let mut second = Operator::start(&kubeconfig, &elect);
+    assert!(second.wait_for("waiting to become leader", WAIT).await);
+    assert!(
+        !second
+            .wait_for("became leader", Duration::from_secs(4))
+            .await,
+        "never two leaders"
+    );
+
+    let cache_dir = dir.path().join("kube-cache");
+    let file = dir.path().join("cache.yaml");
+    std::fs::write(&file, cache_yaml("ha", 2, "memcached:1.6")).expect("write");
+    assert!(
+        kubectl(
+            &kubeconfig,
+            &cache_dir,
+            &["apply", "-f", file.to_str().expect("path")]
+        )
+        .0
+    );
+    ready_cache(&client, "ha", 2).await;
+
+    first.kill().await;
+    assert!(
+        second
+            .wait_for("became leader", Duration::from_secs(20))
+            .await,
+        "the survivor takes over after the lease expires"
+    );
+    let (ok, _, _) = kubectl(
+        &kubeconfig,
+        &cache_dir,
+        &["scale", "cache/ha", "--replicas=3"],
+    );
+    assert!(ok);
+    ready_cache(&client, "ha", 3).await;
+    second.kill().await;
+}
