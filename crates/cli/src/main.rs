@@ -5,6 +5,7 @@
 mod bench;
 mod bench_runtime;
 mod demo;
+mod manifests;
 mod operator;
 mod server;
 mod shutdown;
@@ -31,6 +32,8 @@ enum Command {
     Server(server::ServerArgs),
     /// Run only the Cache operator, against any cluster (kubeconfig or in-cluster).
     Operator(operator::OperatorArgs),
+    /// YAML that installs the Cache operator on a real cluster (kubectl apply -f -).
+    Manifests(manifests::ManifestsArgs),
     /// The reconciliation loop, narrated on an embedded cluster.
     Demo(demo::DemoArgs),
     /// Measure steady side by side with the alternatives (see docs/BENCHMARKS.md).
@@ -69,6 +72,7 @@ fn main() -> std::process::ExitCode {
             Command::Operator(args) => operator::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Manifests(args) => manifests::run(args),
         }
     });
     match result {

@@ -555,3 +555,26 @@ async fn kubectl_delete_namespace_and_watch() {
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_manifests_pass_kubectl_client_side_dry_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let manifests = Command::new(env!("CARGO_BIN_EXE_steady"))
+        .arg("manifests")
+        .output()
+        .expect("steady manifests");
+    assert!(manifests.status.success());
+    let yaml = String::from_utf8(manifests.stdout).expect("utf-8");
+    let applied = k.run_with_input(&["apply", "--dry-run=client", "-f", "-"], &yaml);
+    for line in [
+        "customresourcedefinition.apiextensions.k8s.io/caches.steady.dev created (dry run)",
+        "namespace/steady-system created (dry run)",
+        "serviceaccount/steady-cache-operator created (dry run)",
+        "clusterrole.rbac.authorization.k8s.io/steady-cache-operator created (dry run)",
+        "clusterrolebinding.rbac.authorization.k8s.io/steady-cache-operator created (dry run)",
+        "deployment.apps/steady-cache-operator created (dry run)",
+    ] {
+        assert_contains(&applied, line);
+    }
+}
