@@ -649,6 +649,8 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
         if let Some(m) = &self.metrics {
             m.set_depth(self.queue.len() as i64);
             m.set_active_workers(self.running.len() as i64);
+            let (_, longest) = self.queue.unfinished_work(Instant::now());
+            m.set_longest_running(longest);
         }
     }
 }

@@ -845,3 +845,60 @@ async fn the_recorder_publishes_events_kubectl_describe_finds() {
         Some("test-operator")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_mapped_watch_triggers_the_keys_its_mapper_names() {
+    let server = server().await;
+    let client = server.client();
+    for name in ["alpha", "beta"] {
+        create(&client, name, "0").await;
+    }
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    // A Secret labelled `target: <name>` concerns the ConfigMap of that name.
+    let controller = Controller::new(configmaps, client.clone(), config("mapped")).watches(
+        secrets.clone(),
+        |s: &Secret| {
+            s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("target"))
+                .map(|t| vec![ObjectKey::new(Some("default"), t)])
+                .unwrap_or_default()
+        },
+    );
+    let (_stop_tx, stop_rx) = oneshot::channel::<()>();
+    tokio::spawn(controller.run(
+        move |cm: Arc<ConfigMap>, _ctx: Arc<Context<()>>| {
+            let log = l.clone();
+            async move {
+                log.record(&cm);
+                Ok::<_, String>(Action::done())
+            }
+        },
+        Arc::new(()),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    run_for(Duration::from_secs(1)).await;
+    assert_eq!(
+        (log.calls_of("alpha").len(), log.calls_of("beta").len()),
+        (1, 1)
+    );
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s", "labels": {"target": "beta"}}}))
+            .expect("secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create");
+    run_for(Duration::from_secs(1)).await;
+    assert_eq!(
+        (log.calls_of("alpha").len(), log.calls_of("beta").len()),
+        (1, 2),
+        "only the ConfigMap the mapper names is reconciled"
+    );
+}
