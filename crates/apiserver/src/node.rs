@@ -173,8 +173,10 @@ impl NodeSimulator {
             .and_then(Value::as_str)
             .unwrap_or("Pending");
         if let Some(deletion) = meta::deletion_timestamp(pod) {
-            if node == self.config.name && !matches!(phase, "Succeeded" | "Failed") {
-                return self.stop(key, pod, deletion).await;
+            if node == self.config.name {
+                // A pod whose containers already exited has nothing left to stop.
+                let exited = matches!(phase, "Succeeded" | "Failed");
+                return self.stop(key, pod, deletion, exited).await;
             }
             return Ok(());
         }
@@ -349,8 +351,14 @@ impl NodeSimulator {
 
     /// Containers stop after `pod_stop_delay` (or the whole grace period when told to
     /// ignore SIGTERM); then the node confirms the deletion.
-    async fn stop(&mut self, key: &str, pod: &Value, deletion: &str) -> ApiResult<()> {
-        if self.stopping.insert(key.to_string()) {
+    async fn stop(
+        &mut self,
+        key: &str,
+        pod: &Value,
+        deletion: &str,
+        exited: bool,
+    ) -> ApiResult<()> {
+        if !exited && self.stopping.insert(key.to_string()) {
             for c in pod
                 .pointer("/spec/containers")
                 .and_then(Value::as_array)

@@ -116,6 +116,16 @@ impl<T> Context<T> {
         self.client.clone()
     }
 
+    /// The same client and caches with other data: lets a wrapper reconciler call an inner
+    /// one that expects its own context type.
+    pub fn with_data<U>(&self, data: Arc<U>) -> Context<U> {
+        Context {
+            data,
+            client: self.client.clone(),
+            caches: self.caches.clone(),
+        }
+    }
+
     /// The cache of kind `C` (the primary, an owned kind or a watched kind).
     pub fn cache<C: 'static>(&self) -> Option<Cache<C>> {
         self.caches
@@ -131,6 +141,40 @@ enum Message {
 }
 
 type Mapper<C> = Arc<dyn Fn(&C) -> Vec<(ObjectKey, Trigger)> + Send + Sync>;
+
+/// Retry delays of a failed watch: 800 ms doubling to 30 s, reset once it works again.
+/// No jitter (unlike kube's default), so a seeded simulation replays exactly.
+#[derive(Debug, Clone)]
+struct WatchBackoff {
+    next: Duration,
+}
+
+const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(800);
+const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff {
+            next: WATCH_BACKOFF_MIN,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = (self.next * 2).min(WATCH_BACKOFF_MAX);
+        Some(delay)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = WATCH_BACKOFF_MIN;
+    }
+}
 
 /// The watch of one kind and every trigger that maps its objects to primary keys.
 struct Source<C: Resource> {
@@ -177,8 +221,8 @@ where
     }
 
     async fn run(self, tx: mpsc::UnboundedSender<Message>) {
-        let stream =
-            watcher::watcher(self.api.clone(), watcher::Config::default()).default_backoff();
+        let stream = watcher::watcher(self.api.clone(), watcher::Config::default())
+            .backoff(WatchBackoff::default());
         futures::pin_mut!(stream);
         let mut listing: Option<Vec<C>> = None;
         let mut synced = false;

@@ -48,7 +48,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use backend::{Backend, MemoryBackend, SqliteBackend};
@@ -188,7 +188,7 @@ impl Shared {
 struct Inner {
     shared: Arc<Shared>,
     tx: mpsc::Sender<Request>,
-    notify: watch::Receiver<Revision>,
+    signal: Arc<watcher::Signal>,
     ticker: Option<AbortHandle>,
 }
 
@@ -261,11 +261,11 @@ impl Store {
             state: RwLock::new(st),
         });
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        let (notify_tx, notify_rx) = watch::channel(current);
+        let signal = Arc::new(watcher::Signal::default());
         let writer = Writer {
             backend: Some(backend),
             shared: shared.clone(),
-            notify: notify_tx,
+            signal: signal.clone(),
             max_retained: opts.max_retained_revisions,
         };
         tokio::spawn(writer.run(rx));
@@ -276,7 +276,7 @@ impl Store {
             inner: Arc::new(Inner {
                 shared,
                 tx,
-                notify: notify_rx,
+                signal,
                 ticker,
             }),
         })
@@ -372,7 +372,8 @@ impl Store {
             prefix: prefix.into(),
             seen: after,
             buf: Default::default(),
-            rx: self.inner.notify.clone(),
+            signal: self.inner.signal.clone(),
+            version: 0,
             done: false,
             closed: false,
         })

@@ -4,7 +4,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::sync::Notify;
 
 use crate::{Event, Revision, Shared, StoreError};
 
@@ -19,7 +21,9 @@ pub struct Watcher {
     pub(crate) prefix: Box<str>,
     pub(crate) seen: Revision,
     pub(crate) buf: VecDeque<Arc<Event>>,
-    pub(crate) rx: watch::Receiver<Revision>,
+    pub(crate) signal: Arc<Signal>,
+    /// The signal's version when this watcher last looked at the log.
+    pub(crate) version: u64,
     pub(crate) done: bool,
     pub(crate) closed: bool,
 }
@@ -48,7 +52,7 @@ impl Watcher {
                 return None;
             }
             if !self.closed {
-                self.rx.borrow_and_update();
+                self.version = self.signal.version();
             }
             let before = self.seen;
             if let Err(e) = self.refill() {
@@ -61,9 +65,12 @@ impl Watcher {
             if self.closed {
                 // Writer gone and the log is drained.
                 self.done = true;
-            } else if self.rx.changed().await.is_err() {
-                // Writer gone: drain what was committed before it stopped.
-                self.closed = true;
+            } else {
+                self.signal.changed(self.version).await;
+                if self.signal.is_closed() {
+                    // Writer gone: drain what was committed before it stopped.
+                    self.closed = true;
+                }
             }
         }
     }
@@ -98,5 +105,49 @@ impl Watcher {
             MAX_SCANNED_PER_REFILL,
         );
         Ok(())
+    }
+}
+
+/// Wakes every waiting watcher after a commit, in the order they began waiting.
+///
+/// tokio's `watch` channel wakes its receivers in a random order, which would make a seeded
+/// simulation irreproducible; `Notify::notify_waiters` wakes them in a defined order.
+#[derive(Default)]
+pub(crate) struct Signal {
+    notify: Notify,
+    version: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl Signal {
+    /// New events are in the log.
+    pub(crate) fn publish(&self) {
+        self.version.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// The writer stopped: no more events will come.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub(crate) fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Wait until something was published after `seen`, or the signal closed.
+    pub(crate) async fn changed(&self, seen: u64) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.version() != seen || self.is_closed() {
+            return;
+        }
+        notified.await;
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Backend;
 use crate::{Event, EventKind, Object, Revision, Shared, StoreError};
@@ -80,7 +80,7 @@ fn reencode(bytes: &Bytes, rev: Revision) -> Result<Bytes, StoreError> {
 pub(crate) struct Writer {
     pub backend: Option<Box<dyn Backend>>,
     pub shared: Arc<Shared>,
-    pub notify: watch::Sender<Revision>,
+    pub signal: Arc<crate::watcher::Signal>,
     pub max_retained: u64,
 }
 
@@ -132,8 +132,8 @@ impl Writer {
             }
         }
         self.shared.write().closed = true;
-        // Dropping the sender ends every watcher once it drained the log.
-        drop(self.notify);
+        // Closing the signal ends every watcher once it drained the log.
+        self.signal.close();
         tracing::debug!("store writer stopped");
         for w in waiters {
             let _ = w.send(());
@@ -227,12 +227,8 @@ impl Writer {
                 return;
             }
             events = Arc::try_unwrap(batch).unwrap_or_else(|a| (*a).clone());
-            let current = {
-                let mut st = self.shared.write();
-                st.apply(&events);
-                st.current
-            };
-            self.notify.send_replace(current);
+            self.shared.write().apply(&events);
+            self.signal.publish();
         }
         for (reply, res) in outcomes {
             let res = res.map(|i| {

@@ -1,0 +1,525 @@
+//! The fault layer: a tower Service between the controller's `kube::Client` and the API
+//! server's Router that drops, duplicates, delays and cuts watch events, serves stale
+//! lists, fails requests (409, 429, 500, 504), loses the responses of committed writes,
+//! and crashes the controller after a write. Every decision is drawn from one seeded RNG
+//! and written to the trace.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll};
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures::StreamExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use steady_store::Store;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// Every kind of fault the simulator injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    DropEvent,
+    DuplicateEvent,
+    DelayEvent,
+    CutWatch,
+    StaleList,
+    Conflict,
+    Throttle,
+    ServerError,
+    Timeout,
+    LostResponse,
+    Crash,
+    PodFailure,
+    PodDeletion,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 13] = [
+        FaultKind::DropEvent,
+        FaultKind::DuplicateEvent,
+        FaultKind::DelayEvent,
+        FaultKind::CutWatch,
+        FaultKind::StaleList,
+        FaultKind::Conflict,
+        FaultKind::Throttle,
+        FaultKind::ServerError,
+        FaultKind::Timeout,
+        FaultKind::LostResponse,
+        FaultKind::Crash,
+        FaultKind::PodFailure,
+        FaultKind::PodDeletion,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::DropEvent => "drop-event",
+            FaultKind::DuplicateEvent => "duplicate-event",
+            FaultKind::DelayEvent => "delay-event",
+            FaultKind::CutWatch => "cut-watch",
+            FaultKind::StaleList => "stale-list",
+            FaultKind::Conflict => "conflict",
+            FaultKind::Throttle => "throttle",
+            FaultKind::ServerError => "server-error",
+            FaultKind::Timeout => "timeout",
+            FaultKind::LostResponse => "lost-response",
+            FaultKind::Crash => "crash",
+            FaultKind::PodFailure => "pod-failure",
+            FaultKind::PodDeletion => "pod-deletion",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Probability of each fault at each opportunity (an event, a request, a tick).
+#[derive(Debug, Clone, Default)]
+pub struct FaultRates {
+    rates: BTreeMap<FaultKind, f64>,
+}
+
+impl FaultRates {
+    pub fn none() -> Self {
+        FaultRates::default()
+    }
+
+    /// Moderate rates for every kind of fault: what the CI campaign uses.
+    pub fn all() -> Self {
+        Self::only(&FaultKind::ALL)
+    }
+
+    pub fn only(kinds: &[FaultKind]) -> Self {
+        let mut rates = BTreeMap::new();
+        for kind in kinds {
+            let rate = match kind {
+                FaultKind::DropEvent => 0.05,
+                FaultKind::DuplicateEvent => 0.05,
+                FaultKind::DelayEvent => 0.05,
+                FaultKind::CutWatch => 0.02,
+                FaultKind::StaleList => 0.5,
+                FaultKind::Conflict => 0.05,
+                FaultKind::Throttle => 0.03,
+                FaultKind::ServerError => 0.03,
+                FaultKind::Timeout => 0.02,
+                FaultKind::LostResponse => 0.03,
+                FaultKind::Crash => 0.03,
+                FaultKind::PodFailure => 0.05,
+                FaultKind::PodDeletion => 0.05,
+            };
+            rates.insert(*kind, rate);
+        }
+        FaultRates { rates }
+    }
+
+    pub fn rate(&self, kind: FaultKind) -> f64 {
+        self.rates.get(&kind).copied().unwrap_or(0.0)
+    }
+
+    pub fn kinds(&self) -> Vec<FaultKind> {
+        self.rates
+            .iter()
+            .filter(|(_, r)| **r > 0.0)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+}
+
+/// A readable, deterministic log of one run: simulated time and what happened.
+#[derive(Clone, Default)]
+pub struct Trace {
+    lines: Arc<Mutex<Vec<String>>>,
+    start: Arc<Mutex<Option<Instant>>>,
+}
+
+impl Trace {
+    pub fn log(&self, line: impl AsRef<str>) {
+        let now = Instant::now();
+        let start = *self
+            .start
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(now);
+        let at = (now - start).as_secs_f64();
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("{at:>9.3}s  {}", line.as_ref()));
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The shared state of the fault layer: RNG, rates, counters, the on/off switch.
+pub struct Faults {
+    rng: Mutex<StdRng>,
+    rates: FaultRates,
+    active: AtomicBool,
+    /// Woken when faults stop (a Notify wakes waiters in a defined order; tokio's watch
+    /// channel would wake the watch streams in a random one).
+    stopped: tokio::sync::Notify,
+    injected: Mutex<BTreeMap<FaultKind, u64>>,
+    trace: Trace,
+    store: Store,
+    /// Writes made through a client of the layer, for the idempotency checks.
+    writes: AtomicU64,
+    /// Set when a crash fault fired; the harness restarts the controller.
+    crashed: watch::Sender<u64>,
+    frozen: AtomicBool,
+}
+
+impl Faults {
+    pub fn new(seed: u64, rates: FaultRates, store: Store, trace: Trace) -> Arc<Faults> {
+        Arc::new(Faults {
+            rng: Mutex::new(StdRng::seed_from_u64(seed ^ 0x5eed_fa17)),
+            rates,
+            active: AtomicBool::new(false),
+            stopped: tokio::sync::Notify::new(),
+            injected: Mutex::new(BTreeMap::new()),
+            trace,
+            store,
+            writes: AtomicU64::new(0),
+            crashed: watch::channel(0).0,
+            frozen: AtomicBool::new(false),
+        })
+    }
+
+    pub fn set_active(&self, active: bool) {
+        self.active.store(active, Ordering::SeqCst);
+        if !active {
+            self.stopped.notify_waiters();
+        }
+        self.trace
+            .log(if active { "faults on" } else { "faults off" });
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once faults are off.
+    async fn until_stopped(&self) {
+        let notified = self.stopped.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.is_active() {
+            return;
+        }
+        notified.await;
+    }
+
+    /// Roll the dice for `kind` (never fires while faults are off).
+    pub fn roll(&self, kind: FaultKind) -> bool {
+        if !self.is_active() {
+            return false;
+        }
+        let rate = self.rates.rate(kind);
+        if rate <= 0.0 {
+            return false;
+        }
+        let hit = self
+            .rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .random_bool(rate.min(1.0));
+        if hit {
+            *self
+                .injected
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(kind)
+                .or_default() += 1;
+        }
+        hit
+    }
+
+    pub fn random_index(&self, len: usize) -> usize {
+        if len == 0 {
+            return 0;
+        }
+        self.rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .random_range(0..len)
+    }
+
+    pub fn injected(&self) -> BTreeMap<FaultKind, u64> {
+        self.injected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn count(&self, kind: FaultKind) -> u64 {
+        self.injected().get(&kind).copied().unwrap_or(0)
+    }
+
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when a crash fault fires.
+    pub fn crashes(&self) -> watch::Receiver<u64> {
+        self.crashed.subscribe()
+    }
+
+    /// After a crash: the old controller's requests hang until it is torn down; a new
+    /// client (a restarted controller) thaws the layer.
+    pub fn thaw(&self) {
+        self.frozen.store(false, Ordering::SeqCst);
+    }
+
+    fn crash(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+        self.crashed.send_modify(|n| *n += 1);
+    }
+}
+
+/// The Router wrapped in the fault layer, usable as a `kube::Client` transport.
+#[derive(Clone)]
+pub struct FaultService {
+    router: axum::Router,
+    faults: Arc<Faults>,
+}
+
+impl FaultService {
+    pub fn new(router: axum::Router, faults: Arc<Faults>) -> Self {
+        FaultService { router, faults }
+    }
+
+    pub fn client(router: axum::Router, faults: Arc<Faults>) -> kube::Client {
+        kube::Client::new(FaultService::new(router, faults), "default")
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+fn status(code: u16, reason: &str, message: &str) -> http::Response<Body> {
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code,
+    });
+    let mut response = http::Response::new(Body::from(body.to_string()));
+    *response.status_mut() =
+        http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn is_list(path: &str) -> bool {
+    matches!(
+        steady_apiserver::request::parse_route(path),
+        Some(steady_apiserver::request::Route::Object(
+            steady_apiserver::request::ObjectPath { name: None, .. }
+        ))
+    )
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for FaultService {
+    type Response = http::Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let faults = self.faults.clone();
+        let router = self.router.clone();
+        Box::pin(async move {
+            if faults.frozen.load(Ordering::SeqCst) {
+                // The controller "crashed": nothing it sends arrives any more.
+                return Ok(std::future::pending().await);
+            }
+            let mut request = request.map(Body::new);
+            let method = request.method().clone();
+            let path = request.uri().path().to_string();
+            let query = request.uri().query().unwrap_or("").to_string();
+            let watching = query
+                .split('&')
+                .any(|p| p == "watch=true" || p == "watch=1");
+            let writing = method != http::Method::GET;
+            let what = format!("{method} {path}");
+            if writing {
+                for (kind, code, reason) in [
+                    (FaultKind::Conflict, 409, "Conflict"),
+                    (FaultKind::Throttle, 429, "TooManyRequests"),
+                    (FaultKind::ServerError, 500, "InternalError"),
+                    (FaultKind::Timeout, 504, "Timeout"),
+                ] {
+                    if faults.roll(kind) {
+                        faults.trace.log(format!("fault {kind}: {what} → {code}"));
+                        return Ok(status(code, reason, &format!("injected {kind}")));
+                    }
+                }
+            } else if !watching && is_list(&path) && faults.roll(FaultKind::StaleList) {
+                let current = faults.store.revision();
+                let oldest = faults.store.compacted_revision().max(1);
+                let lag = faults.random_index(20) as u64 + 1;
+                let at = current.saturating_sub(lag).max(oldest);
+                let stale =
+                    format!("{path}?{query}&resourceVersion={at}&resourceVersionMatch=Exact");
+                if let Ok(uri) = stale.parse() {
+                    *request.uri_mut() = uri;
+                    faults.trace.log(format!(
+                        "fault stale-list: {what} served at revision {at} (current {current})"
+                    ));
+                }
+            }
+            let response = match router.oneshot(request).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            };
+            if writing {
+                faults.writes.fetch_add(1, Ordering::SeqCst);
+                faults
+                    .trace
+                    .log(format!("write {what} → {}", response.status().as_u16()));
+                if faults.roll(FaultKind::LostResponse) {
+                    faults.trace.log(format!(
+                        "fault lost-response: {what} committed, the client sees 504"
+                    ));
+                    return Ok(status(504, "Timeout", "injected lost-response"));
+                }
+                if faults.roll(FaultKind::Crash) {
+                    faults
+                        .trace
+                        .log(format!("fault crash: the controller dies after {what}"));
+                    faults.crash();
+                    return Ok(std::future::pending().await);
+                }
+            }
+            if watching && response.status().is_success() {
+                return Ok(response.map(|body| wrap_watch(body, faults.clone(), what)));
+            }
+            Ok(response)
+        })
+    }
+}
+
+/// Watch bodies: one event per frame (steady's server writes one line per frame).
+fn wrap_watch(body: Body, faults: Arc<Faults>, what: String) -> Body {
+    struct State {
+        inner: axum::body::BodyDataStream,
+        faults: Arc<Faults>,
+        out: VecDeque<Bytes>,
+        held: Option<Bytes>,
+        done: bool,
+        what: String,
+    }
+    let state = State {
+        inner: body.into_data_stream(),
+        faults,
+        out: VecDeque::new(),
+        held: None,
+        done: false,
+        what,
+    };
+    let stream = futures::stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(line) = s.out.pop_front() {
+                return Some((Ok::<Bytes, std::convert::Infallible>(line), s));
+            }
+            if s.done {
+                return None;
+            }
+            let was_active = s.faults.is_active();
+            let faults = s.faults.clone();
+            let next = tokio::select! {
+                biased;
+                _ = faults.until_stopped(), if was_active => {
+                    {
+                        // Faults just stopped: expire this watch so the client relists.
+                        let expired = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version (simulated expiry)","reason":"Expired","code":410}}"#;
+                        s.out.extend(s.held.take());
+                        let mut line = expired.to_vec();
+                        line.push(b'\n');
+                        s.out.push_back(Bytes::from(line));
+                        s.done = true;
+                    }
+                    continue;
+                }
+                frame = s.inner.next() => frame,
+            };
+            let Some(Ok(line)) = next else {
+                s.out.extend(s.held.take());
+                s.done = true;
+                continue;
+            };
+            let is_event = !line.starts_with(b"{\"type\":\"BOOKMARK\"")
+                && !line.starts_with(b"{\"type\":\"ERROR\"");
+            if is_event && s.faults.roll(FaultKind::DropEvent) {
+                s.faults.trace.log(format!(
+                    "fault drop-event on {}: {}",
+                    s.what,
+                    summary(&line)
+                ));
+                continue;
+            }
+            if is_event && s.faults.roll(FaultKind::DelayEvent) {
+                s.faults.trace.log(format!(
+                    "fault delay-event on {}: {}",
+                    s.what,
+                    summary(&line)
+                ));
+                s.out.extend(s.held.replace(line));
+                continue;
+            }
+            let duplicate = is_event && s.faults.roll(FaultKind::DuplicateEvent);
+            if duplicate {
+                s.faults.trace.log(format!(
+                    "fault duplicate-event on {}: {}",
+                    s.what,
+                    summary(&line)
+                ));
+                s.out.push_back(line.clone());
+            }
+            s.out.push_back(line);
+            s.out.extend(s.held.take());
+            if s.faults.roll(FaultKind::CutWatch) {
+                s.faults.trace.log(format!("fault cut-watch: {}", s.what));
+                s.done = true;
+            }
+        }
+    });
+    Body::from_stream(stream)
+}
+
+/// `MODIFIED Pod default/x-1` from an event line.
+fn summary(line: &[u8]) -> String {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+        return "?".into();
+    };
+    let kind = value["object"]["kind"].as_str().unwrap_or("?");
+    let ns = value["object"]["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("");
+    let name = value["object"]["metadata"]["name"].as_str().unwrap_or("?");
+    format!(
+        "{} {kind} {ns}/{name}",
+        value["type"].as_str().unwrap_or("?")
+    )
+}
