@@ -9,6 +9,7 @@ mod manifests;
 mod operator;
 mod server;
 mod shutdown;
+mod sim;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +35,8 @@ enum Command {
     Operator(operator::OperatorArgs),
     /// YAML that installs the Cache operator on a real cluster (kubectl apply -f -).
     Manifests(manifests::ManifestsArgs),
+    /// Run the Cache operator under injected faults and check it converges, seed by seed.
+    Sim(sim::SimArgs),
     /// The reconciliation loop, narrated on an embedded cluster.
     Demo(demo::DemoArgs),
     /// Measure steady side by side with the alternatives (see docs/BENCHMARKS.md).
@@ -44,6 +47,8 @@ enum Command {
 fn default_log_level(command: &Command) -> &'static str {
     match command {
         Command::Demo(_) | Command::Bench(_) => "warn",
+        // Injected faults make the runtime log failures by design; the trace tells the story.
+        Command::Sim(_) => "error",
         _ => "info",
     }
 }
@@ -58,6 +63,16 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    let command = match cli.command {
+        // The simulator builds its own single-threaded runtimes, one per run.
+        Command::Sim(args) => {
+            return sim::run(args).unwrap_or_else(|e| {
+                eprintln!("steady: {e:#}");
+                std::process::ExitCode::FAILURE
+            });
+        }
+        other => other,
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -66,7 +81,8 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
+        match command {
+            Command::Sim(_) => Ok(()),
             Command::Up(args) => up::run(args).await,
             Command::Server(args) => server::run(args).await,
             Command::Operator(args) => operator::run(args).await,

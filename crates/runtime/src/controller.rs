@@ -252,6 +252,9 @@ where
                     self.cache.remove(&ObjectKey::of(&obj));
                     self.send(&tx, &[&obj]);
                 }
+                Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                    tracing::debug!(kind = %self.kind, "watch expired (410); relisting");
+                }
                 Err(e) => tracing::warn!(error = %e, kind = %self.kind, "watch failed; retrying"),
             }
             if tx.is_closed() {
@@ -452,8 +455,9 @@ where
         });
         let (tx, mut rx) = mpsc::unbounded_channel();
         let source_count = sources.len();
-        let watch_tasks: Vec<JoinHandle<()>> =
-            sources.into_values().map(|s| s.spawn(tx.clone())).collect();
+        // Dropped (and so aborted) with this future too: a controller torn down mid-run
+        // (a crash in the simulator, a cancelled task) leaves no watch running.
+        let watch_tasks = AbortOnDrop(sources.into_values().map(|s| s.spawn(tx.clone())).collect());
         drop(tx);
         let metrics = metrics.map(|m| m.controller(&config.name));
         if let Some(m) = &metrics {
@@ -537,9 +541,7 @@ where
                 }
             }
         };
-        for task in &watch_tasks {
-            task.abort();
-        }
+        drop(watch_tasks);
         if outcome.is_ok() {
             let drained = tokio::time::timeout(config.shutdown_grace, async {
                 while let Some(joined) = state.running.join_next().await {
@@ -554,6 +556,17 @@ where
             h.set_ready(false);
         }
         outcome
+    }
+}
+
+/// Tasks aborted when this is dropped.
+struct AbortOnDrop(Vec<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
     }
 }
 

@@ -181,10 +181,18 @@ pub struct Faults {
     /// Set when a crash fault fired; the harness restarts the controller.
     crashed: watch::Sender<u64>,
     frozen: AtomicBool,
+    /// Systematic crash: die right after this many writes (counted across restarts).
+    crash_after_write: Option<u64>,
 }
 
 impl Faults {
-    pub fn new(seed: u64, rates: FaultRates, store: Store, trace: Trace) -> Arc<Faults> {
+    pub fn new(
+        seed: u64,
+        rates: FaultRates,
+        crash_after_write: Option<u64>,
+        store: Store,
+        trace: Trace,
+    ) -> Arc<Faults> {
         Arc::new(Faults {
             rng: Mutex::new(StdRng::seed_from_u64(seed ^ 0x5eed_fa17)),
             rates,
@@ -196,6 +204,7 @@ impl Faults {
             writes: AtomicU64::new(0),
             crashed: watch::channel(0).0,
             frozen: AtomicBool::new(false),
+            crash_after_write,
         })
     }
 
@@ -394,10 +403,23 @@ impl tower::Service<http::Request<kube::client::Body>> for FaultService {
                 Err(never) => match never {},
             };
             if writing {
-                faults.writes.fetch_add(1, Ordering::SeqCst);
+                let written = faults.writes.fetch_add(1, Ordering::SeqCst) + 1;
                 faults
                     .trace
                     .log(format!("write {what} → {}", response.status().as_u16()));
+                if faults.is_active() && faults.crash_after_write == Some(written) {
+                    faults.trace.log(format!(
+                        "fault crash: systematic crash after write {written}"
+                    ));
+                    *faults
+                        .injected
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(FaultKind::Crash)
+                        .or_default() += 1;
+                    faults.crash();
+                    return Ok(std::future::pending().await);
+                }
                 if faults.roll(FaultKind::LostResponse) {
                     faults.trace.log(format!(
                         "fault lost-response: {what} committed, the client sees 504"

@@ -73,6 +73,8 @@ pub struct Report {
     pub trace: Vec<String>,
     pub pod_creates: u64,
     pub end_state: String,
+    /// Writes the controller made during the fault window (what systematic crashes explore).
+    pub writes_in_window: u64,
 }
 
 pub const PROPERTIES: [&str; 5] = [
@@ -93,6 +95,8 @@ pub struct Options {
     pub settle_bound: Duration,
     /// …and keep matching for this long with zero writes.
     pub stable_window: Duration,
+    /// Crash the controller right after its n-th write (systematic crash exploration).
+    pub crash_after_write: Option<u64>,
 }
 
 impl Default for Options {
@@ -102,6 +106,7 @@ impl Default for Options {
             fault_window: Duration::from_secs(30),
             settle_bound: Duration::from_secs(120),
             stable_window: Duration::from_secs(20),
+            crash_after_write: None,
         }
     }
 }
@@ -226,6 +231,23 @@ fn start_controller(
     Running { task }
 }
 
+/// A crashed controller is gone (its tasks aborted); a new one starts a second later with
+/// empty caches.
+async fn restart_after_crash(
+    crashed: Running,
+    server: &ApiServer,
+    faults: &Arc<Faults>,
+    reconciler: &ReconcileFn,
+    seed: u64,
+    clock: &steady_apiserver::Clock,
+    invariants: &Arc<Invariants>,
+) -> Running {
+    crashed.task.abort();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    faults.trace().log("controller restarts with empty caches");
+    start_controller(server, faults, reconciler, seed, clock, invariants)
+}
+
 /// The runtime's own invariant: never two reconciles of one key at once.
 #[derive(Default)]
 struct Invariants {
@@ -286,7 +308,13 @@ async fn simulate(seed: u64, options: Options, reconciler: ReconcileFn) -> Repor
         Err(e) => return failed(seed, trace, format!("server: {e}")),
     };
     let admin = server.client();
-    let faults = Faults::new(seed, options.faults.clone(), store.clone(), trace.clone());
+    let faults = Faults::new(
+        seed,
+        options.faults.clone(),
+        options.crash_after_write,
+        store.clone(),
+        trace.clone(),
+    );
     let invariants = Arc::new(Invariants::default());
     if let Err(e) = setup(&admin).await {
         return failed(seed, trace, format!("setup: {e}"));
@@ -309,10 +337,7 @@ async fn simulate(seed: u64, options: Options, reconciler: ReconcileFn) -> Repor
             biased;
             changed = crashes.changed() => {
                 if changed.is_ok() {
-                    controller.task.abort();
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    trace.log("controller restarts with empty caches");
-                    controller = start_controller(&server, &faults, &reconciler, seed, &clock, &invariants);
+                    controller = restart_after_crash(controller, &server, &faults, &reconciler, seed, &clock, &invariants).await;
                 }
             }
             _ = tick.tick() => {
@@ -327,6 +352,20 @@ async fn simulate(seed: u64, options: Options, reconciler: ReconcileFn) -> Repor
         }
     }
     faults.set_active(false);
+    if crashes.has_changed().unwrap_or(false) {
+        // A crash fired in the last instant of the window: restart as always.
+        controller = restart_after_crash(
+            controller,
+            &server,
+            &faults,
+            &reconciler,
+            seed,
+            &clock,
+            &invariants,
+        )
+        .await;
+    }
+    let writes_in_window = faults.writes();
     let mut violations = Vec::new();
     // 1. Eventually stable: the world matches the spec within the bound…
     let settle_deadline = Instant::now() + options.settle_bound;
@@ -408,6 +447,7 @@ async fn simulate(seed: u64, options: Options, reconciler: ReconcileFn) -> Repor
         trace: trace.lines(),
         pod_creates,
         end_state,
+        writes_in_window,
     }
 }
 
@@ -422,6 +462,7 @@ fn failed(seed: u64, trace: Trace, message: String) -> Report {
         trace: trace.lines(),
         pod_creates: 0,
         end_state: String::new(),
+        writes_in_window: 0,
     }
 }
 
@@ -613,4 +654,27 @@ async fn end_state(admin: &Client, trace: &Trace) -> (String, u64) {
         None => "no Cache".into(),
     };
     (state, pod_creates)
+}
+
+/// Crash the controller after each of the writes a fault-free run makes, one run per
+/// write: every "crash between two writes" the reference reconcile can meet.
+pub fn systematic_crashes(seed: u64, options: &Options, reconciler: &ReconcileFn) -> Vec<Report> {
+    let quiet = Options {
+        faults: FaultRates::none(),
+        crash_after_write: None,
+        ..options.clone()
+    };
+    let reference = run_once(seed, &quiet, reconciler);
+    (1..=reference.writes_in_window)
+        .map(|n| {
+            run_seed(
+                seed,
+                &Options {
+                    crash_after_write: Some(n),
+                    ..quiet.clone()
+                },
+                reconciler,
+            )
+        })
+        .collect()
 }

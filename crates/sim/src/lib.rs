@@ -13,4 +13,6 @@ pub mod fault;
 pub mod harness;
 
 pub use fault::{FaultKind, FaultRates};
-pub use harness::{Options, Report, Violation, cache_reconciler, run_seed};
+pub use harness::{
+    Options, PROPERTIES, Report, Violation, cache_reconciler, run_seed, systematic_crashes,
+};
