@@ -22,12 +22,16 @@ pub struct SimArgs {
     /// delay-event, cut-watch, stale-list, conflict, throttle, server-error, timeout,
     /// lost-response, crash, pod-failure, pod-deletion; or `none`.
     #[arg(long, value_parser = parse_faults)]
-    pub faults: Option<Vec<FaultKind>>,
+    pub faults: Option<FaultList>,
 }
 
-fn parse_faults(list: &str) -> Result<Vec<FaultKind>, String> {
+/// A comma-separated list of fault kinds (one clap value, not many).
+#[derive(Debug, Clone)]
+pub struct FaultList(Vec<FaultKind>);
+
+fn parse_faults(list: &str) -> Result<FaultList, String> {
     if list == "none" {
-        return Ok(Vec::new());
+        return Ok(FaultList(Vec::new()));
     }
     list.split(',')
         .map(|name| {
@@ -36,13 +40,15 @@ fn parse_faults(list: &str) -> Result<Vec<FaultKind>, String> {
                 format!("unknown fault kind {name:?} (known: {})", known.join(", "))
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(FaultList)
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
     let kinds = args
         .faults
         .clone()
+        .map(|list| list.0)
         .unwrap_or_else(|| FaultKind::ALL.to_vec());
     let options = Options {
         faults: FaultRates::only(&kinds),

@@ -26,8 +26,8 @@ fn a_short_campaign_reports_seeds_faults_and_no_violation() {
 
 #[test]
 fn a_seed_replays_with_the_same_trace() {
-    let (code, first, _) = steady(&["sim", "--seed", "11", "--faults", "drop-event,crash"]);
-    assert_eq!(code, 0, "{first}");
+    let (code, first, stderr) = steady(&["sim", "--seed", "11", "--faults", "drop-event,crash"]);
+    assert_eq!(code, 0, "{first}\n{stderr}");
     assert!(
         first.contains("reconcile default/sim"),
         "the trace shows reconciles: {first}"
