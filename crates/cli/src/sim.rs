@@ -3,9 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use steady_sim::{FaultKind, FaultRates, Options, PROPERTIES, cache_reconciler, run_seed};
+use steady_sim::{FaultKind, FaultRates, Options, PROPERTIES, Report, cache_reconciler, run_seed};
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
@@ -23,6 +25,52 @@ pub struct SimArgs {
     /// lost-response, crash, pod-failure, pod-deletion; or `none`.
     #[arg(long, value_parser = parse_faults)]
     pub faults: Option<FaultList>,
+    /// Seeds run in parallel, one single-threaded simulation per worker (default: CPUs).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+/// Run every seed on `jobs` worker threads; reports come back in seed order.
+fn run_all(
+    seeds: &[u64],
+    options: &Options,
+    reconciler: &steady_sim::harness::ReconcileFn,
+    jobs: Option<usize>,
+) -> Vec<Report> {
+    let jobs = jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .clamp(1, seeds.len().max(1));
+    let next = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let failing = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Report>>> = seeds.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(seed) = seeds.get(i) else { break };
+                    let report = run_seed(*seed, options, reconciler);
+                    if !report.violations.is_empty() {
+                        failing.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if let Ok(mut slot) = slots[i].lock() {
+                        *slot = Some(report);
+                    }
+                    let done = finished.fetch_add(1, Ordering::SeqCst) + 1;
+                    progress(done, seeds.len(), failing.load(Ordering::SeqCst));
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .filter_map(|slot| slot.into_inner().ok().flatten())
+        .collect()
 }
 
 /// A comma-separated list of fault kinds (one clap value, not many).
@@ -64,8 +112,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
     let started = Instant::now();
     let mut injected: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut failures = Vec::new();
-    for (done, seed) in seeds.iter().enumerate() {
-        let report = run_seed(*seed, &options, &reconciler);
+    let reports = run_all(&seeds, &options, &reconciler, args.jobs);
+    for report in reports {
         for (kind, n) in &report.injected {
             *injected.entry(*kind).or_default() += n;
         }
@@ -77,7 +125,6 @@ pub fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
         if !report.violations.is_empty() {
             failures.push(report);
         }
-        progress(done + 1, seeds.len(), failures.len());
     }
     eprintln!();
     let elapsed = started.elapsed().as_secs_f64();

@@ -1,0 +1,507 @@
+//! Four deliberately wrong Cache reconcilers, each carrying one classic operator bug.
+//!
+//! Three of them share a small "mini operator" (Service, pruning, status) written the
+//! plain way an operator author would, and differ only in how they decide to create pods —
+//! that is where each bug lives. Without faults every one of them converges to exactly
+//! the world the reference reconciler builds (pods `<cache>-<ordinal>`, Ready, on the
+//! current template, the Service, the status), so what the harness finds is the bug, not a
+//! different notion of "done". The fourth wraps the reference reconciler itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use steady_cache_operator::resources::{
+    desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready, is_terminating,
+    ordinal_of, pod_name, selector, template_hash,
+};
+use steady_cache_operator::types::CONDITION_READY;
+use steady_cache_operator::{Cache, OperatorContext};
+use steady_runtime::conditions::{Condition, set_condition};
+use steady_runtime::{Action, Context, ObjectKey, Trigger};
+use steady_sim::harness::{ReconcileFn, Subject, steady_cache_operator_context};
+
+type Ctx = Arc<Context<Subject>>;
+type Outcome<T> = Result<T, String>;
+
+/// Bug 1 — `generateName` trusting a stale cache (duplicates).
+///
+/// Counts the pods its cache shows and creates the difference, taking the lowest free
+/// ordinal name. When the server answers 409 AlreadyExists ("the name is taken") it
+/// "fixes" that by creating the pod with `generateName: <cache>-` instead. It does not
+/// remember its own writes, so a pod it created but whose watch event is late, dropped or
+/// missing from a stale list looks missing: the ordinal name collides, and the fallback
+/// creates an extra pod. Extra pods are removed only once the cache shows more pods than
+/// `replicas` — so the world ends right, but the run created far more pods than the
+/// fault-free run plus what the injected faults justify: **no-duplicates**.
+pub fn generate_name_trusting_stale_cache() -> ReconcileFn {
+    Arc::new(|cache, ctx| {
+        Box::pin(async move {
+            let world = World::observe(&cache, &ctx)?;
+            ensure_service(&cache, &ctx).await?;
+            let mut wrote = !prune(&world, &ctx, StrayPolicy::OnlyWhenTooMany)
+                .await?
+                .is_empty();
+            let present = world.pods.len() + world.strays.len();
+            let wanted = usize::try_from(world.replicas).unwrap_or(0);
+            if present < wanted {
+                let free: Vec<i32> = (0..world.replicas)
+                    .filter(|o| !world.pods.contains_key(o))
+                    .take(wanted - present)
+                    .collect();
+                for ordinal in free {
+                    let pod = desired_pod(&cache, ordinal, &world.hash);
+                    if !create_pod(&ctx, &world.namespace, &pod).await? {
+                        // "Name taken? Let the server pick one."
+                        let mut pod = pod;
+                        pod.metadata.name = None;
+                        pod.metadata.generate_name = Some(format!("{}-", world.name));
+                        create_pod(&ctx, &world.namespace, &pod).await?;
+                    }
+                    wrote = true;
+                }
+            }
+            report_status(&cache, &ctx).await?;
+            Ok(next(&world, wrote))
+        })
+    })
+}
+
+/// Bug 2 — edge-triggered: acts on the event, not on the state.
+///
+/// Pods are created only on edges: when it first sees a Cache (its "on create/resume"
+/// handler) it creates every pod; on a `Primary` trigger it compares `spec.replicas` with
+/// the value it remembers from the last time (in memory, lost on restart) and creates the
+/// ordinals that were added; on an `Owned Pod <name>` trigger for a pod that is gone it
+/// recreates exactly that pod. Everything else (Service, deleting extra, failed and
+/// outdated pods, status) is done from the observed state. When the one reconcile that
+/// carried the edge does not get to act on it — its create fails and the retry is
+/// triggered by `backoff`, which names no pod; or a restart forgets what was in flight —
+/// nothing will ever say "recreate sim-1" again, and the pod stays missing:
+/// **eventually-stable**.
+pub fn edge_triggered() -> ReconcileFn {
+    let memory = Arc::new(Memory::default());
+    Arc::new(move |cache, ctx| {
+        let memory = memory.clone();
+        Box::pin(async move {
+            let key = ObjectKey::of(cache.as_ref());
+            let triggers: Vec<Trigger> = ctx
+                .data()
+                .last_triggers
+                .lock()
+                .map_err(|e| e.to_string())?
+                .get(&key)
+                .cloned()
+                .unwrap_or_default();
+            let world = World::observe(&cache, &ctx)?;
+            ensure_service(&cache, &ctx).await?;
+            let mut wrote = !prune(&world, &ctx, StrayPolicy::Always).await?.is_empty();
+            // The replicas seen last time, and now this time (remembered before acting).
+            let previous = memory.swap(&ctx, &key, world.replicas);
+            let mut create: BTreeSet<i32> = BTreeSet::new();
+            match previous {
+                // "On create": make every pod.
+                None => create.extend(0..world.replicas),
+                // "On update": scaled up from `before`.
+                Some(before) if triggers.contains(&Trigger::Primary) => {
+                    create.extend(before.max(0)..world.replicas);
+                }
+                Some(_) => {}
+            }
+            // "On pod deleted": recreate exactly that pod.
+            for trigger in &triggers {
+                if let Trigger::Owned { kind, name } = trigger
+                    && kind == "Pod"
+                    && let Some((_, pod)) = name.split_once('/')
+                    && let Some(ordinal) = ordinal_of(&world.name, pod)
+                    && ordinal < world.replicas
+                    && !world.pods.contains_key(&ordinal)
+                {
+                    create.insert(ordinal);
+                }
+            }
+            for ordinal in create {
+                if world.pods.contains_key(&ordinal) {
+                    continue;
+                }
+                let pod = desired_pod(&cache, ordinal, &world.hash);
+                create_pod(&ctx, &world.namespace, &pod).await?;
+                wrote = true;
+            }
+            report_status(&cache, &ctx).await?;
+            Ok(next(&world, wrote))
+        })
+    })
+}
+
+/// The annotation in which [`record_then_create`] keeps the pods it has created.
+pub const CREATED_ANNOTATION: &str = "steady.dev/created-pods";
+
+/// Bug 3 — not crash-safe between two writes.
+///
+/// To avoid creating a pod twice when its cache is behind, it records on the Cache (an
+/// annotation listing the pods it has created) *before* creating each pod, and skips any
+/// pod the record lists ("already created; the cache just hasn't seen it yet"); deleting a
+/// pod removes it from the record *after* the delete. Both are two writes with a window in
+/// between: a crash after the record write and before the create (or a committed record
+/// write whose response is lost, so the reconcile fails and retries) leaves a pod the
+/// record says exists and the world does not. Every later reconcile trusts the record and
+/// never creates it: **eventually-stable**.
+pub fn record_then_create() -> ReconcileFn {
+    Arc::new(|cache, ctx| {
+        Box::pin(async move {
+            let world = World::observe(&cache, &ctx)?;
+            let mut record = recorded(&cache);
+            ensure_service(&cache, &ctx).await?;
+            let deleted = prune(&world, &ctx, StrayPolicy::Always).await?;
+            let mut wrote = !deleted.is_empty();
+            // Write 2 of a delete: forget the pods just deleted.
+            let before = record.len();
+            for name in &deleted {
+                record.remove(name);
+            }
+            if record.len() != before {
+                write_record(&ctx, &world, &record).await?;
+            }
+            for ordinal in 0..world.replicas {
+                let name = pod_name(&world.name, ordinal);
+                if world.pods.contains_key(&ordinal) || record.contains(&name) {
+                    continue;
+                }
+                // Write 1: "sim-N is created" …
+                record.insert(name);
+                write_record(&ctx, &world, &record).await?;
+                // … write 2: create it.
+                create_pod(
+                    &ctx,
+                    &world.namespace,
+                    &desired_pod(&cache, ordinal, &world.hash),
+                )
+                .await?;
+                wrote = true;
+            }
+            report_status(&cache, &ctx).await?;
+            Ok(next(&world, wrote))
+        })
+    })
+}
+
+/// Bug 4 — not idempotent: writes status on every reconcile.
+///
+/// Runs the reference reconciler, then ends every reconcile by reporting
+/// `status.observedGeneration` — unconditionally, never comparing with what is stored
+/// (the classic `Status().Update()` at the end of every reconcile). The content is the
+/// same, so the server stores nothing new and no event follows — but it is an API write at
+/// the fixed point, on every reconcile, with warm caches and after a restart:
+/// **idempotent**.
+pub fn status_on_every_reconcile() -> ReconcileFn {
+    Arc::new(|cache, ctx| {
+        Box::pin(async move {
+            let action = steady_cache_operator::reconcile(
+                cache.clone(),
+                steady_cache_operator_context(&ctx),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let (name, namespace) = names(&cache)?;
+            let patch = serde_json::json!({
+                "status": {"observedGeneration": cache.metadata.generation}
+            });
+            Api::<Cache>::namespaced(ctx.client(), &namespace)
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| format!("reporting status: {e}"))?;
+            Ok(action)
+        })
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The mini operator the first three share.
+
+/// What the caches show of one Cache's pods.
+struct World {
+    name: String,
+    namespace: String,
+    replicas: i32,
+    hash: String,
+    /// Pods named `<cache>-<ordinal>`, by ordinal (terminating ones included).
+    pods: BTreeMap<i32, Arc<Pod>>,
+    /// Pods it controls under any other name.
+    strays: Vec<Arc<Pod>>,
+}
+
+fn names(cache: &Cache) -> Outcome<(String, String)> {
+    let name = cache.metadata.name.clone().ok_or("the Cache has no name")?;
+    let namespace = cache
+        .metadata
+        .namespace
+        .clone()
+        .ok_or("the Cache has no namespace")?;
+    Ok((name, namespace))
+}
+
+impl World {
+    fn observe(cache: &Cache, ctx: &Ctx) -> Outcome<World> {
+        let (name, namespace) = names(cache)?;
+        let uid = cache.metadata.uid.clone().unwrap_or_default();
+        let pod_cache = ctx.cache::<Pod>().ok_or("no Pod cache")?;
+        let mut pods = BTreeMap::new();
+        let mut strays = Vec::new();
+        for pod in pod_cache.owned_by(&uid) {
+            if pod.metadata.namespace.as_deref() != Some(namespace.as_str())
+                || !is_controlled_by(&pod.metadata, &uid)
+            {
+                continue;
+            }
+            match ordinal_of(&name, pod.metadata.name.as_deref().unwrap_or("")) {
+                Some(ordinal) => {
+                    pods.insert(ordinal, pod);
+                }
+                None => strays.push(pod),
+            }
+        }
+        Ok(World {
+            name,
+            namespace,
+            replicas: cache.spec.replicas.max(0),
+            hash: template_hash(&cache.spec),
+            pods,
+            strays,
+        })
+    }
+
+    /// Every desired pod is there, Ready, current, and nothing else is.
+    fn converged(&self) -> bool {
+        self.strays.is_empty()
+            && self.pods.len() == usize::try_from(self.replicas).unwrap_or(0)
+            && self.pods.iter().all(|(o, p)| {
+                *o < self.replicas
+                    && !is_terminating(p)
+                    && is_ready(p)
+                    && hash_of(p) == Some(self.hash.as_str())
+            })
+    }
+}
+
+/// Look again soon while anything is in motion.
+fn next(world: &World, wrote: bool) -> Action {
+    if wrote || !world.converged() {
+        Action::requeue_after(Duration::from_secs(2))
+    } else {
+        Action::done()
+    }
+}
+
+fn api_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Create `pod`; `Ok(false)` when the name is taken (409).
+async fn create_pod(ctx: &Ctx, namespace: &str, pod: &Pod) -> Outcome<bool> {
+    match Api::<Pod>::namespaced(ctx.client(), namespace)
+        .create(&PostParams::default(), pod)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if api_code(&e) == Some(409) => Ok(false),
+        Err(e) => Err(format!("creating a pod: {e}")),
+    }
+}
+
+/// Delete exactly this incarnation of `pod`; gone or replaced already is fine.
+async fn delete_pod(ctx: &Ctx, namespace: &str, pod: &Pod) -> Outcome<()> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match Api::<Pod>::namespaced(ctx.client(), namespace)
+        .delete(&name, &params)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(api_code(&e), Some(404 | 409)) => Ok(()),
+        Err(e) => Err(format!("deleting pod {name}: {e}")),
+    }
+}
+
+async fn ensure_service(cache: &Cache, ctx: &Ctx) -> Outcome<()> {
+    let (name, namespace) = names(cache)?;
+    let services = ctx.cache::<Service>().ok_or("no Service cache")?;
+    if services
+        .get(&ObjectKey::new(Some(&namespace), &name))
+        .is_some()
+    {
+        return Ok(());
+    }
+    match Api::<Service>::namespaced(ctx.client(), &namespace)
+        .create(&PostParams::default(), &desired_service(cache))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if api_code(&e) == Some(409) => Ok(()),
+        Err(e) => Err(format!("creating the Service: {e}")),
+    }
+}
+
+enum StrayPolicy {
+    Always,
+    /// Only while more pods are live than `replicas` (a pod-counting operator).
+    OnlyWhenTooMany,
+}
+
+/// Delete failed pods, pods on an old template, pods beyond `replicas` and strays (all at
+/// once: no rolling update, the world only has to end right). Returns the deleted names.
+async fn prune(world: &World, ctx: &Ctx, strays: StrayPolicy) -> Outcome<Vec<String>> {
+    let mut doomed: Vec<&Arc<Pod>> = world
+        .pods
+        .iter()
+        .filter(|(o, p)| {
+            !is_terminating(p)
+                && (is_failed(p) || **o >= world.replicas || hash_of(p) != Some(&world.hash))
+        })
+        .map(|(_, p)| p)
+        .collect();
+    let live_strays = world.strays.iter().filter(|p| !is_terminating(p));
+    match strays {
+        StrayPolicy::Always => doomed.extend(live_strays),
+        StrayPolicy::OnlyWhenTooMany => {
+            let live = world.pods.values().filter(|p| !is_terminating(p)).count()
+                + world.strays.iter().filter(|p| !is_terminating(p)).count();
+            let too_many = live.saturating_sub(usize::try_from(world.replicas).unwrap_or(0));
+            doomed.extend(live_strays.take(too_many));
+        }
+    }
+    let mut deleted = Vec::new();
+    for pod in doomed {
+        delete_pod(ctx, &world.namespace, pod).await?;
+        deleted.push(pod.metadata.name.clone().unwrap_or_default());
+    }
+    Ok(deleted)
+}
+
+/// Condition timestamps: the wrong reconcilers have no clock of their own (the harness's
+/// simulated clock is private to `OperatorContext`), so they stamp the harness's epoch.
+fn epoch() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+/// Status from the pod cache as it is now; written only when it differs.
+async fn report_status(cache: &Cache, ctx: &Ctx) -> Outcome<()> {
+    let world = World::observe(cache, ctx)?;
+    let generation = cache.metadata.generation;
+    let mut status = cache.status.clone().unwrap_or_default();
+    status.replicas = i32::try_from(world.pods.len() + world.strays.len()).unwrap_or(i32::MAX);
+    status.ready_replicas = i32::try_from(
+        world
+            .pods
+            .range(..world.replicas)
+            .filter(|(_, p)| {
+                !is_terminating(p) && is_ready(p) && hash_of(p) == Some(world.hash.as_str())
+            })
+            .count(),
+    )
+    .unwrap_or(i32::MAX);
+    status.observed_generation = generation;
+    status.selector = selector(&world.name);
+    let ready = status.ready_replicas == world.replicas;
+    let condition = Condition::from_bool(
+        CONDITION_READY,
+        ready,
+        if ready {
+            "AllReplicasReady"
+        } else {
+            "ReplicasNotReady"
+        },
+        format!(
+            "{} of {} replicas are Ready",
+            status.ready_replicas, world.replicas
+        ),
+    )
+    .with_observed_generation(generation);
+    set_condition(&mut status.conditions, condition, epoch());
+    if cache.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let patch = serde_json::json!({
+        "status": serde_json::to_value(&status).map_err(|e| e.to_string())?
+    });
+    let written = Api::<Cache>::namespaced(ctx.client(), &world.namespace)
+        .patch_status(&world.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| format!("writing status: {e}"))?;
+    if let Some(primary) = ctx.cache::<Cache>() {
+        primary.remember(written);
+    }
+    Ok(())
+}
+
+/// The pods [`record_then_create`] has recorded as created.
+fn recorded(cache: &Cache) -> BTreeSet<String> {
+    cache
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CREATED_ANNOTATION))
+        .map(|v| {
+            v.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn write_record(ctx: &Ctx, world: &World, record: &BTreeSet<String>) -> Outcome<()> {
+    let value = record.iter().cloned().collect::<Vec<_>>().join(",");
+    let patch = serde_json::json!({"metadata": {"annotations": {CREATED_ANNOTATION: value}}});
+    let written = Api::<Cache>::namespaced(ctx.client(), &world.namespace)
+        .patch(&world.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| format!("recording created pods: {e}"))?;
+    if let Some(primary) = ctx.cache::<Cache>() {
+        primary.remember(written);
+    }
+    Ok(())
+}
+
+/// What [`edge_triggered`] remembers between reconciles: the last `spec.replicas` it saw
+/// per Cache, per controller incarnation (a restarted controller starts with nothing, as
+/// a real process would). Incarnations are told apart by their `OperatorContext`; the
+/// `Weak` keeps its address from being reused while the entry exists.
+#[derive(Default)]
+struct Memory {
+    seen: Mutex<Vec<(Weak<OperatorContext>, BTreeMap<ObjectKey, i32>)>>,
+}
+
+impl Memory {
+    /// Remember `replicas` for `key`; returns what was remembered before.
+    fn swap(&self, ctx: &Ctx, key: &ObjectKey, replicas: i32) -> Option<i32> {
+        let operator = Arc::downgrade(&ctx.data().operator);
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.retain(|(incarnation, _)| incarnation.strong_count() > 0);
+        let index = match seen
+            .iter()
+            .position(|(incarnation, _)| Weak::ptr_eq(incarnation, &operator))
+        {
+            Some(i) => i,
+            None => {
+                seen.push((operator, BTreeMap::new()));
+                seen.len() - 1
+            }
+        };
+        seen[index].1.insert(key.clone(), replicas)
+    }
+}
