@@ -4,6 +4,99 @@
 //! work queue, per-key backoff, bounded concurrency, leader election, metrics, probes.
 //! Must not know: any particular operator, or whether the server is steady's embedded one
 //! or a real cluster — it speaks only the Kubernetes API through `kube::Client`.
+//!
+//! # A small operator
+//!
+//! For every ConfigMap, keep a Secret `<name>-copy` holding the same data. The reconciler
+//! reads the desired state (the ConfigMap) and the actual state (the Secret, from the
+//! runtime's cache), writes only when they differ, and remembers its write so its next
+//! read sees it. The Secret is *owned* (controller ownerReference), so deleting it — or
+//! the ConfigMap — triggers the right reconcile; the garbage collector removes copies of
+//! deleted ConfigMaps.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+//! use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+//! use k8s_openapi::ByteString;
+//! use kube::api::{Api, PostParams};
+//! use steady_runtime::{Action, Config, Context, Controller, ObjectKey};
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! #[error(transparent)]
+//! struct Error(#[from] kube::Error);
+//!
+//! async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context<()>>) -> Result<Action, Error> {
+//!     let ns = cm.metadata.namespace.clone().unwrap_or_default();
+//!     let name = format!("{}-copy", cm.metadata.name.clone().unwrap_or_default());
+//!     let want: std::collections::BTreeMap<String, ByteString> = cm
+//!         .data
+//!         .iter()
+//!         .flatten()
+//!         .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
+//!         .collect();
+//!     let secrets = ctx.cache::<Secret>().expect("the controller owns Secrets");
+//!     let have = secrets.get(&ObjectKey::new(Some(&ns), &name));
+//!     if have.as_ref().and_then(|s| s.data.as_ref()) == Some(&want) {
+//!         return Ok(Action::done()); // the fixed point: no write at all
+//!     }
+//!     let mut secret = Secret::default();
+//!     secret.metadata.name = Some(name.clone());
+//!     secret.metadata.owner_references = Some(vec![OwnerReference {
+//!         api_version: "v1".into(),
+//!         kind: "ConfigMap".into(),
+//!         name: cm.metadata.name.clone().unwrap_or_default(),
+//!         uid: cm.metadata.uid.clone().unwrap_or_default(),
+//!         controller: Some(true),
+//!         block_owner_deletion: Some(true),
+//!     }]);
+//!     secret.data = Some(want);
+//!     let api: Api<Secret> = Api::namespaced(ctx.client(), &ns);
+//!     let written = match have {
+//!         None => api.create(&PostParams::default(), &secret).await?,
+//!         Some(existing) => {
+//!             secret.metadata.resource_version = existing.metadata.resource_version.clone();
+//!             api.replace(&name, &PostParams::default(), &secret).await?
+//!         }
+//!     };
+//!     secrets.remember(written); // read-your-own-writes
+//!     Ok(Action::done())
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // An embedded API server with no socket (a real cluster's client works the same way).
+//! let store = steady_store::Store::in_memory(Default::default()).await?;
+//! let server = steady_apiserver::ApiServer::start(store, Default::default()).await?;
+//! let client = server.client();
+//!
+//! let controller = Controller::new(Api::<ConfigMap>::all(client.clone()), client.clone(), Config::default())
+//!     .owns(Api::<Secret>::all(client.clone()));
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let running = tokio::spawn(controller.run(reconcile, Arc::new(()), async move {
+//!     let _ = stopped.await;
+//! }));
+//!
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("settings".into());
+//! cm.data = Some([("mode".to_string(), "fast".to_string())].into());
+//! Api::<ConfigMap>::namespaced(client.clone(), "default").create(&PostParams::default(), &cm).await?;
+//!
+//! let copies: Api<Secret> = Api::namespaced(client.clone(), "default");
+//! let copy = loop {
+//!     if let Some(copy) = copies.get_opt("settings-copy").await? {
+//!         break copy;
+//!     }
+//!     tokio::time::sleep(Duration::from_millis(10)).await;
+//! };
+//! assert_eq!(copy.data.unwrap()["mode"].0, b"fast");
+//! let _ = stop.send(());
+//! running.await??;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod backoff;
 pub mod cache;

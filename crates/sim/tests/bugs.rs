@@ -28,7 +28,9 @@ fn scan(label: &str, r: &ReconcileFn, kinds: &[FaultKind], n: u64) {
         }
     }
     eprintln!("{label} {kinds:?}: {}/{} flagged", hits.len(), n);
-    let creates: Vec<u64> = (0..n).map(|seed| run_seed(seed, &options, r).pod_creates).collect();
+    let creates: Vec<u64> = (0..n)
+        .map(|seed| run_seed(seed, &options, r).pod_creates)
+        .collect();
     eprintln!("   creates {creates:?}");
     for h in hits.iter().take(4) {
         eprintln!("   {h:?}");

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use steady_cache_operator::resources::{
     desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready, is_terminating,
     ordinal_of, pod_name, selector, template_hash,
@@ -27,20 +27,22 @@ use steady_sim::harness::{ReconcileFn, Subject, steady_cache_operator_context};
 type Ctx = Arc<Context<Subject>>;
 type Outcome<T> = Result<T, String>;
 
-/// Bug 1 — `generateName` trusting a stale cache (duplicates).
+/// Bug 1 — `generateName` trusting a stale read (duplicates).
 ///
-/// Counts the pods its cache shows and creates the difference, taking the lowest free
+/// Lists its pods through the client on every reconcile (in controller-runtime that read
+/// is served by the informer cache; here the fault layer's stale-list serves it from an
+/// older revision), counts them and creates the difference, taking the lowest free
 /// ordinal name. When the server answers 409 AlreadyExists ("the name is taken") it
 /// "fixes" that by creating the pod with `generateName: <cache>-` instead. It does not
-/// remember its own writes, so a pod it created but whose watch event is late, dropped or
-/// missing from a stale list looks missing: the ordinal name collides, and the fallback
-/// creates an extra pod. Extra pods are removed only once the cache shows more pods than
-/// `replicas` — so the world ends right, but the run created far more pods than the
-/// fault-free run plus what the injected faults justify: **no-duplicates**.
+/// remember its own writes, so a pod it created a moment ago that the lagging read does
+/// not show yet looks missing: the ordinal name collides, and the fallback creates an
+/// extra pod. Extra pods are removed once a read shows more pods than `replicas`, so the
+/// world ends right — but the run created more pods than the fault-free run plus what
+/// the injected faults justify: **no-duplicates**.
 pub fn generate_name_trusting_stale_cache() -> ReconcileFn {
     Arc::new(|cache, ctx| {
         Box::pin(async move {
-            let world = World::observe(&cache, &ctx)?;
+            let world = World::list(&cache, &ctx).await?;
             ensure_service(&cache, &ctx).await?;
             let mut wrote = !prune(&world, &ctx, StrayPolicy::OnlyWhenTooMany)
                 .await?
@@ -245,13 +247,29 @@ fn names(cache: &Cache) -> Outcome<(String, String)> {
 }
 
 impl World {
+    /// From the runtime's Pod cache.
     fn observe(cache: &Cache, ctx: &Ctx) -> Outcome<World> {
-        let (name, namespace) = names(cache)?;
         let uid = cache.metadata.uid.clone().unwrap_or_default();
         let pod_cache = ctx.cache::<Pod>().ok_or("no Pod cache")?;
+        World::of(cache, pod_cache.owned_by(&uid))
+    }
+
+    /// From a List through the client.
+    async fn list(cache: &Cache, ctx: &Ctx) -> Outcome<World> {
+        let (name, namespace) = names(cache)?;
+        let listed = Api::<Pod>::namespaced(ctx.client(), &namespace)
+            .list(&ListParams::default().labels(&selector(&name)))
+            .await
+            .map_err(|e| format!("listing pods: {e}"))?;
+        World::of(cache, listed.items.into_iter().map(Arc::new).collect())
+    }
+
+    fn of(cache: &Cache, owned: Vec<Arc<Pod>>) -> Outcome<World> {
+        let (name, namespace) = names(cache)?;
+        let uid = cache.metadata.uid.clone().unwrap_or_default();
         let mut pods = BTreeMap::new();
         let mut strays = Vec::new();
-        for pod in pod_cache.owned_by(&uid) {
+        for pod in owned {
             if pod.metadata.namespace.as_deref() != Some(namespace.as_str())
                 || !is_controlled_by(&pod.metadata, &uid)
             {
