@@ -16,7 +16,12 @@ use steady_runtime::{ObjectKey, Trigger};
 use tokio::sync::oneshot;
 
 #[derive(clap::Args, Debug)]
-pub struct DemoArgs {}
+pub struct DemoArgs {
+    /// Instead: run one faulty scenario on the simulator with an edge-triggered and a
+    /// level-triggered reconciler, and show side by side how each ends.
+    #[arg(long)]
+    pub compare: bool,
+}
 
 /// One reconcile as the demo saw it start.
 type Seen = Arc<Mutex<Vec<String>>>;

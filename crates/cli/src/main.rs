@@ -4,6 +4,7 @@
 
 mod bench;
 mod bench_runtime;
+mod compare;
 mod demo;
 mod manifests;
 mod operator;
@@ -46,6 +47,7 @@ enum Command {
 /// Narrating and measuring commands print their own story; logs would drown it.
 fn default_log_level(command: &Command) -> &'static str {
     match command {
+        Command::Demo(args) if args.compare => "error",
         Command::Demo(_) | Command::Bench(_) => "warn",
         // Injected faults make the runtime log failures by design; the trace tells the story.
         Command::Sim(_) => "error",
@@ -65,6 +67,15 @@ fn main() -> std::process::ExitCode {
         .init();
     let command = match cli.command {
         // The simulator builds its own single-threaded runtimes, one per run.
+        Command::Demo(args) if args.compare => {
+            return match compare::run() {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("steady: {e:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            };
+        }
         Command::Sim(args) => {
             return sim::run(args).unwrap_or_else(|e| {
                 eprintln!("steady: {e:#}");

@@ -31,3 +31,36 @@ fn demo_converges_after_missed_events_and_restarts_without_writes() {
         );
     }
 }
+
+#[test]
+fn compare_shows_edge_triggered_unconverged_and_level_triggered_converged() {
+    let output = Command::new(env!("CARGO_BIN_EXE_steady"))
+        .args(["demo", "--compare"])
+        .output()
+        .expect("run steady demo --compare");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "steady demo --compare failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let columns = stdout
+        .lines()
+        .find(|l| l.contains("UNCONVERGED"))
+        .expect("an outcome line");
+    let (left, right) = columns.split_at(
+        columns
+            .find("CONVERGED: all properties hold")
+            .expect("the level-triggered run converged"),
+    );
+    assert!(
+        left.contains("UNCONVERGED"),
+        "the edge-triggered run (left column) ends unconverged: {columns}"
+    );
+    assert!(right.starts_with("CONVERGED"), "{columns}");
+    assert!(
+        stdout.contains("edge-triggered (acts on the event)")
+            && stdout.contains("level-triggered (the Cache reconciler)")
+    );
+    assert!(stdout.contains("events lost:") && stdout.contains("crashes:"));
+}

@@ -34,8 +34,15 @@ fn every_command_in_the_doc_runs_as_written() {
     assert!(!commands.is_empty());
     for command in commands {
         let mut words = command.split_whitespace();
-        assert_eq!(words.next(), Some("steady"), "the doc shows only steady commands: {command}");
-        let output = Command::new(env!("CARGO_BIN_EXE_steady")).args(words).output().expect("run");
+        assert_eq!(
+            words.next(),
+            Some("steady"),
+            "the doc shows only steady commands: {command}"
+        );
+        let output = Command::new(env!("CARGO_BIN_EXE_steady"))
+            .args(words)
+            .output()
+            .expect("run");
         assert!(
             output.status.success(),
             "`{command}` failed:\n{}\n{}",
@@ -53,13 +60,19 @@ fn every_test_the_doc_names_exists() {
         .split('`')
         .skip(1)
         .step_by(2)
-        .filter(|s| s.matches('_').count() >= 4 && s.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()))
+        .filter(|s| {
+            s.matches('_').count() >= 4
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
+        })
         .collect();
     assert!(cited.len() >= 8, "the doc cites its evidence: {cited:?}");
     let mut sources = String::new();
     for crate_dir in std::fs::read_dir(repo().join("crates")).expect("crates") {
         let tests = crate_dir.expect("entry").path().join("tests");
-        let Ok(files) = std::fs::read_dir(&tests) else { continue };
+        let Ok(files) = std::fs::read_dir(&tests) else {
+            continue;
+        };
         for file in files.flatten() {
             if file.path().extension().is_some_and(|e| e == "rs") {
                 sources.push_str(&std::fs::read_to_string(file.path()).unwrap_or_default());
@@ -67,6 +80,9 @@ fn every_test_the_doc_names_exists() {
         }
     }
     for name in cited {
-        assert!(sources.contains(&format!("fn {name}(")), "the doc cites `{name}`, which is not a test");
+        assert!(
+            sources.contains(&format!("fn {name}(")),
+            "the doc cites `{name}`, which is not a test"
+        );
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod fault;
 pub mod harness;
+pub mod wrong;
 
 pub use fault::{FaultKind, FaultRates};
 pub use harness::{

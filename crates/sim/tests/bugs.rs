@@ -1,139 +1,141 @@
-//! Exploration (temporary).
+//! Does the harness catch real bugs? Four deliberately wrong Cache reconcilers (see
+//! `steady_sim::wrong` for each bug and why it is wrong), and for each:
+//!
+//! - without faults it converges and passes every property (the bug is dormant, so the
+//!   harness is not just flagging a different notion of "done");
+//! - under the fault kinds that expose it, the harness flags it within [`MAX_SEEDS`]
+//!   seeds, and the first flagged seed names the right property (and only that one);
+//! - the reference reconciler passes every one of those seeds with the same faults (so
+//!   the finding is about the bug, not the faults).
+//!
+//! Run with `--nocapture` to see which seed caught each bug and why.
 
-#[path = "bugs/reconcilers.rs"]
-mod reconcilers;
+use steady_sim::wrong as reconcilers;
 
 use steady_sim::harness::ReconcileFn;
-use steady_sim::{FaultKind, FaultRates, Options, cache_reconciler, run_seed};
+use steady_sim::{FaultKind, FaultRates, Options, Report, cache_reconciler, run_seed};
 
-fn scan(label: &str, r: &ReconcileFn, kinds: &[FaultKind], n: u64) {
-    let options = Options {
-        faults: FaultRates::only(kinds),
+/// How many seeds the harness may take to find a bug.
+const MAX_SEEDS: u64 = 50;
+
+fn options(faults: &[FaultKind]) -> Options {
+    Options {
+        faults: FaultRates::only(faults),
         ..Options::default()
-    };
-    let mut hits = Vec::new();
-    for seed in 0..n {
-        let rep = run_seed(seed, &options, r);
-        if !rep.violations.is_empty() {
-            let props: Vec<_> = rep.violations.iter().map(|v| v.property).collect();
-            hits.push((
-                seed,
-                props,
-                rep.violations[0]
-                    .message
-                    .chars()
-                    .take(160)
-                    .collect::<String>(),
-            ));
-        }
-    }
-    eprintln!("{label} {kinds:?}: {}/{} flagged", hits.len(), n);
-    let creates: Vec<u64> = (0..n)
-        .map(|seed| run_seed(seed, &options, r).pod_creates)
-        .collect();
-    eprintln!("   creates {creates:?}");
-    for h in hits.iter().take(4) {
-        eprintln!("   {h:?}");
     }
 }
 
-#[test]
-#[ignore]
-fn explore() {
-    use FaultKind::*;
-    let which = std::env::var("BUG").unwrap_or_default();
-    let n = 50;
-    let none: &[FaultKind] = &[];
-    let sets: Vec<(&str, ReconcileFn, Vec<Vec<FaultKind>>)> = vec![
-        (
-            "ref",
-            cache_reconciler(),
-            vec![
-                vec![StaleList, DropEvent, DelayEvent, LostResponse],
-                vec![DropEvent, PodDeletion],
-                vec![Crash, LostResponse],
-                vec![PodDeletion, Conflict, ServerError],
-            ],
-        ),
-        (
-            "bug1",
-            reconcilers::generate_name_trusting_stale_cache(),
-            vec![
-                none.to_vec(),
-                vec![StaleList, DropEvent, DelayEvent, LostResponse],
-                vec![StaleList, Crash],
-                vec![DropEvent],
-                vec![DelayEvent],
-                vec![LostResponse],
-            ],
-        ),
-        (
-            "bug2",
-            reconcilers::edge_triggered(),
-            vec![
-                none.to_vec(),
-                vec![DropEvent, PodDeletion],
-                vec![PodDeletion, Conflict, ServerError],
-                vec![PodDeletion, Crash],
-            ],
-        ),
-        (
-            "bug3",
-            reconcilers::record_then_create(),
-            vec![
-                none.to_vec(),
-                vec![Crash],
-                vec![Crash, LostResponse],
-                vec![LostResponse],
-            ],
-        ),
-        (
-            "bug4",
-            reconcilers::status_on_every_reconcile(),
-            vec![none.to_vec()],
-        ),
-    ];
-    for (label, r, fsets) in sets {
-        if !which.is_empty() && which != label {
-            continue;
-        }
-        for f in fsets {
-            scan(label, &r, &f, if f.is_empty() { 3 } else { n });
-        }
-    }
+fn properties(report: &Report) -> Vec<&'static str> {
+    report.violations.iter().map(|v| v.property).collect()
 }
 
-#[test]
-#[ignore]
-fn dump() {
-    let r = match std::env::var("BUG").unwrap_or_default().as_str() {
-        "bug1" => reconcilers::generate_name_trusting_stale_cache(),
-        "bug2" => reconcilers::edge_triggered(),
-        "bug3" => reconcilers::record_then_create(),
-        _ => reconcilers::status_on_every_reconcile(),
-    };
-    let seed: u64 = std::env::var("SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let kinds: Vec<FaultKind> = std::env::var("FAULTS")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(FaultKind::parse)
-        .collect();
-    let rep = run_seed(
-        seed,
-        &Options {
-            faults: FaultRates::only(&kinds),
-            ..Options::default()
-        },
-        &r,
-    );
-    for l in &rep.trace {
-        eprintln!("{l}");
+fn describe(report: &Report) -> String {
+    let mut out = String::new();
+    for v in &report.violations {
+        out.push_str(&format!("\n  {}: {}", v.property, v.message));
     }
+    out
+}
+
+/// Run `bug` under `faults` from seed 0 until the harness flags it; the first flagged
+/// seed must name `property` and nothing else. Then the reference must pass every seed
+/// tried, with the same faults. Returns the seed that caught the bug.
+fn caught(name: &str, bug: &ReconcileFn, faults: &[FaultKind], property: &str) -> u64 {
+    let options = options(faults);
+    let Some(report) = (0..MAX_SEEDS)
+        .map(|seed| run_seed(seed, &options, bug))
+        .find(|r| !r.violations.is_empty())
+    else {
+        panic!("{name}: not caught within {MAX_SEEDS} seeds with faults {faults:?}");
+    };
+    let seed = report.seed;
     eprintln!(
-        "{:?} {:?} creates={}",
-        rep.violations, rep.injected, rep.pod_creates
+        "{name}: caught at seed {seed} (faults {faults:?}, injected {:?}):{}",
+        report.injected,
+        describe(&report)
     );
+    assert!(
+        properties(&report).iter().all(|p| *p == property),
+        "{name}: seed {seed} should fail only {property}, got:{}",
+        describe(&report)
+    );
+    for s in 0..=seed {
+        let reference = run_seed(s, &options, &cache_reconciler());
+        assert!(
+            reference.violations.is_empty(),
+            "the reference reconciler fails seed {s} with faults {faults:?}:{}",
+            describe(&reference)
+        );
+    }
+    seed
+}
+
+/// Without faults the bug stays hidden: the wrong reconciler passes.
+fn dormant(name: &str, bug: &ReconcileFn) {
+    for seed in 0..2 {
+        let report = run_seed(seed, &options(&[]), bug);
+        assert!(
+            report.violations.is_empty(),
+            "{name}: without faults seed {seed} should pass:{}",
+            describe(&report)
+        );
+    }
+}
+
+#[test]
+fn generate_name_with_a_stale_read_creates_duplicates() {
+    let bug = reconcilers::generate_name_trusting_stale_cache();
+    dormant("generateName", &bug);
+    let seed = caught(
+        "generateName",
+        &bug,
+        &[FaultKind::StaleList],
+        "no-duplicates",
+    );
+    // The duplicates are real extra creates, not a count the faults could explain.
+    let report = run_seed(seed, &options(&[FaultKind::StaleList]), &bug);
+    let fault_free = run_seed(seed, &options(&[]), &bug);
+    assert!(report.pod_creates > fault_free.pod_creates);
+}
+
+/// A dropped event alone does not expose this reconciler: when faults stop, the harness
+/// expires every watch and the runtime's relist turns each difference it finds into a
+/// trigger naming the object, so a missed pod deletion still arrives as
+/// `owned Pod default/sim-N`. What loses the edge for good is a reconcile that carried it
+/// and did not act on it: a write refused with 409 (read as "already exists") or 500
+/// (retried with a `backoff` trigger that names no pod).
+#[test]
+fn edge_triggered_reconciler_loses_the_edge() {
+    let bug = reconcilers::edge_triggered();
+    dormant("edge-triggered", &bug);
+    caught(
+        "edge-triggered",
+        &bug,
+        &[
+            FaultKind::DropEvent,
+            FaultKind::PodDeletion,
+            FaultKind::Conflict,
+            FaultKind::ServerError,
+        ],
+        "eventually-stable",
+    );
+}
+
+#[test]
+fn record_before_create_is_not_crash_safe() {
+    let bug = reconcilers::record_then_create();
+    dormant("record-then-create", &bug);
+    caught(
+        "record-then-create",
+        &bug,
+        &[FaultKind::Crash, FaultKind::LostResponse],
+        "eventually-stable",
+    );
+}
+
+#[test]
+fn status_written_on_every_reconcile_is_not_idempotent() {
+    let bug = reconcilers::status_on_every_reconcile();
+    let seed = caught("status-every-reconcile", &bug, &[], "idempotent");
+    assert_eq!(seed, 0, "no faults are needed: the first seed shows it");
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use crate::harness::{ReconcileFn, Subject, steady_cache_operator_context};
 use chrono::{DateTime, TimeZone, Utc};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
@@ -22,7 +23,6 @@ use steady_cache_operator::types::CONDITION_READY;
 use steady_cache_operator::{Cache, OperatorContext};
 use steady_runtime::conditions::{Condition, set_condition};
 use steady_runtime::{Action, Context, ObjectKey, Trigger};
-use steady_sim::harness::{ReconcileFn, Subject, steady_cache_operator_context};
 
 type Ctx = Arc<Context<Subject>>;
 type Outcome<T> = Result<T, String>;
@@ -80,9 +80,10 @@ pub fn generate_name_trusting_stale_cache() -> ReconcileFn {
 /// ordinals that were added; on an `Owned Pod <name>` trigger for a pod that is gone it
 /// recreates exactly that pod. Everything else (Service, deleting extra, failed and
 /// outdated pods, status) is done from the observed state. When the one reconcile that
-/// carried the edge does not get to act on it — its create fails and the retry is
-/// triggered by `backoff`, which names no pod; or a restart forgets what was in flight —
-/// nothing will ever say "recreate sim-1" again, and the pod stays missing:
+/// carried the edge does not act on it — its create is refused with 409 (read as "it
+/// exists already") or fails with 500 and is retried on a `backoff` trigger, which names
+/// no pod — nothing will ever say "recreate sim-1" again (the cache is right, so no
+/// relist or resync brings a trigger naming it), and the pod stays missing:
 /// **eventually-stable**.
 pub fn edge_triggered() -> ReconcileFn {
     let memory = Arc::new(Memory::default());
@@ -501,8 +502,11 @@ async fn write_record(ctx: &Ctx, world: &World, record: &BTreeSet<String>) -> Ou
 /// `Weak` keeps its address from being reused while the entry exists.
 #[derive(Default)]
 struct Memory {
-    seen: Mutex<Vec<(Weak<OperatorContext>, BTreeMap<ObjectKey, i32>)>>,
+    seen: Mutex<Vec<Incarnation>>,
 }
+
+/// One controller incarnation and the replicas it last saw per Cache.
+type Incarnation = (Weak<OperatorContext>, BTreeMap<ObjectKey, i32>);
 
 impl Memory {
     /// Remember `replicas` for `key`; returns what was remembered before.
