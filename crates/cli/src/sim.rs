@@ -7,7 +7,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use steady_sim::{FaultKind, FaultRates, Options, PROPERTIES, Report, cache_reconciler, run_seed};
+use steady_sim::{
+    FaultKind, FaultRates, Options, PROPERTIES, Report, cache_reconciler, reference_run,
+    run_seed_against,
+};
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
@@ -44,6 +47,8 @@ fn run_all(
                 .unwrap_or(1)
         })
         .clamp(1, seeds.len().max(1));
+    // The fault-free reference does not depend on the seed: compute it once.
+    let reference = reference_run(seeds.first().copied().unwrap_or(0), options, reconciler);
     let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     let failing = AtomicUsize::new(0);
@@ -54,7 +59,7 @@ fn run_all(
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(seed) = seeds.get(i) else { break };
-                    let report = run_seed(*seed, options, reconciler);
+                    let report = run_seed_against(*seed, options, reconciler, &reference);
                     if !report.violations.is_empty() {
                         failing.fetch_add(1, Ordering::SeqCst);
                     }

@@ -118,14 +118,28 @@ const CACHE: &str = "sim";
 
 /// Run one seed: a fault-free reference run, then the run under faults, then the checks.
 pub fn run_seed(seed: u64, options: &Options, reconciler: &ReconcileFn) -> Report {
-    let reference = run_once(
-        seed,
-        &Options {
-            faults: FaultRates::none(),
-            ..options.clone()
-        },
-        reconciler,
-    );
+    let reference = reference_run(seed, options, reconciler);
+    run_seed_against(seed, options, reconciler, &reference)
+}
+
+/// The fault-free run the checks compare with. For a deterministic reconciler its end state
+/// and pod creates do not depend on the seed, so a campaign computes it once.
+pub fn reference_run(seed: u64, options: &Options, reconciler: &ReconcileFn) -> Report {
+    let quiet = Options {
+        faults: FaultRates::none(),
+        crash_after_write: None,
+        ..options.clone()
+    };
+    run_once(seed, &quiet, reconciler)
+}
+
+/// Run `seed` under faults and compare it with an already computed `reference`.
+pub fn run_seed_against(
+    seed: u64,
+    options: &Options,
+    reconciler: &ReconcileFn,
+    reference: &Report,
+) -> Report {
     let mut report = run_once(seed, options, reconciler);
     if report.end_state != reference.end_state && report.violations.is_empty() {
         report.violations.push(Violation {

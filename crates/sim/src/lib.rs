@@ -15,5 +15,6 @@ pub mod wrong;
 
 pub use fault::{FaultKind, FaultRates};
 pub use harness::{
-    Options, PROPERTIES, Report, Violation, cache_reconciler, run_seed, systematic_crashes,
+    Options, PROPERTIES, Report, Violation, cache_reconciler, reference_run, run_seed,
+    run_seed_against, systematic_crashes,
 };

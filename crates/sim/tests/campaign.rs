@@ -3,15 +3,18 @@
 
 use std::collections::BTreeMap;
 
-use steady_sim::{FaultKind, Options, cache_reconciler, run_seed, systematic_crashes};
+use steady_sim::{
+    FaultKind, Options, cache_reconciler, reference_run, run_seed_against, systematic_crashes,
+};
 
 #[test]
 fn five_hundred_seeds_across_all_fault_kinds_without_a_violation() {
     let reconciler = cache_reconciler();
     let options = Options::default();
     let mut injected: BTreeMap<FaultKind, u64> = BTreeMap::new();
+    let reference = reference_run(0, &options, &reconciler);
     for seed in 0..500 {
-        let report = run_seed(seed, &options, &reconciler);
+        let report = run_seed_against(seed, &options, &reconciler, &reference);
         assert!(
             report.violations.is_empty(),
             "seed {seed}: {:?}\nreplay: steady sim --seed {seed}\n{}",
