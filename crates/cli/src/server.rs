@@ -12,6 +12,13 @@ use steady_store::{Store, StoreOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct ServerArgs {
+    #[command(flatten)]
+    pub plane: ControlPlaneArgs,
+}
+
+/// Flags of every command that runs the embedded control plane (`server`, `up`).
+#[derive(clap::Args, Debug)]
+pub struct ControlPlaneArgs {
     /// Directory for the database, certificates and token (created if missing).
     #[arg(long, default_value = ".steady")]
     pub data_dir: PathBuf,
@@ -100,26 +107,35 @@ impl ControlPlane {
     }
 }
 
+impl ControlPlaneArgs {
+    /// Start the control plane these flags describe; writes `--write-kubeconfig` too.
+    /// Returns the plane and the kubeconfig path to tell the user.
+    pub async fn start(&self) -> anyhow::Result<(ControlPlane, PathBuf)> {
+        if !self.listen.ip().is_loopback() {
+            tracing::warn!(listen = %self.listen, "listening beyond loopback: anyone who can reach this address and holds the token can use the API");
+        }
+        let config = Config {
+            node: Some(NodeConfig {
+                pod_start_delay: self.pod_start_delay,
+                ..NodeConfig::default()
+            }),
+            ..Config::default()
+        };
+        let plane = ControlPlane::start(&self.data_dir, self.listen, config).await?;
+        if let Some(path) = &self.write_kubeconfig {
+            kubeconfig::write_private(path, &plane.kubeconfig)
+                .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
+        }
+        let path = self
+            .write_kubeconfig
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("kubeconfig"));
+        Ok((plane, path))
+    }
+}
+
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
-    if !args.listen.ip().is_loopback() {
-        tracing::warn!(listen = %args.listen, "listening beyond loopback: anyone who can reach this address and holds the token can use the API");
-    }
-    let config = Config {
-        node: Some(NodeConfig {
-            pod_start_delay: args.pod_start_delay,
-            ..NodeConfig::default()
-        }),
-        ..Config::default()
-    };
-    let plane = ControlPlane::start(&args.data_dir, args.listen, config).await?;
-    if let Some(path) = &args.write_kubeconfig {
-        kubeconfig::write_private(path, &plane.kubeconfig)
-            .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
-    }
-    let kubeconfig_path = args
-        .write_kubeconfig
-        .clone()
-        .unwrap_or_else(|| args.data_dir.join("kubeconfig"));
+    let (plane, kubeconfig_path) = args.plane.start().await?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "steady server listening on {}", plane.url)?;
     writeln!(out, "kubeconfig: {}", kubeconfig_path.display())?;
