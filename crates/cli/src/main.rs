@@ -3,6 +3,7 @@
 //! lives in the library crates below it.
 
 mod bench;
+mod bench_operators;
 mod bench_runtime;
 mod compare;
 mod demo;

@@ -60,3 +60,33 @@ fn runtime_bench_quick_reports_every_measurement() {
         );
     }
 }
+
+#[test]
+fn operators_bench_quick_compares_steady_with_kube_runtime() {
+    let out = quick("operators");
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("| scenario |"))
+        .expect("a table");
+    assert!(
+        header.contains("steady") && header.contains("kube-runtime"),
+        "{header}"
+    );
+    let row = out
+        .lines()
+        .find(|l| l.contains("seconds until all Ready"))
+        .expect("a cold-start row");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert!(
+        cells[3].parse::<f64>().is_ok() && cells[4].parse::<f64>().is_ok(),
+        "{row}"
+    );
+    let steady_state = out
+        .lines()
+        .find(|l| l.contains("steady state") && l.contains("| writes |"))
+        .expect("a steady-state row");
+    assert!(
+        steady_state.contains("| writes | 0 |"),
+        "steady makes no writes at the fixed point: {steady_state}"
+    );
+}
