@@ -102,6 +102,7 @@ impl ApiServer {
         &self,
         rt: &ResourceType,
         ns: Option<&str>,
+        name: &str,
     ) -> ApiResult<()> {
         if !rt.namespaced {
             return Ok(());
@@ -116,9 +117,8 @@ impl ApiServer {
         let namespace = parse_stored(&stored)?;
         if meta::deletion_timestamp(&namespace).is_some() {
             return Err(ApiError::forbidden(format!(
-                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                 rt.qualified_name(),
-                "",
             )));
         }
         Ok(())
@@ -233,7 +233,8 @@ impl ApiServer {
         check_type(rt, &mut obj)?;
         let ns = self.resolve_namespace(rt, ns, &obj)?;
         let name = self.resolve_name(rt, &mut obj)?;
-        self.check_namespace_for_create(rt, ns.as_deref()).await?;
+        self.check_namespace_for_create(rt, ns.as_deref(), &name)
+            .await?;
         if meta::resource_version(&obj).is_some() {
             return Err(ApiError::bad_request(
                 "resourceVersion should not be set on objects to be created",
