@@ -7,7 +7,7 @@
 //! `steady.dev/simulate: fail` (the container exits 1: phase Failed), `never-ready`
 //! (Running, never Ready), `ignore-sigterm` (deletion waits the whole grace period).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -22,6 +22,15 @@ use crate::request::{DeleteOptions, WriteOptions};
 
 /// Annotation that makes the simulated node misbehave for one pod.
 pub const SIMULATE_ANNOTATION: &str = "steady.dev/simulate";
+
+/// The fault a pod asks the node to simulate (`steady.dev/simulate`), or "".
+fn simulated_behaviour(pod: &Value) -> &str {
+    meta::metadata(pod)
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(SIMULATE_ANNOTATION))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
 
 /// How the simulated node behaves.
 #[derive(Debug, Clone)]
@@ -50,8 +59,8 @@ pub(crate) struct NodeSimulator {
     config: NodeConfig,
     /// When the node first saw each bound, not yet started pod (start = that + delay).
     bound_at: BTreeMap<String, Instant>,
-    /// Pods whose stop was already announced with a Killing event.
-    stopping: BTreeSet<String>,
+    /// When the node began stopping each deleted pod (its Killing event was recorded then).
+    stopping_since: BTreeMap<String, Instant>,
     timers: BTreeMap<(Instant, u64), String>,
     timer_seq: u64,
     next_ip: u32,
@@ -63,7 +72,7 @@ impl NodeSimulator {
             server,
             config,
             bound_at: BTreeMap::new(),
-            stopping: BTreeSet::new(),
+            stopping_since: BTreeMap::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
             next_ip: 0,
@@ -125,7 +134,7 @@ impl NodeSimulator {
 
     fn forget(&mut self, key: &str) {
         self.bound_at.remove(key);
-        self.stopping.remove(key);
+        self.stopping_since.remove(key);
     }
 
     async fn fire_due_timers(&mut self) {
@@ -228,11 +237,7 @@ impl NodeSimulator {
         let Some(rt) = self.server.registry().builtin("", "pods") else {
             return Ok(());
         };
-        let behaviour = meta::metadata(pod)
-            .and_then(|m| m.get("annotations"))
-            .and_then(|a| a.get(SIMULATE_ANNOTATION))
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let behaviour = simulated_behaviour(pod);
         let failed = behaviour == "fail";
         let ready = !failed && behaviour != "never-ready";
         let now = self.server.timestamp();
@@ -358,52 +363,35 @@ impl NodeSimulator {
         deletion: &str,
         exited: bool,
     ) -> ApiResult<()> {
-        if !exited && self.stopping.insert(key.to_string()) {
-            for c in pod
-                .pointer("/spec/containers")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-            {
-                let cname = c["name"].as_str().unwrap_or("");
-                let field = format!("spec.containers{{{cname}}}");
-                self.record(
-                    pod,
-                    "Normal",
-                    "Killing",
-                    &format!("Stopping container {cname}"),
-                    "kubelet",
-                    Some(&field),
-                )
-                .await;
+        let first_seen = match self.stopping_since.get(key) {
+            Some(since) => *since,
+            None => {
+                let now = Instant::now();
+                self.stopping_since.insert(key.to_string(), now);
+                if !exited {
+                    self.announce_stop(pod).await;
+                }
+                now
             }
-        }
+        };
         let deadline = DateTime::parse_from_rfc3339(deletion)
             .map(|d| d.with_timezone(&Utc))
             .unwrap_or_else(|_| self.server.now());
         let until_deadline = (deadline - self.server.now())
             .to_std()
             .unwrap_or(Duration::ZERO);
-        let ignores_sigterm = meta::metadata(pod)
-            .and_then(|m| m.get("annotations"))
-            .and_then(|a| a.get(SIMULATE_ANNOTATION))
-            .and_then(Value::as_str)
-            == Some("ignore-sigterm");
-        let wait = if ignores_sigterm {
+        let wait = if exited {
+            Duration::ZERO
+        } else if simulated_behaviour(pod) == "ignore-sigterm" {
             until_deadline
         } else {
             until_deadline.min(self.config.pod_stop_delay)
         };
-        let first_seen = *self
-            .bound_at
-            .entry(format!("stop:{key}"))
-            .or_insert_with(Instant::now);
         let due = first_seen + wait;
         if Instant::now() < due {
             self.schedule(due, key);
             return Ok(());
         }
-        self.bound_at.remove(&format!("stop:{key}"));
         let Some(rt) = self.server.registry().builtin("", "pods") else {
             return Ok(());
         };
@@ -421,6 +409,28 @@ impl NodeSimulator {
             )
             .await?;
         Ok(())
+    }
+
+    /// A Killing event per container, as the kubelet records when it stops a pod.
+    async fn announce_stop(&self, pod: &Value) {
+        let containers = pod
+            .pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for c in containers {
+            let cname = c["name"].as_str().unwrap_or("");
+            let field = format!("spec.containers{{{cname}}}");
+            self.record(
+                pod,
+                "Normal",
+                "Killing",
+                &format!("Stopping container {cname}"),
+                "kubelet",
+                Some(&field),
+            )
+            .await;
+        }
     }
 
     async fn ensure_node(&self) -> ApiResult<()> {
