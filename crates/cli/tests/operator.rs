@@ -12,7 +12,6 @@ use std::time::Duration;
 use common::{Options, Server};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams};
-use serde_json::Value;
 use steady_cache_operator::Cache;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -310,77 +309,65 @@ impl Operator {
     }
 }
 
+/// `kind/name` → resourceVersion of every object of kind `K` in `default`.
+async fn versions_of<K>(client: &kube::Client, kind: &str) -> BTreeMap<String, String>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + for<'de> k8s_openapi::serde::Deserialize<'de>
+        + std::fmt::Debug,
+{
+    let list = Api::<K>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    list.items
+        .iter()
+        .map(|o| {
+            let meta = o.meta();
+            (
+                format!("{kind}/{}", meta.name.clone().unwrap_or_default()),
+                meta.resource_version.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 /// resourceVersion of every object the operator touches.
 async fn versions(client: &kube::Client) -> BTreeMap<String, String> {
-    let mut all = BTreeMap::new();
-    let list = |kind: &str, items: Vec<Value>| {
-        items
-            .into_iter()
-            .map(|o| {
-                (
-                    format!("{kind}/{}", o["metadata"]["name"].as_str().unwrap_or("")),
-                    o["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_string(),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    let to_values = |v: Vec<serde_json::Value>| v;
-    let pods = Api::<Pod>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .expect("pods");
-    all.extend(list(
-        "pod",
-        to_values(
-            pods.items
-                .iter()
-                .map(|p| serde_json::to_value(p).expect("json"))
-                .collect(),
-        ),
-    ));
-    let services = Api::<Service>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .expect("svc");
-    all.extend(list(
-        "service",
-        services
-            .items
-            .iter()
-            .map(|s| serde_json::to_value(s).expect("json"))
-            .collect(),
-    ));
-    let caches = Api::<Cache>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .expect("caches");
-    all.extend(list(
-        "cache",
-        caches
-            .items
-            .iter()
-            .map(|c| serde_json::to_value(c).expect("json"))
-            .collect(),
-    ));
+    let mut all = versions_of::<Pod>(client, "pod").await;
+    all.extend(versions_of::<Service>(client, "service").await);
+    all.extend(versions_of::<Cache>(client, "cache").await);
     all
+}
+
+/// `steady server` with a fast simulated node, and the kubeconfig it wrote.
+async fn start_server(dir: &Path) -> (Server, PathBuf) {
+    let kubeconfig = dir.join("kubeconfig");
+    let options = Options {
+        args: vec!["--pod-start-delay".into(), "100ms".into()],
+        ..Options::default()
+    };
+    let server = Server::start_with(&dir.join("data"), &kubeconfig, options).await;
+    (server, kubeconfig)
+}
+
+/// `kubectl apply` a Cache manifest.
+fn apply_cache(kubeconfig: &Path, dir: &Path, name: &str, replicas: i32) {
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, cache_yaml(name, replicas, "memcached:1.6")).expect("write");
+    let (ok, _, stderr) = kubectl(
+        kubeconfig,
+        &dir.join("kube-cache"),
+        &["apply", "-f", file.to_str().expect("path")],
+    );
+    assert!(ok, "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_operator_restarts_on_a_converged_world_without_writing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    let server = Server::start_with(
-        &dir.path().join("data"),
-        &kubeconfig,
-        Options {
-            args: vec!["--pod-start-delay".into(), "100ms".into()],
-            ..Options::default()
-        },
-    )
-    .await;
+    let (server, kubeconfig) = start_server(dir.path()).await;
     let client = server.client().await;
     let mut operator = Operator::start(&kubeconfig, &[]);
     assert!(
@@ -388,15 +375,7 @@ async fn a_killed_operator_restarts_on_a_converged_world_without_writing() {
             .wait_for("the Cache operator is running", WAIT)
             .await
     );
-    let cache_dir = dir.path().join("kube-cache");
-    let file = dir.path().join("cache.yaml");
-    std::fs::write(&file, cache_yaml("kv", 3, "memcached:1.6")).expect("write");
-    let (ok, _, stderr) = kubectl(
-        &kubeconfig,
-        &cache_dir,
-        &["apply", "-f", file.to_str().expect("path")],
-    );
-    assert!(ok, "{stderr}");
+    apply_cache(&kubeconfig, dir.path(), "kv", 3);
     ready_cache(&client, "kv", 3).await;
     // Let requeues and status writes settle, then take the reference.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -421,16 +400,7 @@ async fn a_killed_operator_restarts_on_a_converged_world_without_writing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_leader_election_one_operator_reconciles_and_the_survivor_takes_over() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    let server = Server::start_with(
-        &dir.path().join("data"),
-        &kubeconfig,
-        Options {
-            args: vec!["--pod-start-delay".into(), "100ms".into()],
-            ..Options::default()
-        },
-    )
-    .await;
+    let (server, kubeconfig) = start_server(dir.path()).await;
     let client = server.client().await;
     let elect = [
         "--leader-elect",
@@ -455,17 +425,8 @@ async fn with_leader_election_one_operator_reconciles_and_the_survivor_takes_ove
         "never two leaders"
     );
 
+    apply_cache(&kubeconfig, dir.path(), "ha", 2);
     let cache_dir = dir.path().join("kube-cache");
-    let file = dir.path().join("cache.yaml");
-    std::fs::write(&file, cache_yaml("ha", 2, "memcached:1.6")).expect("write");
-    assert!(
-        kubectl(
-            &kubeconfig,
-            &cache_dir,
-            &["apply", "-f", file.to_str().expect("path")]
-        )
-        .0
-    );
     ready_cache(&client, "ha", 2).await;
 
     first.kill().await;
