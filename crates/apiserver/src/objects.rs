@@ -945,16 +945,15 @@ impl ContinueToken {
     }
 }
 
-/// A predicate over stored objects; parses an object only when a selector needs it.
+/// A predicate over stored objects. Labels come from the store's decoded label set; the
+/// object is parsed only when a field selector needs it.
 pub fn selector_filter(labels: LabelSelector, fields: FieldSelector) -> impl Fn(&Object) -> bool {
     move |object: &Object| {
-        if labels.is_empty() && fields.is_empty() {
-            return true;
+        if !labels.matches(&object.labels) {
+            return false;
         }
-        match serde_json::from_slice::<Value>(&object.value) {
-            Ok(v) => labels.matches(meta::labels(&v)) && fields.matches(&v),
-            Err(_) => false,
-        }
+        fields.is_empty()
+            || serde_json::from_slice::<Value>(&object.value).is_ok_and(|v| fields.matches(&v))
     }
 }
 

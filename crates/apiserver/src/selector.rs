@@ -6,6 +6,7 @@
 //! `k8s.io/apimachinery/pkg/fields` (`f=v`, `f==v`, `f!=v`, with `\,`, `\=` and
 //! `\\` escapes in values). Error messages mimic kube-apiserver's wording.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -103,13 +104,17 @@ impl Requirement {
         Ok(Requirement { key, op, values })
     }
 
-    fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
-        let actual = labels
-            .and_then(|l| l.get(&self.key))
-            .map(label_value_string);
+    fn has_value(&self, value: &str) -> bool {
+        self.values
+            .binary_search_by(|v| v.as_str().cmp(value))
+            .is_ok()
+    }
+
+    fn matches(&self, labels: &impl LabelSource) -> bool {
+        let actual = labels.label(&self.key);
         match self.op {
-            LabelOp::Equals | LabelOp::In => actual.is_some_and(|a| self.values.contains(&a)),
-            LabelOp::NotEquals | LabelOp::NotIn => actual.is_none_or(|a| !self.values.contains(&a)),
+            LabelOp::Equals | LabelOp::In => actual.is_some_and(|a| self.has_value(&a)),
+            LabelOp::NotEquals | LabelOp::NotIn => actual.is_none_or(|a| !self.has_value(&a)),
             LabelOp::Exists => actual.is_some(),
             LabelOp::DoesNotExist => actual.is_none(),
             LabelOp::GreaterThan | LabelOp::LessThan => {
@@ -129,11 +134,31 @@ impl Requirement {
     }
 }
 
-fn label_value_string(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
+/// Where a selector reads labels from: a decoded object's `metadata.labels`, or the label
+/// set the store decoded when the object was written.
+pub trait LabelSource {
+    fn label(&self, key: &str) -> Option<Cow<'_, str>>;
+}
+
+impl LabelSource for Option<&Map<String, Value>> {
+    fn label(&self, key: &str) -> Option<Cow<'_, str>> {
+        self.and_then(|l| l.get(key)).map(|v| match v {
+            Value::String(s) => Cow::Borrowed(s.as_str()),
+            Value::Null => Cow::Borrowed(""),
+            other => Cow::Owned(other.to_string()),
+        })
+    }
+}
+
+impl<T: LabelSource + ?Sized> LabelSource for &T {
+    fn label(&self, key: &str) -> Option<Cow<'_, str>> {
+        (**self).label(key)
+    }
+}
+
+impl LabelSource for steady_store::Labels {
+    fn label(&self, key: &str) -> Option<Cow<'_, str>> {
+        self.get(key).map(Cow::Borrowed)
     }
 }
 
@@ -594,8 +619,8 @@ impl LabelSelector {
 
     /// Whether an object with the given `metadata.labels` is selected.
     /// `k!=v` and `k notin (...)` match objects without the label.
-    pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
-        self.reqs.iter().all(|r| r.matches(labels))
+    pub fn matches(&self, labels: impl LabelSource) -> bool {
+        self.reqs.iter().all(|r| r.matches(&labels))
     }
 
     /// True when the selector has no requirements (selects everything).

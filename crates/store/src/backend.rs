@@ -192,6 +192,7 @@ mod tests {
             key: Arc::from(key),
             kind,
             value: Bytes::from(format!("{{\"r\":{rev}}}")),
+            labels: Default::default(),
             prev: None,
         })
     }

@@ -22,9 +22,11 @@
 //!
 //! # What it must not know
 //!
-//! Kubernetes kinds, API semantics, HTTP. The only thing it knows about the
-//! values is that they are JSON objects whose `metadata.resourceVersion` it
-//! sets (as a decimal string) to the revision of the write.
+//! Kubernetes kinds, API semantics, HTTP. The only things it knows about the
+//! values are that they are JSON objects whose `metadata.resourceVersion` it
+//! sets (as a decimal string) to the revision of the write, and whose
+//! `metadata.labels` it decodes once per write so that readers can select by
+//! label without decoding objects.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -39,6 +41,7 @@
 //! ```
 
 mod backend;
+mod labels;
 mod state;
 mod watcher;
 mod writer;
@@ -55,6 +58,7 @@ use backend::{Backend, MemoryBackend, SqliteBackend};
 use state::State;
 use writer::{Op, Request, WriteReq, Writer};
 
+pub use labels::Labels;
 pub use watcher::Watcher;
 
 /// A global, strictly increasing revision (Kubernetes `resourceVersion`).
@@ -70,6 +74,8 @@ pub struct Object {
     pub key: Arc<str>,
     pub revision: Revision,
     pub value: Bytes,
+    /// `metadata.labels` of `value`, decoded when it was written.
+    pub labels: Labels,
 }
 
 /// The kind of a committed change.
@@ -88,6 +94,8 @@ pub struct Event {
     pub key: Arc<str>,
     pub kind: EventKind,
     pub value: Bytes,
+    /// `metadata.labels` of `value`.
+    pub labels: Labels,
     /// Previous state (None on create).
     pub prev: Option<Bytes>,
 }

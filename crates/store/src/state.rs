@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::{Event, EventKind, ListOptions, ListPage, Object, Revision, StoreError};
+use crate::{Event, EventKind, Labels, ListOptions, ListPage, Object, Revision, StoreError};
 
 /// Revision of an empty store. The first write gets `INITIAL_REVISION + 1`.
 pub(crate) const INITIAL_REVISION: Revision = 1;
@@ -17,6 +17,7 @@ pub(crate) const INITIAL_REVISION: Revision = 1;
 pub(crate) struct Version {
     pub rev: Revision,
     pub value: Bytes,
+    pub labels: Labels,
     pub deleted: bool,
 }
 
@@ -65,6 +66,7 @@ impl State {
             max_rev = max_rev.max(r.rev);
             let (key, prev) = st.latest(&r.key);
             let key = key.unwrap_or(r.key);
+            let labels = Labels::of_json_bytes(&r.value);
             if r.rev > compacted {
                 let kind = if r.deleted {
                     EventKind::Deleted
@@ -78,12 +80,14 @@ impl State {
                     key: key.clone(),
                     kind,
                     value: r.value.clone(),
+                    labels: labels.clone(),
                     prev: prev.map(|(_, v)| v),
                 }));
             }
             st.objects.entry(key).or_default().push(Version {
                 rev: r.rev,
                 value: r.value,
+                labels,
                 deleted: r.deleted,
             });
         }
@@ -139,6 +143,7 @@ impl State {
             key: key.clone(),
             revision: v.rev,
             value: v.value.clone(),
+            labels: v.labels.clone(),
         })
     }
 
@@ -194,6 +199,7 @@ impl State {
             let version = Version {
                 rev: e.revision,
                 value: e.value.clone(),
+                labels: e.labels.clone(),
                 deleted: e.kind == EventKind::Deleted,
             };
             match self.objects.get_mut(&*e.key) {

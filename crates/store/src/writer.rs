@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Backend;
-use crate::{Event, EventKind, Object, Revision, Shared, StoreError};
+use crate::{Event, EventKind, Labels, Object, Revision, Shared, StoreError};
 
 /// Maximum number of requests drained into one group commit.
 const MAX_BATCH: usize = 1024;
@@ -56,7 +56,8 @@ pub(crate) fn validate(value: &Value) -> Result<(), StoreError> {
 }
 
 /// Sets `metadata.resourceVersion` to `rev` and serializes compactly.
-fn encode(mut value: Value, rev: Revision) -> Result<Bytes, StoreError> {
+fn encode(mut value: Value, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
+    let labels = Labels::of(&value);
     let obj = value
         .as_object_mut()
         .ok_or_else(|| StoreError::InvalidValue("value must be a JSON object".into()))?;
@@ -66,12 +67,13 @@ fn encode(mut value: Value, rev: Revision) -> Result<Bytes, StoreError> {
         .as_object_mut()
         .ok_or_else(|| StoreError::InvalidValue("metadata must be a JSON object".into()))?;
     meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
-    serde_json::to_vec(&value)
+    let bytes = serde_json::to_vec(&value)
         .map(Bytes::from)
-        .map_err(|e| StoreError::InvalidValue(e.to_string()))
+        .map_err(|e| StoreError::InvalidValue(e.to_string()))?;
+    Ok((bytes, labels))
 }
 
-fn reencode(bytes: &Bytes, rev: Revision) -> Result<Bytes, StoreError> {
+fn reencode(bytes: &Bytes, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| StoreError::Backend(format!("stored value is not JSON: {e}")))?;
     encode(value, rev)
@@ -237,6 +239,7 @@ impl Writer {
                     key: e.key.clone(),
                     revision: e.revision,
                     value: e.value.clone(),
+                    labels: e.labels.clone(),
                 }
             });
             let _ = reply.send(res);
@@ -307,7 +310,7 @@ fn stage(
             _ => Ok((actual, value)),
         }
     };
-    let (kind, value, prev) = match op {
+    let (kind, (value, labels), prev) = match op {
         Op::Create(value) => {
             if cur.is_some() {
                 return Err(StoreError::AlreadyExists {
@@ -330,6 +333,7 @@ fn stage(
         key: key.clone(),
         kind,
         value,
+        labels,
         prev,
     })
 }

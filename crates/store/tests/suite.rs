@@ -424,6 +424,52 @@ async fn list_filter_and_limit(kind: Kind) {
     assert!(page.next_key.is_none());
 }
 
+fn labelled(app: &str) -> Value {
+    serde_json::json!({"metadata": {"labels": {"app": app, "tier": "cache"}}})
+}
+
+/// Every read (get, list, snapshot, watch, tombstone) carries the labels of the version it
+/// returns, decoded when that version was written.
+async fn labels_follow_each_version(kind: Kind) {
+    let s = open(kind).await;
+    let first = s.create("/l/a", labelled("one")).await.unwrap();
+    assert_eq!(first.labels.get("app"), Some("one"));
+    let second = s.update("/l/a", labelled("two"), None).await.unwrap();
+    assert_eq!(second.labels.get("app"), Some("two"));
+    s.create("/l/b", obj("b", 1)).await.unwrap();
+    let app = |o: &Object| o.labels.get("app").map(str::to_string);
+    let now = s.list("/l/", &ListOptions::default(), &|_| true).unwrap();
+    assert_eq!(
+        now.items.iter().map(app).collect::<Vec<_>>(),
+        [Some("two".to_string()), None]
+    );
+    let then = s.get("/l/a", Some(first.revision)).unwrap().unwrap();
+    assert_eq!(then.labels.get("app"), Some("one"));
+    let selected = s
+        .list("/l/", &ListOptions::default(), &|o| {
+            o.labels.get("tier") == Some("cache")
+        })
+        .unwrap();
+    assert_eq!(keys(&selected.items), ["/l/a"]);
+    let tombstone = s.delete("/l/a", None).await.unwrap();
+    assert_eq!(tombstone.labels.get("app"), Some("two"));
+    let mut w = s.watch("/l/", first.revision - 1).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let e = w.next().await.unwrap().unwrap();
+        seen.push(e.labels.get("app").map(str::to_string));
+    }
+    assert_eq!(
+        seen,
+        [
+            Some("one".into()),
+            Some("two".into()),
+            None,
+            Some("two".into())
+        ]
+    );
+}
+
 async fn watch_replay_then_live(kind: Kind) {
     let s = open(kind).await;
     let start = s.revision();
@@ -758,6 +804,7 @@ suite!(
     snapshot_reads,
     list_prefix_and_paging,
     list_filter_and_limit,
+    labels_follow_each_version,
     watch_replay_then_live,
     watch_expired,
     slow_watcher_falls_behind,
@@ -835,6 +882,7 @@ async fn sqlite_reopen_restores_everything() {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();
         s.create("/a", obj("a", 1)).await.unwrap();
         s.update("/a", obj("a", 2), None).await.unwrap();
+        s.create("/labelled", labelled("kept")).await.unwrap();
         s.create("/b", obj("b", 1)).await.unwrap();
         s.delete("/b", None).await.unwrap();
         s.create("/c", obj("c", 1)).await.unwrap();
@@ -855,6 +903,7 @@ async fn sqlite_reopen_restores_everything() {
     for (x, y) in now.items.iter().zip(&snapshot.items) {
         assert_eq!(x.revision, y.revision);
         assert_eq!(x.value, y.value);
+        assert_eq!(x.labels, y.labels);
     }
     // Retained history survives: the event log after the compaction point.
     let mut w = s.watch("/", compacted).unwrap();
