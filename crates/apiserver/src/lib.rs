@@ -95,6 +95,7 @@ struct Inner {
     config: Config,
     rng: Mutex<StdRng>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    watch_expiry: Arc<watch::Expiry>,
 }
 
 impl ApiServer {
@@ -112,6 +113,7 @@ impl ApiServer {
                 config,
                 rng: Mutex::new(rng),
                 tasks: Mutex::new(Vec::new()),
+                watch_expiry: Arc::default(),
             }),
         };
         crd::register_stored(&server)?;
@@ -144,6 +146,22 @@ impl ApiServer {
             .map_request(|r: http::Request<kube::client::Body>| r.map(axum::body::Body::new))
             .service(self.router());
         kube::Client::new(service, "default")
+    }
+
+    /// End every watch open now as kube-apiserver ends a watch whose position it no longer
+    /// serves: one in-stream `ERROR` event carrying a 410 `Expired` Status ("too old resource
+    /// version"), then the end of the stream. Watches opened afterwards are unaffected.
+    ///
+    /// In a real cluster this happens whenever the API server restarts its watch cache (for
+    /// example on an apiserver restart), and every client must then re-list. Benchmarks and
+    /// tests call this to put kube-rs watchers and the steady runtime through that path on
+    /// demand. Deterministic: it wakes the open watches in the order they began waiting.
+    pub fn expire_watches(&self) {
+        self.inner.watch_expiry.fire(self.inner.store.revision());
+    }
+
+    pub(crate) fn watch_expiry(&self) -> &Arc<watch::Expiry> {
+        &self.inner.watch_expiry
     }
 
     /// Stop background controllers and the store. Open watches end.

@@ -2,17 +2,23 @@
 //!
 //! Events come from the store's watcher; the stored bytes are sent as they are (no
 //! re-encoding) unless a selector must look inside. Selection changes turn into ADDED /
-//! DELETED as kube-apiserver does. A compacted start revision is answered in-stream with
-//! an `ERROR` event carrying a 410 `Expired` Status, then the stream ends.
+//! DELETED as kube-apiserver does.
+//!
+//! A stream ends when its `timeoutSeconds` pass, when the store shuts down, or with an
+//! in-stream `ERROR` event carrying a 410 `Expired` Status (then the stream ends) when its
+//! position is no longer valid: its start revision, or the revision it had reached, was
+//! compacted away, or [`ApiServer::expire_watches`] was called while it was open.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use steady_store::{EventKind, ListOptions, StoreError, Watcher};
+use steady_store::{EventKind, ListOptions, Revision, StoreError, Watcher};
+use tokio::sync::Notify;
 use tokio::time::{Instant, Interval};
 
 use crate::ApiServer;
@@ -27,6 +33,39 @@ use crate::table::{self, IncludeObject};
 
 /// kube-apiserver's default watch lifetime when the client sets none (--min-request-timeout).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Ends every watch open when it fires ([`ApiServer::expire_watches`]).
+///
+/// Each stream remembers the generation it was opened in and checks it with one atomic load
+/// per event; a stream waiting for events also waits on the `Notify`. As in the store's
+/// watcher signal, `Notify::notify_waiters` (not a `tokio::sync::watch` channel, which
+/// wakes its receivers in a random order) keeps a seeded simulation reproducible.
+#[derive(Default)]
+pub(crate) struct Expiry {
+    notify: Notify,
+    generation: AtomicU64,
+    /// The store's revision when it last fired, for the 410's message.
+    revision: AtomicU64,
+}
+
+impl Expiry {
+    /// Expire every stream opened before now; `current` is the store's revision.
+    pub(crate) fn fire(&self, current: Revision) {
+        self.revision.store(current, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+/// The in-stream error for a watch whose position (`requested`) is no longer served;
+/// `oldest` is the oldest revision it could resume from. kube-apiserver's wording.
+fn too_old(requested: Revision, oldest: Revision) -> ApiError {
+    ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
+}
 
 /// What a watch shows: which objects (selectors) of which kind.
 struct Selection {
@@ -137,16 +176,17 @@ pub fn start(
             requested,
             compacted,
         }) => {
-            initial.push_back(error_line(&ApiError::expired(format!(
-                "too old resource version: {requested} ({compacted})"
-            ))));
+            initial.push_back(error_line(&too_old(requested, compacted)));
             None
         }
         Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), "")),
     };
     let bookmark_interval = server.config().bookmark_interval;
+    let expiry = server.watch_expiry().clone();
     Ok(WatchStream {
         selection,
+        generation: expiry.generation(),
+        expiry,
         watcher,
         initial,
         deadline: Instant::now() + timeout,
@@ -159,6 +199,9 @@ pub fn start(
 /// An open watch; turn it into a body with [`WatchStream::into_stream`].
 pub struct WatchStream {
     selection: Selection,
+    expiry: Arc<Expiry>,
+    /// The expiry generation this stream was opened in.
+    generation: u64,
     watcher: Option<Watcher>,
     initial: VecDeque<Bytes>,
     deadline: Instant,
@@ -173,10 +216,20 @@ impl WatchStream {
     }
 
     async fn next_line(&mut self) -> Option<Bytes> {
+        if self.expiring() {
+            return Some(self.expire());
+        }
         if let Some(line) = self.initial.pop_front() {
             return Some(line);
         }
         loop {
+            // Created before the check, so a `fire` after the check still wakes it; polled
+            // (and so registered with the `Notify`) only when no event is ready.
+            let expired = self.expiry.notify.notified();
+            if self.expiring() {
+                drop(expired);
+                return Some(self.expire());
+            }
             let watcher = self.watcher.as_mut()?;
             let bookmarks = &mut self.bookmarks;
             let bookmark = async {
@@ -189,10 +242,13 @@ impl WatchStream {
                 biased;
                 _ = tokio::time::sleep_until(self.deadline) => Step::End,
                 event = watcher.next() => Step::Event(event),
+                _ = expired => Step::Expired,
                 _ = bookmark => Step::Bookmark,
             };
             match step {
                 Step::End | Step::Event(None) => return None,
+                // The generation changed: the check at the top of the loop ends the stream.
+                Step::Expired => {}
                 Step::Bookmark => {
                     let revision = self.watcher.as_ref().map(Watcher::revision).unwrap_or(0);
                     return Some(bookmark_line(&self.selection.rt, revision, false));
@@ -203,9 +259,7 @@ impl WatchStream {
                         StoreError::Expired {
                             requested,
                             compacted,
-                        } => ApiError::expired(format!(
-                            "too old resource version: {requested} ({compacted})"
-                        )),
+                        } => too_old(requested, compacted),
                         other => ApiError::internal(other.to_string()),
                     };
                     return Some(error_line(&error));
@@ -221,10 +275,24 @@ impl WatchStream {
             }
         }
     }
+
+    /// Open before the last [`Expiry::fire`] and not already ending.
+    fn expiring(&self) -> bool {
+        self.watcher.is_some() && self.expiry.generation() != self.generation
+    }
+
+    /// End the stream as kube-apiserver ends a watch whose position it no longer serves.
+    fn expire(&mut self) -> Bytes {
+        self.initial.clear();
+        let requested = self.watcher.take().map_or(0, |w| w.revision());
+        let current = self.expiry.revision.load(Ordering::SeqCst);
+        error_line(&too_old(requested, current.max(requested)))
+    }
 }
 
 enum Step {
     End,
+    Expired,
     Event(Option<Result<Arc<steady_store::Event>, StoreError>>),
     Bookmark,
 }

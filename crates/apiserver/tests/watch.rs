@@ -1,5 +1,6 @@
 //! Watches: `kube::runtime::watcher` (Applied/Deleted, relist after a 410 with nothing
-//! lost) and raw `Api::watch` semantics (ADDED/MODIFIED/DELETED, 410 in-stream).
+//! lost) and raw `Api::watch` semantics (ADDED/MODIFIED/DELETED, 410 in-stream), and
+//! `ApiServer::expire_watches` ending every open watch with a 410.
 
 mod common;
 
@@ -7,12 +8,14 @@ use std::collections::BTreeMap;
 
 use common::{GUARD, server};
 use futures::{StreamExt, TryStreamExt};
+use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
+use tower::ServiceExt;
 
 fn cm(name: &str, v: &str) -> ConfigMap {
     serde_json::from_value(json!({
@@ -342,4 +345,189 @@ async fn raw_watch_from_compacted_revision_is_410_in_stream() {
         next(&mut live).await.unwrap(),
         WatchEvent::Modified(_)
     ));
+}
+
+/// The in-stream error `expire_watches` ends a watch with, as kube-apiserver words it.
+fn assert_expired(status: &kube::core::Status) {
+    assert_eq!(status.code, 410, "{status:?}");
+    assert_eq!(status.reason, "Expired", "{status:?}");
+    assert!(
+        status.message.starts_with("too old resource version: "),
+        "{status:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn expire_watches_ends_open_raw_watches_with_410() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    api.create(&PostParams::default(), &cm("x", "1"))
+        .await
+        .unwrap();
+    let list = api.list(&Default::default()).await.unwrap();
+    let rv = list.metadata.resource_version.unwrap();
+
+    // One watch that has delivered an event, one from "0" whose initial ADDED is unread.
+    let mut live = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    set(&api, "x", "2").await;
+    assert!(matches!(
+        next(&mut live).await.unwrap(),
+        WatchEvent::Modified(_)
+    ));
+    let unread = api.watch(&WatchParams::default(), "0").await.unwrap();
+
+    s.expire_watches();
+    // Changes after the call reach neither stream: each sends the 410, then ends.
+    set(&api, "x", "3").await;
+    for stream in [live, unread.boxed()] {
+        let events: Vec<_> = tokio::time::timeout(GUARD, stream.try_collect::<Vec<_>>())
+            .await
+            .expect("the stream ends by itself")
+            .unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        match &events[0] {
+            WatchEvent::Error(status) => assert_expired(status),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn expire_watches_makes_watcher_relist() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    api.create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .unwrap();
+    let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+    loop {
+        if let Event::InitDone = next(&mut events).await.unwrap() {
+            break;
+        }
+    }
+    // One live event, so the watcher's watch request is open.
+    api.create(&PostParams::default(), &cm("b", "1"))
+        .await
+        .unwrap();
+    match next(&mut events).await.unwrap() {
+        Event::Apply(o) => assert_eq!(o.metadata.name.as_deref(), Some("b")),
+        other => panic!("unexpected {other:?}"),
+    }
+
+    s.expire_watches();
+    api.create(&PostParams::default(), &cm("c", "1"))
+        .await
+        .unwrap();
+    match next(&mut events).await {
+        Err(watcher::Error::WatchError(status)) => assert_expired(&status),
+        other => panic!("expected the 410, got {other:?}"),
+    }
+    // A second Init..InitDone: the full state, including what changed after the call.
+    assert!(matches!(next(&mut events).await.unwrap(), Event::Init));
+    let mut relisted = Vec::new();
+    loop {
+        match next(&mut events).await.unwrap() {
+            Event::InitApply(o) => relisted.push(o.metadata.name.unwrap()),
+            Event::InitDone => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    relisted.sort();
+    assert_eq!(relisted, ["a", "b", "c"]);
+
+    // And it watches again.
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    match next(&mut events).await.unwrap() {
+        Event::Delete(o) => assert_eq!(o.metadata.name.as_deref(), Some("a")),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_opened_after_expire_watches_keeps_working() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let rv = || async {
+        api.list(&Default::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap()
+    };
+    let before = api
+        .watch(&WatchParams::default(), &rv().await)
+        .await
+        .unwrap()
+        .boxed();
+    s.expire_watches();
+    let mut after = api
+        .watch(&WatchParams::default(), &rv().await)
+        .await
+        .unwrap()
+        .boxed();
+
+    api.create(&PostParams::default(), &cm("late", "1"))
+        .await
+        .unwrap();
+    match next(&mut after).await.unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("late")),
+        other => panic!("unexpected {other:?}"),
+    }
+    set(&api, "late", "2").await;
+    assert!(matches!(
+        next(&mut after).await.unwrap(),
+        WatchEvent::Modified(_)
+    ));
+
+    let events: Vec<_> = tokio::time::timeout(GUARD, before.try_collect::<Vec<_>>())
+        .await
+        .expect("the earlier stream ends by itself")
+        .unwrap();
+    assert!(
+        matches!(&events[..], [WatchEvent::Error(status)] if status.code == 410),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn expire_watches_ends_table_watches_with_410() {
+    let s = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    api.create(&PostParams::default(), &cm("x", "1"))
+        .await
+        .unwrap();
+    // `kubectl get -w`: each event's object is a one-row Table.
+    let request = http::Request::builder()
+        .uri("/api/v1/namespaces/default/configmaps?watch=true")
+        .header(
+            http::header::ACCEPT,
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = s.router().oneshot(request).await.expect("infallible");
+    assert_eq!(response.status(), http::StatusCode::OK);
+
+    s.expire_watches();
+    let body = tokio::time::timeout(GUARD, response.into_body().collect())
+        .await
+        .expect("the stream ends by itself")
+        .unwrap()
+        .to_bytes();
+    let lines: Vec<serde_json::Value> = body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["type"], "ERROR", "{lines:?}");
+    let status = &lines[0]["object"];
+    assert_eq!(status["kind"], "Status", "{status}");
+    assert_eq!(status["code"], 410, "{status}");
+    assert_eq!(status["reason"], "Expired", "{status}");
 }
