@@ -16,5 +16,7 @@ pub mod reconcile;
 pub mod resources;
 pub mod types;
 
-pub use reconcile::{Clock, Error, OperatorContext, controller, reconcile, run};
+pub use reconcile::{
+    Clock, Error, OperatorContext, Outcome, View, controller, reconcile, reconcile_with, run,
+};
 pub use types::{Cache, CacheSpec, CacheStatus, crd, crd_yaml};

@@ -1,12 +1,18 @@
 //! The reconciler: from the Cache and the pods and Service it owns (read from the runtime's
 //! caches) to the few API writes that move the world one step closer to the spec.
 //!
+//! The decisions ([`reconcile_with`]) read the owned objects through a [`View`]. steady's
+//! runtime answers from its caches and remembers each write ([`reconcile`]); a runtime
+//! without caches answers by asking the API server every time, which is how
+//! `steady bench operators` runs this very reconciler on kube-rs's `Controller`.
+//!
 //! Level-triggered: every decision is made from observed state, never from the event that
 //! caused the run; at the fixed point a run makes no write at all. Decisions iterate pods in
 //! ordinal order (a `BTreeMap`), so the same world always gives the same writes.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -147,23 +153,97 @@ impl Progress {
     }
 }
 
-/// The writes of one reconcile, against one namespace, remembered in the runtime caches.
-struct Writer<'a> {
-    ctx: &'a Context<OperatorContext>,
-    namespace: String,
-    pods: Api<Pod>,
-    pod_cache: steady_runtime::Cache<Pod>,
+/// How a reconcile sees what a Cache owns, and where it records its own writes so the
+/// next run sees them even before their watch events arrive.
+pub trait View: Sync {
+    /// Pods in `namespace` that may belong to `cache` (whose uid is `uid`); the reconciler
+    /// keeps only those it controls.
+    fn owned_pods(
+        &self,
+        cache: &Cache,
+        namespace: &str,
+        uid: &str,
+    ) -> impl Future<Output = Result<Vec<Arc<Pod>>, Error>> + Send;
+    /// The Service `namespace/name`, whoever owns it.
+    fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Arc<Service>>, Error>> + Send;
+    fn remember_pod(&self, _pod: Pod) {}
+    fn forget_pod(&self, _key: &ObjectKey) {}
+    fn remember_service(&self, _service: Service) {}
+    fn remember_cache(&self, _cache: Cache) {}
 }
 
-impl Writer<'_> {
-    fn api_error(
+/// steady's runtime caches: no request to read, and every write remembered.
+struct CachedView {
+    pods: steady_runtime::Cache<Pod>,
+    services: steady_runtime::Cache<Service>,
+    caches: Option<steady_runtime::Cache<Cache>>,
+}
+
+impl CachedView {
+    /// The view, or the kind whose cache the controller lacks.
+    fn of(ctx: &Context<OperatorContext>) -> Result<CachedView, &'static str> {
+        Ok(CachedView {
+            pods: ctx.cache::<Pod>().ok_or("Pod")?,
+            services: ctx.cache::<Service>().ok_or("Service")?,
+            caches: ctx.cache::<Cache>(),
+        })
+    }
+}
+
+impl View for CachedView {
+    async fn owned_pods(
         &self,
+        _cache: &Cache,
+        _namespace: &str,
+        uid: &str,
+    ) -> Result<Vec<Arc<Pod>>, Error> {
+        Ok(self.pods.owned_by(uid))
+    }
+
+    async fn service(&self, namespace: &str, name: &str) -> Result<Option<Arc<Service>>, Error> {
+        Ok(self.services.get(&ObjectKey::new(Some(namespace), name)))
+    }
+
+    fn remember_pod(&self, pod: Pod) {
+        self.pods.remember(pod);
+    }
+
+    fn forget_pod(&self, key: &ObjectKey) {
+        self.pods.forget(key);
+    }
+
+    fn remember_service(&self, service: Service) {
+        self.services.remember(service);
+    }
+
+    fn remember_cache(&self, cache: Cache) {
+        if let Some(caches) = &self.caches {
+            caches.remember(cache);
+        }
+    }
+}
+
+/// The writes of one reconcile, against one namespace, remembered in the view.
+struct Writer<'a, V> {
+    data: &'a OperatorContext,
+    view: &'a V,
+    namespace: String,
+    pods: Api<Pod>,
+}
+
+impl Error {
+    /// Turns a failed request about `kind` `namespace/name` into an [`Error::Api`].
+    pub fn api(
         action: &'static str,
         kind: &'static str,
+        namespace: &str,
         name: &str,
     ) -> impl FnOnce(kube::Error) -> Error {
-        let namespace = self.namespace.clone();
-        let name = name.to_string();
+        let (namespace, name) = (namespace.to_string(), name.to_string());
         move |source| Error::Api {
             action,
             kind,
@@ -172,15 +252,26 @@ impl Writer<'_> {
             source,
         }
     }
+}
+
+impl<V: View> Writer<'_, V> {
+    fn api_error(
+        &self,
+        action: &'static str,
+        kind: &'static str,
+        name: &str,
+    ) -> impl FnOnce(kube::Error) -> Error {
+        Error::api(action, kind, &self.namespace, name)
+    }
 
     /// Create `pod`; `Ok(None)` when a pod of that name already exists (a stale cache).
     async fn create_pod(&self, pod: &Pod) -> Result<Option<Pod>, Error> {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        self.ctx.data().count_write();
+        self.data.count_write();
         match self.pods.create(&PostParams::default(), pod).await {
             Ok(created) => {
                 tracing::info!(pod = %name, "created pod");
-                self.pod_cache.remember(created.clone());
+                self.view.remember_pod(created.clone());
                 Ok(Some(created))
             }
             Err(e) if api_code(&e) == Some(409) => {
@@ -204,23 +295,23 @@ impl Writer<'_> {
             }),
             ..DeleteParams::default()
         };
-        self.ctx.data().count_write();
+        self.data.count_write();
         match self.pods.delete(&name, &params).await {
             Ok(either) => {
                 tracing::info!(pod = %name, "deleted pod");
                 match either.left() {
                     Some(terminating) => {
-                        self.pod_cache.remember(terminating.clone());
+                        self.view.remember_pod(terminating.clone());
                         Ok(Deleted::Terminating(Box::new(terminating)))
                     }
                     None => {
-                        self.pod_cache.forget(&key);
+                        self.view.forget_pod(&key);
                         Ok(Deleted::Gone)
                     }
                 }
             }
             Err(e) if api_code(&e) == Some(404) => {
-                self.pod_cache.forget(&key);
+                self.view.forget_pod(&key);
                 Ok(Deleted::Gone)
             }
             Err(e) if api_code(&e) == Some(409) => Ok(Deleted::Raced),
@@ -253,11 +344,38 @@ fn apply_deleted(
     }
 }
 
-/// Bring one Cache's pods, Service and status one step closer to its spec.
+/// Bring one Cache's pods, Service and status one step closer to its spec, reading from
+/// steady's runtime caches.
 pub async fn reconcile(
     cache: Arc<Cache>,
     ctx: Arc<Context<OperatorContext>>,
 ) -> Result<Action, Error> {
+    let view = CachedView::of(&ctx).map_err(Error::MissingCache)?;
+    Ok(
+        match reconcile_with(&cache, ctx.client(), ctx.data(), &view).await? {
+            Outcome::Converged => Action::done(),
+            Outcome::Progressing => Action::requeue_after(REQUEUE_WHILE_PROGRESSING),
+        },
+    )
+}
+
+/// What a reconcile left to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The world matches the spec; nothing to look at until something changes.
+    Converged,
+    /// Pods are starting, stopping or being replaced: look again after
+    /// [`REQUEUE_WHILE_PROGRESSING`] if no event comes first.
+    Progressing,
+}
+
+/// The reconciler's decisions and writes, reading the owned objects through `view`.
+pub async fn reconcile_with(
+    cache: &Cache,
+    client: Client,
+    data: &OperatorContext,
+    view: &impl View,
+) -> Result<Outcome, Error> {
     let name = cache
         .metadata
         .name
@@ -275,17 +393,13 @@ pub async fn reconcile(
         .ok_or(Error::MissingField("metadata.uid"))?;
     if cache.metadata.deletion_timestamp.is_some() {
         // What it owns is the garbage collector's; there is no external state to release.
-        return Ok(Action::done());
+        return Ok(Outcome::Converged);
     }
-    let pod_cache = ctx.cache::<Pod>().ok_or(Error::MissingCache("Pod"))?;
-    let service_cache = ctx
-        .cache::<Service>()
-        .ok_or(Error::MissingCache("Service"))?;
     let writer = Writer {
-        ctx: &ctx,
+        data,
+        view,
         namespace: namespace.clone(),
-        pods: Api::namespaced(ctx.client(), &namespace),
-        pod_cache: pod_cache.clone(),
+        pods: Api::namespaced(client.clone(), &namespace),
     };
     let hash = template_hash(&cache.spec);
     let replicas = cache.spec.replicas.max(0);
@@ -293,7 +407,7 @@ pub async fn reconcile(
     // What exists: pods this Cache controls, by ordinal; misnamed ones are strays.
     let mut pods: BTreeMap<i32, Pod> = BTreeMap::new();
     let mut strays: Vec<Pod> = Vec::new();
-    for pod in pod_cache.owned_by(&uid) {
+    for pod in view.owned_pods(cache, &namespace, &uid).await? {
         if pod.metadata.namespace.as_deref() != Some(namespace.as_str())
             || !is_controlled_by(&pod.metadata, &uid)
         {
@@ -311,15 +425,8 @@ pub async fn reconcile(
     let mut degraded: Option<(&'static str, String)> = None;
 
     // The Service.
-    if let Some(problem) = ensure_service(
-        &cache,
-        &ctx,
-        &service_cache,
-        &namespace,
-        &name,
-        &mut progress,
-    )
-    .await?
+    if let Some(problem) =
+        ensure_service(cache, &client, data, view, &namespace, &name, &mut progress).await?
     {
         degraded = Some(problem);
     }
@@ -395,7 +502,7 @@ pub async fn reconcile(
             }
             Some(_) => {}
             None => {
-                let pod = desired_pod(&cache, ordinal, &hash);
+                let pod = desired_pod(cache, ordinal, &hash);
                 match writer.create_pod(&pod).await? {
                     Some(created) => {
                         pods.insert(ordinal, created);
@@ -441,7 +548,7 @@ pub async fn reconcile(
 
     // Status, written only when it differs from what is stored.
     let status = desired_status(
-        &cache,
+        cache,
         &name,
         &hash,
         replicas,
@@ -449,61 +556,51 @@ pub async fn reconcile(
         strays.len(),
         &progress,
         degraded,
-        ctx.data().now(),
+        data.now(),
     );
     if cache.status.as_ref() != Some(&status) {
-        let api: Api<Cache> = Api::namespaced(ctx.client(), &namespace);
+        let api: Api<Cache> = Api::namespaced(client.clone(), &namespace);
         let patch = serde_json::json!({ "status": serde_json::to_value(&status)? });
-        ctx.data().count_write();
+        data.count_write();
         let written = api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map_err(writer.api_error("updating the status of", "Cache", &name))?;
         tracing::info!(cache = %name, ready = status.ready_replicas, replicas = status.replicas, "status updated");
-        if let Some(primary) = ctx.cache::<Cache>() {
-            primary.remember(written);
-        }
+        view.remember_cache(written);
     }
 
-    if progress.is_idle() {
-        Ok(Action::done())
+    Ok(if progress.is_idle() {
+        Outcome::Converged
     } else {
-        Ok(Action::requeue_after(REQUEUE_WHILE_PROGRESSING))
-    }
+        Outcome::Progressing
+    })
 }
 
 /// Create the Service, or fix its selector and port. Returns a Degraded reason when the
 /// name is taken by a Service this Cache does not control.
 async fn ensure_service(
     cache: &Cache,
-    ctx: &Context<OperatorContext>,
-    service_cache: &steady_runtime::Cache<Service>,
+    client: &Client,
+    data: &OperatorContext,
+    view: &impl View,
     namespace: &str,
     name: &str,
     progress: &mut Progress,
 ) -> Result<Option<(&'static str, String)>, Error> {
-    let api: Api<Service> = Api::namespaced(ctx.client(), namespace);
+    let api: Api<Service> = Api::namespaced(client.clone(), namespace);
     let uid = cache.meta().uid.clone().unwrap_or_default();
-    let err = |action: &'static str| {
-        let (namespace, name) = (namespace.to_string(), name.to_string());
-        move |source| Error::Api {
-            action,
-            kind: "Service",
-            namespace,
-            name,
-            source,
-        }
-    };
-    match service_cache.get(&ObjectKey::new(Some(namespace), name)) {
+    let err = |action: &'static str| Error::api(action, "Service", namespace, name);
+    match view.service(namespace, name).await? {
         None => {
-            ctx.data().count_write();
+            data.count_write();
             match api
                 .create(&PostParams::default(), &desired_service(cache))
                 .await
             {
                 Ok(created) => {
                     tracing::info!(service = %name, "created service");
-                    service_cache.remember(created);
+                    view.remember_service(created);
                 }
                 Err(e) if api_code(&e) == Some(409) => progress.raced = true,
                 Err(e) => return Err(err("creating")(e)),
@@ -520,11 +617,11 @@ async fn ensure_service(
         }
         Some(existing) => {
             if let Some(updated) = service_update(cache, &existing) {
-                ctx.data().count_write();
+                data.count_write();
                 match api.replace(name, &PostParams::default(), &updated).await {
                     Ok(replaced) => {
                         tracing::info!(service = %name, "updated service selector/port");
-                        service_cache.remember(replaced);
+                        view.remember_service(replaced);
                     }
                     Err(e) if api_code(&e) == Some(409) => progress.raced = true,
                     Err(e) => return Err(err("updating")(e)),

@@ -26,17 +26,10 @@ pub enum BenchTarget {
     /// The controller runtime: work-queue cost per key, event-to-reconcile latency.
     Runtime(RuntimeBenchArgs),
     /// The Cache operator on steady's runtime vs the same reconciler on kube-runtime.
-    Operators(OperatorsBenchArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct OperatorsBenchArgs {
-    /// Small sizes: checks the harness works in seconds (numbers mean little).
-    #[arg(long)]
-    pub quick: bool,
-    /// How many Caches exist before the operator starts (default 1,000; 20 with --quick).
-    #[arg(long)]
-    pub caches: Option<usize>,
+    Operators(crate::bench_operators::OperatorsBenchArgs),
+    /// One operator under test, driven by `steady bench operators` (internal).
+    #[command(hide = true)]
+    OperatorProcess(crate::bench_operators::OperatorProcessArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -69,7 +62,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.target {
         BenchTarget::Server(args) => server(args).await,
         BenchTarget::Runtime(args) => crate::bench_runtime::run(args.quick).await,
-        BenchTarget::Operators(args) => crate::bench_operators::run(args.quick, args.caches).await,
+        BenchTarget::Operators(args) => crate::bench_operators::run(args).await,
+        BenchTarget::OperatorProcess(args) => {
+            crate::bench_operators::serve_operator_process(args).await
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod compare;
 mod demo;
 mod manifests;
 mod operator;
+mod plot;
 mod server;
 mod shutdown;
 mod sim;

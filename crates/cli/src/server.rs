@@ -98,8 +98,18 @@ impl ControlPlane {
         self,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
+        self.serve_with(|router| router, shutdown).await
+    }
+
+    /// [`ControlPlane::serve`], with `wrap` applied to the API's Router before the token
+    /// check (benchmarks count requests this way).
+    pub async fn serve_with(
+        self,
+        wrap: impl FnOnce(axum::Router) -> axum::Router,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
         let tls_config = tls::server_config(&self.credentials).context("cannot configure TLS")?;
-        let app = auth::require_token(self.api.router(), &self.credentials.token);
+        let app = auth::require_token(wrap(self.api.router()), &self.credentials.token);
         tls::serve(self.listener, app, tls_config, shutdown).await;
         tracing::info!("shutting down");
         self.api.shutdown().await;

@@ -3,9 +3,10 @@
 
 use std::process::Command;
 
-fn quick(target: &str) -> String {
+fn quick(target: &str, extra: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_steady"))
         .args(["bench", target, "--quick"])
+        .args(extra)
         .env("RUST_LOG", "warn")
         .output()
         .expect("run steady bench");
@@ -30,7 +31,7 @@ fn cell(table: &str, name: &str) -> String {
 
 #[test]
 fn server_bench_quick_reports_every_measurement() {
-    let out = quick("server");
+    let out = quick("server", &[]);
     for row in [
         "creates/s, HTTPS",
         "creates/s, in-process",
@@ -47,7 +48,7 @@ fn server_bench_quick_reports_every_measurement() {
 
 #[test]
 fn runtime_bench_quick_reports_every_measurement() {
-    let out = quick("runtime");
+    let out = quick("runtime", &[]);
     for row in [
         "work queue: add",
         "work queue: 10 adds",
@@ -61,32 +62,70 @@ fn runtime_bench_quick_reports_every_measurement() {
     }
 }
 
+/// The cells of the operators table row with this scenario prefix and measurement.
+fn row<'a>(table: &'a str, scenario: &str, measurement: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>())
+        .find(|cells| cells.len() > 5 && cells[1].starts_with(scenario) && cells[2] == measurement)
+        .unwrap_or_else(|| panic!("no row {scenario:?} / {measurement:?} in:\n{table}"))
+}
+
+fn number(cell: &str) -> f64 {
+    cell.parse()
+        .unwrap_or_else(|_| panic!("{cell:?} is not a number"))
+}
+
 #[test]
-fn operators_bench_quick_compares_steady_with_kube_runtime() {
-    let out = quick("operators");
+fn operators_bench_quick_runs_every_scenario_for_both_runtimes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plot = dir.path().join("plot.svg");
+    let out = quick("operators", &["--plot", plot.to_str().expect("utf-8 path")]);
     let header = out
         .lines()
         .find(|l| l.starts_with("| scenario |"))
         .expect("a table");
+    assert!(header.contains("| steady | kube-runtime |"), "{header}");
+    // Every scenario produced numbers for both runtimes.
+    for (scenario, measurement) in [
+        (
+            "1. cold start",
+            "seconds until all Ready at their generation",
+        ),
+        ("1. cold start", "operator peak RSS (MiB)"),
+        ("1. cold start", "operator CPU seconds"),
+        ("6. the limit", "cold start ÷ the limit"),
+        ("2. steady state", "reconciles"),
+        ("2. forced relist", "LIST"),
+        ("3. self-heal", "p99 delete → replacement (ms)"),
+        ("4. churn", "p99 update → status (ms)"),
+        ("4. churn", "reconciles per update"),
+        ("5. memory", "operator RSS, converged (MiB)"),
+        ("5. memory", "operator peak RSS during relist (MiB)"),
+    ] {
+        let cells = row(&out, scenario, measurement);
+        assert!(
+            number(cells[3]) >= 0.0 && number(cells[4]) >= 0.0,
+            "{cells:?}"
+        );
+    }
+    // Both converged and resynced: every resync period reconciles every Cache.
+    let reconciles = row(&out, "2. steady state", "reconciles");
     assert!(
-        header.contains("steady") && header.contains("kube-runtime"),
-        "{header}"
+        number(reconciles[3]) > 0.0 && number(reconciles[4]) > 0.0,
+        "{reconciles:?}"
     );
-    let row = out
-        .lines()
-        .find(|l| l.contains("seconds until all Ready"))
-        .expect("a cold-start row");
-    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    // At the fixed point steady writes nothing and, reading its caches, asks nothing;
+    // after a forced relist it re-lists each kind once and still writes nothing.
+    assert_eq!(row(&out, "2. steady state", "writes")[3], "0");
+    assert_eq!(row(&out, "2. steady state", "GET + LIST")[3], "0");
+    assert_eq!(row(&out, "2. forced relist", "writes")[3], "0");
+    assert_eq!(row(&out, "2. forced relist", "GET")[3], "0");
+    assert_eq!(row(&out, "2. forced relist", "LIST")[3], "3");
+    let svg = std::fs::read_to_string(&plot).expect("the plot was written");
     assert!(
-        cells[3].parse::<f64>().is_ok() && cells[4].parse::<f64>().is_ok(),
-        "{row}"
+        svg.starts_with("<svg") || svg.starts_with("<?xml"),
+        "{svg:.80}"
     );
-    let steady_state = out
-        .lines()
-        .find(|l| l.contains("steady state") && l.contains("| writes |"))
-        .expect("a steady-state row");
-    assert!(
-        steady_state.contains("| writes | 0 |"),
-        "steady makes no writes at the fixed point: {steady_state}"
-    );
+    assert!(svg.contains("steady") && svg.contains("kube-runtime"));
 }

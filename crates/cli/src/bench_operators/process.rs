@@ -1,0 +1,208 @@
+//! The operator under test runs in its own process, so its memory and CPU are its own: the
+//! parent reads them from `/proc`, and asks the child for its reconcile count over stdin.
+//!
+//! The child is `steady bench operator-process` (hidden): it connects with a kubeconfig,
+//! like any operator, and answers each `stats` line on stdin with one JSON line on
+//! stdout. It stops when stdin closes.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use super::Runtime;
+
+/// Flags of the hidden `steady bench operator-process`.
+#[derive(clap::Args, Debug)]
+pub struct OperatorProcessArgs {
+    #[arg(long, value_enum)]
+    pub runtime: Runtime,
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// Converged Caches are reconciled again this often.
+    #[arg(long, value_parser = crate::server::parse_duration)]
+    pub resync: Duration,
+    /// Reconciles running at once.
+    #[arg(long)]
+    pub concurrency: u16,
+}
+
+/// The child: run one operator until stdin closes.
+pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
+    let client = crate::operator::client(Some(&args.kubeconfig)).await?;
+    let reconciles = Arc::new(AtomicU64::new(0));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let stopped = async move {
+        let _ = stopped.await;
+    };
+    let operator = match args.runtime {
+        Runtime::Steady => {
+            let config = steady_runtime::Config {
+                name: "cache".into(),
+                concurrency: usize::from(args.concurrency),
+                resync_period: Some(args.resync),
+                ..Default::default()
+            };
+            let counter = reconciles.clone();
+            let controller = steady_cache_operator::controller(client, config);
+            let data = Arc::new(steady_cache_operator::OperatorContext::default());
+            tokio::spawn(async move {
+                let reconcile = move |cache, ctx| {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    steady_cache_operator::reconcile(cache, ctx)
+                };
+                if let Err(e) = controller.run(reconcile, data, stopped).await {
+                    tracing::error!(error = %e, "the steady controller stopped");
+                }
+            })
+        }
+        Runtime::KubeRuntime => tokio::spawn(super::kube_runtime::run(
+            client,
+            args.concurrency,
+            args.resync,
+            reconciles.clone(),
+            stopped,
+        )),
+    };
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut stdout = tokio::io::stdout();
+    while let Some(line) = lines.next_line().await? {
+        if line.trim() == "stats" {
+            let stats = serde_json::json!({"reconciles": reconciles.load(Ordering::Relaxed)});
+            stdout.write_all(format!("{stats}\n").as_bytes()).await?;
+            stdout.flush().await?;
+        }
+    }
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), operator).await;
+    Ok(())
+}
+
+/// The parent's handle on a running operator process.
+pub struct OperatorProcess {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    pid: u32,
+}
+
+/// Memory of a process, from `/proc/<pid>/status`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memory {
+    /// Resident now (VmRSS), bytes.
+    pub resident: u64,
+    /// Peak resident since start or the last [`OperatorProcess::reset_peak`] (VmHWM), bytes.
+    pub peak: u64,
+}
+
+/// Linux reports CPU time in clock ticks of USER_HZ, which is 100 on every architecture
+/// Linux supports for user space ABI purposes.
+const USER_HZ: f64 = 100.0;
+
+impl OperatorProcess {
+    pub async fn spawn(
+        runtime: Runtime,
+        kubeconfig: &Path,
+        resync: Duration,
+        concurrency: u16,
+    ) -> anyhow::Result<OperatorProcess> {
+        let exe = std::env::current_exe().context("cannot find the steady executable")?;
+        let mut child = tokio::process::Command::new(exe)
+            .args(["bench", "operator-process", "--runtime", runtime.name()])
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--resync")
+            .arg(format!("{}ms", resync.as_millis()))
+            .arg("--concurrency")
+            .arg(concurrency.to_string())
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "error".into()),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot start the operator process")?;
+        let pid = child.id().context("the operator process has no pid")?;
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().context("no stdout")?).lines();
+        Ok(OperatorProcess {
+            child,
+            stdin,
+            stdout,
+            pid,
+        })
+    }
+
+    /// Reconciles the operator has started so far.
+    pub async fn reconciles(&mut self) -> anyhow::Result<u64> {
+        let stdin = self.stdin.as_mut().context("the operator was stopped")?;
+        stdin.write_all(b"stats\n").await?;
+        stdin.flush().await?;
+        let line = self
+            .stdout
+            .next_line()
+            .await?
+            .context("the operator process exited")?;
+        let stats: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("unexpected operator output {line:?}"))?;
+        stats["reconciles"]
+            .as_u64()
+            .with_context(|| format!("no reconcile count in {line:?}"))
+    }
+
+    pub fn memory(&self) -> anyhow::Result<Memory> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .context("cannot read the operator's /proc status")?;
+        let kib = |field: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Ok(Memory {
+            resident: kib("VmRSS:") * 1024,
+            peak: kib("VmHWM:") * 1024,
+        })
+    }
+
+    /// User + system CPU seconds the operator has used.
+    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .context("cannot read the operator's /proc stat")?;
+        // Fields after the parenthesised command name; utime and stime are the 12th and
+        // 13th of those.
+        let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+        match (ticks(11), ticks(12)) {
+            (Some(user), Some(system)) => Ok((user + system) as f64 / USER_HZ),
+            _ => anyhow::bail!("unexpected /proc/{}/stat: {stat}", self.pid),
+        }
+    }
+
+    /// Start measuring the peak resident size afresh (Linux `clear_refs` value 5).
+    pub fn reset_peak(&self) -> anyhow::Result<()> {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5")
+            .context("cannot reset the operator's peak RSS")
+    }
+
+    /// Close stdin (the child's signal to stop) and wait for it to exit.
+    pub async fn stop(mut self) {
+        drop(self.stdin.take());
+        if tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}

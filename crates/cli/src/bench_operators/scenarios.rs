@@ -1,0 +1,748 @@
+//! The scenarios, and the table and plot of their results.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use steady_cache_operator::Cache;
+use steady_cache_operator::resources::{desired_pod, desired_service, template_hash};
+
+use super::process::OperatorProcess;
+use super::session::{CacheRef, Requests, Session};
+use super::{Plan, Runtime};
+use crate::plot::{Chart, Series, render_svg};
+
+/// Seed of every random choice (which Caches lose a pod, the churn order).
+const SEED: u64 = 7;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+pub struct ColdStart {
+    pub caches: usize,
+    pub seconds: f64,
+    pub requests: Requests,
+    pub peak_rss: u64,
+    pub cpu_seconds: f64,
+}
+
+pub struct SteadyState {
+    pub window: Duration,
+    pub requests: Requests,
+    pub reconciles: u64,
+    pub relist_requests: Requests,
+    pub relist_reconciles: u64,
+    pub rss_before_relist: u64,
+    pub relist_peak: u64,
+}
+
+pub struct ChurnPhase {
+    pub sent_per_second: f64,
+    pub reconciles_per_second: f64,
+    pub reconciles_per_update: f64,
+    pub lags: Percentiles,
+}
+
+pub struct MemoryPoint {
+    pub pods: usize,
+    pub resident: u64,
+    pub relist_peak: u64,
+}
+
+/// Everything one runtime did.
+pub struct RuntimeResults {
+    pub cold_starts: Vec<ColdStart>,
+    pub steady_state: SteadyState,
+    pub heal_idle: Percentiles,
+    pub heal_under_load: Percentiles,
+    pub churn: Vec<ChurnPhase>,
+    pub memory: Vec<MemoryPoint>,
+}
+
+pub struct Results {
+    pub plan: Plan,
+    /// Writes/s the server takes for the operator's objects at the operator's concurrency.
+    pub raw_write_rate: f64,
+    pub runtimes: BTreeMap<&'static str, RuntimeResults>,
+}
+
+#[derive(Clone, Copy, Default)]
+pub struct Percentiles {
+    pub p50: Duration,
+    pub p99: Duration,
+}
+
+impl Percentiles {
+    fn of(mut samples: Vec<Duration>) -> Percentiles {
+        samples.sort();
+        let at = |q: f64| {
+            samples
+                .get(((samples.len() as f64 * q).ceil() as usize).saturating_sub(1))
+                .copied()
+                .unwrap_or_default()
+        };
+        Percentiles {
+            p50: at(0.50),
+            p99: at(0.99),
+        }
+    }
+}
+
+pub async fn run_all(plan: &Plan) -> anyhow::Result<Results> {
+    eprintln!("the limit: the server's raw write rate…");
+    let raw_write_rate = raw_write_rate(plan).await?;
+    let mut runtimes = BTreeMap::new();
+    for runtime in Runtime::BOTH {
+        runtimes.insert(runtime.name(), run_runtime(plan, runtime).await?);
+    }
+    Ok(Results {
+        plan: plan.clone(),
+        raw_write_rate,
+        runtimes,
+    })
+}
+
+async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeResults> {
+    let mut cold_starts = Vec::new();
+    for &caches in plan.cold_start_sizes.iter().filter(|&&n| n != plan.caches) {
+        eprintln!("{}: cold start of {caches} Caches…", runtime.name());
+        let session = Session::start(false).await?;
+        let refs = session.create_caches(caches, 2).await?;
+        let (operator, cold) = cold_start(&session, runtime, &refs, plan).await?;
+        cold_starts.push(cold);
+        operator.stop().await;
+        session.stop().await;
+    }
+
+    eprintln!(
+        "{}: cold start of {} Caches, then steady state, relist, self-heal and churn…",
+        runtime.name(),
+        plan.caches
+    );
+    let session = Session::start(true).await?;
+    let refs = session.create_caches(plan.caches, 2).await?;
+    let (mut operator, cold) = cold_start(&session, runtime, &refs, plan).await?;
+    cold_starts.push(cold);
+    cold_starts.sort_by_key(|c| c.caches);
+    let steady_state = steady_state(&session, &mut operator, plan).await?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
+    let heal_idle = self_heal(&session, &refs, plan, &mut rng).await?;
+    let mut churn = Churn::new(&refs, &mut rng);
+    let mut phases = Vec::new();
+    for &rate in &plan.churn_rates {
+        phases.push(churn.phase(&session, &mut operator, rate, plan).await?);
+    }
+    // Self-heal while Caches churn: both at once, then let the churn settle.
+    let (heal_under_load, under_load) = tokio::join!(
+        self_heal(&session, &refs, plan, &mut rng),
+        churn.phase(&session, &mut operator, plan.under_load_rate, plan)
+    );
+    let (heal_under_load, _) = (heal_under_load?, under_load?);
+    operator.stop().await;
+    session.stop().await;
+
+    let mut memory = Vec::new();
+    for &pods in &plan.memory_pods {
+        eprintln!("{}: memory with {pods} pods…", runtime.name());
+        memory.push(memory_point(plan, runtime, pods).await?);
+    }
+    Ok(RuntimeResults {
+        cold_starts,
+        steady_state,
+        heal_idle,
+        heal_under_load,
+        churn: phases,
+        memory,
+    })
+}
+
+/// Scenario 1: start the operator with every Cache already there; time until all are
+/// Ready at their generation.
+async fn cold_start(
+    session: &Session,
+    runtime: Runtime,
+    caches: &[CacheRef],
+    plan: &Plan,
+) -> anyhow::Result<(OperatorProcess, ColdStart)> {
+    let before = session.counts.snapshot();
+    let started = Instant::now();
+    let operator =
+        OperatorProcess::spawn(runtime, &session.kubeconfig, plan.resync, plan.concurrency).await?;
+    session
+        .tracker
+        .wait_ready(caches.len(), plan.converge_timeout)
+        .await
+        .with_context(|| format!("{} did not converge", runtime.name()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let requests = session.counts.snapshot().since(&before);
+    let cold = ColdStart {
+        caches: caches.len(),
+        seconds,
+        requests,
+        peak_rss: operator.memory()?.peak,
+        cpu_seconds: operator.cpu_seconds()?,
+    };
+    Ok((operator, cold))
+}
+
+/// Scenario 2: ten resync periods at the fixed point, then every watch expired (410).
+async fn steady_state(
+    session: &Session,
+    operator: &mut OperatorProcess,
+    plan: &Plan,
+) -> anyhow::Result<SteadyState> {
+    let window = plan.resync * 10 + plan.resync / 2;
+    let (requests_before, reconciles_before) =
+        (session.counts.snapshot(), operator.reconciles().await?);
+    tokio::time::sleep(window).await;
+    let (requests_after, reconciles_after) =
+        (session.counts.snapshot(), operator.reconciles().await?);
+
+    let rss_before_relist = operator.memory()?.resident;
+    operator.reset_peak()?;
+    session.api.expire_watches();
+    tokio::time::sleep(plan.relist_window).await;
+    session
+        .tracker
+        .wait_ready(plan.caches, plan.converge_timeout)
+        .await?;
+    let relist_requests = session.counts.snapshot().since(&requests_after);
+    let relist_reconciles = operator.reconciles().await? - reconciles_after;
+    Ok(SteadyState {
+        window,
+        requests: requests_after.since(&requests_before),
+        reconciles: reconciles_after - reconciles_before,
+        relist_requests,
+        relist_reconciles,
+        rss_before_relist,
+        relist_peak: operator.memory()?.peak,
+    })
+}
+
+/// Scenario 3: delete pod 0 of distinct random Caches at a fixed rate; time from each
+/// delete to its replacement existing.
+async fn self_heal(
+    session: &Session,
+    caches: &[CacheRef],
+    plan: &Plan,
+    rng: &mut rand::rngs::StdRng,
+) -> anyhow::Result<Percentiles> {
+    let mut chosen: Vec<&CacheRef> = caches.iter().collect();
+    chosen.shuffle(rng);
+    chosen.truncate(plan.heal_deletes);
+    let start = tokio::time::Instant::now();
+    let interval = Duration::from_secs_f64(1.0 / plan.heal_rate);
+    let deletes = futures::stream::iter(chosen.into_iter().enumerate().map(|(i, cache)| {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(session.admin.clone(), &cache.namespace);
+        let name = format!("{}-0", cache.name);
+        let key = format!("{}/{name}", cache.namespace);
+        async move {
+            tokio::time::sleep_until(start + interval * i as u32).await;
+            session.tracker.expect_heal(key);
+            if let Err(e) = pods
+                .delete(&name, &DeleteParams::default().grace_period(0))
+                .await
+            {
+                tracing::warn!(pod = %name, error = %e, "benchmark delete failed");
+            }
+        }
+    }))
+    .buffer_unordered(64)
+    .collect::<Vec<()>>();
+    deletes.await;
+    Ok(Percentiles::of(
+        session.tracker.settle_heals(plan.settle_timeout).await,
+    ))
+}
+
+/// Scenario 4: spec updates (replicas 2 → 3 → 2 …) at a fixed rate, over every Cache in a
+/// shuffled order, so one Cache's consecutive updates are a whole pass apart.
+struct Churn<'a> {
+    order: Vec<&'a CacheRef>,
+    next: usize,
+}
+
+impl<'a> Churn<'a> {
+    fn new(caches: &'a [CacheRef], rng: &mut rand::rngs::StdRng) -> Churn<'a> {
+        let mut order: Vec<&CacheRef> = caches.iter().collect();
+        order.shuffle(rng);
+        Churn { order, next: 0 }
+    }
+
+    async fn phase(
+        &mut self,
+        session: &Session,
+        operator: &mut OperatorProcess,
+        rate: u32,
+        plan: &Plan,
+    ) -> anyhow::Result<ChurnPhase> {
+        let updates = (f64::from(rate) * plan.churn_duration.as_secs_f64()) as usize;
+        let first = self.next;
+        self.next += updates;
+        let reconciles_before = operator.reconciles().await?;
+        let start = tokio::time::Instant::now();
+        let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
+        let order = &self.order;
+        futures::stream::iter((first..first + updates).map(|n| {
+            let cache = order[n % order.len()];
+            let replicas = if (n / order.len()).is_multiple_of(2) {
+                3
+            } else {
+                2
+            };
+            let api: Api<Cache> = Api::namespaced(session.admin.clone(), &cache.namespace);
+            async move {
+                tokio::time::sleep_until(start + interval * (n - first) as u32).await;
+                let sent = Instant::now();
+                let patch = serde_json::json!({"spec": {"replicas": replicas}});
+                match api
+                    .patch(&cache.name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                {
+                    Ok(updated) => session.tracker.expect_update(
+                        cache.key(),
+                        updated.metadata.generation.unwrap_or(0),
+                        sent,
+                    ),
+                    Err(e) => {
+                        tracing::warn!(cache = %cache.key(), error = %e, "benchmark update failed")
+                    }
+                }
+            }
+        }))
+        .buffer_unordered(64)
+        .collect::<Vec<()>>()
+        .await;
+        let sending = start.elapsed().as_secs_f64();
+        let reconciles = operator.reconciles().await? - reconciles_before;
+        let lags = session.tracker.settle_updates(plan.settle_timeout).await;
+        Ok(ChurnPhase {
+            sent_per_second: updates as f64 / sending,
+            reconciles_per_second: reconciles as f64 / sending,
+            reconciles_per_update: reconciles as f64 / updates.max(1) as f64,
+            lags: Percentiles::of(lags),
+        })
+    }
+}
+
+/// Scenario 5: resident memory once `pods` pods (Caches of `memory_replicas`) are
+/// converged, and the peak while every watch re-lists.
+async fn memory_point(plan: &Plan, runtime: Runtime, pods: usize) -> anyhow::Result<MemoryPoint> {
+    let session = Session::start(false).await?;
+    let caches = pods / plan.memory_replicas as usize;
+    let refs = session.create_caches(caches, plan.memory_replicas).await?;
+    let (operator, _) = cold_start(&session, runtime, &refs, plan).await?;
+    tokio::time::sleep(plan.relist_window).await;
+    let resident = operator.memory()?.resident;
+    operator.reset_peak()?;
+    session.api.expire_watches();
+    tokio::time::sleep(plan.relist_window).await;
+    session
+        .tracker
+        .wait_ready(caches, plan.converge_timeout)
+        .await?;
+    let relist_peak = operator.memory()?.peak;
+    operator.stop().await;
+    session.stop().await;
+    Ok(MemoryPoint {
+        pods,
+        resident,
+        relist_peak,
+    })
+}
+
+/// Scenario 6: the writes a cold start needs (two pods, a Service and a status per Cache),
+/// made directly over HTTPS at the operators' concurrency, as fast as the server takes
+/// them.
+async fn raw_write_rate(plan: &Plan) -> anyhow::Result<f64> {
+    let session = Session::start(false).await?;
+    session.create_caches(plan.caches, 2).await?;
+    let caches = Api::<Cache>::all(session.admin.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let client = crate::operator::client(Some(&session.kubeconfig)).await?;
+    let started = Instant::now();
+    futures::stream::iter(caches.into_iter().map(|cache| {
+        let client = client.clone();
+        async move {
+            let namespace = cache.metadata.namespace.clone().unwrap_or_default();
+            let name = cache.metadata.name.clone().unwrap_or_default();
+            let hash = template_hash(&cache.spec);
+            let pods = Api::namespaced(client.clone(), &namespace);
+            for ordinal in 0..2 {
+                pods.create(&PostParams::default(), &desired_pod(&cache, ordinal, &hash))
+                    .await?;
+            }
+            Api::namespaced(client.clone(), &namespace)
+                .create(&PostParams::default(), &desired_service(&cache))
+                .await?;
+            let status = serde_json::json!({"status": {
+                "replicas": 2, "readyReplicas": 2,
+                "observedGeneration": cache.metadata.generation,
+            }});
+            Api::<Cache>::namespaced(client, &namespace)
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                .await?;
+            anyhow::Ok(())
+        }
+    }))
+    .buffer_unordered(usize::from(plan.concurrency))
+    .collect::<Vec<anyhow::Result<()>>>()
+    .await
+    .into_iter()
+    .collect::<anyhow::Result<()>>()?;
+    let rate = (4 * plan.caches) as f64 / started.elapsed().as_secs_f64();
+    session.stop().await;
+    Ok(rate)
+}
+
+impl Results {
+    fn of(&self, runtime: Runtime) -> &RuntimeResults {
+        &self.runtimes[runtime.name()]
+    }
+
+    fn main_cold_start(&self, runtime: Runtime) -> &ColdStart {
+        let all = &self.of(runtime).cold_starts;
+        all.iter()
+            .find(|c| c.caches == self.plan.caches)
+            .unwrap_or(&all[all.len() - 1])
+    }
+
+    /// One Markdown table: scenario, measurement, steady, kube-runtime, their ratio.
+    pub fn table(&self) -> String {
+        let mut table = Table::default();
+        let plan = &self.plan;
+        let both = |f: &dyn Fn(Runtime) -> f64| (f(Runtime::Steady), f(Runtime::KubeRuntime));
+
+        let cold = format!("1. cold start, {} Caches", plan.caches);
+        table.numbers(
+            &cold,
+            "seconds until all Ready at their generation",
+            both(&|r| self.main_cold_start(r).seconds),
+            2,
+        );
+        for verb in [
+            "list", "get", "watch", "create", "patch", "update", "delete",
+        ] {
+            table.numbers(
+                &cold,
+                &format!("{verb} requests"),
+                both(&|r| self.main_cold_start(r).requests.get(verb) as f64),
+                0,
+            );
+        }
+        table.numbers(
+            &cold,
+            "operator peak RSS (MiB)",
+            both(&|r| self.main_cold_start(r).peak_rss as f64 / MIB),
+            1,
+        );
+        table.numbers(
+            &cold,
+            "operator CPU seconds",
+            both(&|r| self.main_cold_start(r).cpu_seconds),
+            2,
+        );
+        for n in &plan.cold_start_sizes {
+            table.numbers(
+                &format!("1. cold start, {n} Caches"),
+                "seconds (plotted)",
+                both(&|r| self.cold_start_at(r, *n).map_or(f64::NAN, |c| c.seconds)),
+                2,
+            );
+            table.numbers(
+                &format!("1. cold start, {n} Caches"),
+                "operator peak RSS, MiB (plotted)",
+                both(&|r| {
+                    self.cold_start_at(r, *n)
+                        .map_or(f64::NAN, |c| c.peak_rss as f64 / MIB)
+                }),
+                1,
+            );
+        }
+
+        let limit_seconds = (4 * plan.caches) as f64 / self.raw_write_rate;
+        let limit = format!(
+            "6. the limit: {:.0} writes/s raw, {} writes needed ⇒ {limit_seconds:.2} s",
+            self.raw_write_rate,
+            4 * plan.caches
+        );
+        table.numbers(
+            &limit,
+            "cold start ÷ the limit",
+            both(&|r| self.main_cold_start(r).seconds / limit_seconds),
+            2,
+        );
+
+        let steady = format!(
+            "2. steady state, {:.1} s (10 resyncs)",
+            self.of(Runtime::Steady).steady_state.window.as_secs_f64()
+        );
+        let ss = |r: Runtime| &self.of(r).steady_state;
+        table.numbers(
+            &steady,
+            "writes",
+            both(&|r| ss(r).requests.writes() as f64),
+            0,
+        );
+        table.numbers(
+            &steady,
+            "GET + LIST",
+            both(&|r| ss(r).requests.reads() as f64),
+            0,
+        );
+        table.numbers(&steady, "reconciles", both(&|r| ss(r).reconciles as f64), 0);
+        let relist = format!(
+            "2. forced relist (410), next {:.0} s",
+            plan.relist_window.as_secs_f64()
+        );
+        table.numbers(
+            &relist,
+            "LIST",
+            both(&|r| ss(r).relist_requests.get("list") as f64),
+            0,
+        );
+        table.numbers(
+            &relist,
+            "GET",
+            both(&|r| ss(r).relist_requests.get("get") as f64),
+            0,
+        );
+        table.numbers(
+            &relist,
+            "writes",
+            both(&|r| ss(r).relist_requests.writes() as f64),
+            0,
+        );
+        table.numbers(
+            &relist,
+            "reconciles",
+            both(&|r| ss(r).relist_reconciles as f64),
+            0,
+        );
+        table.numbers(
+            &relist,
+            "peak RSS during relist (MiB)",
+            both(&|r| ss(r).relist_peak as f64 / MIB),
+            1,
+        );
+        table.numbers(
+            &relist,
+            "RSS before relist (MiB)",
+            both(&|r| ss(r).rss_before_relist as f64 / MIB),
+            1,
+        );
+
+        let idle = format!(
+            "3. self-heal, {} pods at {:.0}/s, idle",
+            plan.heal_deletes, plan.heal_rate
+        );
+        let loaded = format!(
+            "3. self-heal, {} pods at {:.0}/s, under {}/s churn",
+            plan.heal_deletes, plan.heal_rate, plan.under_load_rate
+        );
+        for (scenario, pick) in [
+            (
+                &idle,
+                (|r: &RuntimeResults| r.heal_idle) as fn(&RuntimeResults) -> Percentiles,
+            ),
+            (&loaded, |r: &RuntimeResults| r.heal_under_load),
+        ] {
+            table.numbers(
+                scenario,
+                "p50 delete → replacement (ms)",
+                both(&|r| pick(self.of(r)).p50.as_secs_f64() * 1e3),
+                1,
+            );
+            table.numbers(
+                scenario,
+                "p99 delete → replacement (ms)",
+                both(&|r| pick(self.of(r)).p99.as_secs_f64() * 1e3),
+                1,
+            );
+        }
+
+        for (i, rate) in plan.churn_rates.iter().enumerate() {
+            let scenario = format!(
+                "4. churn, {rate} updates/s for {:.0} s",
+                plan.churn_duration.as_secs_f64()
+            );
+            let phase = |r: Runtime| &self.of(r).churn[i];
+            table.numbers(
+                &scenario,
+                "updates sent/s",
+                both(&|r| phase(r).sent_per_second),
+                0,
+            );
+            table.numbers(
+                &scenario,
+                "reconciles/s",
+                both(&|r| phase(r).reconciles_per_second),
+                0,
+            );
+            table.numbers(
+                &scenario,
+                "reconciles per update",
+                both(&|r| phase(r).reconciles_per_update),
+                2,
+            );
+            table.numbers(
+                &scenario,
+                "p50 update → status (ms)",
+                both(&|r| phase(r).lags.p50.as_secs_f64() * 1e3),
+                1,
+            );
+            table.numbers(
+                &scenario,
+                "p99 update → status (ms)",
+                both(&|r| phase(r).lags.p99.as_secs_f64() * 1e3),
+                1,
+            );
+            table.text(
+                &scenario,
+                "keeps up (p99 < 1 s)",
+                [Runtime::Steady, Runtime::KubeRuntime].map(|r| {
+                    if phase(r).lags.p99 < Duration::from_secs(1) {
+                        "yes".to_string()
+                    } else {
+                        "no".to_string()
+                    }
+                }),
+            );
+        }
+
+        for (i, pods) in plan.memory_pods.iter().enumerate() {
+            let scenario = format!("5. memory, {pods} pods");
+            let point = |r: Runtime| &self.of(r).memory[i];
+            table.numbers(
+                &scenario,
+                "operator RSS, converged (MiB)",
+                both(&|r| point(r).resident as f64 / MIB),
+                1,
+            );
+            table.numbers(
+                &scenario,
+                "operator peak RSS during relist (MiB)",
+                both(&|r| point(r).relist_peak as f64 / MIB),
+                1,
+            );
+        }
+        table.numbers(
+            "5. memory",
+            &format!(
+                "bytes per pod (RSS slope, {} → {} pods)",
+                plan.memory_pods.first().copied().unwrap_or(0),
+                plan.memory_pods.last().copied().unwrap_or(0)
+            ),
+            both(&|r| self.bytes_per_pod(r)),
+            0,
+        );
+        table.render()
+    }
+
+    fn cold_start_at(&self, runtime: Runtime, caches: usize) -> Option<&ColdStart> {
+        self.of(runtime)
+            .cold_starts
+            .iter()
+            .find(|c| c.caches == caches)
+    }
+
+    fn bytes_per_pod(&self, runtime: Runtime) -> f64 {
+        let points = &self.of(runtime).memory;
+        match (points.first(), points.last()) {
+            (Some(a), Some(b)) if b.pods > a.pods => {
+                (b.resident as f64 - a.resident as f64) / (b.pods - a.pods) as f64
+            }
+            _ => f64::NAN,
+        }
+    }
+
+    /// Cold-start time and peak operator memory against N, both runtimes.
+    pub fn plot(&self) -> String {
+        let series = |value: &dyn Fn(&ColdStart) -> f64| -> Vec<Series> {
+            Runtime::BOTH
+                .iter()
+                .map(|&r| Series {
+                    name: r.name().to_string(),
+                    points: self
+                        .of(r)
+                        .cold_starts
+                        .iter()
+                        .map(|c| (c.caches as f64, value(c)))
+                        .collect(),
+                })
+                .collect()
+        };
+        render_svg(&[
+            Chart {
+                title: "Cold start: time until every Cache is Ready".into(),
+                x_label: "Caches (2 pods each)".into(),
+                y_label: "seconds".into(),
+                series: series(&|c| c.seconds),
+            },
+            Chart {
+                title: "Operator memory during cold start".into(),
+                x_label: "Caches (2 pods each)".into(),
+                y_label: "peak RSS (MiB)".into(),
+                series: series(&|c| c.peak_rss as f64 / MIB),
+            },
+        ])
+    }
+}
+
+/// Rows of `| scenario | measurement | steady | kube-runtime | steady / kube-runtime |`.
+#[derive(Default)]
+struct Table {
+    rows: Vec<[String; 5]>,
+}
+
+impl Table {
+    fn numbers(&mut self, scenario: &str, measurement: &str, (a, b): (f64, f64), decimals: usize) {
+        let show = |x: f64| {
+            if x.is_finite() {
+                format!("{x:.decimals$}")
+            } else {
+                "–".to_string()
+            }
+        };
+        let ratio = if !(a.is_finite() && b.is_finite()) {
+            "–".to_string()
+        } else if b == 0.0 {
+            if a == 0.0 { "=".into() } else { "∞".into() }
+        } else {
+            format!("{:.2}", a / b)
+        };
+        self.rows.push([
+            scenario.to_string(),
+            measurement.to_string(),
+            show(a),
+            show(b),
+            ratio,
+        ]);
+    }
+
+    fn text(&mut self, scenario: &str, measurement: &str, [a, b]: [String; 2]) {
+        self.rows.push([
+            scenario.to_string(),
+            measurement.to_string(),
+            a,
+            b,
+            String::new(),
+        ]);
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::from(
+            "| scenario | measurement | steady | kube-runtime | steady / kube-runtime |\n|---|---|---|---|---|\n",
+        );
+        for row in &self.rows {
+            out.push_str(&format!("| {} |\n", row.join(" | ")));
+        }
+        out
+    }
+}
