@@ -519,6 +519,40 @@ async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_410_on_a_working_watch_is_obeyed_at_once_not_backed_off() {
+    // An API server that restarts its watch cache ends every watch with 410 Expired. That
+    // is an instruction to re-list, not a failure: a change made right after it must be
+    // reconciled well within the first watch-retry delay (800 ms).
+    let server = server().await;
+    let client = server.client();
+    create(&client, "a", "1").await;
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let (_stop, _handle) = spawn(&client, config("expire"), move |cm, _| {
+        let log = l.clone();
+        async move {
+            log.record(&cm);
+            Ok(Action::done())
+        }
+    });
+    run_for(Duration::from_secs(1)).await;
+    server.expire_watches();
+    let changed = Instant::now();
+    set_value(&client, "a", "2").await;
+    run_for(Duration::from_secs(5)).await;
+    let seen = log
+        .calls_of("a")
+        .into_iter()
+        .find(|c| c.value == "2")
+        .expect("the change made after the 410 is reconciled");
+    assert!(
+        seen.at - changed < Duration::from_millis(100),
+        "reconciled {:?} after the change; a backed-off relist takes 800 ms",
+        seen.at - changed
+    );
+}
+
 /// A reconciler that keeps, for each ConfigMap, a Secret `<name>-copy` with the same data,
 /// and counts its writes: the reference for "zero writes at the fixed point".
 async fn copy_reconcile(

@@ -19,6 +19,9 @@ use crate::plot::{Chart, Series, render_svg};
 /// Seed of every random choice (which Caches lose a pod, the churn order).
 const SEED: u64 = 7;
 
+/// The kinds each operator lists and watches: Caches, Pods, Services.
+const WATCHED_KINDS: u64 = 3;
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 pub struct ColdStart {
@@ -35,6 +38,10 @@ pub struct SteadyState {
     pub reconciles: u64,
     pub relist_requests: Requests,
     pub relist_reconciles: u64,
+    /// From the 410 until the operator re-listed every kind and watches again.
+    pub relist_seconds: f64,
+    /// A spec update sent right after the 410: until its status shows it.
+    pub update_after_relist: Duration,
     pub rss_before_relist: u64,
     pub relist_peak: u64,
 }
@@ -127,7 +134,7 @@ async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeRes
     let (mut operator, cold) = cold_start(&session, runtime, &refs, plan).await?;
     cold_starts.push(cold);
     cold_starts.sort_by_key(|c| c.caches);
-    let steady_state = steady_state(&session, &mut operator, plan).await?;
+    let steady_state = steady_state(&session, &mut operator, &refs, plan).await?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
     let heal_idle = self_heal(&session, &refs, plan, &mut rng).await?;
     let mut churn = Churn::new(&refs, &mut rng);
@@ -192,6 +199,7 @@ async fn cold_start(
 async fn steady_state(
     session: &Session,
     operator: &mut OperatorProcess,
+    caches: &[CacheRef],
     plan: &Plan,
 ) -> anyhow::Result<SteadyState> {
     let window = plan.resync * 10 + plan.resync / 2;
@@ -203,13 +211,26 @@ async fn steady_state(
 
     let rss_before_relist = operator.memory()?.resident;
     operator.reset_peak()?;
-    session.api.expire_watches();
+    let before_relist = session.expire_watches();
+    let expired = Instant::now();
+    probe_update(session, caches.first().context("no Caches")?).await?;
+    session
+        .wait_relisted(&before_relist, WATCHED_KINDS, plan.converge_timeout)
+        .await?;
+    let relist_seconds = expired.elapsed().as_secs_f64();
+    let update_after_relist = session
+        .tracker
+        .settle_updates(plan.settle_timeout)
+        .await
+        .into_iter()
+        .max()
+        .unwrap_or_default();
     tokio::time::sleep(plan.relist_window).await;
     session
         .tracker
         .wait_ready(plan.caches, plan.converge_timeout)
         .await?;
-    let relist_requests = session.counts.snapshot().since(&requests_after);
+    let relist_requests = session.counts.snapshot().since(&before_relist);
     let relist_reconciles = operator.reconciles().await? - reconciles_after;
     Ok(SteadyState {
         window,
@@ -217,9 +238,25 @@ async fn steady_state(
         reconciles: reconciles_after - reconciles_before,
         relist_requests,
         relist_reconciles,
+        relist_seconds,
+        update_after_relist,
         rss_before_relist,
         relist_peak: operator.memory()?.peak,
     })
+}
+
+/// A spec change that only this probe makes (memory, so the churn's replica toggling is
+/// undisturbed); the tracker times it until status shows it.
+async fn probe_update(session: &Session, cache: &CacheRef) -> anyhow::Result<()> {
+    let sent = Instant::now();
+    let patch = serde_json::json!({"spec": {"memoryMiB": 96}});
+    let updated = Api::<Cache>::namespaced(session.admin.clone(), &cache.namespace)
+        .patch(&cache.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    session
+        .tracker
+        .expect_update(cache.key(), updated.metadata.generation.unwrap_or(0), sent);
+    Ok(())
 }
 
 /// Scenario 3: delete pod 0 of distinct random Caches at a fixed rate; time from each
@@ -339,7 +376,10 @@ async fn memory_point(plan: &Plan, runtime: Runtime, pods: usize) -> anyhow::Res
     tokio::time::sleep(plan.relist_window).await;
     let resident = operator.memory()?.resident;
     operator.reset_peak()?;
-    session.api.expire_watches();
+    let before_relist = session.expire_watches();
+    session
+        .wait_relisted(&before_relist, WATCHED_KINDS, plan.converge_timeout)
+        .await?;
     tokio::time::sleep(plan.relist_window).await;
     session
         .tracker
@@ -498,8 +538,20 @@ impl Results {
         );
         table.numbers(&steady, "reconciles", both(&|r| ss(r).reconciles as f64), 0);
         let relist = format!(
-            "2. forced relist (410), next {:.0} s",
+            "2. forced relist (410), until re-listed + {:.0} s",
             plan.relist_window.as_secs_f64()
+        );
+        table.numbers(
+            &relist,
+            "seconds from the 410 until every kind is re-listed and watched",
+            both(&|r| ss(r).relist_seconds),
+            2,
+        );
+        table.numbers(
+            &relist,
+            "update sent right after the 410 → status (ms)",
+            both(&|r| ss(r).update_after_relist.as_secs_f64() * 1e3),
+            1,
         );
         table.numbers(
             &relist,

@@ -37,8 +37,11 @@ impl Counts {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn add(&self, verb: &'static str) {
-        *self.lock().entry(verb).or_default() += 1;
+    fn add(&self, verbs: &[&'static str]) {
+        let mut counts = self.lock();
+        for verb in verbs {
+            *counts.entry(verb).or_default() += 1;
+        }
     }
 
     pub fn snapshot(&self) -> Requests {
@@ -77,23 +80,37 @@ impl Requests {
     }
 }
 
-fn verb<B>(request: &http::Request<B>) -> &'static str {
+/// A LIST across all namespaces: what a watcher does to (re)start, as opposed to the
+/// namespaced LISTs a reconcile makes. Counted in addition to `list`.
+pub const LIST_ALL_NAMESPACES: &str = "list, all namespaces";
+
+fn verbs<B>(request: &http::Request<B>) -> &'static [&'static str] {
+    use steady_apiserver::request::{ObjectPath, Route, parse_route};
     let query = request.uri().query().unwrap_or("");
-    let named = matches!(
-        steady_apiserver::request::parse_route(request.uri().path()),
-        Some(steady_apiserver::request::Route::Object(
-            steady_apiserver::request::ObjectPath { name: Some(_), .. }
-        ))
+    let path = match parse_route(request.uri().path()) {
+        Some(Route::Object(path)) => Some(path),
+        _ => None,
+    };
+    let named = matches!(path, Some(ObjectPath { name: Some(_), .. }));
+    let everywhere = matches!(
+        path,
+        Some(ObjectPath {
+            namespace: None,
+            ..
+        })
     );
     match *request.method() {
-        http::Method::GET if query.contains("watch=true") || query.contains("watch=1") => "watch",
-        http::Method::GET if named => "get",
-        http::Method::GET => "list",
-        http::Method::POST => "create",
-        http::Method::PUT => "update",
-        http::Method::PATCH => "patch",
-        http::Method::DELETE => "delete",
-        _ => "other",
+        http::Method::GET if query.contains("watch=true") || query.contains("watch=1") => {
+            &["watch"]
+        }
+        http::Method::GET if named => &["get"],
+        http::Method::GET if everywhere => &["list", LIST_ALL_NAMESPACES],
+        http::Method::GET => &["list"],
+        http::Method::POST => &["create"],
+        http::Method::PUT => &["update"],
+        http::Method::PATCH => &["patch"],
+        http::Method::DELETE => &["delete"],
+        _ => &["other"],
     }
 }
 
@@ -145,7 +162,7 @@ impl Session {
             move |router| {
                 router.layer(axum::middleware::from_fn(
                     move |request: axum::extract::Request, next: axum::middleware::Next| {
-                        counting.add(verb(&request));
+                        counting.add(verbs(&request));
                         next.run(request)
                     },
                 ))
@@ -213,6 +230,36 @@ impl Session {
         .try_collect::<()>()
         .await?;
         Ok(refs)
+    }
+
+    /// Expire every watch (410); returns the request counts just before, for
+    /// [`Session::wait_relisted`].
+    pub fn expire_watches(&self) -> Requests {
+        let before = self.counts.snapshot();
+        self.api.expire_watches();
+        before
+    }
+
+    /// Wait until, since `before`, the operator has re-listed and watches again each of its
+    /// `kinds`.
+    pub async fn wait_relisted(
+        &self,
+        before: &Requests,
+        kinds: u64,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let since = self.counts.snapshot().since(before);
+            if since.get(LIST_ALL_NAMESPACES) >= kinds && since.get("watch") >= kinds {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the operator did not re-list within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     pub async fn stop(self) {
