@@ -106,6 +106,7 @@ pub enum Error {
 pub fn controller(client: Client, config: steady_runtime::Config) -> Controller<Cache> {
     Controller::new(Api::<Cache>::all(client.clone()), client.clone(), config)
         .owns(Api::<Pod>::all(client.clone()))
+        .trim(crate::resources::trim_pod)
         .owns(Api::<Service>::all(client))
 }
 

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, Pod, PodSpec, ResourceRequirements, Service, ServicePort, ServiceSpec,
+    Container, ContainerPort, Pod, PodSpec, PodStatus, ResourceRequirements, Service, ServicePort,
+    ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -188,6 +189,21 @@ pub fn is_ready(pod: &Pod) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// Drop what the reconciler never reads of a pod before the runtime caches it: the spec
+/// (the template-hash label says which template a pod runs) and all of the status but its
+/// phase and conditions. Roughly halves the operator's memory per pod.
+pub fn trim_pod(pod: &mut Pod) {
+    pod.spec = None;
+    pod.metadata.managed_fields = None;
+    if let Some(status) = pod.status.take() {
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            ..PodStatus::default()
+        });
+    }
+}
+
 /// Whether the pod's phase is `Failed`.
 pub fn is_failed(pod: &Pod) -> bool {
     pod.status
@@ -213,6 +229,42 @@ pub fn hash_of(pod: &Pod) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trimmed_pod_answers_every_question_the_reconciler_asks_alike() {
+        let cache: Cache = serde_json::from_value(serde_json::json!({
+            "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
+            "spec": {"replicas": 2}
+        }))
+        .expect("a Cache");
+        let mut pod = desired_pod(&cache, 1, &template_hash(&cache.spec));
+        pod.metadata.deletion_timestamp = Some(
+            serde_json::from_value(serde_json::json!("2026-12-02T12:00:00Z")).expect("a time"),
+        );
+        pod.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "phase": "Running", "podIP": "10.0.0.1", "hostIP": "10.0.0.2",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "memcached", "image": "memcached:1.6", "imageID": "", "ready": true, "restartCount": 0}]
+            }))
+            .expect("a status"),
+        );
+        let mut trimmed = pod.clone();
+        trim_pod(&mut trimmed);
+        assert!(trimmed.spec.is_none());
+        let status = trimmed.status.clone().unwrap_or_default();
+        assert!(status.pod_ip.is_none() && status.container_statuses.is_none());
+        for p in [&pod, &trimmed] {
+            assert!(is_ready(p) && !is_failed(p) && is_terminating(p));
+            assert_eq!(hash_of(p), hash_of(&pod));
+            assert!(is_controlled_by(&p.metadata, "u1"));
+            assert_eq!(
+                ordinal_of("c", p.metadata.name.as_deref().unwrap_or("")),
+                Some(1)
+            );
+        }
+    }
 
     #[test]
     fn ordinals_parse_only_canonical_names() {

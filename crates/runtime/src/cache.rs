@@ -44,10 +44,14 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// Shrinks an object before it is cached (see `Controller::trim`).
+pub type Trim<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
+
 struct Inner<K> {
     objects: BTreeMap<ObjectKey, Arc<K>>,
     by_owner: BTreeMap<String, BTreeSet<ObjectKey>>,
     synced: bool,
+    trim: Option<Trim<K>>,
 }
 
 /// A shared, cheaply cloned cache of one kind.
@@ -70,6 +74,7 @@ impl<K: Resource> Default for Cache<K> {
                 objects: BTreeMap::new(),
                 by_owner: BTreeMap::new(),
                 synced: false,
+                trim: None,
             })),
         }
     }
@@ -139,6 +144,11 @@ impl<K: Resource> Cache<K> {
             .unwrap_or_default()
     }
 
+    /// Trim every object before it is cached from now on.
+    pub(crate) fn set_trim(&self, trim: Trim<K>) {
+        self.write().trim = Some(trim);
+    }
+
     /// True once the first complete list has been loaded.
     pub fn is_synced(&self) -> bool {
         self.read().synced
@@ -157,8 +167,11 @@ impl<K: Resource> Cache<K> {
 
     /// Insert or update unless the cache already holds a newer version. Returns the
     /// previous state when the cache changed, `Err(())` when the update was stale.
-    pub(crate) fn apply(&self, obj: K) -> Result<Option<Arc<K>>, Stale> {
+    pub(crate) fn apply(&self, mut obj: K) -> Result<Option<Arc<K>>, Stale> {
         let key = ObjectKey::of(&obj);
+        if let Some(trim) = self.read().trim.clone() {
+            trim(&mut obj);
+        }
         let mut inner = self.write();
         if let Some(current) = inner.objects.get(&key) {
             let same_uid = current.meta().uid == obj.meta().uid;
@@ -195,44 +208,38 @@ impl<K: Resource> Cache<K> {
         Some(removed)
     }
 
-    /// Replace everything with a fresh list (after a start or a relist). Returns every
-    /// object whose state differs from before (new, changed, or gone), so each can be
-    /// mapped to the keys it triggers: a relist after a 410 misses nothing.
-    pub(crate) fn replace_all(&self, objects: Vec<K>) -> Vec<Arc<K>> {
-        let mut fresh: BTreeMap<ObjectKey, Arc<K>> = BTreeMap::new();
-        for obj in objects {
-            fresh.insert(ObjectKey::of(&obj), Arc::new(obj));
+    /// One object of a (re)list. Applied as it arrives, so an unchanged object keeps its
+    /// single copy and a relist never holds a second full copy of the kind in memory.
+    /// Returns the states a trigger must see: the previous and the new one when the object
+    /// changed (or only the new one when it is new), nothing when it did not.
+    pub(crate) fn apply_listed(&self, obj: K) -> Vec<Arc<K>> {
+        let key = ObjectKey::of(&obj);
+        let unchanged = self.read().objects.get(&key).is_some_and(|current| {
+            current.meta().uid == obj.meta().uid
+                && current.meta().resource_version == obj.meta().resource_version
+        });
+        if unchanged {
+            return Vec::new();
         }
-        let mut inner = self.write();
-        let mut changed = Vec::new();
-        for (key, old) in &inner.objects {
-            match fresh.get(key) {
-                None => changed.push(old.clone()),
-                Some(new) if new.meta().resource_version != old.meta().resource_version => {
-                    changed.push(old.clone());
-                    changed.push(new.clone());
-                }
-                Some(_) => {}
-            }
+        match self.apply(obj) {
+            Ok(previous) => previous.into_iter().chain(self.get(&key)).collect(),
+            Err(Stale) => Vec::new(),
         }
-        for (key, new) in &fresh {
-            if !inner.objects.contains_key(key) {
-                changed.push(new.clone());
-            }
-        }
-        let mut by_owner: BTreeMap<String, BTreeSet<ObjectKey>> = BTreeMap::new();
-        for (key, obj) in &fresh {
-            for uid in owner_uids(obj.as_ref()) {
-                by_owner
-                    .entry(uid.to_string())
-                    .or_default()
-                    .insert(key.clone());
-            }
-        }
-        inner.objects = fresh;
-        inner.by_owner = by_owner;
-        inner.synced = true;
-        changed
+    }
+
+    /// The end of a (re)list that contained `listed`: everything else is gone. Returns the
+    /// removed objects, so a relist after a 410 misses no deletion.
+    pub(crate) fn retain_listed(&self, listed: &BTreeSet<ObjectKey>) -> Vec<Arc<K>> {
+        let gone: Vec<ObjectKey> = self
+            .read()
+            .objects
+            .keys()
+            .filter(|key| !listed.contains(*key))
+            .cloned()
+            .collect();
+        let removed = gone.iter().filter_map(|key| self.remove(key)).collect();
+        self.write().synced = true;
+        removed
     }
 }
 
@@ -300,6 +307,22 @@ mod tests {
     }
 
     #[test]
+    fn trimmed_objects_are_cached_without_what_was_trimmed() {
+        let cache = Cache::<ConfigMap>::default();
+        cache.set_trim(Arc::new(|cm: &mut ConfigMap| cm.data = None));
+        let mut full = cm("a", "1", Some("o1"));
+        full.data = Some([("big".to_string(), "x".repeat(1000))].into());
+        cache.apply(full.clone()).ok();
+        let mut newer = full;
+        newer.metadata.resource_version = Some("2".into());
+        cache.remember(newer);
+        let cached = cache.get(&ObjectKey::new(Some("ns"), "a")).unwrap();
+        assert_eq!(cached.data, None);
+        assert_eq!(cached.metadata.resource_version.as_deref(), Some("2"));
+        assert_eq!(cache.owned_by("o1").len(), 1);
+    }
+
+    #[test]
     fn owner_index_follows_updates_and_deletes() {
         let cache = Cache::<ConfigMap>::default();
         cache.apply(cm("a", "1", Some("o1"))).ok();
@@ -312,25 +335,62 @@ mod tests {
         assert!(cache.owned_by("o1").is_empty());
     }
 
+    /// A whole list, as the watch delivers it.
+    fn relist(cache: &Cache<ConfigMap>, objects: Vec<ConfigMap>) -> Vec<Arc<ConfigMap>> {
+        let listed: BTreeSet<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
+        let mut changed: Vec<Arc<ConfigMap>> = objects
+            .into_iter()
+            .flat_map(|o| cache.apply_listed(o))
+            .collect();
+        changed.extend(cache.retain_listed(&listed));
+        changed
+    }
+
     #[test]
-    fn replace_all_reports_every_difference() {
+    fn a_relist_reports_every_difference_and_keeps_unchanged_copies() {
         let cache = Cache::<ConfigMap>::default();
-        cache.replace_all(vec![
-            cm("keep", "1", None),
-            cm("change", "1", None),
-            cm("gone", "1", None),
-        ]);
-        let changed = cache.replace_all(vec![
-            cm("keep", "1", None),
-            cm("change", "2", None),
-            cm("new", "3", None),
-        ]);
+        relist(
+            &cache,
+            vec![
+                cm("keep", "1", None),
+                cm("change", "1", None),
+                cm("gone", "1", Some("o1")),
+            ],
+        );
+        assert!(cache.is_synced());
+        let kept = cache.get(&ObjectKey::new(Some("ns"), "keep")).unwrap();
+        let changed = relist(
+            &cache,
+            vec![
+                cm("keep", "1", None),
+                cm("change", "2", None),
+                cm("new", "3", None),
+            ],
+        );
         let mut names: Vec<String> = changed
             .iter()
             .filter_map(|c| c.metadata.name.clone())
             .collect();
         names.sort();
         assert_eq!(names, ["change", "change", "gone", "new"]);
-        assert!(cache.is_synced());
+        let still = cache.get(&ObjectKey::new(Some("ns"), "keep")).unwrap();
+        assert!(
+            Arc::ptr_eq(&kept, &still),
+            "an unchanged object is not copied"
+        );
+        assert!(cache.owned_by("o1").is_empty());
+        assert_eq!(cache.len(), 3);
+    }
+
+    #[test]
+    fn a_relist_does_not_undo_a_newer_remembered_write() {
+        let cache = Cache::<ConfigMap>::default();
+        relist(&cache, vec![cm("a", "1", None)]);
+        cache.remember(cm("a", "5", None));
+        relist(&cache, vec![cm("a", "4", None)]);
+        let rv = cache
+            .get(&ObjectKey::new(Some("ns"), "a"))
+            .and_then(|c| c.metadata.resource_version.clone());
+        assert_eq!(rv.as_deref(), Some("5"));
     }
 }

@@ -6,7 +6,7 @@
 //! kind has one watch task, shared by every trigger that needs that kind.
 
 use std::any::{Any, TypeId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -220,7 +220,7 @@ where
 {
     /// Send the triggers of `objects` (e.g. an object's old and new state), each once.
     fn send(&self, tx: &mpsc::UnboundedSender<Message>, objects: &[&C]) {
-        let mut sent = std::collections::BTreeSet::new();
+        let mut sent = BTreeSet::new();
         for obj in objects {
             for mapper in &self.mappers {
                 for (key, trigger) in mapper(obj) {
@@ -236,19 +236,25 @@ where
         let stream = watcher::watcher(self.api.clone(), watcher::Config::default());
         futures::pin_mut!(stream);
         let mut backoff = WatchBackoff::default();
-        let mut listing: Option<Vec<C>> = None;
+        // Keys seen by the (re)list in progress.
+        let mut listed: BTreeSet<ObjectKey> = BTreeSet::new();
         let mut synced = false;
         while let Some(event) = stream.next().await {
             if event.is_ok() {
                 backoff.progress();
             }
             match event {
-                Ok(Event::Init) => listing = Some(Vec::new()),
-                Ok(Event::InitApply(obj)) => listing.get_or_insert_with(Vec::new).push(obj),
-                Ok(Event::InitDone) => {
-                    let changed = self.cache.replace_all(listing.take().unwrap_or_default());
+                Ok(Event::Init) => listed.clear(),
+                Ok(Event::InitApply(obj)) => {
+                    listed.insert(ObjectKey::of(&obj));
+                    let changed = self.cache.apply_listed(obj);
                     let changed: Vec<&C> = changed.iter().map(AsRef::as_ref).collect();
                     self.send(&tx, &changed);
+                }
+                Ok(Event::InitDone) => {
+                    let gone = self.cache.retain_listed(&std::mem::take(&mut listed));
+                    let gone: Vec<&C> = gone.iter().map(AsRef::as_ref).collect();
+                    self.send(&tx, &gone);
                     if !synced {
                         synced = true;
                         let _ = tx.send(Message::Synced);
@@ -384,6 +390,29 @@ where
                 .collect()
         };
         self.add_source(api, None, Arc::new(mapper));
+        self
+    }
+
+    /// Cache objects of kind `C` (the primary, or a kind added with `owns` or `watches`
+    /// before this call) only after `trim` has dropped what the reconciler never reads, as
+    /// client-go's informer transforms and kube-rs's `reflector(…).modify()` do. Everything
+    /// a reconcile reads of that kind from the cache, its own remembered writes included,
+    /// is trimmed. Keep what trigger mappers read (owner references, for `owns`).
+    pub fn trim<C>(self, trim: impl Fn(&mut C) + Send + Sync + 'static) -> Self
+    where
+        C: Resource + 'static,
+    {
+        match self
+            .caches
+            .get(&TypeId::of::<C>())
+            .and_then(|c| c.downcast_ref::<Cache<C>>())
+        {
+            Some(cache) => cache.set_trim(Arc::new(trim)),
+            None => tracing::warn!(
+                kind = std::any::type_name::<C>(),
+                "trim() for a kind this controller does not watch yet; call it after owns() or watches()"
+            ),
+        }
         self
     }
 

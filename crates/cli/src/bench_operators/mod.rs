@@ -45,6 +45,9 @@ pub struct OperatorsBenchArgs {
     /// scenarios (default 10,000; 40 with --quick).
     #[arg(long)]
     pub caches: Option<usize>,
+    /// Pod counts of the memory scenario (default 10000,50000,100000; 100,200 with --quick).
+    #[arg(long, value_delimiter = ',')]
+    pub memory_pods: Vec<usize>,
     /// Reconciles running at once, in both runtimes.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
@@ -77,6 +80,14 @@ pub struct Plan {
 
 impl Plan {
     fn new(args: &OperatorsBenchArgs) -> Plan {
+        let mut plan = Plan::defaults(args);
+        if !args.memory_pods.is_empty() {
+            plan.memory_pods = args.memory_pods.clone();
+        }
+        plan
+    }
+
+    fn defaults(args: &OperatorsBenchArgs) -> Plan {
         if args.quick {
             let caches = args.caches.unwrap_or(40);
             Plan {

@@ -248,15 +248,38 @@ async fn steady_state(
 /// A spec change that only this probe makes (memory, so the churn's replica toggling is
 /// undisturbed); the tracker times it until status shows it.
 async fn probe_update(session: &Session, cache: &CacheRef) -> anyhow::Result<()> {
-    let sent = Instant::now();
-    let patch = serde_json::json!({"spec": {"memoryMiB": 96}});
-    let updated = Api::<Cache>::namespaced(session.admin.clone(), &cache.namespace)
-        .patch(&cache.name, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
-    session
-        .tracker
-        .expect_update(cache.key(), updated.metadata.generation.unwrap_or(0), sent);
+    update_spec(session, cache, serde_json::json!({"memoryMiB": 96})).await?;
     Ok(())
+}
+
+/// Merge `spec` into the Cache's spec and tell the tracker to time it. The server answers
+/// 409 when other writers (the operator's status patches) keep winning its internal
+/// retries, as kube-apiserver does; a user would retry, and so does this.
+async fn update_spec(
+    session: &Session,
+    cache: &CacheRef,
+    spec: serde_json::Value,
+) -> Result<(), kube::Error> {
+    let api: Api<Cache> = Api::namespaced(session.admin.clone(), &cache.namespace);
+    let patch = Patch::Merge(serde_json::json!({ "spec": spec }));
+    let mut attempts = 0;
+    loop {
+        let sent = Instant::now();
+        match api
+            .patch(&cache.name, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(updated) => {
+                let generation = updated.metadata.generation.unwrap_or(0);
+                session.tracker.expect_update(cache.key(), generation, sent);
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 && attempts < 10 => {
+                attempts += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Scenario 3: delete pod 0 of distinct random Caches at a fixed rate; time from each
@@ -331,23 +354,11 @@ impl<'a> Churn<'a> {
             } else {
                 2
             };
-            let api: Api<Cache> = Api::namespaced(session.admin.clone(), &cache.namespace);
             async move {
                 tokio::time::sleep_until(start + interval * (n - first) as u32).await;
-                let sent = Instant::now();
-                let patch = serde_json::json!({"spec": {"replicas": replicas}});
-                match api
-                    .patch(&cache.name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await
-                {
-                    Ok(updated) => session.tracker.expect_update(
-                        cache.key(),
-                        updated.metadata.generation.unwrap_or(0),
-                        sent,
-                    ),
-                    Err(e) => {
-                        tracing::warn!(cache = %cache.key(), error = %e, "benchmark update failed")
-                    }
+                let spec = serde_json::json!({ "replicas": replicas });
+                if let Err(e) = update_spec(session, cache, spec).await {
+                    tracing::warn!(cache = %cache.key(), error = %e, "benchmark update failed");
                 }
             }
         }))
