@@ -148,7 +148,7 @@ async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeRes
     let (mut operator, cold) = cold_start(&session, runtime, &refs, plan).await?;
     cold_starts.push(cold);
     cold_starts.sort_by_key(|c| c.caches);
-    let steady_state = steady_state(&session, &mut operator, &refs, plan).await?;
+    let steady_state = steady_state(&session, &mut operator, plan).await?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
     let heal_idle = self_heal(&session, &refs, plan, &mut rng).await?;
     let mut churn = Churn::new(&refs, &mut rng);
@@ -218,9 +218,12 @@ async fn cold_start(
 async fn steady_state(
     session: &Session,
     operator: &mut OperatorProcess,
-    caches: &[CacheRef],
     plan: &Plan,
 ) -> anyhow::Result<SteadyState> {
+    // One more Cache, without pods, whose update is timed across the relist.
+    let probe = &session.create_probe().await?;
+    let all = plan.caches + 1;
+    session.tracker.wait_ready(all, plan.converge_timeout).await?;
     let window = plan.resync * 10 + plan.resync / 2;
     let (requests_before, reconciles_before) =
         (session.counts.snapshot(), operator.reconciles().await?);
@@ -232,7 +235,7 @@ async fn steady_state(
     operator.reset_peak()?;
     let before_relist = session.expire_watches();
     let expired = Instant::now();
-    probe_update(session, caches.first().context("no Caches")?).await?;
+    probe_update(session, probe).await?;
     session
         .wait_relisted(&before_relist, WATCHED_KINDS, plan.converge_timeout)
         .await?;
@@ -247,7 +250,7 @@ async fn steady_state(
     tokio::time::sleep(plan.relist_window).await;
     session
         .tracker
-        .wait_ready(plan.caches, plan.converge_timeout)
+        .wait_ready(all, plan.converge_timeout)
         .await?;
     let relist_requests = session.counts.snapshot().since(&before_relist);
     let relist_reconciles = operator.reconciles().await? - reconciles_after;
@@ -264,8 +267,8 @@ async fn steady_state(
     })
 }
 
-/// A spec change that only this probe makes (memory, so the churn's replica toggling is
-/// undisturbed); the tracker times it until status shows it.
+/// A spec change of the probe Cache (which has no pods: the operator's only write is its
+/// status); the tracker times it until status shows it.
 async fn probe_update(session: &Session, cache: &CacheRef) -> anyhow::Result<()> {
     update_spec(session, cache, serde_json::json!({"memoryMiB": 96})).await?;
     Ok(())

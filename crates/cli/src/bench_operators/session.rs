@@ -84,6 +84,10 @@ impl Requests {
 /// namespaced LISTs a reconcile makes. Counted in addition to `list`.
 pub const LIST_ALL_NAMESPACES: &str = "list, all namespaces";
 
+/// The namespace of the probe Cache, whose requests are counted apart (as `probe`) so a
+/// probe's own writes do not hide whether a relist caused any.
+pub const PROBE_NAMESPACE: &str = "bench-probe";
+
 fn verbs<B>(request: &http::Request<B>) -> &'static [&'static str] {
     use steady_apiserver::request::{ObjectPath, Route, parse_route};
     let query = request.uri().query().unwrap_or("");
@@ -91,6 +95,12 @@ fn verbs<B>(request: &http::Request<B>) -> &'static [&'static str] {
         Some(Route::Object(path)) => Some(path),
         _ => None,
     };
+    if path
+        .as_ref()
+        .is_some_and(|p| p.namespace.as_deref() == Some(PROBE_NAMESPACE))
+    {
+        return &["probe"];
+    }
     let named = matches!(path, Some(ObjectPath { name: Some(_), .. }));
     let everywhere = matches!(
         path,
@@ -230,6 +240,27 @@ impl Session {
         .try_collect::<()>()
         .await?;
         Ok(refs)
+    }
+
+    /// A Cache without pods in its own namespace, for timing one update.
+    pub async fn create_probe(&self) -> anyhow::Result<CacheRef> {
+        let namespace: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": PROBE_NAMESPACE}}))?;
+        Api::<Namespace>::all(self.admin.clone())
+            .create(&PostParams::default(), &namespace)
+            .await?;
+        let probe = CacheRef {
+            namespace: PROBE_NAMESPACE.into(),
+            name: "probe".into(),
+        };
+        let cache: Cache = serde_json::from_value(serde_json::json!({
+            "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
+            "metadata": {"name": probe.name}, "spec": {"replicas": 0}
+        }))?;
+        Api::<Cache>::namespaced(self.admin.clone(), &probe.namespace)
+            .create(&PostParams::default(), &cache)
+            .await?;
+        Ok(probe)
     }
 
     /// Expire every watch (410); returns the request counts just before, for
