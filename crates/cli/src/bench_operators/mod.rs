@@ -75,6 +75,8 @@ pub struct Plan {
     pub under_load_rate: u32,
     pub relist_window: Duration,
     pub converge_timeout: Duration,
+    /// How long the memory scenario waits for convergence before measuring anyway.
+    pub memory_timeout: Duration,
     pub settle_timeout: Duration,
 }
 
@@ -104,6 +106,7 @@ impl Plan {
                 under_load_rate: 50,
                 relist_window: Duration::from_secs(1),
                 converge_timeout: Duration::from_secs(60),
+                memory_timeout: Duration::from_secs(60),
                 settle_timeout: Duration::from_secs(10),
             }
         } else {
@@ -122,6 +125,7 @@ impl Plan {
                 under_load_rate: 1_000,
                 relist_window: Duration::from_secs(5),
                 converge_timeout: Duration::from_secs(1_800),
+                memory_timeout: Duration::from_secs(300),
                 settle_timeout: Duration::from_secs(60),
             }
         }
