@@ -153,6 +153,27 @@ where
     (stop_tx, handle)
 }
 
+/// A controller whose reconcile only records what it saw; keep the sender to keep it running.
+fn spawn_recorder(
+    client: &Client,
+    config: Config,
+) -> (
+    Arc<Log>,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), steady_runtime::Error>>,
+) {
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let (stop, handle) = spawn(client, config, move |cm, _| {
+        let log = l.clone();
+        async move {
+            log.record(&cm);
+            Ok(Action::done())
+        }
+    });
+    (log, stop, handle)
+}
+
 #[tokio::test(start_paused = true)]
 async fn events_during_a_reconcile_coalesce_into_exactly_one_more_run() {
     let server = server().await;
@@ -489,15 +510,7 @@ async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
     })
     .await;
     let client = server.client();
-    let log = Arc::new(Log::default());
-    let l = log.clone();
-    let (_stop, _handle) = spawn(&client, config("relist"), move |cm, _| {
-        let log = l.clone();
-        async move {
-            log.record(&cm);
-            Ok(Action::done())
-        }
-    });
+    let (log, _stop, _handle) = spawn_recorder(&client, config("relist"));
     run_for(Duration::from_secs(1)).await;
     let creates = (0..200).map(|i| {
         let client = client.clone();
@@ -527,15 +540,7 @@ async fn a_410_on_a_working_watch_is_obeyed_at_once_not_backed_off() {
     let server = server().await;
     let client = server.client();
     create(&client, "a", "1").await;
-    let log = Arc::new(Log::default());
-    let l = log.clone();
-    let (_stop, _handle) = spawn(&client, config("expire"), move |cm, _| {
-        let log = l.clone();
-        async move {
-            log.record(&cm);
-            Ok(Action::done())
-        }
-    });
+    let (log, _stop, _handle) = spawn_recorder(&client, config("expire"));
     run_for(Duration::from_secs(1)).await;
     server.expire_watches();
     let changed = Instant::now();
