@@ -945,16 +945,22 @@ impl ContinueToken {
     }
 }
 
-/// A predicate over stored objects. Labels come from the store's decoded label set; the
-/// object is parsed only when a field selector needs it.
+/// A predicate over stored objects (see [`selects`]).
 pub fn selector_filter(labels: LabelSelector, fields: FieldSelector) -> impl Fn(&Object) -> bool {
-    move |object: &Object| {
-        if !labels.matches(&object.labels) {
-            return false;
-        }
-        fields.is_empty()
-            || serde_json::from_slice::<Value>(&object.value).is_ok_and(|v| fields.matches(&v))
-    }
+    move |object: &Object| selects(&labels, &fields, &object.labels, &object.value)
+}
+
+/// Whether the selectors select a stored object: its labels come from the store's decoded
+/// label set; its bytes are parsed only when a field selector needs them.
+pub fn selects(
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+    object_labels: &steady_store::Labels,
+    bytes: &[u8],
+) -> bool {
+    labels.matches(object_labels)
+        && (fields.is_empty()
+            || serde_json::from_slice::<Value>(bytes).is_ok_and(|v| fields.matches(&v)))
 }
 
 /// `apiVersion` and `kind` in a body must name this resource; missing ones are filled in.

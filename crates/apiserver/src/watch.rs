@@ -16,16 +16,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde_json::{Value, json};
-use steady_store::{EventKind, ListOptions, Revision, StoreError, Watcher};
+use serde_json::json;
+use steady_store::{EventKind, Labels, ListOptions, Revision, StoreError, Watcher};
 use tokio::sync::Notify;
 use tokio::time::{Instant, Interval};
 
 use crate::ApiServer;
 use crate::Clock;
 use crate::error::{ApiError, ApiResult};
-use crate::meta;
-use crate::objects::present;
+use crate::objects::{present, selects};
 use crate::registry::ResourceType;
 use crate::request::Params;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -92,14 +91,8 @@ impl Selection {
         }
     }
 
-    fn matches(&self, bytes: &[u8]) -> bool {
-        if self.is_everything() {
-            return true;
-        }
-        match serde_json::from_slice::<Value>(bytes) {
-            Ok(v) => self.labels.matches(meta::labels(&v)) && self.fields.matches(&v),
-            Err(_) => false,
-        }
+    fn matches(&self, labels: &Labels, bytes: &[u8]) -> bool {
+        self.is_everything() || selects(&self.labels, &self.fields, labels, bytes)
     }
 }
 
@@ -149,7 +142,7 @@ pub fn start(
         Some(rv) if !send_initial => crate::objects::parse_revision(rv)?,
         _ => {
             let at = store.revision();
-            let filter = |o: &steady_store::Object| selection.matches(&o.value);
+            let filter = |o: &steady_store::Object| selection.matches(&o.labels, &o.value);
             let page = store
                 .list(
                     &prefix,
@@ -299,8 +292,14 @@ enum Step {
 
 /// The event a client sees for a store event, given its selection (None: not for it).
 fn render(selection: &Selection, event: &steady_store::Event) -> Option<Bytes> {
-    let now = selection.matches(&event.value);
-    let before = || event.prev.as_ref().is_some_and(|p| selection.matches(p));
+    let now = selection.matches(&event.labels, &event.value);
+    // The store keeps no label set for the previous state; decode just its labels.
+    let before = || {
+        event
+            .prev
+            .as_ref()
+            .is_some_and(|p| selection.matches(&Labels::of_json_bytes(p), p))
+    };
     let kind = match event.kind {
         EventKind::Created => now.then_some("ADDED"),
         EventKind::Deleted => now.then_some("DELETED"),
