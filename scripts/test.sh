@@ -7,7 +7,21 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-PYTHON="${PYTHON:-python3}"
+# The Python suite runs under the newest CPython the machine has (pyenv's 3.13 where it is
+# installed): Python 3.13 verifies certificates strictly, and clients on it must work.
+newest_python() {
+    local candidate
+    local pyenv="${PYENV_ROOT:-$HOME/.pyenv}/versions"
+    for candidate in python3.14 "$pyenv"/3.14*/bin/python3 python3.13 "$pyenv"/3.13*/bin/python3 \
+        python3.12; do
+        if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import venv, ensurepip' 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    echo python3
+}
+PYTHON="${PYTHON:-$(newest_python)}"
 VENV="$ROOT/.venv"
 REQS="$ROOT/tests/python/requirements.txt"
 STAMP="$VENV/.requirements.sha256"
@@ -15,7 +29,8 @@ STAMP="$VENV/.requirements.sha256"
 step() { printf '\n==> %s\n' "$*"; }
 
 # --- Python virtualenv (recreated if missing or broken) ---------------------------------
-if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1 \
+    || [[ "$("$VENV/bin/python" --version 2>&1)" != "$("$PYTHON" --version 2>&1)" ]]; then
     step "creating $VENV with $("$PYTHON" --version 2>&1)"
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
@@ -31,6 +46,9 @@ fi
 # --- Rust ---------------------------------------------------------------------------------
 step "cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test --workspace"
 cargo test --workspace

@@ -75,7 +75,7 @@ pub fn load_or_create(dir: &Path) -> Result<Credentials, TlsError> {
         read(dir, SERVER_KEY)?,
     );
     let (ca_cert_pem, cert_pem, key_pem) = match existing {
-        (Some(ca), Some(cert), Some(key)) => (ca, cert, key),
+        (Some(ca), Some(cert), Some(key)) if meets_strict_verification(&cert) => (ca, cert, key),
         _ => {
             let generated = generate()?;
             write_private(dir, CA_KEY, &generated.3)?;
@@ -102,7 +102,31 @@ pub fn load_or_create(dir: &Path) -> Result<Credentials, TlsError> {
     })
 }
 
-/// (ca cert, server cert, server key, ca key), all PEM.
+/// DER encoding of the Authority Key Identifier extension's OID, 2.5.29.35.
+const AUTHORITY_KEY_IDENTIFIER_OID: [u8; 5] = [0x06, 0x03, 0x55, 0x1d, 0x23];
+
+/// Whether a serving certificate written by an earlier steady satisfies strict X.509
+/// verification (Python 3.13's default, Go's): it must name its issuer's key with an
+/// Authority Key Identifier. Certificates from before that rule are re-issued at start; the
+/// token is kept, and the kubeconfig is rewritten at every start anyway. A byte search for
+/// the extension's OID is enough here: steady wrote these certificates itself, and five
+/// bytes matching by chance inside a key or signature is vanishingly unlikely.
+fn meets_strict_verification(cert_pem: &str) -> bool {
+    CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .next()
+        .and_then(Result::ok)
+        .is_some_and(|der| {
+            der.as_ref()
+                .windows(AUTHORITY_KEY_IDENTIFIER_OID.len())
+                .any(|w| w == AUTHORITY_KEY_IDENTIFIER_OID)
+        })
+}
+
+/// (ca cert, server cert, server key, ca key), all PEM. Both certificates carry the key
+/// identifiers and usages that strict verifiers demand (Python ≥ 3.13, Go): the CA a
+/// Subject Key Identifier, critical basic constraints and certificate-signing usage; the
+/// serving certificate an Authority Key Identifier, its own Subject Key Identifier,
+/// `CA:FALSE`, digital-signature usage and server-auth extended usage.
 fn generate() -> Result<(String, String, String, String), TlsError> {
     use rcgen::{
         BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
@@ -126,6 +150,9 @@ fn generate() -> Result<(String, String, String, String), TlsError> {
     params
         .distinguished_name
         .push(DnType::CommonName, "steady-apiserver");
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.use_authority_key_identifier_extension = true;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let server_cert = params.signed_by(&server_key, &issuer)?;
     let ca_key_pem = issuer.key().serialize_pem();
@@ -205,4 +232,39 @@ pub async fn serve(
         });
     }
     let _ = closing_tx.send(true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A serving certificate as steady wrote them before strict verification was required:
+    /// no Authority Key Identifier.
+    fn legacy_serving_cert() -> String {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+        params.self_signed(&key).expect("cert").pem()
+    }
+
+    #[test]
+    fn generated_serving_certificate_names_its_issuer_key() {
+        let (_, cert, _, _) = generate().expect("generate");
+        assert!(meets_strict_verification(&cert));
+        assert!(!meets_strict_verification(&legacy_serving_cert()));
+    }
+
+    #[test]
+    fn legacy_certificates_are_reissued_and_the_token_is_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = load_or_create(dir.path()).expect("create");
+        std::fs::write(dir.path().join(SERVER_CERT), legacy_serving_cert()).expect("plant");
+        let second = load_or_create(dir.path()).expect("reload");
+        assert_eq!(second.token, first.token);
+        assert!(meets_strict_verification(&second.cert_pem));
+        let third = load_or_create(dir.path()).expect("reload again");
+        assert_eq!(
+            third.cert_pem, second.cert_pem,
+            "a compliant certificate is kept"
+        );
+    }
 }
