@@ -50,6 +50,12 @@ cargo build --workspace --all-targets
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# The runtime's and the simulator's public API is what operator authors read: every public
+# item is documented (#![deny(missing_docs)] in each crate) and the docs build without
+# broken links.
+step "cargo doc (steady-runtime, steady-sim) -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p steady-runtime -p steady-sim
+
 step "cargo test --workspace"
 cargo test --workspace
 

@@ -95,6 +95,7 @@ pub struct Backoff<K: Ord + Clone> {
 }
 
 impl<K: Ord + Clone> Backoff<K> {
+    /// Backoff per key under `policy`, with jitter drawn from `rng` (seeded for reproducible runs).
     pub fn new(policy: BackoffPolicy, rng: StdRng) -> Self {
         Self {
             policy,
@@ -103,6 +104,7 @@ impl<K: Ord + Clone> Backoff<K> {
         }
     }
 
+    /// The delays this backoff follows.
     pub fn policy(&self) -> &BackoffPolicy {
         &self.policy
     }

@@ -14,11 +14,14 @@ use kube::Resource;
 /// Namespace and name of an object: what the work queue holds.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
+    /// `None` for cluster-scoped objects.
     pub namespace: Option<String>,
+    /// `metadata.name`.
     pub name: String,
 }
 
 impl ObjectKey {
+    /// The key of the object `name` in `namespace` (`None`: cluster-scoped).
     pub fn new(namespace: Option<&str>, name: &str) -> Self {
         ObjectKey {
             namespace: namespace.map(str::to_string),
@@ -26,6 +29,7 @@ impl ObjectKey {
         }
     }
 
+    /// The key of `obj`, from its metadata (an unnamed object gets an empty name).
     pub fn of<K: Resource>(obj: &K) -> Self {
         let meta = obj.meta();
         ObjectKey {
@@ -109,6 +113,7 @@ impl<K: Resource> Cache<K> {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The cached object at `key`, if any.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
         self.read().objects.get(key).cloned()
     }
@@ -118,14 +123,17 @@ impl<K: Resource> Cache<K> {
         self.read().objects.values().cloned().collect()
     }
 
+    /// Every cached key, in order.
     pub fn keys(&self) -> Vec<ObjectKey> {
         self.read().objects.keys().cloned().collect()
     }
 
+    /// How many objects are cached.
     pub fn len(&self) -> usize {
         self.read().objects.len()
     }
 
+    /// Whether nothing is cached (also before the first list completes).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

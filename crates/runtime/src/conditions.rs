@@ -16,15 +16,21 @@ pub const STATUS_UNKNOWN: &str = "Unknown";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
+    /// What the condition is about, in CamelCase (`Ready`, `Available`).
     #[serde(rename = "type")]
     pub type_: String,
+    /// `True`, `False` or `Unknown`.
     pub status: String,
+    /// Why, in one CamelCase word a program can match on.
     #[serde(default)]
     pub reason: String,
+    /// Why, for a person.
     #[serde(default)]
     pub message: String,
+    /// When `status` last changed (RFC 3339); kept when only reason or message change.
     #[serde(default)]
     pub last_transition_time: String,
+    /// The `metadata.generation` the condition was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }

@@ -51,6 +51,7 @@ impl Action {
         }
     }
 
+    /// The delay after which the key runs again, if one was asked for.
     pub fn requeue(&self) -> Option<Duration> {
         self.requeue_after
     }
@@ -65,7 +66,10 @@ pub struct Config {
     pub concurrency: usize,
     /// Every primary is reconciled this often (±`resync_jitter`), at low priority.
     pub resync_period: Option<Duration>,
+    /// Fraction of `resync_period` by which each resync is spread (0.1 = ±10 %), so resyncs of
+    /// many objects do not arrive at once.
     pub resync_jitter: f64,
+    /// Delays between retries of a key whose reconcile failed.
     pub backoff: BackoffPolicy,
     /// Seed for every random draw (jitter); `None` draws one from the OS.
     pub seed: Option<u64>,
@@ -92,8 +96,10 @@ impl Default for Config {
 /// Why a controller stopped other than by shutdown.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The leader Lease was lost: another replica may be reconciling now.
     #[error("leadership was lost; stopped reconciling at once")]
     LostLeadership,
+    /// Every watch stream ended, so no trigger can arrive any more.
     #[error("every watch ended")]
     WatchesEnded,
 }
@@ -107,10 +113,12 @@ pub struct Context<T> {
 }
 
 impl<T> Context<T> {
+    /// The operator's own data, shared by every reconcile.
     pub fn data(&self) -> &T {
         &self.data
     }
 
+    /// The client the controller watches with, for the reconciler's writes.
     pub fn client(&self) -> Client {
         self.client.clone()
     }

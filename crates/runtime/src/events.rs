@@ -10,7 +10,9 @@ use serde_json::json;
 /// Normal or Warning, as `kubectl describe` groups them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
+    /// Something expected happened.
     Normal,
+    /// Something a person may need to look at.
     Warning,
 }
 
@@ -32,6 +34,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder writing through `client` as `component` (the reporting controller) on
+    /// `instance` (e.g. the pod it runs in).
     pub fn new(client: Client, component: impl Into<String>, instance: impl Into<String>) -> Self {
         Recorder {
             client,

@@ -59,6 +59,7 @@ pub enum FinalizerError<E> {
     /// concurrent change).
     #[error("patching the finalizer failed: {0}")]
     Kube(#[source] kube::Error),
+    /// The object has no `metadata.name`, so it cannot be patched.
     #[error("object has no name")]
     UnnamedObject,
 }

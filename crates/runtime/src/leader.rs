@@ -49,14 +49,22 @@ pub enum LeaderElectionError {
     /// A request for the Lease failed.
     #[error("lease {namespace}/{name}: {source}")]
     Api {
+        /// The Lease's namespace.
         namespace: String,
+        /// The Lease's name.
         name: String,
+        /// What the API server answered.
         #[source]
         source: kube::Error,
     },
     /// The graceful release did not finish within the renew deadline.
     #[error("lease {namespace}/{name}: release timed out")]
-    ReleaseTimedOut { namespace: String, name: String },
+    ReleaseTimedOut {
+        /// The Lease's namespace.
+        namespace: String,
+        /// The Lease's name.
+        name: String,
+    },
 }
 
 /// Where the Lease lives, who this replica is, and the election's timing.

@@ -98,6 +98,8 @@
 //! # }
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod backoff;
 pub mod cache;
 pub mod conditions;

@@ -61,9 +61,13 @@ fn workqueue_histogram() -> Histogram {
 /// Outcome of one reconcile, the `result` label of `controller_runtime_reconcile_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReconcileResult {
+    /// Finished without asking to run again.
     Success,
+    /// Failed; the key is retried with backoff.
     Error,
+    /// Asked to run again at once.
     Requeue,
+    /// Asked to run again after a delay.
     RequeueAfter,
 }
 
@@ -146,6 +150,7 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
+    /// A registry with every family registered; each controller adds its label values.
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let reconcile_total = Family::<ResultLabels, Counter>::default();
@@ -361,14 +366,17 @@ impl ControllerMetrics {
         self.inner.time.observe(duration.as_secs_f64());
     }
 
+    /// Count a reconcile that panicked (`controller_runtime_reconcile_panics_total`).
     pub fn reconcile_panic(&self) {
         self.inner.panics.inc();
     }
 
+    /// Reconciles running now (`controller_runtime_active_workers`).
     pub fn set_active_workers(&self, n: i64) {
         self.inner.active_workers.set(n);
     }
 
+    /// The concurrency limit (`controller_runtime_max_concurrent_reconciles`).
     pub fn set_max_concurrent(&self, n: i64) {
         self.inner.max_concurrent.set(n);
     }
@@ -416,6 +424,7 @@ impl Health {
         self.ready.store(ready, Ordering::SeqCst);
     }
 
+    /// Whether every cache has synced (`/readyz` answers 200).
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }

@@ -33,15 +33,28 @@ pub enum Trigger {
     /// The primary object itself changed (or appeared/disappeared).
     Primary,
     /// An owned object of `kind` named `name` changed (found through ownerReferences).
-    Owned { kind: String, name: String },
+    Owned {
+        /// The owned object's kind (`Pod`).
+        kind: String,
+        /// The owned object's name.
+        name: String,
+    },
     /// A related object (mapped watch) changed.
-    Watched { kind: String, name: String },
+    Watched {
+        /// The watched object's kind.
+        kind: String,
+        /// The watched object's name.
+        name: String,
+    },
     /// Periodic resync.
     Resync,
     /// The reconciler asked to run again (`Action::requeue_after`).
     Requeue,
     /// Retry after an error, attempt n.
-    Backoff { attempt: u32 },
+    Backoff {
+        /// 1 for the first retry after a failure.
+        attempt: u32,
+    },
 }
 
 impl fmt::Display for Trigger {
@@ -69,6 +82,7 @@ pub enum Priority {
 /// A key handed out by [`WorkQueue::pop`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Popped<K> {
+    /// The key to reconcile.
     pub key: K,
     /// Every trigger merged since the key was queued, deduplicated, in `Trigger`'s order
     /// (`Primary`, `Owned`, `Watched`, `Resync`, `Requeue`, `Backoff`; then by fields).
@@ -163,6 +177,7 @@ impl<K: Ord + Clone> Default for WorkQueue<K> {
 }
 
 impl<K: Ord + Clone> WorkQueue<K> {
+    /// An empty queue.
     pub fn new() -> Self {
         Self {
             ready: BTreeMap::new(),

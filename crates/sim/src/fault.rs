@@ -25,22 +25,36 @@ use tower::ServiceExt;
 /// Every kind of fault the simulator injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FaultKind {
+    /// A watch event is not delivered.
     DropEvent,
+    /// A watch event is delivered twice.
     DuplicateEvent,
+    /// A watch event is held back and delivered after later ones (reordered).
     DelayEvent,
+    /// A watch stream ends early, without an error.
     CutWatch,
+    /// A list is served from an older revision, as from a lagging cache.
     StaleList,
+    /// A write is answered 409 Conflict and not applied.
     Conflict,
+    /// A write is answered 429 Too Many Requests and not applied.
     Throttle,
+    /// A write is answered 500 and not applied.
     ServerError,
+    /// A write is answered 504 and not applied.
     Timeout,
+    /// A write is applied but its response is lost (the client sees an error).
     LostResponse,
+    /// The controller crashes right after a write and restarts with empty caches.
     Crash,
+    /// A running pod fails, as if its container exited.
     PodFailure,
+    /// Someone else deletes a pod.
     PodDeletion,
 }
 
 impl FaultKind {
+    /// Every kind, in a fixed order.
     pub const ALL: [FaultKind; 13] = [
         FaultKind::DropEvent,
         FaultKind::DuplicateEvent,
@@ -57,6 +71,7 @@ impl FaultKind {
         FaultKind::PodDeletion,
     ];
 
+    /// The kebab-case name `steady sim --faults` takes.
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::DropEvent => "drop-event",
@@ -75,6 +90,7 @@ impl FaultKind {
         }
     }
 
+    /// The kind `name` denotes (see [`FaultKind::name`]).
     pub fn parse(name: &str) -> Option<FaultKind> {
         FaultKind::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -93,6 +109,7 @@ pub struct FaultRates {
 }
 
 impl FaultRates {
+    /// No faults: the reference run.
     pub fn none() -> Self {
         FaultRates::default()
     }
@@ -102,6 +119,7 @@ impl FaultRates {
         Self::only(&FaultKind::ALL)
     }
 
+    /// The rates of [`FaultRates::all`] for `kinds`, zero for the others.
     pub fn only(kinds: &[FaultKind]) -> Self {
         let mut rates = BTreeMap::new();
         for kind in kinds {
@@ -125,10 +143,12 @@ impl FaultRates {
         FaultRates { rates }
     }
 
+    /// The probability of `kind` at each opportunity.
     pub fn rate(&self, kind: FaultKind) -> f64 {
         self.rates.get(&kind).copied().unwrap_or(0.0)
     }
 
+    /// The kinds with a rate above zero.
     pub fn kinds(&self) -> Vec<FaultKind> {
         self.rates
             .iter()
@@ -146,6 +166,7 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Append `line`, stamped with the simulated time.
     pub fn log(&self, line: impl AsRef<str>) {
         let now = Instant::now();
         let start = *self
@@ -160,6 +181,7 @@ impl Trace {
             .push(format!("{at:>9.3}s  {}", line.as_ref()));
     }
 
+    /// Every line so far.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -186,6 +208,8 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// The fault layer of one run: dice seeded from `seed`, faults off until
+    /// [`Faults::set_active`]; `crash_after_write` crashes the controller after that many writes.
     pub fn new(
         seed: u64,
         rates: FaultRates,
@@ -208,6 +232,7 @@ impl Faults {
         })
     }
 
+    /// Open or close the fault window; closing it wakes whoever waits for faults to stop.
     pub fn set_active(&self, active: bool) {
         self.active.store(active, Ordering::SeqCst);
         if !active {
@@ -217,6 +242,7 @@ impl Faults {
             .log(if active { "faults on" } else { "faults off" });
     }
 
+    /// Whether the fault window is open.
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::SeqCst)
     }
@@ -257,6 +283,7 @@ impl Faults {
         hit
     }
 
+    /// A seeded draw in `0..len` (0 when `len` is 0).
     pub fn random_index(&self, len: usize) -> usize {
         if len == 0 {
             return 0;
@@ -267,6 +294,7 @@ impl Faults {
             .random_range(0..len)
     }
 
+    /// How many faults of each kind fired so far.
     pub fn injected(&self) -> BTreeMap<FaultKind, u64> {
         self.injected
             .lock()
@@ -274,14 +302,17 @@ impl Faults {
             .clone()
     }
 
+    /// How many faults of `kind` fired so far.
     pub fn count(&self, kind: FaultKind) -> u64 {
         self.injected().get(&kind).copied().unwrap_or(0)
     }
 
+    /// The run's trace.
     pub fn trace(&self) -> &Trace {
         &self.trace
     }
 
+    /// Writes made through clients of this layer so far.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::SeqCst)
     }
@@ -311,10 +342,12 @@ pub struct FaultService {
 }
 
 impl FaultService {
+    /// `router` behind the fault layer.
     pub fn new(router: axum::Router, faults: Arc<Faults>) -> Self {
         FaultService { router, faults }
     }
 
+    /// A `kube::Client` whose every request goes through the fault layer into `router`.
     pub fn client(router: axum::Router, faults: Arc<Faults>) -> kube::Client {
         kube::Client::new(FaultService::new(router, faults), "default")
     }

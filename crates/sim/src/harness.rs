@@ -35,7 +35,9 @@ pub type ReconcileFn = Arc<
 /// What a reconciler under test gets as context data: the operator's context, plus what
 /// triggered the current reconcile (only an edge-triggered reconciler would look).
 pub struct Subject {
+    /// The Cache operator's own context.
     pub operator: Arc<OperatorContext>,
+    /// The triggers of the latest reconcile of each key.
     pub last_triggers: Mutex<BTreeMap<ObjectKey, Vec<Trigger>>>,
 }
 
@@ -60,23 +62,32 @@ pub fn steady_cache_operator_context(ctx: &Arc<Context<Subject>>) -> Arc<Context
 /// A property that must hold, and how it failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
+    /// One of [`PROPERTIES`].
     pub property: &'static str,
+    /// What was seen, for a person.
     pub message: String,
 }
 
 /// The outcome of one seed.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The seed that reproduces this run.
     pub seed: u64,
+    /// Every property that failed; empty when the seed passed.
     pub violations: Vec<Violation>,
+    /// Faults that fired, by kind.
     pub injected: BTreeMap<FaultKind, u64>,
+    /// The whole trace of the run.
     pub trace: Vec<String>,
+    /// Pods the controller created.
     pub pod_creates: u64,
+    /// The world at the end, normalised for comparison with the fault-free run.
     pub end_state: String,
     /// Writes the controller made during the fault window (what systematic crashes explore).
     pub writes_in_window: u64,
 }
 
+/// The names of the properties every run is checked against.
 pub const PROPERTIES: [&str; 5] = [
     "eventually-stable",
     "idempotent",
@@ -88,6 +99,7 @@ pub const PROPERTIES: [&str; 5] = [
 /// Timing of the scenario, in simulated time.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Which faults, how often.
     pub faults: FaultRates,
     /// Faults are injected from the start until this time.
     pub fault_window: Duration,

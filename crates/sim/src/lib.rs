@@ -9,6 +9,8 @@
 //! Must not know the CLI; it drives the real runtime and a real reconciler through the
 //! Kubernetes API only, like any client.
 
+#![deny(missing_docs)]
+
 pub mod fault;
 pub mod harness;
 pub mod wrong;
