@@ -304,6 +304,22 @@ impl Operator {
         .unwrap_or(false)
     }
 
+    /// The address of its /metrics endpoint, from the line it prints at start.
+    async fn metrics_address(&mut self) -> String {
+        let announced = tokio::time::timeout(WAIT, async {
+            while let Some(line) = self.lines.recv().await {
+                if let Some(rest) = line.strip_prefix("metrics and probes on http://") {
+                    return rest.split('/').next().map(str::to_string);
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten();
+        announced.expect("the operator announces its metrics address")
+    }
+
     async fn kill(&mut self) {
         let _ = self.child.kill().await;
     }
@@ -370,6 +386,7 @@ async fn a_killed_operator_restarts_on_a_converged_world_without_writing() {
     let (server, kubeconfig) = start_server(dir.path()).await;
     let client = server.client().await;
     let mut operator = Operator::start(&kubeconfig, &[]);
+    let first_metrics = operator.metrics_address().await;
     assert!(
         operator
             .wait_for("the Cache operator is running", WAIT)
@@ -377,24 +394,62 @@ async fn a_killed_operator_restarts_on_a_converged_world_without_writing() {
     );
     apply_cache(&kubeconfig, dir.path(), "kv", 3);
     ready_cache(&client, "kv", 3).await;
-    // Let requeues and status writes settle, then take the reference.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let converged = versions(&client).await;
+    reconciled_and_idle(&first_metrics).await;
     operator.kill().await;
+    // Nothing else writes to a converged world: pods are Running and Ready, the status
+    // says so, and the only operator is dead.
+    let converged = versions(&client).await;
 
     let mut restarted = Operator::start(&kubeconfig, &[]);
-    assert!(
-        restarted
-            .wait_for("the Cache operator is running", WAIT)
-            .await
-    );
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let metrics = restarted.metrics_address().await;
+    // The check means something only once the new operator has looked: its caches have
+    // synced and it has reconciled the Cache, with nothing left queued or running.
+    reconciled_and_idle(&metrics).await;
     assert_eq!(
         versions(&client).await,
         converged,
         "a restart on a converged world changed objects"
     );
     restarted.kill().await;
+}
+
+/// Wait until the operator serving metrics at `address` has finished at least one
+/// reconcile and has nothing queued or running.
+async fn reconciled_and_idle(address: &str) {
+    eventually("the operator reconciled and went idle", || async {
+        let sample = scrape(address).await?;
+        let reconciled = sample.sum("controller_runtime_reconcile_total{") >= 1.0;
+        let idle = sample.sum("workqueue_depth{") == 0.0
+            && sample.sum("controller_runtime_active_workers{") == 0.0;
+        (reconciled && idle).then_some(())
+    })
+    .await;
+}
+
+/// One scrape of a Prometheus text endpoint.
+struct Sample(String);
+
+impl Sample {
+    /// The sum over every series whose line starts with `prefix` (a metric name and `{`).
+    fn sum(&self, prefix: &str) -> f64 {
+        self.0
+            .lines()
+            .filter(|line| line.starts_with(prefix))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// GET http://`address`/metrics with a bare HTTP/1.0 request (the endpoint is plain HTTP).
+async fn scrape(address: &str) -> Option<Sample> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = format!("GET /metrics HTTP/1.0\r\nHost: {address}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let (_, body) = response.split_once("\r\n\r\n")?;
+    Some(Sample(body.to_string()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

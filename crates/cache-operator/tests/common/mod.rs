@@ -45,8 +45,6 @@ pub async fn world() -> World {
         .create(&PostParams::default(), &crd())
         .await
         .expect("install the CRD");
-    // Let the registry pick the new kind up.
-    tokio::time::sleep(Duration::from_millis(50)).await;
     World { server, client }
 }
 
