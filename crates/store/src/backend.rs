@@ -135,6 +135,10 @@ fn enable_incremental_vacuum(conn: &Connection) -> Result<(), StoreError> {
     if tables > 0 {
         tracing::info!("rebuilding the database once so that compaction can shrink it");
         conn.execute_batch("VACUUM").map_err(backend_err)?;
+        // In WAL mode the rebuilt database is first written to the WAL: a copy as large
+        // as the database that would stay on disk until the next checkpoint.
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(backend_err)?;
         if auto_vacuum(conn)? != INCREMENTAL {
             tracing::warn!("sqlite kept auto_vacuum off: compaction will not shrink the file");
         }
