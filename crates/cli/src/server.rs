@@ -1,4 +1,6 @@
-//! `steady server`: the control plane alone, over HTTPS.
+//! `steady server`: the control plane alone, over HTTPS; and what every command that runs
+//! the control plane shares: its flags, the data directory (private, locked by one
+//! process at a time) and the start-up sequence.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -31,6 +33,40 @@ pub struct ControlPlaneArgs {
     /// How long the simulated node takes to start a pod (e.g. 200ms, 2s).
     #[arg(long, default_value = "200ms", value_parser = parse_duration)]
     pub pod_start_delay: Duration,
+    /// Memory for old revisions kept for reads and watches at a past resourceVersion
+    /// (e.g. 64MiB, 1GiB). Past it the store compacts early: older resourceVersions
+    /// answer 410 Expired and clients relist.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
+    pub history_budget: u64,
+}
+
+/// `256MiB`, `1GiB`, `64Mi`, `500MB`, `1048576`: a number and an optional unit, binary
+/// (`Ki`, `Mi`, `Gi`, with or without a trailing `B`) or decimal (`KB`, `MB`, `GB`).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size like 256MiB or 1GiB"))?;
+    let multiplier: u64 = match unit {
+        "" | "B" => 1,
+        "Ki" | "KiB" => 1 << 10,
+        "Mi" | "MiB" => 1 << 20,
+        "Gi" | "GiB" => 1 << 30,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => {
+            return Err(format!(
+                "{text:?}: the unit must be B, KiB, MiB, GiB, KB, MB or GB"
+            ));
+        }
+    };
+    value
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// `250ms`, `2s`, `1m`: a number and a unit.
@@ -50,6 +86,97 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// The data directory of a running control plane, claimed by this process: it holds the
+/// store, the CA key and the token, so it is private (0700), and only one process may use
+/// it at a time (two writers on one database make the loser fail every write while it
+/// serves stale reads).
+///
+/// The claim is an exclusive `flock` on `lock` in the directory, which holds the owner's
+/// pid; the kernel drops it when the process ends, SIGKILL included, so a crashed server's
+/// directory can be reopened at once. Keep the value alive until the store is shut down.
+pub struct DataDir {
+    _lock: std::fs::File,
+}
+
+impl DataDir {
+    /// Create `dir` (0700) if missing and lock it, failing at once if another process
+    /// holds it; then narrow a looser mode of an existing directory to 0700.
+    pub fn claim(dir: &Path) -> anyhow::Result<DataDir> {
+        create_private_dir(dir)
+            .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+        let lock_path = dir.join("lock");
+        let mut lock = open_private_file(&lock_path)
+            .with_context(|| format!("cannot open {}", lock_path.display()))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let owner = std::fs::read_to_string(&lock_path)
+                    .ok()
+                    .and_then(|text| text.trim().parse::<u32>().ok())
+                    .map_or_else(
+                        || "another steady process".to_string(),
+                        |pid| format!("steady (pid {pid})"),
+                    );
+                anyhow::bail!(
+                    "data directory {} is in use by {owner}: stop it or choose another --data-dir",
+                    dir.display()
+                );
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", lock_path.display()));
+            }
+        }
+        lock.set_len(0)
+            .and_then(|()| writeln!(lock, "{}", std::process::id()))
+            .with_context(|| format!("cannot write {}", lock_path.display()))?;
+        make_private(dir, 0o700)
+            .with_context(|| format!("cannot restrict {} to its owner", dir.display()))?;
+        Ok(DataDir { _lock: lock })
+    }
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+/// Opens (creating it 0600 if missing, never truncating) a file only its owner may read.
+fn open_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options.open(path)?;
+    make_private(path, 0o600)?;
+    Ok(file)
+}
+
+/// Narrows `path` to `mode` if group or others have any access to it.
+#[cfg(unix)]
+fn make_private(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let current = std::fs::metadata(path)?.permissions().mode();
+    if current & 0o077 != 0 {
+        tracing::info!(path = %path.display(), from = format!("{:o}", current & 0o777), to = format!("{mode:o}"), "restricting to the owner");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn make_private(_path: &Path, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
 /// A running control plane: the API server plus its HTTPS listener address and credentials.
 pub struct ControlPlane {
     pub api: ApiServer,
@@ -57,6 +184,8 @@ pub struct ControlPlane {
     pub kubeconfig: String,
     listener: tokio::net::TcpListener,
     credentials: tls::Credentials,
+    /// Declared last: dropped (unlocked) only after everything that uses the directory.
+    _data_dir: DataDir,
 }
 
 impl ControlPlane {
@@ -66,7 +195,19 @@ impl ControlPlane {
         listen: SocketAddr,
         config: Config,
     ) -> anyhow::Result<ControlPlane> {
-        let store = Store::sqlite(&data_dir.join("state.db"), StoreOptions::default())
+        Self::start_with_store(data_dir, listen, config, StoreOptions::default()).await
+    }
+
+    /// [`ControlPlane::start`] with these store options. Claims `data_dir` first (see
+    /// [`DataDir`]): if another process holds it, this fails before touching anything.
+    pub async fn start_with_store(
+        data_dir: &Path,
+        listen: SocketAddr,
+        config: Config,
+        store_options: StoreOptions,
+    ) -> anyhow::Result<ControlPlane> {
+        let claimed = DataDir::claim(data_dir)?;
+        let store = Store::sqlite(&data_dir.join("state.db"), store_options)
             .await
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
         let api = ApiServer::start(store, config)
@@ -90,6 +231,7 @@ impl ControlPlane {
             kubeconfig,
             listener,
             credentials,
+            _data_dir: claimed,
         })
     }
 
@@ -131,7 +273,13 @@ impl ControlPlaneArgs {
             }),
             ..Config::default()
         };
-        let plane = ControlPlane::start(&self.data_dir, self.listen, config).await?;
+        let store_options = StoreOptions {
+            max_history_bytes: self.history_budget,
+            ..StoreOptions::default()
+        };
+        let plane =
+            ControlPlane::start_with_store(&self.data_dir, self.listen, config, store_options)
+                .await?;
         if let Some(path) = &self.write_kubeconfig {
             kubeconfig::write_private(path, &plane.kubeconfig)
                 .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;
@@ -157,4 +305,23 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     out.flush()?;
     drop(out);
     plane.serve(crate::shutdown::signal()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steady_store::DEFAULT_MAX_HISTORY_BYTES;
+
+    #[test]
+    fn sizes_take_binary_and_decimal_units() {
+        assert_eq!(parse_size("256MiB"), Ok(DEFAULT_MAX_HISTORY_BYTES));
+        assert_eq!(parse_size("64Mi"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("500MB"), Ok(500_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12 MiB").is_err());
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("1TiB").is_err());
+        assert!(parse_size("99999999999999GiB").is_err());
+    }
 }

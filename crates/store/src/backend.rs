@@ -66,13 +66,12 @@ pub(crate) struct SqliteBackend {
 
 impl SqliteBackend {
     pub fn open(path: &Path, durable: bool) -> Result<SqliteBackend, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| StoreError::Backend(format!("create {}: {e}", dir.display())))?;
-        }
+        prepare_private_files(path)
+            .map_err(|e| StoreError::Backend(format!("prepare {}: {e}", path.display())))?;
         let conn = Connection::open(path).map_err(backend_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(backend_err)?;
+        enable_incremental_vacuum(&conn)?;
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
             .map_err(backend_err)?;
@@ -96,6 +95,96 @@ impl SqliteBackend {
         )
         .map_err(backend_err)?;
         Ok(SqliteBackend { conn })
+    }
+
+    /// Gives the pages that a compaction freed back to the file system: the incremental
+    /// vacuum moves them to the end of the database and truncates it, and the checkpoint
+    /// carries that into the database file and empties the WAL, which would otherwise
+    /// keep its high-water size. Failing here loses no data, so it only warns.
+    fn reclaim_free_pages(&self) {
+        let reclaimed = (|| -> rusqlite::Result<()> {
+            let mut vacuum = self.conn.prepare("PRAGMA incremental_vacuum")?;
+            let mut rows = vacuum.query([])?;
+            while rows.next()?.is_some() {}
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        })();
+        if let Err(e) = reclaimed {
+            tracing::warn!(error = %e, "could not return freed database pages to the file system");
+        }
+    }
+}
+
+/// SQLite only gives freed pages back to the file system with `auto_vacuum`, which must
+/// be chosen before the first table is created; a database made without it (by an older
+/// steady) is rebuilt once with `VACUUM`, which is what switches an existing file over.
+fn enable_incremental_vacuum(conn: &Connection) -> Result<(), StoreError> {
+    const INCREMENTAL: i64 = 2;
+    let auto_vacuum = |conn: &Connection| -> Result<i64, StoreError> {
+        conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+            .map_err(backend_err)
+    };
+    if auto_vacuum(conn)? == INCREMENTAL {
+        return Ok(());
+    }
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .map_err(backend_err)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(backend_err)?;
+    if tables > 0 {
+        tracing::info!("rebuilding the database once so that compaction can shrink it");
+        conn.execute_batch("VACUUM").map_err(backend_err)?;
+        // In WAL mode the rebuilt database is first written to the WAL: a copy as large
+        // as the database that would stay on disk until the next checkpoint.
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(backend_err)?;
+        if auto_vacuum(conn)? != INCREMENTAL {
+            tracing::warn!("sqlite kept auto_vacuum off: compaction will not shrink the file");
+        }
+    }
+    Ok(())
+}
+
+/// The database holds Secrets: it must be readable by its owner only from the moment it
+/// exists. Missing parent directories are created 0700 and a missing database file 0600
+/// before SQLite opens it (SQLite creates the `-wal` and `-shm` files with the database
+/// file's mode); the files of an existing database with looser modes are narrowed to 0600.
+#[cfg(unix)]
+fn prepare_private_files(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        match std::fs::metadata(&file) {
+            Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn prepare_private_files(path: &Path) -> std::io::Result<()> {
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => std::fs::create_dir_all(dir),
+        None => Ok(()),
     }
 }
 
@@ -140,7 +229,9 @@ impl Backend for SqliteBackend {
             params![to],
         )
         .map_err(backend_err)?;
-        tx.commit().map_err(backend_err)
+        tx.commit().map_err(backend_err)?;
+        self.reclaim_free_pages();
+        Ok(())
     }
 
     fn load(&mut self) -> Result<Loaded, StoreError> {
@@ -242,5 +333,37 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, StoreError::Backend(_)));
         assert_eq!(revs(&b), vec![2]);
+    }
+
+    fn auto_vacuum(b: &SqliteBackend) -> i64 {
+        b.conn
+            .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn sqlite_database_without_auto_vacuum_is_converted_once_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            // What an older steady created: WAL, no auto_vacuum.
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+            conn.execute_batch(
+                "CREATE TABLE log (rev INTEGER PRIMARY KEY, key TEXT NOT NULL,
+                                   deleted INTEGER NOT NULL, value BLOB NOT NULL);
+                 INSERT INTO log VALUES (2, '/a', 0, X'7B7D');",
+            )
+            .unwrap();
+            let mode: i64 = conn
+                .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, 0);
+        }
+        let mut b = SqliteBackend::open(&path, false).unwrap();
+        assert_eq!(auto_vacuum(&b), 2);
+        assert_eq!(b.load().unwrap().records.len(), 1);
+        let fresh = SqliteBackend::open(&dir.path().join("fresh"), false).unwrap();
+        assert_eq!(auto_vacuum(&fresh), 2);
     }
 }

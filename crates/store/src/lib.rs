@@ -16,8 +16,9 @@
 //! - Durability (SQLite backend, WAL, `synchronous=FULL` by default) or none
 //!   (in-memory backend, which never uses threads so a deterministic
 //!   simulator can drive it on a current-thread runtime with a paused clock).
-//! - Compaction (explicit, periodic like kube-apiserver, and by a cap on
-//!   retained revisions).
+//! - Compaction (explicit, periodic like kube-apiserver, and by caps on
+//!   retained revisions and on the bytes of retained history), which also
+//!   returns the freed space of the SQLite file to the file system.
 //! - In-memory fan-out of committed events to watchers.
 //!
 //! # What it must not know
@@ -63,6 +64,14 @@ pub use watcher::Watcher;
 
 /// A global, strictly increasing revision (Kubernetes `resourceVersion`).
 pub type Revision = u64;
+
+/// Default [`StoreOptions::max_history_bytes`]: 256 MiB. etcd's default quota is
+/// 2 GiB for the whole database and kube-apiserver's watch cache keeps a number of
+/// events per resource (sized to about 75 s of history), not bytes. An eighth of etcd's quota still
+/// keeps more than 170 revisions of objects at etcd's 1.5 MiB request limit, and many
+/// minutes of history under an ordinary write load, while a client in a write loop can
+/// no longer grow memory without bound before the 5-minute compaction.
+pub const DEFAULT_MAX_HISTORY_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Capacity of the request queue in front of the writer task.
 const QUEUE_CAPACITY: usize = 4096;
@@ -141,6 +150,12 @@ pub struct StoreOptions {
     /// `max_retained_revisions` (plus a slack of 1/64 of it), compact to
     /// `current - max_retained_revisions`.
     pub max_retained_revisions: u64,
+    /// After a batch, if the retained history (every version that is not the
+    /// current one of its key, plus a small per-revision overhead; see
+    /// [`Store::history_bytes`]) exceeds this many bytes, compact to the oldest
+    /// revision that brings it down to 7/8 of it. Reads and watches below that
+    /// revision answer `Expired`.
+    pub max_history_bytes: u64,
     /// SQLite `synchronous=FULL` (fsync per group commit) when true, `NORMAL`
     /// otherwise. Ignored by the in-memory backend.
     pub durable: bool,
@@ -151,6 +166,7 @@ impl Default for StoreOptions {
         StoreOptions {
             compaction_interval: Some(Duration::from_secs(5 * 60)),
             max_retained_revisions: 200_000,
+            max_history_bytes: DEFAULT_MAX_HISTORY_BYTES,
             durable: true,
         }
     }
@@ -275,6 +291,7 @@ impl Store {
             shared: shared.clone(),
             signal: signal.clone(),
             max_retained: opts.max_retained_revisions,
+            max_history_bytes: opts.max_history_bytes,
         };
         tokio::spawn(writer.run(rx));
         let ticker = opts.compaction_interval.map(|period| {
@@ -293,6 +310,14 @@ impl Store {
     /// Current (latest committed) revision.
     pub fn revision(&self) -> Revision {
         self.inner.shared.read().current
+    }
+
+    /// Bytes of retained history: the values of every version that only a read or
+    /// watch at an old revision can reach (superseded versions and tombstones), plus a
+    /// small overhead per retained revision. Bounded by
+    /// [`StoreOptions::max_history_bytes`] after each batch.
+    pub fn history_bytes(&self) -> u64 {
+        self.inner.shared.read().history_bytes
     }
 
     /// Revisions at or below this one can no longer be read or watched.

@@ -11,6 +11,26 @@ use crate::{Event, EventKind, Labels, ListOptions, ListPage, Object, Revision, S
 /// Revision of an empty store. The first write gets `INITIAL_REVISION + 1`.
 pub(crate) const INITIAL_REVISION: Revision = 1;
 
+/// Bookkeeping memory of one retained revision beyond its value bytes: the event and the
+/// version entry. Counted so that a stream of tiny writes also meets the history budget.
+const REVISION_OVERHEAD: u64 =
+    (std::mem::size_of::<Event>() + std::mem::size_of::<Version>()) as u64;
+
+/// Bytes that the event `e` keeps alive only for readers of old revisions, freed when the
+/// store compacts past it: the version it superseded (`prev`), its own tombstone if it is a
+/// delete, and its bookkeeping. Summed over the retained events this is exactly the value
+/// bytes of every non-current version (each such version is superseded by exactly one
+/// retained event, or is a retained tombstone) plus the per-revision overhead.
+fn history_weight(e: &Event) -> u64 {
+    let superseded = e.prev.as_ref().map_or(0, Bytes::len);
+    let tombstone = if e.kind == EventKind::Deleted {
+        e.value.len()
+    } else {
+        0
+    };
+    (superseded + tombstone) as u64 + REVISION_OVERHEAD
+}
+
 /// One stored version of a key. A tombstone keeps the object's last state
 /// (re-encoded with the delete's revision) in `value`.
 #[derive(Clone, Debug)]
@@ -42,6 +62,8 @@ pub(crate) struct State {
     /// One event per revision in `(compacted, current]` (except the virtual
     /// initial revision), ascending.
     pub events: VecDeque<Arc<Event>>,
+    /// Sum of [`history_weight`] over `events`, kept up to date by `apply` and `compact`.
+    pub history_bytes: u64,
     /// Set once the writer has stopped.
     pub closed: bool,
 }
@@ -53,6 +75,7 @@ impl State {
             compacted: 0,
             objects: BTreeMap::new(),
             events: VecDeque::new(),
+            history_bytes: 0,
             closed: false,
         }
     }
@@ -75,14 +98,16 @@ impl State {
                 } else {
                     EventKind::Created
                 };
-                st.events.push_back(Arc::new(Event {
+                let event = Event {
                     revision: r.rev,
                     key: key.clone(),
                     kind,
                     value: r.value.clone(),
                     labels: labels.clone(),
                     prev: prev.map(|(_, v)| v),
-                }));
+                };
+                st.history_bytes += history_weight(&event);
+                st.events.push_back(Arc::new(event));
             }
             st.objects.entry(key).or_default().push(Version {
                 rev: r.rev,
@@ -209,6 +234,7 @@ impl State {
                 }
             }
             self.current = e.revision;
+            self.history_bytes += history_weight(e);
             self.events.push_back(e.clone());
         }
     }
@@ -224,12 +250,33 @@ impl State {
                 break;
             }
             touched.insert(e.key.clone());
+            self.history_bytes = self.history_bytes.saturating_sub(history_weight(e));
             self.events.pop_front();
         }
         for key in touched {
             self.prune_key(&key, target);
         }
         self.compacted = target;
+    }
+
+    /// The oldest revision to compact to so that retained history drops to `low_water`
+    /// bytes or below, or `None` while it is within `budget`. Never beyond the current
+    /// revision: compacting to it leaves no history at all. Walks only the events that
+    /// the compaction will drop, so the cost is amortized over the writes that made them.
+    pub fn budget_compaction_target(&self, budget: u64, low_water: u64) -> Option<Revision> {
+        if self.history_bytes <= budget {
+            return None;
+        }
+        let mut remaining = self.history_bytes;
+        let mut target = None;
+        for e in &self.events {
+            remaining = remaining.saturating_sub(history_weight(e));
+            target = Some(e.revision);
+            if remaining <= low_water {
+                break;
+            }
+        }
+        target
     }
 
     fn prune_key(&mut self, key: &str, target: Revision) {
@@ -273,5 +320,89 @@ impl State {
             }
         }
         last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition the running total must match: value bytes of every version that
+    /// is not the live latest one of its key, plus the overhead of each retained revision.
+    fn recount_history(st: &State) -> u64 {
+        let old_versions: usize = st
+            .objects
+            .values()
+            .map(|versions| {
+                let current = versions
+                    .last()
+                    .filter(|v| !v.deleted)
+                    .map_or(0, |v| v.value.len());
+                versions.iter().map(|v| v.value.len()).sum::<usize>() - current
+            })
+            .sum();
+        old_versions as u64 + st.events.len() as u64 * REVISION_OVERHEAD
+    }
+
+    /// The event the writer would build for a write of `size` bytes (`None` deletes).
+    fn write(st: &mut State, key: &str, size: Option<usize>) {
+        let (shared_key, prev) = st.latest(key);
+        let revision = st.current + 1;
+        let (kind, value) = match (size, &prev) {
+            (None, None) => return,
+            (None, Some((_, prev))) => (EventKind::Deleted, prev.clone()),
+            (Some(n), None) => (EventKind::Created, Bytes::from(vec![b'c'; n])),
+            (Some(n), Some(_)) => (EventKind::Updated, Bytes::from(vec![b'u'; n])),
+        };
+        let event = Event {
+            revision,
+            key: shared_key.unwrap_or_else(|| Arc::from(key)),
+            kind,
+            value,
+            labels: Labels::default(),
+            prev: prev.map(|(_, v)| v),
+        };
+        st.apply(&[Arc::new(event)]);
+    }
+
+    #[test]
+    fn running_history_total_matches_a_full_count_through_writes_and_compactions() {
+        let mut st = State::empty();
+        let mut seed: u64 = 7;
+        let mut next = move |bound: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % bound
+        };
+        for step in 0..3000 {
+            let key = format!("/k{}", next(20));
+            let size = (next(4) != 0).then(|| next(5000) as usize);
+            write(&mut st, &key, size);
+            if step % 97 == 0 {
+                let target = st.compacted + next(st.current - st.compacted + 1);
+                st.compact(target);
+            }
+            assert_eq!(st.history_bytes, recount_history(&st), "after step {step}");
+        }
+        st.compact(st.current);
+        assert_eq!(st.history_bytes, recount_history(&st));
+    }
+
+    #[test]
+    fn budget_target_brings_history_to_the_low_water_mark_and_never_past_current() {
+        let mut st = State::empty();
+        for _ in 0..10 {
+            write(&mut st, "/a", Some(1000));
+        }
+        let history = st.history_bytes;
+        assert_eq!(st.budget_compaction_target(history, 0), None);
+        let target = st.budget_compaction_target(history - 1, 3000).unwrap();
+        st.compact(target);
+        assert!(st.history_bytes <= 3000, "{} > 3000", st.history_bytes);
+        // One step less would have kept more than the low-water mark.
+        assert!(st.history_bytes + 1000 + REVISION_OVERHEAD > 3000);
+        // A budget below one revision's worth compacts everything, to the current revision.
+        assert_eq!(st.budget_compaction_target(0, 0), Some(st.current));
     }
 }

@@ -67,10 +67,12 @@ fn encode(mut value: Value, rev: Revision) -> Result<(Bytes, Labels), StoreError
         .as_object_mut()
         .ok_or_else(|| StoreError::InvalidValue("metadata must be a JSON object".into()))?;
     meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
-    let bytes = serde_json::to_vec(&value)
-        .map(Bytes::from)
-        .map_err(|e| StoreError::InvalidValue(e.to_string()))?;
-    Ok((bytes, labels))
+    let mut bytes =
+        serde_json::to_vec(&value).map_err(|e| StoreError::InvalidValue(e.to_string()))?;
+    // The serializer's buffer grows by doubling; every stored version would otherwise
+    // hold up to twice its length, unseen by the history budget.
+    bytes.shrink_to_fit();
+    Ok((Bytes::from(bytes), labels))
 }
 
 fn reencode(bytes: &Bytes, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
@@ -84,6 +86,7 @@ pub(crate) struct Writer {
     pub shared: Arc<Shared>,
     pub signal: Arc<crate::watcher::Signal>,
     pub max_retained: u64,
+    pub max_history_bytes: u64,
 }
 
 impl Writer {
@@ -261,19 +264,25 @@ impl Writer {
         Ok(())
     }
 
+    /// Compacts early when the retained history exceeds either cap: more than
+    /// `max_retained` revisions (with a slack of 1/64 of it), or more than
+    /// `max_history_bytes` (down to 7/8 of it). The slack and the low-water mark keep a
+    /// steady write load at one compaction transaction per many batches, not one per batch.
     async fn auto_compact(&mut self) {
-        let (current, compacted) = {
+        let target = {
             let st = self.shared.read();
-            (st.current, st.compacted)
+            let slack = self.max_retained / 64;
+            let by_count = (st.current.saturating_sub(st.compacted)
+                > self.max_retained.saturating_add(slack))
+            .then(|| st.current - self.max_retained);
+            let low_water = self.max_history_bytes - self.max_history_bytes / 8;
+            let by_bytes = st.budget_compaction_target(self.max_history_bytes, low_water);
+            by_count.max(by_bytes)
         };
-        // Small hysteresis (1/64 of the cap) so a steady write load triggers one
-        // compaction transaction per few thousand revisions, not one per batch.
-        let slack = self.max_retained / 64;
-        if current.saturating_sub(compacted) > self.max_retained.saturating_add(slack) {
-            let target = current - self.max_retained;
-            if let Err(e) = self.compact(target).await {
-                tracing::warn!(error = %e, revision = target, "automatic compaction failed");
-            }
+        if let Some(target) = target
+            && let Err(e) = self.compact(target).await
+        {
+            tracing::warn!(error = %e, revision = target, "automatic compaction failed");
         }
     }
 }

@@ -29,6 +29,7 @@ fn test_opts() -> StoreOptions {
     StoreOptions {
         compaction_interval: None,
         max_retained_revisions: 1_000_000,
+        max_history_bytes: u64::MAX,
         durable: false,
     }
 }
@@ -639,6 +640,76 @@ async fn auto_compaction_by_retained_revisions(kind: Kind) {
     assert!(s.get("/a", Some(s.revision() - 10)).unwrap().is_some());
 }
 
+/// A ConfigMap-like object whose data is `size` bytes.
+fn sized(name: &str, size: usize, fill: char) -> Value {
+    json!({"metadata": {"name": name}, "data": {"blob": fill.to_string().repeat(size)}})
+}
+
+async fn history_stays_within_budget(kind: Kind) {
+    const BUDGET: u64 = 1024 * 1024;
+    const VALUE: usize = 100 * 1024;
+    let s = open_with(
+        kind,
+        StoreOptions {
+            max_history_bytes: BUDGET,
+            ..test_opts()
+        },
+    )
+    .await;
+    let first = s.create("/a", sized("a", VALUE, 'a')).await.unwrap();
+    s.create("/b", sized("b", VALUE, 'b')).await.unwrap();
+    let mut peak = 0;
+    for i in 0..60 {
+        let key = if i % 3 == 0 { "/b" } else { "/a" };
+        s.update(
+            key,
+            sized(key, VALUE, char::from(b'c' + (i % 20) as u8)),
+            None,
+        )
+        .await
+        .unwrap();
+        // Automatic compaction follows the batch; a no-op compaction is a barrier.
+        s.compact(0).await.unwrap();
+        peak = peak.max(s.history_bytes());
+        assert!(
+            s.history_bytes() <= BUDGET,
+            "history {} > budget {BUDGET} after update {i}",
+            s.history_bytes()
+        );
+    }
+    // The budget was reached (history is not trivially small) and compaction followed it.
+    assert!(peak > BUDGET / 2, "peak history {peak}");
+    assert!(s.compacted_revision() > first.revision);
+    assert!(s.compacted_revision() < s.revision());
+    assert!(matches!(
+        s.get("/a", Some(first.revision)),
+        Err(StoreError::Expired { .. })
+    ));
+    assert!(matches!(
+        s.watch("/", first.revision),
+        Err(StoreError::Expired { .. })
+    ));
+    // What the budget keeps is readable, and the current state is whole.
+    let oldest = s.compacted_revision();
+    assert!(s.get("/a", Some(oldest)).unwrap().is_some());
+    assert!(s.watch("/", oldest).is_ok());
+    let now = s.list("/", &ListOptions::default(), &|_| true).unwrap();
+    assert_eq!(keys(&now.items), ["/a", "/b"]);
+
+    // One write whose superseded version alone exceeds the budget: compaction goes up to
+    // the current revision and no further.
+    let big = s
+        .update("/a", sized("a", 2 * BUDGET as usize, 'z'), None)
+        .await
+        .unwrap();
+    s.update("/a", sized("a", 10, 'y'), None).await.unwrap();
+    s.compact(0).await.unwrap();
+    assert_eq!(s.compacted_revision(), s.revision());
+    assert!(s.history_bytes() <= BUDGET);
+    assert!(s.revision() > big.revision);
+    assert_eq!(s.get("/a", None).unwrap().unwrap().revision, s.revision());
+}
+
 async fn periodic_compaction(kind: Kind) {
     let s = open_with(
         kind,
@@ -810,6 +881,7 @@ suite!(
     slow_watcher_falls_behind,
     compaction_keeps_latest,
     auto_compaction_by_retained_revisions,
+    history_stays_within_budget,
     periodic_compaction,
     same_key_in_one_batch,
     concurrent_creates,
@@ -976,4 +1048,91 @@ async fn sqlite_drop_without_shutdown_keeps_committed_writes() {
     }
     let s = Store::sqlite(&path, test_opts()).await.unwrap();
     assert_eq!(data(&s.get("/a", None).unwrap().unwrap()), 1);
+}
+
+/// Size of the database and its WAL on disk.
+fn size_on_disk(path: &std::path::Path) -> u64 {
+    ["", "-wal"]
+        .iter()
+        .map(|suffix| {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            std::fs::metadata(file).map_or(0, |m| m.len())
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn sqlite_compaction_shrinks_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let s = Store::sqlite(&path, test_opts()).await.unwrap();
+    for i in 0..60 {
+        let key = format!("/k{}", i % 3);
+        let value = sized(&key, 100 * 1024, char::from(b'a' + (i % 26) as u8));
+        match s.get(&key, None).unwrap() {
+            Some(_) => s.update(&key, value, None).await.unwrap(),
+            None => s.create(&key, value).await.unwrap(),
+        };
+    }
+    let grown = size_on_disk(&path);
+    assert!(grown > 5_000_000, "60 writes of 100 KB take {grown} bytes");
+    s.compact(s.revision()).await.unwrap();
+    let compacted = size_on_disk(&path);
+    // Three live objects of 100 KB remain.
+    assert!(
+        compacted < grown / 4,
+        "file did not shrink: {grown} bytes before compaction, {compacted} after"
+    );
+    s.shutdown().await;
+    let s = Store::sqlite(&path, test_opts()).await.unwrap();
+    assert_eq!(
+        s.list("/", &ListOptions::default(), &|_| true)
+            .unwrap()
+            .items
+            .len(),
+        3
+    );
+}
+
+#[cfg(unix)]
+fn mode_of(path: impl AsRef<std::path::Path>) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn sqlite_files_are_private_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data/state.db");
+    let s = Store::sqlite(&path, test_opts()).await.unwrap();
+    s.create("/secret", obj("secret", 1)).await.unwrap();
+    assert_eq!(mode_of(dir.path().join("data")), 0o700);
+    for file in ["state.db", "state.db-wal", "state.db-shm"] {
+        assert_eq!(mode_of(dir.path().join("data").join(file)), 0o600, "{file}");
+    }
+    s.shutdown().await;
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn sqlite_narrows_the_modes_of_an_existing_database() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let wal = dir.path().join("state.db-wal");
+    {
+        let s = Store::sqlite(&path, test_opts()).await.unwrap();
+        s.create("/secret", obj("secret", 1)).await.unwrap();
+        // Dropped without shutdown: the WAL stays, as after a crash.
+        std::mem::forget(s);
+    }
+    for file in [&path, &wal] {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let s = Store::sqlite(&path, test_opts()).await.unwrap();
+    assert_eq!(mode_of(&path), 0o600);
+    assert_eq!(mode_of(&wal), 0o600);
+    assert_eq!(data(&s.get("/secret", None).unwrap().unwrap()), 1);
 }
