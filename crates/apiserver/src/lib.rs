@@ -5,7 +5,7 @@
 //! validation and defaulting, get/list/watch/create/update/patch/delete with Kubernetes'
 //! resourceVersion, generation, status and finalizer rules, the garbage collector, namespace
 //! lifecycle, `Status` errors, and the transports: an axum [`axum::Router`] served over HTTPS
-//! with bearer-token auth ([`tls`]), and the same Router wired into a [`kube::Client`] with no
+//! with bearer-token auth ([`serve`], [`tls`], [`auth`]), and the same Router wired into a [`kube::Client`] with no
 //! socket at all ([`ApiServer::client`]).
 //!
 //! It must not know about controllers, operators or the simulator: those sit above it and
@@ -27,6 +27,7 @@ pub mod registry;
 pub mod request;
 pub mod schema;
 pub mod selector;
+pub mod serve;
 pub mod table;
 pub mod tls;
 mod watch;
