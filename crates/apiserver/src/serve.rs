@@ -385,6 +385,7 @@ impl RateLimitedLog {
 /// Raise the soft open-file limit to the hard one (a server with many watches needs more
 /// than the usual 1024) and return the limit now in force; `None` where unknown.
 #[cfg(unix)]
+#[allow(clippy::useless_conversion)] // `rlim_t` is `u64` on Linux, not on every unix.
 pub fn raise_fd_limit() -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
