@@ -9,9 +9,10 @@
 //!   and new connections wait in the kernel's listen backlog;
 //! - accept errors (e.g. `EMFILE`) back off 5 ms doubling to 1 s, reset by a success, as
 //!   Go's `net/http` does, and are logged at most once per [`LOG_INTERVAL`];
-//! - a TLS handshake, the first request's arrival and the header read must each finish
-//!   within their timeouts, and a connection with no request in flight is closed after the
-//!   idle timeout. A response still being sent (a watch) keeps its connection open;
+//! - a TLS handshake and the first request's headers must each arrive within their
+//!   timeouts, and a connection with no request in flight is closed after the idle timeout
+//!   (HTTP/1.1 and HTTP/2 alike). A response still being sent (a watch) keeps its
+//!   connection open;
 //! - at start the soft `RLIMIT_NOFILE` is raised to the hard limit (Go does the same).
 
 use std::convert::Infallible;
@@ -24,7 +25,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use http_body_util::BodyExt;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
@@ -62,12 +63,11 @@ pub struct ServingConfig {
     pub max_connections: Option<usize>,
     /// Time for a client to complete the TLS handshake (Go applies `ReadHeaderTimeout`).
     pub tls_handshake_timeout: Duration,
-    /// Time for the first request to arrive on a new connection, and for an HTTP/1.1
-    /// request's headers to arrive (kube-apiserver's `ReadHeaderTimeout`: 32 s). hyper runs
-    /// the HTTP/1.1 header timer from the moment the connection waits for a request, so it
-    /// also bounds how long an HTTP/1.1 connection stays idle between requests.
+    /// Time for the first request's headers to arrive on a new connection (kube-apiserver's
+    /// `ReadHeaderTimeout`: 32 s).
     pub header_read_timeout: Duration,
-    /// Time a connection with no request in flight stays open (`IdleTimeout`: 90 s).
+    /// Time a connection with no request in flight stays open after its last request
+    /// (`IdleTimeout`: 90 s); this also bounds the headers of later requests.
     pub idle_timeout: Duration,
 }
 
@@ -239,11 +239,10 @@ impl Connection {
             activity.clone(),
         ));
         let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(self.config.header_read_timeout);
-        builder.http2().timer(TokioTimer::new());
+        // hyper's own HTTP/1.1 header timer would also run between requests, closing
+        // keep-alive connections after the header timeout instead of the idle timeout that
+        // clients' pools expect (90 s in Go's and hyper's): `Activity::idle` bounds both.
+        builder.http1().header_read_timeout(None);
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), service);
         tokio::pin!(connection);
         let idle = activity.idle(self.config.header_read_timeout, self.config.idle_timeout);
