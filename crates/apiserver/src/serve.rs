@@ -135,7 +135,8 @@ pub async fn serve(
     let fd_limit = raise_fd_limit();
     let max_connections = config
         .max_connections
-        .unwrap_or_else(|| default_max_connections(fd_limit));
+        .unwrap_or_else(|| default_max_connections(fd_limit))
+        .min(Semaphore::MAX_PERMITS);
     tracing::debug!(max_connections, ?fd_limit, "serving HTTPS");
     let slots = Arc::new(Semaphore::new(max_connections));
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
