@@ -2,6 +2,9 @@
 //! opened and never used are closed after the serving timeouts, running out of file
 //! descriptors neither spins the accept loop nor floods the log, a thousand watches on one
 //! server all see a write, and watches whose clients never read stall nothing.
+//! Linux only: the server's CPU time and memory are read from /proc.
+
+#![cfg(target_os = "linux")]
 
 mod common;
 

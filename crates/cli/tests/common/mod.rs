@@ -87,6 +87,7 @@ impl Server {
         for (k, v) in &options.env {
             command.env(k, v);
         }
+        #[cfg(unix)]
         if let Some(limit) = options.fd_limit {
             limit_open_files(&mut command, limit);
         }
@@ -283,6 +284,7 @@ impl Drop for Server {
 }
 
 /// Set the child's `RLIMIT_NOFILE` (soft and hard) between fork and exec.
+#[cfg(unix)]
 fn limit_open_files(command: &mut Command, limit: u64) {
     let rlimit = libc::rlimit {
         rlim_cur: limit as libc::rlim_t,
