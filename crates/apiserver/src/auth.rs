@@ -1,5 +1,6 @@
 //! Bearer-token authentication: every request but health and version probes must carry
-//! `Authorization: Bearer <token>`; anything else is 401 `Unauthorized`.
+//! `Authorization: Bearer <token>` (the scheme in any case); anything else is 401
+//! `Unauthorized`.
 
 use std::sync::Arc;
 
@@ -25,14 +26,23 @@ async fn check(State(token): State<Arc<str>>, request: Request, next: Next) -> R
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer_token);
     let authorized = presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes()));
     if authorized || is_public(request.uri().path()) {
         next.run(request).await
     } else {
         ApiError::unauthorized().into_response()
     }
+}
+
+/// The credentials of an `Authorization: Bearer <token>` value. The scheme is matched in any
+/// case (RFC 7235 §2.1), as kube-apiserver's bearer-token authenticator does.
+fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|token| !token.is_empty())
 }
 
 /// Compare without an early exit, so timing does not reveal how much of a guess was right.
@@ -49,5 +59,28 @@ mod tests {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_matches_in_any_case() {
+        for value in [
+            "Bearer t0k",
+            "bearer t0k",
+            "BEARER t0k",
+            "bEaReR  t0k ",
+            " Bearer t0k",
+        ] {
+            assert_eq!(bearer_token(value), Some("t0k"), "{value:?}");
+        }
+        for value in [
+            "Basic t0k",
+            "Bearer",
+            "Bearer ",
+            "Bearert0k",
+            "Bearer\tt0k",
+            "t0k",
+        ] {
+            assert_eq!(bearer_token(value), None, "{value:?}");
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! validation and defaulting, get/list/watch/create/update/patch/delete with Kubernetes'
 //! resourceVersion, generation, status and finalizer rules, the garbage collector, namespace
 //! lifecycle, `Status` errors, and the transports: an axum [`axum::Router`] served over HTTPS
-//! with bearer-token auth ([`tls`]), and the same Router wired into a [`kube::Client`] with no
+//! with bearer-token auth ([`serve`], [`tls`], [`auth`]), and the same Router wired into a [`kube::Client`] with no
 //! socket at all ([`ApiServer::client`]).
 //!
 //! It must not know about controllers, operators or the simulator: those sit above it and
@@ -27,6 +27,7 @@ pub mod registry;
 pub mod request;
 pub mod schema;
 pub mod selector;
+pub mod serve;
 pub mod table;
 pub mod tls;
 mod watch;
@@ -137,7 +138,7 @@ impl ApiServer {
 
     /// The HTTP API as an axum Router, without authentication (see [`auth`]).
     pub fn router(&self) -> axum::Router {
-        http_api::router(self.clone())
+        bare_errors_as_status(http_api::router(self.clone()))
     }
 
     /// A `kube::Client` that calls the Router directly: no socket, no TLS, no token.
@@ -206,5 +207,111 @@ impl ApiServer {
                 .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
                 .collect()
         })
+    }
+}
+
+/// Every error response leaves as a `Status`: one that axum or a layer produced with an
+/// empty body (a rejection, a bare status code) gets the `Status` for its code, keeping
+/// its headers (`Allow`, `WWW-Authenticate`, ...).
+fn bare_errors_as_status(router: axum::Router) -> axum::Router {
+    router.layer(axum::middleware::map_response(status_for_bare_error))
+}
+
+async fn status_for_bare_error(response: axum::response::Response) -> axum::response::Response {
+    use axum::body::HttpBody;
+    use axum::response::IntoResponse;
+    let code = response.status();
+    let is_error = code.is_client_error() || code.is_server_error();
+    if !is_error || response.body().size_hint().exact() != Some(0) {
+        return response;
+    }
+    let error = ApiError {
+        code: code.as_u16(),
+        reason: reason_for(code),
+        message: code
+            .canonical_reason()
+            .unwrap_or("the server rejected the request")
+            .to_string(),
+        details: None,
+    };
+    let (mut parts, _) = response.into_parts();
+    let rendered = error.into_response();
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    parts.headers.extend(rendered.headers().clone());
+    axum::response::Response::from_parts(parts, rendered.into_body())
+}
+
+/// The `Status` reason kube-apiserver gives a bare HTTP code (apimachinery's
+/// `NewGenericServerResponse`); "" is its `StatusReasonUnknown`.
+fn reason_for(code: http::StatusCode) -> &'static str {
+    match code.as_u16() {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::routing::get;
+    use http::{Request, StatusCode};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    /// axum's own rejections (405 from a method router, 404 from its default fallback) and
+    /// a bare status from a handler have empty bodies unless the layer renders them.
+    #[tokio::test]
+    async fn empty_bodied_errors_become_a_status() {
+        let router = super::bare_errors_as_status(
+            axum::Router::new()
+                .route("/get-only", get(|| async { "ok" }))
+                .route("/bare", get(|| async { StatusCode::SERVICE_UNAVAILABLE })),
+        );
+        let cases = [
+            ("POST", "/get-only", 405, "MethodNotAllowed"),
+            ("GET", "/nowhere", 404, "NotFound"),
+            ("GET", "/bare", 503, "ServiceUnavailable"),
+        ];
+        for (method, path, code, reason) in cases {
+            let request = Request::builder()
+                .method(method)
+                .uri(path)
+                .body(Body::empty())
+                .unwrap();
+            let response = router.clone().oneshot(request).await.unwrap();
+            assert_eq!(response.status().as_u16(), code, "{method} {path}");
+            let headers = response.headers().clone();
+            assert_eq!(
+                headers["content-type"], "application/json",
+                "{method} {path}"
+            );
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(status["kind"], "Status", "{method} {path}: {status}");
+            assert_eq!(status["code"], code, "{method} {path}: {status}");
+            assert_eq!(status["reason"], reason, "{method} {path}: {status}");
+            if code == 405 {
+                assert_eq!(headers["allow"], "GET,HEAD");
+            }
+        }
+        // Answers with a body, and successes, are left alone.
+        let request = Request::get("/get-only").body(Body::empty()).unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"ok");
     }
 }

@@ -1,18 +1,15 @@
-//! HTTPS serving: a private CA and serving certificate for 127.0.0.1/localhost and a bearer
-//! token, created on first start and kept (mode 0600) in the data directory.
+//! TLS credentials: a private CA and serving certificate for 127.0.0.1/localhost and a bearer
+//! token, created on first start and kept (mode 0600) in the data directory, and the rustls
+//! configuration that presents them. Serving connections is [`crate::serve`]'s.
 
-use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::Router;
 use base64::Engine;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use rand::Rng;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::TcpListener;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -183,55 +180,6 @@ pub fn server_config(credentials: &Credentials) -> Result<Arc<rustls::ServerConf
         .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// Serve `app` over TLS on `listener` until `shutdown` completes.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    tls: Arc<rustls::ServerConfig>,
-    shutdown: impl Future<Output = ()> + Send,
-) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        let mut closing = closing_rx.clone();
-        tokio::spawn(async move {
-            let tls_stream = match acceptor.accept(stream).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
-            let service = hyper_util::service::TowerToHyperService::new(app);
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let connection =
-                builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = closing.changed() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
-            }
-        });
-    }
-    let _ = closing_tx.send(true);
 }
 
 #[cfg(test)]

@@ -252,7 +252,8 @@ impl ControlPlane {
     ) -> anyhow::Result<()> {
         let tls_config = tls::server_config(&self.credentials).context("cannot configure TLS")?;
         let app = auth::require_token(wrap(self.api.router()), &self.credentials.token);
-        tls::serve(self.listener, app, tls_config, shutdown).await;
+        let serving = steady_apiserver::serve::ServingConfig::from_env()?;
+        steady_apiserver::serve::serve(self.listener, app, tls_config, &serving, shutdown).await;
         tracing::info!("shutting down");
         self.api.shutdown().await;
         Ok(())

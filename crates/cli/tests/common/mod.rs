@@ -46,6 +46,8 @@ pub struct Options {
     pub subcommand: String,
     /// Extra arguments after the standard ones.
     pub args: Vec<String>,
+    /// Start the process with this open-file limit (soft and hard).
+    pub fd_limit: Option<u64>,
 }
 
 impl Default for Options {
@@ -55,6 +57,7 @@ impl Default for Options {
             env: Vec::new(),
             subcommand: "server".to_string(),
             args: Vec::new(),
+            fd_limit: None,
         }
     }
 }
@@ -83,6 +86,10 @@ impl Server {
             .kill_on_drop(true);
         for (k, v) in &options.env {
             command.env(k, v);
+        }
+        #[cfg(unix)]
+        if let Some(limit) = options.fd_limit {
+            limit_open_files(&mut command, limit);
         }
         let mut child = command.spawn().expect("spawn steady server");
 
@@ -273,6 +280,86 @@ impl Drop for Server {
         if let Some(child) = self.child.as_mut() {
             let _ = child.start_kill();
         }
+    }
+}
+
+/// Set the child's `RLIMIT_NOFILE` (soft and hard) between fork and exec.
+#[cfg(unix)]
+fn limit_open_files(command: &mut Command, limit: u64) {
+    let rlimit = libc::rlimit {
+        rlim_cur: limit as libc::rlim_t,
+        rlim_max: limit as libc::rlim_t,
+    };
+    // SAFETY: the hook only calls setrlimit, which is async-signal-safe, on a struct it owns.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+impl Server {
+    /// The bearer token from the data directory.
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("pki/token"))
+            .expect("read pki/token")
+            .trim()
+            .to_string()
+    }
+
+    /// CPU time (user + system) the server process has used so far, from /proc.
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .expect("read /proc/PID/stat");
+        // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+        let after_name = &stat[stat.rfind(')').expect("comm field") + 2..];
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        // SAFETY: sysconf has no preconditions.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        Duration::from_millis(ticks * 1000 / per_second)
+    }
+
+    /// Resident memory of the server process, from /proc.
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read /proc/PID/status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status");
+        kib * 1024
+    }
+
+    /// A TLS connection to the server, trusting its CA and offering the ALPN `protocols`.
+    pub async fn tls_connect(
+        &self,
+        protocols: &[&[u8]],
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        use rustls::pki_types::pem::PemObject;
+        let ca = std::fs::read(self.data_dir.join("pki/ca.crt")).expect("read pki/ca.crt");
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+            roots.add(cert.expect("CA PEM")).expect("add the CA");
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(self.address())
+            .await
+            .expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+        connector.connect(name, tcp).await.expect("TLS handshake")
     }
 }
 
