@@ -60,9 +60,18 @@ fn write_private(dir: &Path, file: &str, contents: &str) -> Result<(), TlsError>
         .map_err(|source| TlsError::Io { path, source })
 }
 
+/// The directory holds the CA key and the token: owner-only from the moment it exists.
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 /// Load the credentials from `dir`, creating whatever is missing.
 pub fn load_or_create(dir: &Path) -> Result<Credentials, TlsError> {
-    std::fs::create_dir_all(dir).map_err(|source| TlsError::Io {
+    create_private_dir(dir).map_err(|source| TlsError::Io {
         path: dir.to_path_buf(),
         source,
     })?;
