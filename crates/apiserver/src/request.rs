@@ -325,26 +325,26 @@ pub fn decode_yaml_object(body: &[u8]) -> ApiResult<Value> {
 mod yaml_tokens {
     use std::mem::MaybeUninit;
 
-    use unsafe_libyaml as sys;
+    use unsafe_libyaml as unsafe_sys;
 
     /// Owns an initialised parser reading a borrowed input; deletes it when dropped.
     struct Scanner<'input> {
-        parser: Box<MaybeUninit<sys::yaml_parser_t>>,
+        parser: Box<MaybeUninit<unsafe_sys::yaml_parser_t>>,
         _input: std::marker::PhantomData<&'input [u8]>,
     }
 
     impl<'input> Scanner<'input> {
         fn new(input: &'input [u8]) -> Option<Self> {
-            let mut parser = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+            let mut parser = Box::new(MaybeUninit::<unsafe_sys::yaml_parser_t>::uninit());
             // SAFETY: `yaml_parser_initialize` fully initialises the parser it is given and
             // reports failure (allocation) without leaving anything to free.
-            if unsafe { sys::yaml_parser_initialize(parser.as_mut_ptr()) }.fail {
+            if unsafe { unsafe_sys::yaml_parser_initialize(parser.as_mut_ptr()) }.fail {
                 return None;
             }
             // SAFETY: the parser is initialised and has no input yet; `input` outlives the
             // scanner (the `'input` borrow), and libyaml only reads `input.len()` bytes of it.
             unsafe {
-                sys::yaml_parser_set_input_string(
+                unsafe_sys::yaml_parser_set_input_string(
                     parser.as_mut_ptr(),
                     input.as_ptr(),
                     input.len() as u64,
@@ -357,16 +357,16 @@ mod yaml_tokens {
         }
 
         /// The next token's type, or libyaml's description of the syntax error.
-        fn next_type(&mut self) -> Result<sys::yaml_token_type_t, String> {
-            let mut token = MaybeUninit::<sys::yaml_token_t>::uninit();
+        fn next_type(&mut self) -> Result<unsafe_sys::yaml_token_type_t, String> {
+            let mut token = MaybeUninit::<unsafe_sys::yaml_token_t>::uninit();
             // SAFETY: the parser is initialised (constructor); `yaml_parser_scan` fills the
             // token it is given (zeroed on failure), and the token is deleted once read.
             unsafe {
-                if sys::yaml_parser_scan(self.parser.as_mut_ptr(), token.as_mut_ptr()).fail {
+                if unsafe_sys::yaml_parser_scan(self.parser.as_mut_ptr(), token.as_mut_ptr()).fail {
                     return Err(self.problem());
                 }
                 let token_type = (*token.as_ptr()).type_;
-                sys::yaml_token_delete(token.as_mut_ptr());
+                unsafe_sys::yaml_token_delete(token.as_mut_ptr());
                 Ok(token_type)
             }
         }
@@ -392,7 +392,7 @@ mod yaml_tokens {
     impl Drop for Scanner<'_> {
         fn drop(&mut self) {
             // SAFETY: the parser was initialised by `new` and is deleted exactly once.
-            unsafe { sys::yaml_parser_delete(self.parser.as_mut_ptr()) }
+            unsafe { unsafe_sys::yaml_parser_delete(self.parser.as_mut_ptr()) }
         }
     }
 
@@ -405,19 +405,19 @@ mod yaml_tokens {
         let mut depth = 0usize;
         loop {
             match scanner.next_type()? {
-                sys::YAML_STREAM_END_TOKEN => return Ok(false),
-                sys::YAML_FLOW_SEQUENCE_START_TOKEN
-                | sys::YAML_FLOW_MAPPING_START_TOKEN
-                | sys::YAML_BLOCK_SEQUENCE_START_TOKEN
-                | sys::YAML_BLOCK_MAPPING_START_TOKEN => {
+                unsafe_sys::YAML_STREAM_END_TOKEN => return Ok(false),
+                unsafe_sys::YAML_FLOW_SEQUENCE_START_TOKEN
+                | unsafe_sys::YAML_FLOW_MAPPING_START_TOKEN
+                | unsafe_sys::YAML_BLOCK_SEQUENCE_START_TOKEN
+                | unsafe_sys::YAML_BLOCK_MAPPING_START_TOKEN => {
                     depth += 1;
                     if depth > limit {
                         return Ok(true);
                     }
                 }
-                sys::YAML_FLOW_SEQUENCE_END_TOKEN
-                | sys::YAML_FLOW_MAPPING_END_TOKEN
-                | sys::YAML_BLOCK_END_TOKEN => depth = depth.saturating_sub(1),
+                unsafe_sys::YAML_FLOW_SEQUENCE_END_TOKEN
+                | unsafe_sys::YAML_FLOW_MAPPING_END_TOKEN
+                | unsafe_sys::YAML_BLOCK_END_TOKEN => depth = depth.saturating_sub(1),
                 _ => {}
             }
         }

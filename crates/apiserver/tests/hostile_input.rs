@@ -379,7 +379,7 @@ async fn path_segments_are_percent_decoded() {
     let deleted = raw(
         &s,
         "DELETE",
-        &format!("/api/v1/namespaces/def%61ult/configmaps/a%2Eb"),
+        "/api/v1/namespaces/def%61ult/configmaps/a%2Eb",
         None,
         "",
     )
