@@ -647,6 +647,76 @@ mod tests {
     }
 
     #[test]
+    fn path_segments_decode_after_splitting() {
+        assert_eq!(
+            parse_route("/api/v1/namespaces/d%65fault/configmaps/a%2Fb"),
+            Some(object("", Some("default"), "configmaps", Some("a/b"), None))
+        );
+        assert_eq!(
+            parse_route("/api/v1/namespaces/default/configmaps/a+b"),
+            Some(object("", Some("default"), "configmaps", Some("a+b"), None))
+        );
+        for bad in ["%FF", "%C3%28", "%zz", "%4"] {
+            let path = format!("/api/v1/namespaces/default/configmaps/{bad}");
+            assert_eq!(route(&path).map_err(|e| e.code), Err(400), "{bad}");
+        }
+        assert_eq!(route("/nope").map_err(|e| e.code), Err(404));
+    }
+
+    #[test]
+    fn json_depth_prescan_ignores_brackets_in_strings() {
+        let deep = format!("{}{}", "[".repeat(101), "]".repeat(101));
+        assert!(json_deeper_than(deep.as_bytes(), 100));
+        assert!(!json_deeper_than(deep[1..deep.len() - 1].as_bytes(), 100));
+        let tricky = format!(
+            r#"{{"a": "{}\"{}", "b": [1]}}"#,
+            "[".repeat(200),
+            "{".repeat(200)
+        );
+        assert!(!json_deeper_than(tricky.as_bytes(), 2));
+        assert!(json_deeper_than(tricky.as_bytes(), 1));
+    }
+
+    #[test]
+    fn one_depth_limit_for_json_yaml_and_values() {
+        let at_limit = format!(
+            "{}1{}",
+            "[".repeat(MAX_NESTING_DEPTH),
+            "]".repeat(MAX_NESTING_DEPTH)
+        );
+        let past = format!("[{at_limit}]");
+        let value = decode_json_value(at_limit.as_bytes(), "body").expect("at the limit");
+        assert!(!deeper_than(&value, MAX_NESTING_DEPTH));
+        assert!(deeper_than(&value, MAX_NESTING_DEPTH - 1));
+        assert!(decode_yaml_value(at_limit.as_bytes(), "body").is_ok());
+        for result in [
+            decode_json_value(past.as_bytes(), "body"),
+            decode_yaml_value(past.as_bytes(), "body"),
+        ] {
+            assert_eq!(result.err(), Some(too_deep("body")));
+        }
+        // Block collections count too; an alias can nest deeper than its tokens.
+        let block: String = (0..=MAX_NESTING_DEPTH)
+            .map(|i| format!("{}- \n", "  ".repeat(i)))
+            .collect();
+        assert!(decode_yaml_value(block.as_bytes(), "body").is_err());
+        let half = MAX_NESTING_DEPTH / 2 + 1;
+        let aliased = format!(
+            "a: &x {}1{}\nb: {}*x{}\n",
+            "[".repeat(half),
+            "]".repeat(half),
+            "[".repeat(half),
+            "]".repeat(half)
+        );
+        assert_eq!(
+            decode_yaml_value(aliased.as_bytes(), "body").err(),
+            Some(too_deep("body"))
+        );
+        assert!(decode_yaml_value(b"a: [1, {b: c}]\n", "body").is_ok());
+        assert!(decode_yaml_value(b"a: [1, {b: c\n", "body").is_err());
+    }
+
+    #[test]
     fn params_follow_kubernetes_booleans() {
         let p = Params::parse(Some(
             "&watch=true&allowWatchBookmarks=0&labelSelector=a%3Db%2Cc+in+(x)",
