@@ -17,10 +17,11 @@ use crate::ApiServer;
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::objects::decode_json;
-use crate::patch::PatchType;
+use crate::patch::{self, PatchType};
 use crate::registry::ResourceType;
-use crate::request::{DeleteOptions, ObjectPath, Params, Route, WriteOptions, parse_route};
+use crate::request::{
+    DeleteOptions, ObjectPath, Params, Route, WriteOptions, decode_json_object, decode_yaml_object,
+};
 use crate::table;
 use crate::watch;
 
@@ -91,7 +92,7 @@ async fn dispatch(
     params: &Params,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let route = parse_route(path).ok_or_else(ApiError::path_not_found)?;
+    let route = crate::request::route(path)?;
     let registry = server.registry();
     let found = |doc: Option<Value>| {
         doc.map(|d| json_value(StatusCode::OK, &d))
@@ -145,33 +146,74 @@ fn resolve(server: &ApiServer, target: &ObjectPath) -> ApiResult<Arc<ResourceTyp
     Ok(rt)
 }
 
+/// Bodies larger than this (and every YAML body larger than [`YAML_INLINE_LIMIT`]) are
+/// parsed on the blocking pool, so a client sending big bodies cannot hold up `/healthz`
+/// and the other requests sharing the async workers. Parsing is linear in the body, whose
+/// size `read_body` has already bounded.
+const PARSE_INLINE_LIMIT: usize = 64 * 1024;
+/// YAML parses about a hundred times slower than JSON.
+const YAML_INLINE_LIMIT: usize = 4 * 1024;
+
+/// Run `parse` on `body`, off the async workers when the body is large.
+async fn parse_body<T: Send + 'static>(
+    body: Bytes,
+    inline_limit: usize,
+    parse: impl FnOnce(&[u8]) -> T + Send + 'static,
+) -> ApiResult<T> {
+    if body.len() <= inline_limit {
+        return Ok(parse(&body));
+    }
+    tokio::task::spawn_blocking(move || parse(&body))
+        .await
+        .map_err(|e| ApiError::internal(format!("parsing the request body failed: {e}")))
+}
+
+fn is_yaml(content_type: &str) -> bool {
+    matches!(
+        content_type,
+        "application/yaml" | "application/x-yaml" | "text/yaml"
+    )
+}
+
 /// Decode a request body by its Content-Type (none means JSON, as the Python client sends).
-fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+async fn decode_body(headers: &HeaderMap, body: Bytes) -> ApiResult<Value> {
     let content_type = content_type(headers);
     match content_type.as_str() {
-        "" | "application/json" | "*/*" => decode_json(body),
-        "application/yaml" | "application/x-yaml" | "text/yaml" => {
-            let value: Value = serde_yaml::from_slice(body).map_err(|e| {
-                ApiError::bad_request(format!("couldn't decode the request body as YAML: {e}"))
-            })?;
-            if !value.is_object() {
-                return Err(ApiError::bad_request("the request body must be an object"));
-            }
-            Ok(value)
+        "" | "application/json" | "*/*" => {
+            parse_body(body, PARSE_INLINE_LIMIT, decode_json_object).await?
         }
+        ct if is_yaml(ct) => parse_body(body, YAML_INLINE_LIMIT, decode_yaml_object).await?,
         crate::protobuf::PROTOBUF_CONTENT_TYPE => {
-            crate::protobuf::decode(body).map_err(|e| match e {
-                crate::protobuf::ProtobufError::Malformed(_) => {
-                    ApiError::bad_request(e.to_string())
-                }
-                crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
-                    ApiError::unsupported_media_type(crate::protobuf::PROTOBUF_CONTENT_TYPE)
-                        .with_message(e.to_string())
-                }
-            })
+            parse_body(body, PARSE_INLINE_LIMIT, decode_protobuf).await?
         }
         other => Err(ApiError::unsupported_media_type(other)),
     }
+}
+
+fn decode_protobuf(body: &[u8]) -> ApiResult<Value> {
+    crate::protobuf::decode(body).map_err(|e| match e {
+        crate::protobuf::ProtobufError::Malformed(_) => ApiError::bad_request(e.to_string()),
+        crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
+            ApiError::unsupported_media_type(crate::protobuf::PROTOBUF_CONTENT_TYPE)
+                .with_message(e.to_string())
+        }
+    })
+}
+
+/// Decode a PATCH body of the type its Content-Type names.
+async fn decode_patch_body(
+    patch_type: PatchType,
+    body: Bytes,
+) -> ApiResult<Result<patch::DecodedPatch, patch::PatchError>> {
+    let inline_limit = if patch_type == PatchType::Apply {
+        YAML_INLINE_LIMIT
+    } else {
+        PARSE_INLINE_LIMIT
+    };
+    parse_body(body, inline_limit, move |body| {
+        patch::decode_patch(patch_type, body)
+    })
+    .await
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -211,6 +253,9 @@ async fn object_request(
     let sub = target.subresource.as_deref();
     let name = target.name.as_deref();
     let write_options = || WriteOptions::from_params(params);
+    if method == Method::GET {
+        server.wait_for_revision(params).await;
+    }
     match (method.clone(), name) {
         (Method::GET, None) if params.flag("watch") => {
             watch_response(server, rt, ns, None, headers, params)
@@ -252,12 +297,12 @@ async fn object_request(
             "create is only allowed on the namespaced path of a namespaced resource (/namespaces/<ns>/...)",
         )),
         (Method::POST, None) => {
-            let obj = decode_body(headers, &body)?;
+            let obj = decode_body(headers, body).await?;
             let written = server.create(&rt, ns, obj, &write_options()?).await?;
             Ok(written_response(StatusCode::CREATED, written))
         }
         (Method::PUT, Some(name)) if sub == Some("scale") => {
-            let obj = decode_body(headers, &body)?;
+            let obj = decode_body(headers, body).await?;
             Ok(json_value(
                 StatusCode::OK,
                 &server
@@ -266,7 +311,7 @@ async fn object_request(
             ))
         }
         (Method::PUT, Some(name)) => {
-            let obj = decode_body(headers, &body)?;
+            let obj = decode_body(headers, body).await?;
             let written = server
                 .update(&rt, ns, name, sub, obj, &write_options()?)
                 .await?;
@@ -276,9 +321,11 @@ async fn object_request(
             let ct = content_type(headers);
             let patch_type = PatchType::from_content_type(&ct)
                 .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
-            let written = server
-                .patch(&rt, ns, name, sub, patch_type, &body, &write_options()?)
-                .await?;
+            let options = write_options()?;
+            let patch = decode_patch_body(patch_type, body)
+                .await?
+                .map_err(crate::objects::patch_error)?;
+            let written = server.patch(&rt, ns, name, sub, &patch, &options).await?;
             let status = if written.created {
                 StatusCode::CREATED
             } else {
@@ -290,7 +337,7 @@ async fn object_request(
             let options_body = if body.iter().all(u8::is_ascii_whitespace) {
                 None
             } else {
-                Some(decode_json(&body)?)
+                Some(parse_body(body, PARSE_INLINE_LIMIT, decode_json_object).await??)
             };
             let options = DeleteOptions::parse(options_body.as_ref(), params)?;
             match name {

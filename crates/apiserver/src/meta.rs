@@ -112,17 +112,22 @@ pub fn same_content(old: &Value, new: &Value) -> bool {
 const DNS1123_LABEL_MAX: usize = 63;
 const DNS1123_SUBDOMAIN_MAX: usize = 253;
 
-fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= DNS1123_LABEL_MAX
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && s.as_bytes()[0].is_ascii_alphanumeric()
-        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+pub(crate) const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// Matches `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (length is checked apart, as Go's validation does).
+pub(crate) fn matches_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let (Some(first), Some(last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    let alphanumeric = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    alphanumeric(first) && alphanumeric(last) && b.iter().all(|c| alphanumeric(c) || *c == b'-')
 }
 
-fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= DNS1123_SUBDOMAIN_MAX && s.split('.').all(is_dns1123_label)
+/// Matches the RFC 1123 subdomain regex: dot-separated labels (length is checked apart).
+pub(crate) fn matches_dns1123_subdomain(s: &str) -> bool {
+    s.split('.').all(matches_dns1123_label)
 }
 
 /// Which naming rule a kind's object names follow.
@@ -130,13 +135,16 @@ fn is_dns1123_subdomain(s: &str) -> bool {
 pub enum NameRule {
     Dns1123Subdomain,
     Dns1123Label,
-    /// Custom resources and most kinds: any path-segment-safe name.
+    /// Any path-segment-safe name (RBAC's `system:…` names, for instance).
     PathSegment,
 }
 
 impl NameRule {
-    pub fn for_kind(group: &str, plural: &str) -> NameRule {
+    /// The rule for objects of a kind; custom resources (`builtin` false) follow the RFC 1123
+    /// subdomain rule, as kube-apiserver's custom resource strategy does.
+    pub fn for_kind(group: &str, plural: &str, builtin: bool) -> NameRule {
         match (group, plural) {
+            _ if !builtin => NameRule::Dns1123Subdomain,
             ("", "namespaces") | ("", "services") => NameRule::Dns1123Label,
             ("", _) | ("events.k8s.io", _) | ("coordination.k8s.io", _) => {
                 NameRule::Dns1123Subdomain
@@ -149,11 +157,6 @@ impl NameRule {
 
 /// kube-apiserver's messages for an invalid `metadata.name`.
 pub fn validate_name(name: &str, rule: NameRule) -> Option<FieldError> {
-    let invalid = |message: String| FieldError {
-        field: "metadata.name".into(),
-        reason: FieldErrorReason::Invalid,
-        message: format!("Invalid value: {name:?}: {message}"),
-    };
     if name.is_empty() {
         return Some(FieldError {
             field: "metadata.name".into(),
@@ -161,24 +164,55 @@ pub fn validate_name(name: &str, rule: NameRule) -> Option<FieldError> {
             message: "Required value: name or generateName is required".into(),
         });
     }
+    name_problems(name, rule).map(|problems| invalid_field("metadata.name", name, &problems))
+}
+
+/// kube-apiserver's messages for an invalid `metadata.generateName`: the prefix must be a
+/// valid name once a trailing `-` is dropped (the random suffix follows it).
+pub fn validate_generate_name(prefix: &str, rule: NameRule) -> Option<FieldError> {
+    let masked = prefix.strip_suffix('-').unwrap_or(prefix);
+    let masked = if masked.is_empty() { "a" } else { masked };
+    name_problems(masked, rule)
+        .map(|problems| invalid_field("metadata.generateName", prefix, &problems))
+}
+
+fn invalid_field(field: &str, value: &str, problems: &[String]) -> FieldError {
+    FieldError {
+        field: field.into(),
+        reason: FieldErrorReason::Invalid,
+        message: format!("Invalid value: {value:?}: {}", problems.join(", ")),
+    }
+}
+
+/// What is wrong with a non-empty name under `rule`, if anything.
+fn name_problems(name: &str, rule: NameRule) -> Option<Vec<String>> {
     if name == "." || name == ".." {
-        return Some(invalid(format!("may not be '{name}'")));
+        return Some(vec![format!("may not be '{name}'")]);
     }
-    if name.contains('/') || name.contains('%') {
-        return Some(invalid(format!(
-            "may not contain '{}'",
-            if name.contains('/') { "/" } else { "%" }
-        )));
+    if let Some(c) = ['/', '%'].into_iter().find(|c| name.contains(*c)) {
+        return Some(vec![format!("may not contain '{c}'")]);
     }
-    match rule {
-        NameRule::Dns1123Label if !is_dns1123_label(name) => Some(invalid(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into(),
-        )),
-        NameRule::Dns1123Subdomain if !is_dns1123_subdomain(name) => Some(invalid(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into(),
-        )),
-        _ => None,
+    let (max, matches, message) = match rule {
+        NameRule::PathSegment => return None,
+        NameRule::Dns1123Label => (
+            DNS1123_LABEL_MAX,
+            matches_dns1123_label(name),
+            DNS1123_LABEL_MSG,
+        ),
+        NameRule::Dns1123Subdomain => (
+            DNS1123_SUBDOMAIN_MAX,
+            matches_dns1123_subdomain(name),
+            DNS1123_SUBDOMAIN_MSG,
+        ),
+    };
+    let mut problems = Vec::new();
+    if name.len() > max {
+        problems.push(format!("must be no more than {max} characters"));
     }
+    if !matches {
+        problems.push(message.to_string());
+    }
+    (!problems.is_empty()).then_some(problems)
 }
 
 #[cfg(test)]
@@ -195,6 +229,15 @@ mod tests {
         assert!(validate_name("-a", NameRule::Dns1123Subdomain).is_some());
         assert!(validate_name(&"a".repeat(64), NameRule::Dns1123Label).is_some());
         assert!(validate_name("Any_Thing", NameRule::PathSegment).is_none());
+        assert!(validate_name(&"a".repeat(64), NameRule::Dns1123Subdomain).is_none());
+        assert!(validate_name(&"a".repeat(254), NameRule::Dns1123Subdomain).is_some());
+        assert!(validate_name("my cache", NameRule::Dns1123Subdomain).is_some());
+        assert_eq!(
+            NameRule::for_kind("steady.dev", "caches", false),
+            NameRule::Dns1123Subdomain
+        );
+        assert!(validate_generate_name("web-", NameRule::Dns1123Subdomain).is_none());
+        assert!(validate_generate_name("Web-", NameRule::Dns1123Subdomain).is_some());
         assert!(validate_name("a/b", NameRule::PathSegment).is_some());
         assert_eq!(
             validate_name("", NameRule::PathSegment).map(|e| e.reason),

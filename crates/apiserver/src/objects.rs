@@ -11,9 +11,12 @@ use crate::ApiServer;
 use crate::crd;
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, NameRule};
-use crate::patch::{self, PatchError, PatchType};
+use crate::patch::{DecodedPatch, PatchError, PatchType};
 use crate::registry::ResourceType;
-use crate::request::{DeleteOptions, FieldValidation, Params, Propagation, WriteOptions};
+use crate::request::{
+    DeleteOptions, FieldValidation, MAX_NESTING_DEPTH, Params, Propagation, WriteOptions,
+    deeper_than, too_deep,
+};
 use crate::schema;
 use crate::selector::{FieldSelector, LabelSelector};
 
@@ -52,22 +55,6 @@ pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 pub const DEFAULT_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 
-pub fn decode_json(body: &[u8]) -> ApiResult<Value> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "couldn't decode the request body as JSON: {e} (line {}, column {})",
-            e.line(),
-            e.column()
-        ))
-    })?;
-    if !value.is_object() {
-        return Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-        ));
-    }
-    Ok(value)
-}
-
 fn parse_stored(object: &Object) -> ApiResult<Value> {
     serde_json::from_slice(&object.value)
         .map_err(|e| ApiError::internal(format!("stored object {} is corrupt: {e}", object.key)))
@@ -91,6 +78,37 @@ pub fn present(rt: &ResourceType, stored: Bytes) -> ApiResult<Bytes> {
     value["apiVersion"] = Value::String(rt.api_version());
     to_bytes(&value)
 }
+
+/// [`present`] for an object the store has just committed: the write succeeded, so the
+/// client gets a success whatever happens here. Every object passed [`check_storable`]
+/// before it was written, so this only logs; the stored bytes are valid JSON either way.
+fn present_committed(rt: &ResourceType, stored: Bytes) -> Bytes {
+    match present(rt, stored.clone()) {
+        Ok(presented) => presented,
+        Err(e) => {
+            tracing::error!(kind = %rt.kind, error = %e, "a committed object could not be presented");
+            stored
+        }
+    }
+}
+
+/// The last check before an object from a client is written: the store must be able to
+/// read it back (see [`MAX_NESTING_DEPTH`]).
+fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
+    if deeper_than(obj, MAX_NESTING_DEPTH) {
+        let name = meta::name(obj).unwrap_or("");
+        return Err(ApiError::unprocessable(format!(
+            "{} \"{name}\" is invalid: {}",
+            rt.kind,
+            too_deep("the object")
+        )));
+    }
+    Ok(())
+}
+
+/// How long a read names a revision the store has not reached yet may wait for it,
+/// kube-apiserver's watch cache `blockTimeout`.
+const FRESHNESS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl ApiServer {
     fn namespace_key(&self, name: &str) -> String {
@@ -144,6 +162,34 @@ impl ApiServer {
     ) -> ApiResult<(Value, Revision)> {
         let stored = self.get_stored(rt, ns, name)?;
         Ok((parse_stored(&stored)?, stored.revision))
+    }
+
+    /// Wait, at most [`FRESHNESS_WAIT`], for the store to reach the `resourceVersion` a read
+    /// names, as kube-apiserver's watch cache does before it answers "Too large resource
+    /// version". The read itself then reports a revision still out of reach.
+    pub async fn wait_for_revision(&self, params: &Params) {
+        let Some(wanted) = params
+            .non_empty("resourceVersion")
+            .and_then(|rv| rv.parse::<Revision>().ok())
+        else {
+            return;
+        };
+        let store = self.store();
+        if wanted <= store.revision() {
+            return;
+        }
+        let Ok(mut watcher) = store.watch("", store.revision()) else {
+            return;
+        };
+        let reached = async {
+            while store.revision() < wanted {
+                if !matches!(watcher.next().await, Some(Ok(_))) {
+                    break;
+                }
+            }
+        };
+        // Not reaching it is reported by the read, which compares again.
+        let _ = tokio::time::timeout(FRESHNESS_WAIT, reached).await;
     }
 
     /// GET of one object (`resourceVersion` "", "0" or not-older-than N).
@@ -257,6 +303,7 @@ impl ApiServer {
         }
         let mut warnings = Vec::new();
         self.admit(rt, None, &mut obj, opts, &mut warnings)?;
+        check_storable(rt, &obj)?;
         if opts.dry_run {
             return Ok(Written {
                 object: to_bytes(&obj)?,
@@ -272,7 +319,7 @@ impl ApiServer {
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
         self.after_commit(rt, &stored.value);
         Ok(Written {
-            object: present(rt, stored.value)?,
+            object: present_committed(rt, stored.value),
             created: true,
             warnings,
         })
@@ -301,11 +348,14 @@ impl ApiServer {
     }
 
     fn resolve_name(&self, rt: &ResourceType, obj: &mut Value) -> ApiResult<String> {
-        let rule = NameRule::for_kind(&rt.group, &rt.plural);
+        let rule = NameRule::for_kind(&rt.group, &rt.plural, rt.builtin);
         let name = match meta::name(obj) {
             Some(name) => name.to_string(),
             None => match meta::meta_str(obj, "generateName").filter(|g| !g.is_empty()) {
                 Some(prefix) => {
+                    if let Some(err) = meta::validate_generate_name(prefix, rule) {
+                        return Err(ApiError::invalid(&rt.kind, "", &[err]));
+                    }
                     let max_prefix = 58.min(prefix.len());
                     let name = format!(
                         "{}{}",
@@ -488,6 +538,7 @@ impl ApiServer {
                 warnings,
             });
         }
+        check_storable(rt, &new)?;
         if opts.dry_run {
             return Ok(Written {
                 object: to_bytes(&new)?,
@@ -504,7 +555,7 @@ impl ApiServer {
                 .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
             self.after_delete(rt, name);
             return Ok(Written {
-                object: present(rt, stored.value)?,
+                object: present_committed(rt, stored.value),
                 created: false,
                 warnings,
             });
@@ -516,7 +567,7 @@ impl ApiServer {
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
         self.after_commit(rt, &stored.value);
         Ok(Written {
-            object: present(rt, stored.value)?,
+            object: present_committed(rt, stored.value),
             created: false,
             warnings,
         })
@@ -530,10 +581,10 @@ impl ApiServer {
         ns: Option<&str>,
         name: &str,
         sub: Option<&str>,
-        patch_type: PatchType,
-        body: &[u8],
+        patch: &DecodedPatch,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
+        let patch_type = patch.patch_type();
         if patch_type == PatchType::StrategicMerge && !rt.builtin {
             return Err(ApiError::unsupported_media_type(
                 "application/strategic-merge-patch+json",
@@ -545,14 +596,13 @@ impl ApiServer {
             ));
         }
         if sub == Some("scale") {
-            return self.patch_scale(rt, ns, name, patch_type, body, opts).await;
+            return self.patch_scale(rt, ns, name, patch, opts).await;
         }
         for _ in 0..CONFLICT_RETRIES {
             let stored = match self.get_stored(rt, ns, name) {
                 Ok(stored) => stored,
                 Err(e) if e.code == 404 && patch_type == PatchType::Apply && sub.is_none() => {
-                    let applied = patch::apply_patch(patch_type, &rt.kind, &Value::Null, body)
-                        .map_err(patch_error)?;
+                    let applied = patch.apply(&rt.kind, &Value::Null).map_err(patch_error)?;
                     let mut applied = applied;
                     meta::metadata_mut(&mut applied)
                         .insert("name".into(), Value::String(name.to_string()));
@@ -564,7 +614,7 @@ impl ApiServer {
                 Err(e) => return Err(e),
             };
             let old = parse_stored(&stored)?;
-            let new = patch::apply_patch(patch_type, &rt.kind, &old, body).map_err(patch_error)?;
+            let new = patch.apply(&rt.kind, &old).map_err(patch_error)?;
             if !new.is_object() {
                 return Err(ApiError::unprocessable(
                     "the patched object is not a JSON object",
@@ -636,7 +686,7 @@ impl ApiServer {
                     Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), name)),
                     Ok(deleted) => {
                         self.after_delete(rt, name);
-                        return Ok((present(rt, deleted.value)?, true));
+                        return Ok((present_committed(rt, deleted.value), true));
                     }
                 }
             }
@@ -665,7 +715,7 @@ impl ApiServer {
             match self.store().update(&key, obj, Some(stored.revision)).await {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), name)),
-                Ok(updated) => return Ok((present(rt, updated.value)?, false)),
+                Ok(updated) => return Ok((present_committed(rt, updated.value), false)),
             }
         }
         Err(ApiError::modified(&rt.qualified_name(), name))
@@ -747,8 +797,7 @@ impl ApiServer {
         rt: &ResourceType,
         ns: Option<&str>,
         name: &str,
-        patch_type: PatchType,
-        body: &[u8],
+        patch: &DecodedPatch,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
         let scale = rt.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
@@ -756,8 +805,7 @@ impl ApiServer {
             let stored = self.get_stored(rt, ns, name)?;
             let old = parse_stored(&stored)?;
             let current = scale_of(&old, scale);
-            let patched =
-                patch::apply_patch(patch_type, "Scale", &current, body).map_err(patch_error)?;
+            let patched = patch.apply("Scale", &current).map_err(patch_error)?;
             match self
                 .write_replicas(rt, ns, name, scale, &old, stored.revision, &patched, opts)
                 .await
@@ -828,7 +876,7 @@ pub async fn ensure_default_namespaces(server: &ApiServer) -> ApiResult<()> {
     Ok(())
 }
 
-fn patch_error(e: PatchError) -> ApiError {
+pub(crate) fn patch_error(e: PatchError) -> ApiError {
     match e {
         PatchError::Malformed(m) => ApiError::bad_request(m),
         PatchError::Invalid(m) => ApiError::unprocessable(m),
@@ -1108,8 +1156,12 @@ fn grace_period(rt: &ResourceType, obj: &Value, opts: &DeleteOptions) -> i64 {
                 .and_then(Value::as_i64)
         })
         .unwrap_or(30)
-        .max(0)
+        .clamp(0, MAX_GRACE_PERIOD_SECONDS)
 }
+
+/// The longest grace period honoured (about 68 years): a larger one, from the request or the
+/// pod's spec, would overflow the deletion timestamp.
+const MAX_GRACE_PERIOD_SECONDS: i64 = i32::MAX as i64;
 
 /// The `autoscaling/v1 Scale` view of a custom resource.
 fn scale_of(obj: &Value, scale: &crate::registry::ScaleSubresource) -> Value {

@@ -228,11 +228,26 @@ pub fn apply_patch(
     current: &Value,
     patch: &[u8],
 ) -> Result<Value, PatchError> {
+    decode_patch(patch_type, patch)?.apply(kind, current)
+}
+
+/// A patch body decoded once (off the async workers when it is large) and applied to
+/// each current object a conflicting write makes the server re-read.
+#[derive(Debug, Clone)]
+pub enum DecodedPatch {
+    Json(json_patch::Patch),
+    Merge(Value),
+    StrategicMerge(Value),
+    Apply(Value),
+}
+
+/// Decode a patch body of `patch_type`, within the request nesting limit.
+pub fn decode_patch(patch_type: PatchType, patch: &[u8]) -> Result<DecodedPatch, PatchError> {
     if patch.iter().all(u8::is_ascii_whitespace) {
         return Err(PatchError::Malformed("the patch body is empty".to_owned()));
     }
     match patch_type {
-        PatchType::Json => apply_json_patch(current, patch),
+        PatchType::Json => decode_json_patch(patch).map(DecodedPatch::Json),
         PatchType::Merge => {
             let patch = decode_json(patch, "merge patch")?;
             if !patch.is_object() {
@@ -241,17 +256,40 @@ pub fn apply_patch(
                     type_name(&patch)
                 )));
             }
-            let mut doc = current.clone();
-            json_patch::merge(&mut doc, &patch);
-            Ok(doc)
+            Ok(DecodedPatch::Merge(patch))
         }
         PatchType::StrategicMerge => {
-            let patch = decode_json(patch, "strategic merge patch")?;
-            strategic_merge(kind, current, &patch, "a strategic merge patch")
+            decode_json(patch, "strategic merge patch").map(DecodedPatch::StrategicMerge)
         }
-        PatchType::Apply => {
-            let applied = decode_apply(patch)?;
-            strategic_merge(kind, current, &applied, "an apply configuration")
+        PatchType::Apply => decode_apply(patch).map(DecodedPatch::Apply),
+    }
+}
+
+impl DecodedPatch {
+    pub fn patch_type(&self) -> PatchType {
+        match self {
+            DecodedPatch::Json(_) => PatchType::Json,
+            DecodedPatch::Merge(_) => PatchType::Merge,
+            DecodedPatch::StrategicMerge(_) => PatchType::StrategicMerge,
+            DecodedPatch::Apply(_) => PatchType::Apply,
+        }
+    }
+
+    /// The patched object: `current` is `Null` when an apply creates the object.
+    pub fn apply(&self, kind: &str, current: &Value) -> Result<Value, PatchError> {
+        match self {
+            DecodedPatch::Json(ops) => apply_json_patch(current, ops),
+            DecodedPatch::Merge(patch) => {
+                let mut doc = current.clone();
+                json_patch::merge(&mut doc, patch);
+                Ok(doc)
+            }
+            DecodedPatch::StrategicMerge(patch) => {
+                strategic_merge(kind, current, patch, "a strategic merge patch")
+            }
+            DecodedPatch::Apply(applied) => {
+                strategic_merge(kind, current, applied, "an apply configuration")
+            }
         }
     }
 }
@@ -268,22 +306,18 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 fn decode_json(body: &[u8], what: &str) -> Result<Value, PatchError> {
-    serde_json::from_slice(body)
-        .map_err(|e| PatchError::Malformed(format!("error decoding {what}: {e}")))
+    crate::request::decode_json_value(body, what).map_err(PatchError::Malformed)
 }
 
+/// An apply configuration: JSON, or else YAML (both within the one nesting limit).
 fn decode_apply(body: &[u8]) -> Result<Value, PatchError> {
-    if let Ok(v) = serde_json::from_slice::<Value>(body) {
-        return Ok(v);
-    }
-    serde_yaml::from_slice::<Value>(body).map_err(|e| {
-        PatchError::Malformed(format!(
-            "error decoding apply configuration as YAML or JSON: {e}"
-        ))
-    })
+    const WHAT: &str = "the apply configuration";
+    crate::request::decode_json_value(body, WHAT)
+        .or_else(|_| crate::request::decode_yaml_value(body, WHAT))
+        .map_err(PatchError::Malformed)
 }
 
-fn apply_json_patch(current: &Value, body: &[u8]) -> Result<Value, PatchError> {
+fn decode_json_patch(body: &[u8]) -> Result<json_patch::Patch, PatchError> {
     let raw = decode_json(body, "JSON patch")?;
     if !raw.is_array() {
         return Err(PatchError::Malformed(format!(
@@ -292,11 +326,14 @@ fn apply_json_patch(current: &Value, body: &[u8]) -> Result<Value, PatchError> {
         )));
     }
     // Decode from the bytes again (not from `raw`) so errors carry positions.
-    let ops: json_patch::Patch = serde_json::from_slice(body)
-        .map_err(|e| PatchError::Malformed(format!("error decoding JSON patch: {e}")))?;
+    serde_json::from_slice(body)
+        .map_err(|e| PatchError::Malformed(format!("error decoding JSON patch: {e}")))
+}
+
+fn apply_json_patch(current: &Value, ops: &json_patch::Patch) -> Result<Value, PatchError> {
     let mut doc = current.clone();
     // `doc` is a private copy, so there's no need for the crate's undo log.
-    json_patch::patch_unsafe(&mut doc, &ops).map_err(|e| {
+    json_patch::patch_unsafe(&mut doc, ops).map_err(|e| {
         const PREFIX: &str = "the server rejected our request due to an error in our request";
         let op = ops.get(e.operation);
         let name = op.map_or("patch", op_name);

@@ -1,4 +1,5 @@
-//! Request parsing: URL paths to routes, query strings to typed parameters.
+//! Request parsing: URL paths to routes, query strings to typed parameters, and bodies
+//! (JSON and YAML) to values within the one nesting-depth limit every stored object obeys.
 
 use serde_json::Value;
 
@@ -29,9 +30,34 @@ pub struct ObjectPath {
     pub subresource: Option<String>,
 }
 
+/// The route a path addresses; `None` when it addresses nothing or is not decodable.
 pub fn parse_route(path: &str) -> Option<Route> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match segments.as_slice() {
+    route(path).ok()
+}
+
+/// The route a path addresses. Each segment is percent-decoded after the path is split, so
+/// an encoded `/` (`%2F`) stays inside its segment. A segment that does not decode to UTF-8
+/// is a 400, a path that addresses nothing a 404.
+pub fn route(path: &str) -> ApiResult<Route> {
+    let decoded = path
+        .trim_matches('/')
+        .split('/')
+        .map(decode_path_segment)
+        .collect::<ApiResult<Vec<String>>>()?;
+    let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    route_of_segments(&segments).ok_or_else(ApiError::path_not_found)
+}
+
+fn decode_path_segment(segment: &str) -> ApiResult<String> {
+    percent_decode(segment, false).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "invalid URL path segment {segment:?}: bad percent-encoding or not UTF-8"
+        ))
+    })
+}
+
+fn route_of_segments(segments: &[&str]) -> Option<Route> {
+    match segments {
         ["version"] => Some(Route::Version),
         ["healthz" | "livez" | "readyz", ..] => Some(Route::Health),
         ["api"] => Some(Route::CoreVersions),
@@ -94,7 +120,7 @@ impl Params {
                     .filter(|p| !p.is_empty())
                     .map(|pair| {
                         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                        (decode(k), decode(v))
+                        (decode_query_part(k), decode_query_part(v))
                     })
                     .collect()
             })
@@ -129,14 +155,45 @@ impl Params {
     }
 }
 
-fn decode(s: &str) -> String {
+/// A query key or value: `+` is a space, a malformed escape stays as it is and bytes that
+/// are not UTF-8 are replaced (a query never fails to parse, as in Go's `url.ParseQuery`
+/// callers that ignore its error).
+fn decode_query_part(s: &str) -> String {
+    percent_decode(s, true).unwrap_or_else(|| {
+        let bytes = decode_escapes(s, true);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// Percent-decode `s`; `None` if an escape is malformed or the result is not UTF-8.
+fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
+    if !s.contains(['%', '+']) {
+        return Some(s.to_string());
+    }
+    let bytes = s.as_bytes();
+    let malformed = bytes.iter().enumerate().any(|(i, b)| {
+        *b == b'%'
+            && !(bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    });
+    if malformed {
+        return None;
+    }
+    String::from_utf8(decode_escapes(s, plus_is_space)).ok()
+}
+
+/// The bytes `s` encodes; a `%` not followed by two hex digits stands for itself.
+fn decode_escapes(s: &str, plus_is_space: bool) -> Vec<u8> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+            b'+' if plus_is_space => out.push(b' '),
+            b'%' => match (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            ) {
                 (Some(hi), Some(lo)) => {
                     out.push(hi * 16 + lo);
                     i += 2;
@@ -147,11 +204,224 @@ fn decode(s: &str) -> String {
         }
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// The deepest nesting of objects and arrays a request body, and every object written to the
+/// store, may have (`{}` is one level). serde_json reads back at most 127 levels, so a stored
+/// object deeper than that could never be read again; kube-apiserver's decoder allows 10,000.
+/// One limit below serde_json's, applied to every decoded body and to every object just
+/// before it is stored, keeps everything that is written readable.
+pub const MAX_NESTING_DEPTH: usize = 100;
+
+/// The error for a body or object nested more deeply than [`MAX_NESTING_DEPTH`].
+pub fn too_deep(what: &str) -> String {
+    format!(
+        "{what} is nested too deeply: more than {MAX_NESTING_DEPTH} levels of objects and arrays"
+    )
+}
+
+/// Whether `value` nests objects and arrays more than `limit` levels deep.
+pub fn deeper_than(value: &Value, limit: usize) -> bool {
+    let mut children: Box<dyn Iterator<Item = &Value>> = match value {
+        Value::Array(items) => Box::new(items.iter()),
+        Value::Object(map) => Box::new(map.values()),
+        _ => return false,
+    };
+    limit == 0 || children.any(|child| deeper_than(child, limit - 1))
+}
+
+/// Whether JSON text nests more than `limit` levels deep: one linear pass, so a body is
+/// rejected before a parser recurses into it. Exact for valid JSON.
+fn json_deeper_than(text: &[u8], limit: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A JSON body of any type, within the nesting limit; `what` names it in errors.
+pub fn decode_json_value(body: &[u8], what: &str) -> Result<Value, String> {
+    if json_deeper_than(body, MAX_NESTING_DEPTH) {
+        return Err(too_deep(what));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "couldn't decode {what} as JSON: {e} (line {}, column {})",
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+/// A JSON request body that must be an object.
+pub fn decode_json_object(body: &[u8]) -> ApiResult<Value> {
+    let value = decode_json_value(body, "the request body").map_err(ApiError::bad_request)?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+/// A YAML body of any type, within the nesting limit; `what` names it in errors.
+///
+/// libyaml's scanner spends time proportional to the flow nesting (`{`/`[`) on every token,
+/// so a deeply nested body costs time quadratic in its size (`{a: ` repeated 50,000 times
+/// took 10 s). A first pass over the tokens alone stops at the first collection deeper than
+/// the limit, so the parse that follows sees only bodies it handles in linear time.
+pub fn decode_yaml_value(body: &[u8], what: &str) -> Result<Value, String> {
+    let malformed = |e: String| format!("couldn't decode {what} as YAML: {e}");
+    match yaml_tokens::collections_deeper_than(body, MAX_NESTING_DEPTH) {
+        Ok(false) => {}
+        Ok(true) => return Err(too_deep(what)),
+        Err(problem) => return Err(malformed(problem)),
+    }
+    let value: Value = serde_yaml::from_slice(body).map_err(|e| malformed(e.to_string()))?;
+    // Aliases can nest a collection deeper than the tokens that spell it.
+    if deeper_than(&value, MAX_NESTING_DEPTH) {
+        return Err(too_deep(what));
+    }
+    Ok(value)
+}
+
+/// A YAML request body that must be an object.
+pub fn decode_yaml_object(body: &[u8]) -> ApiResult<Value> {
+    let value = decode_yaml_value(body, "the request body").map_err(ApiError::bad_request)?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    Ok(value)
+}
+
+/// A linear pass over libyaml's tokens (the scanner serde_yaml's parser runs on).
+mod yaml_tokens {
+    use std::mem::MaybeUninit;
+
+    use unsafe_libyaml as unsafe_sys;
+
+    /// Owns an initialised parser reading a borrowed input; deletes it when dropped.
+    struct Scanner<'input> {
+        parser: Box<MaybeUninit<unsafe_sys::yaml_parser_t>>,
+        _input: std::marker::PhantomData<&'input [u8]>,
+    }
+
+    impl<'input> Scanner<'input> {
+        fn new(input: &'input [u8]) -> Option<Self> {
+            let mut parser = Box::new(MaybeUninit::<unsafe_sys::yaml_parser_t>::uninit());
+            // SAFETY: `yaml_parser_initialize` fully initialises the parser it is given and
+            // reports failure (allocation) without leaving anything to free.
+            if unsafe { unsafe_sys::yaml_parser_initialize(parser.as_mut_ptr()) }.fail {
+                return None;
+            }
+            // SAFETY: the parser is initialised and has no input yet; `input` outlives the
+            // scanner (the `'input` borrow), and libyaml only reads `input.len()` bytes of it.
+            unsafe {
+                unsafe_sys::yaml_parser_set_input_string(
+                    parser.as_mut_ptr(),
+                    input.as_ptr(),
+                    input.len() as u64,
+                )
+            };
+            Some(Scanner {
+                parser,
+                _input: std::marker::PhantomData,
+            })
+        }
+
+        /// The next token's type, or libyaml's description of the syntax error.
+        fn next_type(&mut self) -> Result<unsafe_sys::yaml_token_type_t, String> {
+            let mut token = MaybeUninit::<unsafe_sys::yaml_token_t>::uninit();
+            // SAFETY: the parser is initialised (constructor); `yaml_parser_scan` fills the
+            // token it is given (zeroed on failure), and the token is deleted once read.
+            unsafe {
+                if unsafe_sys::yaml_parser_scan(self.parser.as_mut_ptr(), token.as_mut_ptr()).fail {
+                    return Err(self.problem());
+                }
+                let token_type = (*token.as_ptr()).type_;
+                unsafe_sys::yaml_token_delete(token.as_mut_ptr());
+                Ok(token_type)
+            }
+        }
+
+        fn problem(&self) -> String {
+            // SAFETY: the parser is initialised; `problem` is null or a static C string.
+            unsafe {
+                let parser = &*self.parser.as_ptr();
+                if parser.problem.is_null() {
+                    return "invalid YAML".to_string();
+                }
+                let problem = std::ffi::CStr::from_ptr(parser.problem.cast());
+                format!(
+                    "{} at line {} column {}",
+                    problem.to_string_lossy(),
+                    parser.problem_mark.line + 1,
+                    parser.problem_mark.column + 1
+                )
+            }
+        }
+    }
+
+    impl Drop for Scanner<'_> {
+        fn drop(&mut self) {
+            // SAFETY: the parser was initialised by `new` and is deleted exactly once.
+            unsafe { unsafe_sys::yaml_parser_delete(self.parser.as_mut_ptr()) }
+        }
+    }
+
+    /// Whether some collection in `input` opens more than `limit` levels deep. The count
+    /// never exceeds the depth of the value the document decodes to (every collection
+    /// token opens a collection), so this rejects nothing the limit allows; stopping at the
+    /// first token past the limit bounds the scanner's per-token work by the limit.
+    pub(super) fn collections_deeper_than(input: &[u8], limit: usize) -> Result<bool, String> {
+        let mut scanner = Scanner::new(input).ok_or("out of memory")?;
+        let mut depth = 0usize;
+        loop {
+            match scanner.next_type()? {
+                unsafe_sys::YAML_STREAM_END_TOKEN => return Ok(false),
+                unsafe_sys::YAML_FLOW_SEQUENCE_START_TOKEN
+                | unsafe_sys::YAML_FLOW_MAPPING_START_TOKEN
+                | unsafe_sys::YAML_BLOCK_SEQUENCE_START_TOKEN
+                | unsafe_sys::YAML_BLOCK_MAPPING_START_TOKEN => {
+                    depth += 1;
+                    if depth > limit {
+                        return Ok(true);
+                    }
+                }
+                unsafe_sys::YAML_FLOW_SEQUENCE_END_TOKEN
+                | unsafe_sys::YAML_FLOW_MAPPING_END_TOKEN
+                | unsafe_sys::YAML_BLOCK_END_TOKEN => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// `fieldValidation`: what to do with unknown or duplicate fields.
@@ -374,6 +644,76 @@ mod tests {
             None
         );
         assert_eq!(parse_route("/nope"), None);
+    }
+
+    #[test]
+    fn path_segments_decode_after_splitting() {
+        assert_eq!(
+            parse_route("/api/v1/namespaces/d%65fault/configmaps/a%2Fb"),
+            Some(object("", Some("default"), "configmaps", Some("a/b"), None))
+        );
+        assert_eq!(
+            parse_route("/api/v1/namespaces/default/configmaps/a+b"),
+            Some(object("", Some("default"), "configmaps", Some("a+b"), None))
+        );
+        for bad in ["%FF", "%C3%28", "%zz", "%4"] {
+            let path = format!("/api/v1/namespaces/default/configmaps/{bad}");
+            assert_eq!(route(&path).map_err(|e| e.code), Err(400), "{bad}");
+        }
+        assert_eq!(route("/nope").map_err(|e| e.code), Err(404));
+    }
+
+    #[test]
+    fn json_depth_prescan_ignores_brackets_in_strings() {
+        let deep = format!("{}{}", "[".repeat(101), "]".repeat(101));
+        assert!(json_deeper_than(deep.as_bytes(), 100));
+        assert!(!json_deeper_than(&deep.as_bytes()[1..deep.len() - 1], 100));
+        let tricky = format!(
+            r#"{{"a": "{}\"{}", "b": [1]}}"#,
+            "[".repeat(200),
+            "{".repeat(200)
+        );
+        assert!(!json_deeper_than(tricky.as_bytes(), 2));
+        assert!(json_deeper_than(tricky.as_bytes(), 1));
+    }
+
+    #[test]
+    fn one_depth_limit_for_json_yaml_and_values() {
+        let at_limit = format!(
+            "{}1{}",
+            "[".repeat(MAX_NESTING_DEPTH),
+            "]".repeat(MAX_NESTING_DEPTH)
+        );
+        let past = format!("[{at_limit}]");
+        let value = decode_json_value(at_limit.as_bytes(), "body").expect("at the limit");
+        assert!(!deeper_than(&value, MAX_NESTING_DEPTH));
+        assert!(deeper_than(&value, MAX_NESTING_DEPTH - 1));
+        assert!(decode_yaml_value(at_limit.as_bytes(), "body").is_ok());
+        for result in [
+            decode_json_value(past.as_bytes(), "body"),
+            decode_yaml_value(past.as_bytes(), "body"),
+        ] {
+            assert_eq!(result.err(), Some(too_deep("body")));
+        }
+        // Block collections count too; an alias can nest deeper than its tokens.
+        let block: String = (0..=MAX_NESTING_DEPTH)
+            .map(|i| format!("{}- \n", "  ".repeat(i)))
+            .collect();
+        assert!(decode_yaml_value(block.as_bytes(), "body").is_err());
+        let half = MAX_NESTING_DEPTH / 2 + 1;
+        let aliased = format!(
+            "a: &x {}1{}\nb: {}*x{}\n",
+            "[".repeat(half),
+            "]".repeat(half),
+            "[".repeat(half),
+            "]".repeat(half)
+        );
+        assert_eq!(
+            decode_yaml_value(aliased.as_bytes(), "body").err(),
+            Some(too_deep("body"))
+        );
+        assert!(decode_yaml_value(b"a: [1, {b: c}]\n", "body").is_ok());
+        assert!(decode_yaml_value(b"a: [1, {b: c\n", "body").is_err());
     }
 
     #[test]

@@ -179,7 +179,6 @@ impl fmt::Display for Requirement {
 }
 
 const NAME_FMT_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const QUALIFIED_NAME_MSG: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
@@ -195,19 +194,6 @@ fn is_qualified_name_part(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let (Some(first), Some(last)) = (b.first(), b.last()) else {
-        return false;
-    };
-    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    ok(first) && ok(last) && b.iter().all(|c| ok(c) || *c == b'-')
-}
-
-fn is_dns1123_subdomain(s: &str) -> bool {
-    s.split('.').all(is_dns1123_label)
-}
-
 /// Validate a label key (`[prefix/]name`), returning the list of problems.
 fn label_key_problems(key: &str) -> Vec<String> {
     let mut errs = Vec::new();
@@ -221,8 +207,11 @@ fn label_key_problems(key: &str) -> Vec<String> {
                 if prefix.len() > 253 {
                     errs.push("prefix part must be no more than 253 characters".to_string());
                 }
-                if !is_dns1123_subdomain(prefix) {
-                    errs.push(format!("prefix part {DNS1123_SUBDOMAIN_MSG}"));
+                if !crate::meta::matches_dns1123_subdomain(prefix) {
+                    errs.push(format!(
+                        "prefix part {}",
+                        crate::meta::DNS1123_SUBDOMAIN_MSG
+                    ));
                 }
             }
             *name

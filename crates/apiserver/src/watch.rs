@@ -32,6 +32,19 @@ use crate::table::{self, IncludeObject};
 
 /// kube-apiserver's default watch lifetime when the client sets none (--min-request-timeout).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The longest `timeoutSeconds` honoured: a day. kube-apiserver takes any value; a bound
+/// keeps the deadline (`now + timeout`) from overflowing.
+const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a watch lasts, from `timeoutSeconds` (absent, zero or negative: the default).
+fn watch_timeout(params: &Params) -> ApiResult<Duration> {
+    Ok(match params.number("timeoutSeconds")? {
+        Some(seconds) if seconds > 0 => {
+            Duration::from_secs(seconds.unsigned_abs()).min(MAX_TIMEOUT)
+        }
+        _ => DEFAULT_TIMEOUT,
+    })
+}
 
 /// Ends every watch open when it fires ([`ApiServer::expire_watches`]).
 ///
@@ -123,10 +136,7 @@ pub fn start(
             "sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan",
         ));
     }
-    let timeout = match params.number("timeoutSeconds")? {
-        Some(t) if t > 0 => Duration::from_secs(t as u64),
-        _ => DEFAULT_TIMEOUT,
-    };
+    let timeout = watch_timeout(params)?;
     let table = table_format.map(|include| (include, server.config().clock.clone()));
     let selection = Selection {
         rt: rt.clone(),
@@ -138,6 +148,19 @@ pub fn start(
     let store = server.store();
     let requested = params.non_empty("resourceVersion").filter(|rv| *rv != "0");
     let mut initial = VecDeque::new();
+    if let Some(rv) = requested {
+        let (wanted, current) = (crate::objects::parse_revision(rv)?, store.revision());
+        if wanted > current {
+            return Err(ApiError::from_store(
+                StoreError::TooLarge {
+                    requested: wanted,
+                    current,
+                },
+                &rt.qualified_name(),
+                "",
+            ));
+        }
+    }
     let from = match requested {
         Some(rv) if !send_initial => crate::objects::parse_revision(rv)?,
         _ => {
