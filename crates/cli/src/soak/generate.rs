@@ -514,14 +514,14 @@ fn hostile_body(rng: &mut StdRng, object: Value) -> (Option<String>, Vec<u8>) {
     let json_type = Some("application/json".to_string());
     let yaml_type = Some("application/yaml".to_string());
     match rng.random_range(0..100) {
-        0..25 => deep_body(rng, object),
-        25..27 => huge_body(rng, object),
-        27..40 => {
+        0..30 => deep_body(rng, object),
+        30..32 => huge_body(rng, object),
+        32..42 => {
             let bytes = to_json(&object);
             let cut = rng.random_range(0..bytes.len().max(1));
             (json_type, bytes[..cut].to_vec())
         }
-        40..50 => {
+        42..50 => {
             let mut bytes = to_json(&object);
             let at = rng.random_range(0..bytes.len().max(1));
             bytes.splice(at..at, [0xff, 0xfe, 0xc3, 0x28]);
@@ -871,7 +871,7 @@ fn patch_at(
         }
         _ => ("application/merge-patch+json", b"{\"a\":".to_vec()),
     };
-    let (content_type, body) = if rng.random_bool(0.08) {
+    let (content_type, body) = if rng.random_bool(0.12) {
         // Hostile bodies under patch content types too (deep apply-patch YAML etc.).
         let object = valid_object(rng, kind, namespace, name);
         let (_, body) = hostile_body(rng, object);

@@ -201,7 +201,7 @@ pub struct Report {
 }
 
 /// List every served resource cluster-wide and in every namespace, GET every listed
-/// object, and watch every resource from its initial state to the initial-events-end
+/// object (and patch it with nothing, see [`still_writable`]), and watch every resource from its initial state to the initial-events-end
 /// bookmark. With other requests in flight (`quiet` false) an object may vanish between
 /// the LIST and the GET; at the end (`quiet` true) nothing may.
 pub async fn check(client: &kube::Client, concurrency: usize, quiet: bool) -> Report {
@@ -290,9 +290,10 @@ pub async fn check(client: &kube::Client, concurrency: usize, quiet: bool) -> Re
             match call(client, &request(Method::GET, &path, "")).await {
                 Err(problem) => Some(format!("read-back: {problem}")),
                 Ok(answer) if answer.status == http::StatusCode::OK => {
-                    serde_json::from_slice::<serde::de::IgnoredAny>(&answer.body)
-                        .err()
-                        .map(|e| format!("read-back: GET {path}: undecodable object: {e}"))
+                    match serde_json::from_slice::<serde::de::IgnoredAny>(&answer.body) {
+                        Err(e) => Some(format!("read-back: GET {path}: undecodable object: {e}")),
+                        Ok(_) => still_writable(client, &path, quiet).await,
+                    }
                 }
                 Ok(answer) if answer.status == http::StatusCode::NOT_FOUND && !quiet => None,
                 Ok(answer) => Some(format!(
@@ -323,6 +324,25 @@ pub async fn check(client: &kube::Client, concurrency: usize, quiet: bool) -> Re
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     report
+}
+
+/// An empty merge patch changes nothing (no write, no event) but makes the server decode
+/// the stored object, as any update or delete of it would: an object that reads back as
+/// bytes but cannot be decoded any more fails here.
+async fn still_writable(client: &kube::Client, path: &str, quiet: bool) -> Option<String> {
+    let mut patch = request(Method::PATCH, path, "");
+    patch.content_type = Some("application/merge-patch+json".to_string());
+    patch.body = b"{}".to_vec();
+    match call(client, &patch).await {
+        Err(problem) => Some(format!("read-back: {problem}")),
+        Ok(answer) if answer.status.is_success() => None,
+        Ok(answer) if answer.status == http::StatusCode::NOT_FOUND && !quiet => None,
+        Ok(answer) => Some(format!(
+            "read-back: a stored object cannot be updated: PATCH {path} {{}}: {} {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body[..answer.body.len().min(200)])
+        )),
+    }
 }
 
 /// Watch `path` with `sendInitialEvents` until the initial-events-end bookmark.
