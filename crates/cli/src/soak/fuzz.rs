@@ -493,3 +493,114 @@ fn print_report(args: &FuzzArgs, tally: &Tally, sent: u64, elapsed: Duration) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(code: u16, headers: &[(&str, &str)], body: &str) -> Answer {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        Answer {
+            status: StatusCode::from_u16(code).unwrap(),
+            headers: map,
+            body: Bytes::from(body.to_string()),
+        }
+    }
+
+    fn get(uri: &str) -> FuzzRequest {
+        let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+        FuzzRequest {
+            method: http::Method::GET,
+            path: path.to_string(),
+            query: query.to_string(),
+            content_type: None,
+            body: Vec::new(),
+            watch: query.contains("watch="),
+        }
+    }
+
+    fn status(code: u16, reason: &str) -> String {
+        format!(
+            r#"{{"kind":"Status","apiVersion":"v1","code":{code},"reason":"{reason}","message":"m"}}"#
+        )
+    }
+
+    #[test]
+    fn errors_must_be_status_objects_with_their_code_and_a_reason() {
+        let request = get("/api/v1/namespaces/default/configmaps/a");
+        assert_eq!(
+            judge(&request, &answer(404, &[], &status(404, "NotFound"))),
+            None
+        );
+        assert_eq!(
+            judge(
+                &request,
+                &answer(200, &[("content-type", "application/json")], "{}")
+            ),
+            None
+        );
+        for (code, body) in [
+            (404, ""),
+            (400, "bad request"),
+            (404, r#"{"kind":"ConfigMap"}"#),
+            (409, &status(400, "Conflict")),
+            (422, &status(422, "")),
+            (200, "{not json"),
+        ] {
+            let headers = [("content-type", "application/json")];
+            assert!(
+                judge(&request, &answer(code, &headers, body)).is_some(),
+                "{code} {body:?} passed"
+            );
+        }
+        // HEAD answers carry no body.
+        let mut head = request.clone();
+        head.method = http::Method::HEAD;
+        assert_eq!(judge(&head, &answer(405, &[], "")), None);
+    }
+
+    #[test]
+    fn server_errors_fail_but_the_documented_ones() {
+        let plain = get("/api/v1/configmaps");
+        let with_rv = get("/api/v1/configmaps?watch=1&resourceVersion=99999999999");
+        assert!(judge(&plain, &answer(500, &[], &status(500, "InternalError"))).is_some());
+        assert!(judge(&plain, &answer(504, &[], &status(504, "Timeout"))).is_some());
+        assert_eq!(
+            judge(&with_rv, &answer(504, &[], &status(504, "Timeout"))),
+            None
+        );
+        assert!(
+            judge(&with_rv, &answer(504, &[], "")).is_some(),
+            "a 504 needs a Status too"
+        );
+        assert!(
+            judge(
+                &plain,
+                &answer(503, &[], &status(503, "ServiceUnavailable"))
+            )
+            .is_some()
+        );
+        let overloaded = answer(
+            503,
+            &[("retry-after", "1")],
+            &status(503, "ServiceUnavailable"),
+        );
+        assert_eq!(judge(&plain, &overloaded), None);
+    }
+
+    #[test]
+    fn a_5xx_error_event_in_a_watch_fails() {
+        let watch = get("/api/v1/configmaps?watch=1");
+        let ok =
+            "{\"type\":\"ADDED\",\"object\":{}}\n{\"type\":\"ERROR\",\"object\":{\"code\":410}}\n";
+        assert_eq!(judge(&watch, &answer(200, &[], ok)), None);
+        let broken = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":500}}\n";
+        assert!(judge(&watch, &answer(200, &[], broken)).is_some());
+    }
+}

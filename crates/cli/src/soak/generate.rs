@@ -1217,8 +1217,8 @@ mod tests {
             let a = request(7, index);
             let b = request(7, index);
             assert_eq!(
-                (a.method, a.uri(), a.content_type, a.body),
-                (b.method, b.uri(), b.content_type, b.body)
+                (a.uri(), a.method, a.content_type, a.body),
+                (b.uri(), b.method, b.content_type, b.body)
             );
         }
         let differ = (0..50)

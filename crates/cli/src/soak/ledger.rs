@@ -101,3 +101,63 @@ pub fn is_complete(name: &str, data: &Data) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(acked: Option<(u64, u32)>, in_flight: Option<u32>) -> Record {
+        Record {
+            acked: acked.map(|(rv, v)| (rv, content("o", v))),
+            in_flight: in_flight.map(|v| content("o", v)),
+        }
+    }
+
+    #[test]
+    fn an_acknowledged_write_must_be_found_or_overtaken_by_the_write_in_flight() {
+        let found = |rv: u64, v: u32| Some((rv, content("o", v)));
+        let acked = record(Some((5, 1)), None);
+        assert_eq!(
+            classify(&acked, found(5, 1).as_ref()),
+            Outcome::AsAcknowledged {
+                in_flight_lost: false
+            }
+        );
+        assert_eq!(classify(&acked, None), Outcome::Lost);
+        assert_eq!(
+            classify(&acked, found(5, 0).as_ref()),
+            Outcome::Lost,
+            "an older version"
+        );
+        let pending = record(Some((5, 1)), Some(2));
+        assert_eq!(
+            classify(&pending, found(5, 1).as_ref()),
+            Outcome::AsAcknowledged {
+                in_flight_lost: true
+            }
+        );
+        assert_eq!(
+            classify(&pending, found(6, 2).as_ref()),
+            Outcome::InFlightLanded
+        );
+        assert_eq!(
+            classify(&pending, found(4, 2).as_ref()),
+            Outcome::RevisionWentBack
+        );
+        let create = record(None, Some(0));
+        assert_eq!(classify(&create, None), Outcome::InFlightLost);
+        assert_eq!(
+            classify(&create, found(3, 0).as_ref()),
+            Outcome::InFlightLanded
+        );
+    }
+
+    #[test]
+    fn content_checks_itself() {
+        let mut data = content("o", 3);
+        assert!(is_complete("o", &data));
+        assert!(!is_complete("p", &data), "another object's content");
+        data.insert("payload".into(), "cut".into());
+        assert!(!is_complete("o", &data));
+    }
+}
