@@ -142,7 +142,7 @@ pub async fn run(args: FuzzArgs) -> anyhow::Result<()> {
     };
     let elapsed = started.elapsed();
 
-    check_store(&fuzzer, &watches, args.concurrency, true).await;
+    check_store(&fuzzer, &watches, args.concurrency).await;
     if let Some(mut server) = server {
         let mut tally = lock(&fuzzer.tally);
         if !server.is_running() {
@@ -185,7 +185,7 @@ async fn fuzz_all(fuzzer: &Arc<Fuzzer>, args: &FuzzArgs, watches: &Arc<LongWatch
                         return;
                     }
                     if index > 0 && index.is_multiple_of(check_every) {
-                        check_store(&fuzzer, &watches, concurrency, false).await;
+                        check_store(&fuzzer, &watches, concurrency).await;
                     }
                     if index > 0 && index.is_multiple_of(progress_every) {
                         let failures = lock(&fuzzer.tally).failure_count;
@@ -203,8 +203,8 @@ async fn fuzz_all(fuzzer: &Arc<Fuzzer>, args: &FuzzArgs, watches: &Arc<LongWatch
     }
 }
 
-async fn check_store(fuzzer: &Fuzzer, watches: &LongWatches, concurrency: usize, last: bool) {
-    let report = readback::check(&fuzzer.client, concurrency, last).await;
+async fn check_store(fuzzer: &Fuzzer, watches: &LongWatches, concurrency: usize) {
+    let report = readback::check(&fuzzer.client, concurrency).await;
     let watch_problems = watches.problems(&fuzzer.client).await;
     let mut tally = lock(&fuzzer.tally);
     tally.checks += 1;

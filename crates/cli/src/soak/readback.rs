@@ -202,9 +202,10 @@ pub struct Report {
 
 /// List every served resource cluster-wide and in every namespace, GET every listed
 /// object (and patch it with nothing, see [`still_writable`]), and watch every resource from its initial state to the initial-events-end
-/// bookmark. With other requests in flight (`quiet` false) an object may vanish between
-/// the LIST and the GET; at the end (`quiet` true) nothing may.
-pub async fn check(client: &kube::Client, concurrency: usize, quiet: bool) -> Report {
+/// bookmark. An object may vanish between the LIST and the GET (a fuzzed delete, or the
+/// garbage collector and namespace controller finishing earlier deletions): a 404 fails
+/// only if the object is still listed.
+pub async fn check(client: &kube::Client, concurrency: usize) -> Report {
     let mut report = Report {
         objects: 0,
         problems: Vec::new(),
@@ -279,23 +280,29 @@ pub async fn check(client: &kube::Client, concurrency: usize, quiet: bool) -> Re
                         ),
                         _ => path.clone(),
                     };
-                    format!("{collection}/{}", encode_segment(&item.metadata.name))
+                    let path = format!("{collection}/{}", encode_segment(&item.metadata.name));
+                    (collection, item.metadata.name, path)
                 }));
             }
         }
     }
     report.objects = objects.len() as u64;
     let reads: Vec<Option<String>> = futures::stream::iter(objects)
-        .map(|path| async move {
+        .map(|(collection, name, path)| async move {
             match call(client, &request(Method::GET, &path, "")).await {
                 Err(problem) => Some(format!("read-back: {problem}")),
                 Ok(answer) if answer.status == http::StatusCode::OK => {
                     match serde_json::from_slice::<serde::de::IgnoredAny>(&answer.body) {
                         Err(e) => Some(format!("read-back: GET {path}: undecodable object: {e}")),
-                        Ok(_) => still_writable(client, &path, quiet).await,
+                        Ok(_) => still_writable(client, &collection, &name, &path).await,
                     }
                 }
-                Ok(answer) if answer.status == http::StatusCode::NOT_FOUND && !quiet => None,
+                Ok(answer)
+                    if answer.status == http::StatusCode::NOT_FOUND
+                        && !still_listed(client, &collection, &name).await =>
+                {
+                    None
+                }
                 Ok(answer) => Some(format!(
                     "read-back: a listed object does not read back: GET {path}: {} {}",
                     answer.status,
@@ -329,19 +336,38 @@ pub async fn check(client: &kube::Client, concurrency: usize, quiet: bool) -> Re
 /// An empty merge patch changes nothing (no write, no event) but makes the server decode
 /// the stored object, as any update or delete of it would: an object that reads back as
 /// bytes but cannot be decoded any more fails here.
-async fn still_writable(client: &kube::Client, path: &str, quiet: bool) -> Option<String> {
+async fn still_writable(
+    client: &kube::Client,
+    collection: &str,
+    name: &str,
+    path: &str,
+) -> Option<String> {
     let mut patch = request(Method::PATCH, path, "");
     patch.content_type = Some("application/merge-patch+json".to_string());
     patch.body = b"{}".to_vec();
     match call(client, &patch).await {
         Err(problem) => Some(format!("read-back: {problem}")),
         Ok(answer) if answer.status.is_success() => None,
-        Ok(answer) if answer.status == http::StatusCode::NOT_FOUND && !quiet => None,
+        Ok(answer)
+            if answer.status == http::StatusCode::NOT_FOUND
+                && !still_listed(client, collection, name).await =>
+        {
+            None
+        }
         Ok(answer) => Some(format!(
             "read-back: a stored object cannot be updated: PATCH {path} {{}}: {} {}",
             answer.status,
             String::from_utf8_lossy(&answer.body[..answer.body.len().min(200)])
         )),
+    }
+}
+
+/// Whether `collection` still lists an object named `name` (a failed LIST counts as
+/// listed, so the 404 that led here is reported).
+async fn still_listed(client: &kube::Client, collection: &str, name: &str) -> bool {
+    match get_json::<ObjectList>(client, collection, "").await {
+        Ok(list) => list.items.iter().any(|item| item.metadata.name == name),
+        Err(_) => true,
     }
 }
 
