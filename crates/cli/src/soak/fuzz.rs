@@ -85,9 +85,31 @@ struct Tally {
     failure_count: u64,
     objects_read_back: u64,
     checks: u64,
+    /// The slowest answers: time, request number, request line.
+    slowest: Vec<(Duration, u64, String)>,
 }
 
+/// How many of the slowest answers the report lists.
+const SLOWEST_SHOWN: usize = 5;
+
 impl Tally {
+    fn timed(&mut self, took: Duration, index: u64, request: &FuzzRequest) {
+        if self.slowest.len() == SLOWEST_SHOWN && self.slowest[SLOWEST_SHOWN - 1].0 >= took {
+            return;
+        }
+        let line = format!(
+            "{} {} ({}, {} bytes)",
+            request.method,
+            request.uri().chars().take(120).collect::<String>(),
+            request.content_type.as_deref().unwrap_or("no content type"),
+            request.body.len()
+        );
+        self.slowest.push((took, index, line));
+        self.slowest
+            .sort_by_key(|(took, _, _)| std::cmp::Reverse(*took));
+        self.slowest.truncate(SLOWEST_SHOWN);
+    }
+
     fn fail(&mut self, failure: Failure) {
         self.failure_count += 1;
         // Keep one example per distinct problem text start, and a bounded list.
@@ -144,17 +166,24 @@ pub async fn run(args: FuzzArgs) -> anyhow::Result<()> {
 
     check_store(&fuzzer, &watches, args.concurrency).await;
     if let Some(mut server) = server {
-        let mut tally = lock(&fuzzer.tally);
+        let mut problems = Vec::new();
         if !server.is_running() {
-            tally.fail(Failure::run("the server process exited during the run"));
+            problems.push("the server process exited during the run".to_string());
         }
-        for line in server.panics().into_iter().take(5) {
-            tally.fail(Failure::run(format!("the server panicked: {line}")));
-        }
-        drop(tally);
+        problems.extend(
+            server
+                .panics()
+                .into_iter()
+                .take(5)
+                .map(|line| format!("the server panicked: {line}")),
+        );
         if server.is_running() {
             server.terminate().await?;
         }
+        let mut tally = lock(&fuzzer.tally);
+        problems
+            .into_iter()
+            .for_each(|p| tally.fail(Failure::run(p)));
     }
     let tally = lock(&fuzzer.tally);
     print_report(&args, &tally, sent, elapsed);
@@ -309,7 +338,9 @@ impl Fuzzer {
     async fn send_one(&self, index: u64) {
         let request = generate::request(self.seed, index);
         let peek = request.watch.then_some(WATCH_PEEK);
+        let started = Instant::now();
         let outcome = send(&self.client, &request, self.request_timeout, peek).await;
+        let took = started.elapsed();
         let (label, problem) = match &outcome {
             Ok(answer) => (answer.status.as_u16().to_string(), judge(&request, answer)),
             Err(NoAnswer::Unsendable(_)) => ("unsendable".to_string(), None),
@@ -321,6 +352,7 @@ impl Fuzzer {
         };
         let mut tally = lock(&self.tally);
         *tally.by_outcome.entry(label).or_default() += 1;
+        tally.timed(took, index, &request);
         if let Some(problem) = problem {
             tally.fail(Failure {
                 index: Some(index),
@@ -468,6 +500,12 @@ fn print_report(args: &FuzzArgs, tally: &Tally, sent: u64, elapsed: Duration) {
         "store read back {} times: {} object reads",
         tally.checks, tally.objects_read_back
     );
+    let slowest: Vec<String> = tally
+        .slowest
+        .iter()
+        .map(|(took, index, line)| format!("  {:.2}s #{index} {line}", took.as_secs_f64()))
+        .collect();
+    println!("slowest answers:\n{}", slowest.join("\n"));
     println!("failures: {}", tally.failure_count);
     let target = match &args.kubeconfig {
         Some(path) => format!(" --kubeconfig {}", path.display()),

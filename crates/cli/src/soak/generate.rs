@@ -516,6 +516,17 @@ fn hostile_body(rng: &mut StdRng, object: Value) -> (Option<String>, Vec<u8>) {
     match rng.random_range(0..100) {
         0..30 => deep_body(rng, object),
         30..32 => huge_body(rng, object),
+        32 if rng.random_bool(0.2) => {
+            // Flow-style nesting far past any depth limit (250 KB): a parser must refuse it
+            // quickly, not after seconds of CPU.
+            let depth = 50_000;
+            let mut body =
+                b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flow}\nextra: ".to_vec();
+            body.extend_from_slice("{a: ".repeat(depth).as_bytes());
+            body.extend_from_slice(b"1");
+            body.extend_from_slice("}".repeat(depth).as_bytes());
+            (yaml_type, body)
+        }
         32..42 => {
             let bytes = to_json(&object);
             let cut = rng.random_range(0..bytes.len().max(1));
@@ -671,7 +682,11 @@ fn huge_body(rng: &mut StdRng, object: Value) -> (Option<String>, Vec<u8>) {
     };
     let mut object = object;
     object["data"] = json!({"big": "x".repeat(target)});
-    (Some("application/json".into()), to_json(&object))
+    if rng.random_bool(0.5) {
+        (Some("application/yaml".into()), to_yaml(&object))
+    } else {
+        (Some("application/json".into()), to_json(&object))
+    }
 }
 
 /// A YAML alias expansion ("billion laughs") with `levels` levels of 9 references.
@@ -681,7 +696,7 @@ fn yaml_alias_bomb(levels: usize) -> Vec<u8> {
     );
     for level in 1..=levels {
         let prev = format!("*l{}", level - 1);
-        let refs = vec![prev.as_str(); 9].join(",");
+        let refs = [prev.as_str(); 9].join(",");
         yaml.push_str(&format!("l{level}: &l{level} [{refs}]\n"));
     }
     yaml.into_bytes()
