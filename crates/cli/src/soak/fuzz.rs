@@ -16,7 +16,7 @@
 //! And for the run: the server (when the fuzzer started it) still running and no panic in
 //! its log; the long-lived watches still open.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,6 +87,8 @@ struct Tally {
     checks: u64,
     /// The slowest answers: time, request number, request line.
     slowest: Vec<(Duration, u64, String)>,
+    /// Problems not tied to one request, already counted.
+    run_problems: HashSet<String>,
 }
 
 /// How many of the slowest answers the report lists.
@@ -111,8 +113,11 @@ impl Tally {
     }
 
     fn fail(&mut self, failure: Failure) {
+        // A whole-store problem is found again at every check: count it once.
+        if failure.index.is_none() && !self.run_problems.insert(failure.problem.clone()) {
+            return;
+        }
         self.failure_count += 1;
-        // Keep one example per distinct problem text start, and a bounded list.
         if self.failures.len() < 1000 {
             self.failures.push(failure);
         }
