@@ -299,7 +299,7 @@ pub async fn send(
     let exchange = async {
         let response = client.send(http_request).await.map_err(|e| match e {
             kube::Error::HttpError(e) => NoAnswer::Unsendable(e.to_string()),
-            other => NoAnswer::Dropped(format!("{other}: {:?}", std::error::Error::source(&other))),
+            other => NoAnswer::Dropped(error_chain(&other)),
         })?;
         let (parts, mut body) = response.into_parts();
         let bytes = match peek.filter(|_| parts.status.is_success()) {
@@ -337,6 +337,20 @@ pub async fn send(
     tokio::time::timeout(timeout, exchange)
         .await
         .unwrap_or(Err(NoAnswer::TimedOut))
+}
+
+/// An error and its sources, one line: `a: b: c`.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 impl Fuzzer {
