@@ -182,8 +182,10 @@ pub async fn run(args: FuzzArgs) -> anyhow::Result<()> {
                 .take(5)
                 .map(|line| format!("the server panicked: {line}")),
         );
-        if server.is_running() {
-            server.terminate().await?;
+        if server.is_running()
+            && let Err(e) = server.terminate().await
+        {
+            problems.push(format!("the server did not stop cleanly on SIGTERM: {e:#}"));
         }
         let mut tally = lock(&fuzzer.tally);
         problems
