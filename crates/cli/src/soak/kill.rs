@@ -149,9 +149,13 @@ pub async fn run(args: KillArgs) -> anyhow::Result<()> {
             totals.in_flight_lost - before.2,
         );
     }
+    let panics = server.panics();
+    totals.problems.extend(
+        panics
+            .into_iter()
+            .map(|line| format!("the server panicked: {line}")),
+    );
     server.terminate().await?;
-    let panics = server_panics(&log);
-    totals.problems.extend(panics);
     println!(
         "soak kill: seed {}, {} cycles, {} writers in {:.1}s: {} acknowledged writes, {} object checks after restarts, {} lost; writes in flight at the kills: {} landed, {} lost (allowed)",
         args.seed,
@@ -176,15 +180,6 @@ pub async fn run(args: KillArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-fn server_panics(log: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| line.contains("panicked"))
-        .map(|line| format!("the server panicked: {line}"))
-        .collect()
 }
 
 fn configmap(name: &str, data: &Data, resource_version: Option<u64>) -> anyhow::Result<ConfigMap> {
