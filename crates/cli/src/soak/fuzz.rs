@@ -65,7 +65,7 @@ pub struct FuzzArgs {
 }
 
 /// How long a watch answer is read before the fuzzer moves on.
-const WATCH_PEEK: Duration = Duration::from_millis(200);
+const WATCH_PEEK: Duration = Duration::from_millis(20);
 /// How much of a request body a failure report shows.
 const BODY_SHOWN: usize = 300;
 
