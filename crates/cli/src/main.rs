@@ -13,6 +13,7 @@ mod plot;
 mod server;
 mod shutdown;
 mod sim;
+mod soak;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +45,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Measure steady side by side with the alternatives (see docs/BENCHMARKS.md).
     Bench(bench::BenchArgs),
+    /// Reliability campaigns: request fuzzer and SIGKILL loop (see docs/RELIABILITY.md).
+    Soak(soak::SoakArgs),
 }
 
 /// Narrating and measuring commands print their own story; logs would drown it.
@@ -51,6 +54,8 @@ fn default_log_level(command: &Command) -> &'static str {
     match command {
         Command::Demo(args) if args.compare => "error",
         Command::Demo(_) | Command::Bench(_) => "warn",
+        // The soak commands report every failure themselves; kube-rs would log each 5xx.
+        Command::Soak(_) => "error,kube_client=off",
         // Injected faults make the runtime log failures by design; the trace tells the story.
         Command::Sim(_) => "error",
         _ => "info",
@@ -102,6 +107,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(args) => bench::run(args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Manifests(args) => manifests::run(args),
+            Command::Soak(args) => soak::run(args).await,
         }
     });
     match result {

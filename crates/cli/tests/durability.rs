@@ -11,8 +11,12 @@
 //! that a server which makes a write durable only when the next one comes is caught too.
 
 mod common;
+// The writes' content, the per-object record and its check are shared with `steady soak kill`.
+#[allow(dead_code)]
+#[path = "../src/soak/ledger.rs"]
+mod ledger;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +25,7 @@ use common::{Server, rv_number};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
+use ledger::{Data, Outcome, Record, content, is_complete};
 use serde_json::json;
 
 const WRITERS: usize = 8;
@@ -31,65 +36,7 @@ const ROUNDS: usize = 6;
 const LABEL: &str = "steady-test=durability";
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-type Data = BTreeMap<String, String>;
-
-/// What the test knows about one object.
-#[derive(Debug, Default)]
-struct Record {
-    /// The last acknowledged state: resourceVersion and data.
-    acked: Option<(u64, Data)>,
-    /// A write sent but not acknowledged (at most one: each writer waits for its answer).
-    in_flight: Option<Data>,
-}
-
 type Records = Arc<Mutex<HashMap<String, Record>>>;
-
-fn fnv64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-fn checksum(name: &str, version: &str, payload: &str) -> String {
-    format!(
-        "{:016x}",
-        fnv64(format!("{name}\n{version}\n{payload}").as_bytes())
-    )
-}
-
-/// The content of version `version` of object `name`: 2–6 KiB of pseudo-random text.
-fn content(name: &str, version: u32) -> Data {
-    let mut state = fnv64(format!("{name}/{version}").as_bytes()) | 1;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let len = 2048 + (next() % 4096) as usize;
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
-    let payload: String = (0..len)
-        .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize] as char)
-        .collect();
-    let version = version.to_string();
-    BTreeMap::from([
-        ("checksum".to_string(), checksum(name, &version, &payload)),
-        ("version".to_string(), version),
-        ("payload".to_string(), payload),
-    ])
-}
-
-/// Whether a stored ConfigMap is whole: all fields there and the checksum right.
-fn is_complete(name: &str, data: &Data) -> bool {
-    match (
-        data.get("version"),
-        data.get("payload"),
-        data.get("checksum"),
-    ) {
-        (Some(v), Some(p), Some(c)) => data.len() == 3 && *c == checksum(name, v, p),
-        _ => false,
-    }
-}
 
 fn configmap(name: &str, data: Data, resource_version: Option<u64>) -> ConfigMap {
     serde_json::from_value(json!({
@@ -218,22 +165,19 @@ async fn verify(client: &kube::Client, records: &Records, round: usize) -> u64 {
     // that was in flight; an unacknowledged create is there whole or not at all.
     for (name, record) in records.iter() {
         let found = stored.get(name);
-        match (&record.acked, &record.in_flight, found) {
-            (Some(acked), _, Some(found)) if acked == found => {
-                if record.in_flight.is_some() {
+        match ledger::classify(record, found) {
+            Outcome::AsAcknowledged { in_flight_lost } => {
+                if in_flight_lost {
                     lost_in_flight += 1;
                 }
             }
-            (Some((acked_rv, _)), Some(pending), Some((rv, data))) if data == pending => {
-                assert!(rv > acked_rv, "round {round}: {name}: RV went back");
-                landed_in_flight += 1;
-            }
-            (None, Some(pending), Some((_, data))) if data == pending => landed_in_flight += 1,
-            (None, Some(_), None) => lost_in_flight += 1,
-            (acked, pending, found) => panic!(
+            Outcome::InFlightLanded => landed_in_flight += 1,
+            Outcome::InFlightLost => lost_in_flight += 1,
+            Outcome::RevisionWentBack => panic!("round {round}: {name}: RV went back"),
+            Outcome::Lost => panic!(
                 "round {round}: {name}: acknowledged {:?}, in flight {:?}, stored {:?}",
-                acked.as_ref().map(|(rv, d)| (rv, &d["version"])),
-                pending.as_ref().map(|d| &d["version"]),
+                record.acked.as_ref().map(|(rv, d)| (rv, &d["version"])),
+                record.in_flight.as_ref().map(|d| &d["version"]),
                 found.map(|(rv, d)| (rv, d.get("version"))),
             ),
         }

@@ -1,0 +1,117 @@
+//! The reliability suite on a small budget: `steady soak fuzz` and `steady soak kill`, run
+//! as the real binary exactly as a long campaign runs them (docs/RELIABILITY.md), each
+//! starting its own `steady server` in a temporary directory.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+const BUDGET: Duration = Duration::from_secs(300);
+
+/// Run `steady soak ARGS…`; returns whether it succeeded and what it printed.
+async fn soak(args: &[&str]) -> (bool, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_steady"))
+        .arg("soak")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn steady soak");
+    let output = tokio::time::timeout(BUDGET, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("steady soak {args:?} did not finish within {BUDGET:?}"))
+        .expect("wait for steady soak");
+    let printed = format!(
+        "--- stdout ---\n{}--- stderr ---\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), printed)
+}
+
+/// A few thousand fuzzed requests: no 5xx, no dropped connection, a Status for every
+/// error, and every stored object reads back (and decodes) at the checkpoints and the end.
+// Enabled when the hardening fixes merge (issue 13): on the code before them it finds the
+// handler panic on `watch&timeoutSeconds=9223372036854775807`, objects stored deeper than
+// they can be read back (500 "stored object … is corrupt" on later writes), and names that
+// cannot be addressed by URL (`q?x=1`, `name#frag`, `tab\there`).
+#[ignore]
+#[tokio::test]
+async fn fuzzed_requests_get_a_status_and_leave_a_readable_store() {
+    let (ok, printed) = soak(&[
+        "fuzz",
+        "--requests",
+        "5000",
+        "--seed",
+        "13",
+        "--concurrency",
+        "8",
+        "--check-every",
+        "2500",
+    ])
+    .await;
+    assert!(ok, "the fuzzer found failures\n{printed}");
+    assert!(printed.contains("failures: 0"), "{printed}");
+}
+
+/// The fuzzer's whole pipeline (own server, setup, requests, read-back with GET and empty
+/// patch of every object, initial-events watches, long watches, report) on a short run
+/// whose requests today's server answers correctly. It keeps `steady soak fuzz` working
+/// while the full-budget test above waits for the fixes.
+#[tokio::test]
+async fn a_short_fuzz_run_reads_the_whole_store_back() {
+    let (ok, printed) = soak(&[
+        "fuzz",
+        "--requests",
+        "400",
+        "--seed",
+        "14",
+        "--concurrency",
+        "8",
+        "--check-every",
+        "200",
+    ])
+    .await;
+    assert!(ok, "{printed}");
+    let reads: u64 = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("store read back 2 times: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no read-back line\n{printed}"));
+    assert!(reads > 0, "the store was empty at the checks\n{printed}");
+    assert!(printed.contains("201: "), "nothing was created\n{printed}");
+}
+
+/// Three SIGKILLs under four writers: every acknowledged write is there after each restart.
+#[tokio::test]
+async fn sigkill_cycles_lose_no_acknowledged_write() {
+    let (ok, printed) = soak(&[
+        "kill",
+        "--cycles",
+        "3",
+        "--writers",
+        "4",
+        "--seed",
+        "13",
+        "--max-run",
+        "700ms",
+    ])
+    .await;
+    assert!(ok, "{printed}");
+    let summary = printed
+        .lines()
+        .find(|line| line.starts_with("soak kill:"))
+        .unwrap_or_else(|| panic!("no summary line\n{printed}"));
+    assert!(summary.contains(" 0 lost"), "{summary}");
+    let cycles = printed.lines().filter(|l| l.starts_with("cycle ")).count();
+    assert_eq!(cycles, 3, "{printed}");
+    // Each cycle acknowledged writes before its kill (the check had something to check).
+    for line in printed.lines().filter(|l| l.starts_with("cycle ")) {
+        assert!(!line.contains(": 0 writes acknowledged"), "{line}");
+    }
+}
