@@ -35,11 +35,10 @@ async fn soak(args: &[&str]) -> (bool, String) {
 
 /// A few thousand fuzzed requests: no 5xx, no dropped connection, a Status for every
 /// error, and every stored object reads back (and decodes) at the checkpoints and the end.
-// Enabled when the hardening fixes merge (issue 13): on the code before them it finds the
-// handler panic on `watch&timeoutSeconds=9223372036854775807`, objects stored deeper than
-// they can be read back (500 "stored object … is corrupt" on later writes), and names that
-// cannot be addressed by URL (`q?x=1`, `name#frag`, `tab\there`).
-#[ignore]
+// On the code before the hardening of issue 13 this found the handler panic on
+// `watch&timeoutSeconds=9223372036854775807`, objects stored deeper than they can be read
+// back (500 "stored object … is corrupt" on later writes), and names that cannot be
+// addressed by URL (`q?x=1`, `name#frag`, `tab\there`).
 #[tokio::test]
 async fn fuzzed_requests_get_a_status_and_leave_a_readable_store() {
     let (ok, printed) = soak(&[
@@ -56,32 +55,11 @@ async fn fuzzed_requests_get_a_status_and_leave_a_readable_store() {
     .await;
     assert!(ok, "the fuzzer found failures\n{printed}");
     assert!(printed.contains("failures: 0"), "{printed}");
-}
-
-/// The fuzzer's whole pipeline (own server, setup, requests, read-back with GET and empty
-/// patch of every object, initial-events watches, long watches, report) on a short run
-/// whose requests today's server answers correctly. It keeps `steady soak fuzz` working
-/// while the full-budget test above waits for the fixes.
-#[tokio::test]
-async fn a_short_fuzz_run_reads_the_whole_store_back() {
-    let (ok, printed) = soak(&[
-        "fuzz",
-        "--requests",
-        "400",
-        "--seed",
-        "14",
-        "--concurrency",
-        "8",
-        "--check-every",
-        "200",
-    ])
-    .await;
-    assert!(ok, "{printed}");
+    // The read-back must have had something to read, or "readable" proves nothing.
     let reads: u64 = printed
         .lines()
-        .find_map(|l| l.strip_prefix("store read back 2 times: "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
+        .find_map(|l| l.strip_prefix("store read back ")?.split_once(": "))
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no read-back line\n{printed}"));
     assert!(reads > 0, "the store was empty at the checks\n{printed}");
     assert!(printed.contains("201: "), "nothing was created\n{printed}");
