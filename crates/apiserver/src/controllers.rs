@@ -482,13 +482,15 @@ impl GarbageCollector {
                 if let Some(dep_node) = self.nodes.get(dep).cloned() {
                     self.modify(dep, &dep_node, None, |obj| remove_owner_refs(obj, &owner))
                         .await?;
+                    self.orphaned(uid, dep);
                 }
             }
-            return self
-                .modify(uid, &node, None, |obj| {
-                    remove_finalizer(obj, FINALIZER_ORPHAN)
-                })
-                .await;
+            self.modify(uid, &node, None, |obj| {
+                remove_finalizer(obj, FINALIZER_ORPHAN)
+            })
+            .await?;
+            self.finalized(uid, FINALIZER_ORPHAN);
+            return Ok(());
         }
         if node.has_finalizer(FINALIZER_FOREGROUND) {
             let mut blocking = false;
@@ -505,11 +507,12 @@ impl GarbageCollector {
                 // Woken again when a dependent changes or goes (it names this owner).
                 return Ok(());
             }
-            return self
-                .modify(uid, &node, None, |obj| {
-                    remove_finalizer(obj, FINALIZER_FOREGROUND)
-                })
-                .await;
+            self.modify(uid, &node, None, |obj| {
+                remove_finalizer(obj, FINALIZER_FOREGROUND)
+            })
+            .await?;
+            self.finalized(uid, FINALIZER_FOREGROUND);
+            return Ok(());
         }
         if node.namespace_finalizer {
             return self.empty_namespace(uid, &node).await;
@@ -520,6 +523,24 @@ impl GarbageCollector {
             return self.empty_crd(uid, &node, prefix).await;
         }
         Ok(())
+    }
+
+    /// `dep` no longer names `owner`: known before its event comes, so that the owner is
+    /// not examined again (and its other dependents rewritten again) for each of them.
+    fn orphaned(&mut self, owner: &str, dep: &str) {
+        if let Some(set) = self.dependents.get_mut(owner) {
+            set.remove(dep);
+        }
+        if let Some(node) = self.nodes.get_mut(dep) {
+            node.owners.retain(|o| o.uid != owner);
+        }
+    }
+
+    /// `finalizer` was removed from `uid`: known before its event comes.
+    fn finalized(&mut self, uid: &str, finalizer: &str) {
+        if let Some(node) = self.nodes.get_mut(uid) {
+            node.finalizers.retain(|f| f != finalizer);
+        }
     }
 
     /// A live object: collect it if its owners are gone or its namespace or CRD is going.
@@ -782,6 +803,24 @@ mod tests {
         }
     }
 
+    async fn create_owned(server: &ApiServer, name: &str, owner: &Value) {
+        let rt = server
+            .registry()
+            .builtin("", "configmaps")
+            .expect("built-in kind");
+        let obj = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+            }]},
+        });
+        server
+            .create(&rt, Some("default"), obj, &WriteOptions::default())
+            .await
+            .expect("create");
+    }
+
     fn live(server: &ApiServer, key: &str) -> bool {
         matches!(server.store().get(key, None), Ok(Some(_)))
     }
@@ -829,6 +868,47 @@ mod tests {
         assert!(
             examined <= 3 * deleted,
             "examined {examined} objects to delete {deleted}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn orphaning_examines_the_owner_a_bounded_number_of_times() {
+        const DEPENDENTS: usize = 200;
+        let server = server_without_collector().await;
+        let configmaps = server.registry().builtin("", "configmaps").expect("kind");
+        create(&server, "configmaps", Some("default"), "owner").await;
+        let (owner, _) = server
+            .get_value(&configmaps, Some("default"), "owner")
+            .expect("owner");
+        for i in 0..DEPENDENTS {
+            create_owned(&server, &format!("dep-{i:03}"), &owner).await;
+        }
+        let mut gc = GarbageCollector::new(server.clone());
+        let mut watcher = gc.relist().expect("list");
+        drive(&mut gc, &mut watcher).await;
+
+        let orphan = DeleteOptions {
+            propagation: Some(Propagation::Orphan),
+            ..Default::default()
+        };
+        server
+            .delete(&configmaps, Some("default"), "owner", &orphan)
+            .await
+            .expect("delete");
+        let examined = drive(&mut gc, &mut watcher).await;
+
+        assert!(!live(&server, "/core/configmaps/default/owner"));
+        for i in 0..DEPENDENTS {
+            let (dep, _) = server
+                .get_value(&configmaps, Some("default"), &format!("dep-{i:03}"))
+                .expect("dependent kept");
+            assert!(dep.pointer("/metadata/ownerReferences").is_none());
+        }
+        // Each dependent once (its update), the owner a few times; not the owner once more
+        // for every dependent's update, each time rewriting the dependents left.
+        assert!(
+            examined <= DEPENDENTS + 10,
+            "examined {examined} objects to orphan {DEPENDENTS}"
         );
     }
 }
