@@ -252,8 +252,8 @@ async fn populate(s: &ApiServer, namespaces: usize, per_namespace: usize) -> Vec
 }
 
 /// Before the collector indexed objects by namespace, every delete event made every
-/// terminating namespace scan every object: deleting 1,000 of 2,000 namespaces took many
-/// minutes. Linear, it takes a few seconds even in a debug build on a busy machine.
+/// terminating namespace scan every object: 939 of these 1,000 namespaces were still
+/// there after 90 s (debug build, busy 2-core machine). Linear, it takes about a second.
 #[tokio::test]
 async fn deleting_many_namespaces_is_linear() {
     let s = server().await;
