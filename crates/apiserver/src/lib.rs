@@ -138,7 +138,7 @@ impl ApiServer {
 
     /// The HTTP API as an axum Router, without authentication (see [`auth`]).
     pub fn router(&self) -> axum::Router {
-        bare_errors_as_status(http_api::router(self.clone()))
+        bare_errors_as_status(recover_panics(http_api::router(self.clone())))
     }
 
     /// A `kube::Client` that calls the Router directly: no socket, no TLS, no token.
@@ -210,6 +210,42 @@ impl ApiServer {
     }
 }
 
+/// A handler that panics answers 500 with a `Status`, as kube-apiserver's panic recovery
+/// does, instead of dropping the connection with no answer; the panic is logged with the
+/// request it came from. A panic is always a bug, but one request's bug must not look like
+/// a network failure to its client, nor take the connection's other requests with it.
+fn recover_panics(router: axum::Router) -> axum::Router {
+    router.layer(axum::middleware::from_fn(answer_panic_with_status))
+}
+
+async fn answer_panic_with_status(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use futures::FutureExt;
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    match std::panic::AssertUnwindSafe(next.run(request))
+        .catch_unwind()
+        .await
+    {
+        Ok(response) => response,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(%method, %path, panic = %message, "a request handler panicked");
+            ApiError::internal(
+                "this request made the API server panic; the server's log has the details",
+            )
+            .into_response()
+        }
+    }
+}
+
 /// Every error response leaves as a `Status`: one that axum or a layer produced with an
 /// empty body (a rejection, a bare status code) gets the `Status` for its code, keeping
 /// its headers (`Allow`, `WWW-Authenticate`, ...).
@@ -271,6 +307,34 @@ mod tests {
     use http::{Request, StatusCode};
     use http_body_util::BodyExt;
     use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_with_a_status() {
+        let router = super::recover_panics(axum::Router::new().route(
+            "/boom",
+            get(|| async {
+                if true {
+                    panic!("deliberate");
+                }
+                "unreachable"
+            }),
+        ));
+        let request = Request::builder()
+            .uri("/boom")
+            .body(Body::empty())
+            .expect("request");
+        let response = router.oneshot(request).await.expect("infallible");
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let status: serde_json::Value = serde_json::from_slice(&body).expect("a Status");
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["reason"], "InternalError");
+    }
 
     /// axum's own rejections (405 from a method router, 404 from its default fallback) and
     /// a bare status from a handler have empty bodies unless the layer renders them.
