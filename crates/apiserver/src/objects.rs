@@ -192,6 +192,20 @@ impl ApiServer {
         let _ = tokio::time::timeout(FRESHNESS_WAIT, reached).await;
     }
 
+    /// `Ok` if the store has reached the resourceVersion `rv`; otherwise "Too large resource
+    /// version" (504), what kube-apiserver answers once its freshness wait is over.
+    pub(crate) fn reached(&self, rt: &ResourceType, name: &str, rv: &str) -> ApiResult<()> {
+        let (requested, current) = (parse_revision(rv)?, self.store().revision());
+        if requested <= current {
+            return Ok(());
+        }
+        Err(ApiError::from_store(
+            StoreError::TooLarge { requested, current },
+            &rt.qualified_name(),
+            name,
+        ))
+    }
+
     /// GET of one object (`resourceVersion` "", "0" or not-older-than N).
     pub fn get(
         &self,
@@ -201,18 +215,7 @@ impl ApiServer {
         params: &Params,
     ) -> ApiResult<Bytes> {
         if let Some(rv) = params.non_empty("resourceVersion").filter(|rv| *rv != "0") {
-            let wanted = parse_revision(rv)?;
-            let current = self.store().revision();
-            if wanted > current {
-                return Err(ApiError::from_store(
-                    StoreError::TooLarge {
-                        requested: wanted,
-                        current,
-                    },
-                    &rt.qualified_name(),
-                    name,
-                ));
-            }
+            self.reached(rt, name, rv)?;
         }
         let stored = self.get_stored(rt, ns, name)?;
         present(rt, stored.value)

@@ -149,17 +149,7 @@ pub fn start(
     let requested = params.non_empty("resourceVersion").filter(|rv| *rv != "0");
     let mut initial = VecDeque::new();
     if let Some(rv) = requested {
-        let (wanted, current) = (crate::objects::parse_revision(rv)?, store.revision());
-        if wanted > current {
-            return Err(ApiError::from_store(
-                StoreError::TooLarge {
-                    requested: wanted,
-                    current,
-                },
-                &rt.qualified_name(),
-                "",
-            ));
-        }
+        server.reached(&rt, "", rv)?;
     }
     let from = match requested {
         Some(rv) if !send_initial => crate::objects::parse_revision(rv)?,

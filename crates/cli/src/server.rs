@@ -43,13 +43,8 @@ pub struct ControlPlaneArgs {
 /// `256MiB`, `1GiB`, `64Mi`, `500MB`, `1048576`: a number and an optional unit, binary
 /// (`Ki`, `Mi`, `Gi`, with or without a trailing `B`) or decimal (`KB`, `MB`, `GB`).
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size like 256MiB or 1GiB"))?;
+    let (value, unit) = number_and_unit(text)
+        .ok_or_else(|| format!("{text:?} is not a size like 256MiB or 1GiB"))?;
     let multiplier: u64 = match unit {
         "" | "B" => 1,
         "Ki" | "KiB" => 1 << 10,
@@ -69,15 +64,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is too large"))
 }
 
-/// `250ms`, `2s`, `1m`: a number and a unit.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// The leading decimal number of `text` and what follows it.
+fn number_and_unit(text: &str) -> Option<(u64, &str)> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 200ms, 2s or 1m"))?;
+    Some((number.parse().ok()?, unit))
+}
+
+/// `250ms`, `2s`, `1m`: a number and a unit.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (value, unit) = number_and_unit(text)
+        .ok_or_else(|| format!("{text:?} is not a duration like 200ms, 2s or 1m"))?;
     match unit {
         "ms" => Ok(Duration::from_millis(value)),
         "s" => Ok(Duration::from_secs(value)),
