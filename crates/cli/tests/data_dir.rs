@@ -159,20 +159,6 @@ async fn a_killed_servers_data_directory_can_be_reopened_at_once() {
     assert!(kept.is_ok(), "{kept:?}");
 }
 
-/// Resident memory of a process, in bytes (Linux).
-fn rss_of(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
-}
-
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
         .ok()
@@ -218,7 +204,7 @@ async fn rss_under_sustained_100kb_updates() {
             (Some(server), client, pid)
         }
     };
-    let baseline = rss_of(pid).unwrap_or(0);
+    let baseline = common::rss_of(pid).unwrap_or(0);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut writers = tokio::task::JoinSet::new();
     for w in 0..4 {
@@ -241,14 +227,14 @@ async fn rss_under_sustained_100kb_updates() {
     }
     let mut peak = baseline;
     while Instant::now() < deadline {
-        peak = peak.max(rss_of(pid).unwrap_or(0));
+        peak = peak.max(common::rss_of(pid).unwrap_or(0));
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let mut updates = 0;
     while let Some(done) = writers.join_next().await {
         updates += done.unwrap();
     }
-    let end = rss_of(pid).unwrap_or(0);
+    let end = common::rss_of(pid).unwrap_or(0);
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     println!(
         "{updates} updates of 100 KB in {seconds} s; RSS: start {:.0} MiB, peak {:.0} MiB, end {:.0} MiB",

@@ -326,14 +326,7 @@ impl Server {
 
     /// Resident memory of the server process, from /proc.
     pub fn rss_bytes(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .expect("read /proc/PID/status");
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS in /proc/PID/status");
-        kib * 1024
+        rss_of(self.pid()).expect("VmRSS in /proc/PID/status")
     }
 
     /// A TLS connection to the server, trusting its CA and offering the ALPN `protocols`.
@@ -381,4 +374,18 @@ pub fn rv_number(rv: Option<&String>) -> u64 {
     rv.expect("resourceVersion is set")
         .parse()
         .expect("resourceVersion is a decimal number")
+}
+
+/// Resident memory of the process `pid`, in bytes (Linux: `VmRSS` in /proc/PID/status).
+pub fn rss_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
