@@ -47,8 +47,20 @@ pub struct Written {
     pub warnings: Vec<String>,
 }
 
-/// How many times a patch or delete re-reads after losing a race to a concurrent writer.
-const CONFLICT_RETRIES: usize = 8;
+/// How long a write without a resourceVersion precondition (a patch, a delete, a scale)
+/// keeps re-reading after losing a race to a concurrent writer. kube-apiserver's
+/// `GuaranteedUpdate` retries until the write applies, bounded only by the request timeout
+/// (60 s); kubectl, kopf and controllers rely on an unconditioned patch never failing with
+/// 409 just because others write the same object.
+const CONFLICT_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// One first attempt, then another for as long as the retry window lasts.
+fn attempts_until_applied() -> impl Iterator<Item = ()> {
+    let deadline = tokio::time::Instant::now() + CONFLICT_RETRY_WINDOW;
+    std::iter::once(()).chain(std::iter::from_fn(move || {
+        (tokio::time::Instant::now() < deadline).then_some(())
+    }))
+}
 
 pub const FINALIZER_ORPHAN: &str = "orphan";
 pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
@@ -601,7 +613,7 @@ impl ApiServer {
         if sub == Some("scale") {
             return self.patch_scale(rt, ns, name, patch, opts).await;
         }
-        for _ in 0..CONFLICT_RETRIES {
+        for () in attempts_until_applied() {
             let stored = match self.get_stored(rt, ns, name) {
                 Ok(stored) => stored,
                 Err(e) if e.code == 404 && patch_type == PatchType::Apply && sub.is_none() => {
@@ -640,7 +652,7 @@ impl ApiServer {
                 .commit_update(rt, ns, name, sub, &old, stored.revision, new, opts)
                 .await
             {
-                Err(e) if e.reason == "Conflict" && requested_rv.is_none() => continue,
+                Err(e) if e.reason == "Conflict" && !patch.names_resource_version() => continue,
                 other => return other,
             }
         }
@@ -655,7 +667,7 @@ impl ApiServer {
         name: &str,
         opts: &DeleteOptions,
     ) -> ApiResult<(Bytes, bool)> {
-        for _ in 0..CONFLICT_RETRIES {
+        for () in attempts_until_applied() {
             let stored = self.get_stored(rt, ns, name)?;
             let mut obj = parse_stored(&stored)?;
             check_preconditions(rt, name, &obj, stored.revision, opts)?;
@@ -804,7 +816,7 @@ impl ApiServer {
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
         let scale = rt.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
-        for _ in 0..CONFLICT_RETRIES {
+        for () in attempts_until_applied() {
             let stored = self.get_stored(rt, ns, name)?;
             let old = parse_stored(&stored)?;
             let current = scale_of(&old, scale);

@@ -266,6 +266,21 @@ pub fn decode_patch(patch_type: PatchType, patch: &[u8]) -> Result<DecodedPatch,
 }
 
 impl DecodedPatch {
+    /// Whether the patch itself sets `metadata.resourceVersion`, which makes it conditional:
+    /// it applies only to that version and a lost race is the client's 409. A patch that
+    /// does not name one is retried by the server until it applies.
+    pub fn names_resource_version(&self) -> bool {
+        const POINTER: &str = "/metadata/resourceVersion";
+        match self {
+            DecodedPatch::Merge(v) | DecodedPatch::StrategicMerge(v) | DecodedPatch::Apply(v) => {
+                v.pointer(POINTER).is_some_and(|rv| !rv.is_null())
+            }
+            DecodedPatch::Json(ops) => ops.0.iter().any(|op| {
+                !matches!(op, PatchOperation::Remove(_)) && op.path().as_str() == POINTER
+            }),
+        }
+    }
+
     pub fn patch_type(&self) -> PatchType {
         match self {
             DecodedPatch::Json(_) => PatchType::Json,
