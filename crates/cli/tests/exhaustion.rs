@@ -23,17 +23,6 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// The serving timeouts the idle-connection test gives the server (all three).
 const SHORT_TIMEOUT: Duration = Duration::from_millis(1000);
 
-async fn start_with(options: Options) -> (tempfile::TempDir, Server) {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start_with(
-        &dir.path().join("data"),
-        &dir.path().join("client.kubeconfig"),
-        options,
-    )
-    .await;
-    (dir, server)
-}
-
 fn config_map(name: &str, value: String) -> ConfigMap {
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name},
@@ -110,7 +99,7 @@ async fn idle_connections_are_closed_while_clients_are_served() {
         "STEADY_IDLE_TIMEOUT_MS",
     ]
     .map(|variable| (variable.to_string(), millis.clone()));
-    let (_dir, server) = start_with(Options {
+    let (_dir, server) = common::start_in_tempdir(Options {
         env: env.to_vec(),
         ..Options::default()
     })
@@ -179,7 +168,7 @@ async fn descriptor_exhaustion_neither_spins_nor_floods_the_log() {
         let env: Vec<(String, String)> = max_connections
             .map(|m| vec![("STEADY_MAX_CONNECTIONS".to_string(), m.to_string())])
             .unwrap_or_default();
-        let (_dir, server) = start_with(Options {
+        let (_dir, server) = common::start_in_tempdir(Options {
             env,
             fd_limit: Some(128),
             ..Options::default()
@@ -224,7 +213,7 @@ async fn descriptor_exhaustion_neither_spins_nor_floods_the_log() {
 async fn a_thousand_watches_all_see_one_write() {
     // This test process holds a thousand connections too.
     steady_apiserver::serve::raise_fd_limit();
-    let (_dir, server) = start_with(Options::default()).await;
+    let (_dir, server) = common::start_in_tempdir(Options::default()).await;
     let config_maps: Api<ConfigMap> = Api::default_namespaced(server.client().await);
     let from = current_revision(&config_maps).await;
     // kube-rs speaks HTTP/1.1: each watch is its own connection. All are open (their 200
@@ -263,7 +252,7 @@ async fn unread_watches_stall_neither_writes_nor_other_watchers() {
     const UNREAD: usize = 16;
     const WRITES: usize = 200;
     const VALUE_BYTES: usize = 100 * 1024;
-    let (_dir, server) = start_with(Options::default()).await;
+    let (_dir, server) = common::start_in_tempdir(Options::default()).await;
     let request = format!(
         "GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
         server.token()

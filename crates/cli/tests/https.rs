@@ -17,18 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 async fn start() -> (tempfile::TempDir, Server) {
-    start_with(Options::default()).await
-}
-
-async fn start_with(options: Options) -> (tempfile::TempDir, Server) {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start_with(
-        &dir.path().join("data"),
-        &dir.path().join("client.kubeconfig"),
-        options,
-    )
-    .await;
-    (dir, server)
+    common::start_in_tempdir(Options::default()).await
 }
 
 /// A client like the kubeconfig's, but sending `token` (or none).
@@ -267,7 +256,7 @@ async fn secrets_on_disk_are_private() {
 #[tokio::test]
 async fn the_token_never_appears_in_the_output() {
     // The most verbose logging, so that anything logged per request is in the output.
-    let (_dir, mut server) = start_with(Options {
+    let (_dir, mut server) = common::start_in_tempdir(Options {
         env: vec![("RUST_LOG".into(), "trace".into())],
         ..Options::default()
     })

@@ -389,3 +389,15 @@ pub fn rss_of(pid: u32) -> Option<u64> {
         .ok()?;
     Some(kib * 1024)
 }
+
+/// A server with `options` in a fresh temporary directory (kept alive by the returned guard).
+pub async fn start_in_tempdir(options: Options) -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(
+        &dir.path().join("data"),
+        &dir.path().join("client.kubeconfig"),
+        options,
+    )
+    .await;
+    (dir, server)
+}
