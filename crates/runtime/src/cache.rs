@@ -54,7 +54,6 @@ pub type Trim<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 struct Inner<K> {
     objects: BTreeMap<ObjectKey, Arc<K>>,
     by_owner: BTreeMap<String, BTreeSet<ObjectKey>>,
-    synced: bool,
     trim: Option<Trim<K>>,
 }
 
@@ -77,7 +76,6 @@ impl<K: Resource> Default for Cache<K> {
             inner: Arc::new(RwLock::new(Inner {
                 objects: BTreeMap::new(),
                 by_owner: BTreeMap::new(),
-                synced: false,
                 trim: None,
             })),
         }
@@ -155,11 +153,6 @@ impl<K: Resource> Cache<K> {
     /// Trim every object before it is cached from now on.
     pub(crate) fn set_trim(&self, trim: Trim<K>) {
         self.write().trim = Some(trim);
-    }
-
-    /// True once the first complete list has been loaded.
-    pub fn is_synced(&self) -> bool {
-        self.read().synced
     }
 
     /// Record a state the reconciler just wrote, so its next read sees it.
@@ -245,9 +238,7 @@ impl<K: Resource> Cache<K> {
             .filter(|key| !listed.contains(*key))
             .cloned()
             .collect();
-        let removed = gone.iter().filter_map(|key| self.remove(key)).collect();
-        self.write().synced = true;
-        removed
+        gone.iter().filter_map(|key| self.remove(key)).collect()
     }
 }
 
@@ -365,7 +356,6 @@ mod tests {
                 cm("gone", "1", Some("o1")),
             ],
         );
-        assert!(cache.is_synced());
         let kept = cache.get(&ObjectKey::new(Some("ns"), "keep")).unwrap();
         let changed = relist(
             &cache,

@@ -166,8 +166,6 @@ pub struct WorkQueue<K: Ord + Clone> {
     delayed: BTreeMap<(K, DelayClass), Delayed>,
     timers: BTreeMap<(Instant, u64), (K, DelayClass)>,
     next_seq: u64,
-    adds_total: u64,
-    retries_total: u64,
 }
 
 impl<K: Ord + Clone> Default for WorkQueue<K> {
@@ -187,8 +185,6 @@ impl<K: Ord + Clone> WorkQueue<K> {
             delayed: BTreeMap::new(),
             timers: BTreeMap::new(),
             next_seq: 0,
-            adds_total: 0,
-            retries_total: 0,
         }
     }
 
@@ -201,7 +197,6 @@ impl<K: Ord + Clone> WorkQueue<K> {
     /// once when [`done`](Self::done) is called (any number of adds during processing
     /// coalesce into one more run).
     pub fn add(&mut self, key: K, trigger: Trigger, priority: Priority) {
-        self.adds_total += 1;
         self.enqueue(key, BTreeSet::from([trigger]), priority, Instant::now());
     }
 
@@ -215,10 +210,6 @@ impl<K: Ord + Clone> WorkQueue<K> {
     /// [`forget_delayed`](Self::forget_delayed) because a newer outcome supersedes it.
     /// A zero delay queues the key immediately (Normal priority), like client-go.
     pub fn add_after(&mut self, key: K, trigger: Trigger, delay: Duration) {
-        self.adds_total += 1;
-        if matches!(trigger, Trigger::Backoff { .. }) {
-            self.retries_total += 1;
-        }
         let now = Instant::now();
         if delay.is_zero() {
             self.enqueue(key, BTreeSet::from([trigger]), Priority::Normal, now);
@@ -355,17 +346,6 @@ impl<K: Ord + Clone> WorkQueue<K> {
             || [DelayClass::Requested, DelayClass::Retry]
                 .into_iter()
                 .any(|class| self.delayed.contains_key(&(key.clone(), class)))
-    }
-
-    /// Number of `add`/`add_after` calls (`workqueue_adds_total`; every call counts, as in
-    /// client-go, whether it created an entry or merged into one).
-    pub fn adds_total(&self) -> u64 {
-        self.adds_total
-    }
-
-    /// Number of `add_after` calls with `Trigger::Backoff` (`workqueue_retries_total`).
-    pub fn retries_total(&self) -> u64 {
-        self.retries_total
     }
 
     /// `(total, longest)` time spent so far by keys still processing at `now`
@@ -508,7 +488,6 @@ mod tests {
         q.done(&k("a"));
         assert!(q.pop().is_none());
         assert!(!q.contains(&k("a")));
-        assert_eq!(q.adds_total(), 100);
     }
 
     #[tokio::test(start_paused = true)]
@@ -851,7 +830,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn counters_and_sizes() {
+    async fn sizes_and_unfinished_work() {
         let mut q = WorkQueue::new();
         q.add(k("a"), Trigger::Primary, Priority::Normal);
         q.add(k("a"), Trigger::Primary, Priority::Normal);
@@ -863,8 +842,6 @@ mod tests {
             Duration::from_secs(2),
         );
         q.add_after(k("d"), Trigger::Backoff { attempt: 4 }, Duration::ZERO);
-        assert_eq!(q.adds_total(), 6);
-        assert_eq!(q.retries_total(), 2);
         assert_eq!((q.len(), q.processing(), q.delayed()), (3, 0, 2));
         let t0 = Instant::now();
         let a = q.pop().expect("a");
@@ -877,8 +854,6 @@ mod tests {
             (Duration::from_secs(5), Duration::from_secs(4))
         );
         q.promote_due(Instant::now());
-        // Promotion is not a new add.
-        assert_eq!(q.adds_total(), 6);
         assert_eq!((q.len(), q.delayed()), (2, 0));
         q.done(&a.key);
         q.done(&d.key);

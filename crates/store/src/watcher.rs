@@ -1,5 +1,6 @@
-//! Watchers: cursors over the in-memory event log, woken by a
-//! `tokio::sync::watch` channel carrying the latest committed revision.
+//! Watchers: cursors over the in-memory event log, woken through a `Signal` (a
+//! `Notify` plus a version counter) whenever a batch commits. A `Notify` wakes its waiters
+//! in a defined order, which the deterministic simulator relies on.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
