@@ -124,6 +124,14 @@ impl ApiServer {
         Ok(server)
     }
 
+    /// A server over a fresh in-memory store: what tests, the simulator and demos start.
+    pub async fn in_memory(config: Config) -> ApiResult<ApiServer> {
+        let store = Store::in_memory(steady_store::StoreOptions::default())
+            .await
+            .map_err(|err| ApiError::internal(err.to_string()))?;
+        Self::start(store, config).await
+    }
+
     pub fn store(&self) -> &Store {
         &self.inner.store
     }

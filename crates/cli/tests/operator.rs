@@ -78,23 +78,13 @@ fn cache_yaml(name: &str, replicas: i32, image: &str) -> String {
     )
 }
 
-/// Poll `check` until it returns Some, failing after WAIT.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+/// Poll `check` until it returns Some, failing after [`WAIT`].
+async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    steady_test_support::eventually(what, WAIT, check).await
 }
 
 /// Pod name → (ready, image, uid), for pods not being deleted.

@@ -21,12 +21,9 @@ struct Env {
 }
 
 async fn env() -> Env {
-    let store = steady_store::Store::in_memory(steady_store::StoreOptions::default())
+    let server = steady_apiserver::ApiServer::in_memory(steady_apiserver::Config::default())
         .await
-        .unwrap();
-    let server = steady_apiserver::ApiServer::start(store, steady_apiserver::Config::default())
-        .await
-        .unwrap();
+        .expect("server");
     let api = Api::namespaced(server.client(), "default");
     Env { server, api }
 }

@@ -22,12 +22,9 @@ const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 const RETRY: Duration = Duration::from_secs(2);
 
 async fn server() -> ApiServer {
-    let store = steady_store::Store::in_memory(steady_store::StoreOptions::default())
+    ApiServer::in_memory(steady_apiserver::Config::default())
         .await
-        .unwrap();
-    ApiServer::start(store, steady_apiserver::Config::default())
-        .await
-        .unwrap()
+        .expect("server")
 }
 
 fn config(identity: &str) -> LeaderElectionConfig {

@@ -10,51 +10,27 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use steady_apiserver::{ApiServer, Config};
-use steady_store::{Store, StoreOptions};
 use tower::ServiceExt;
 
 /// Overall guard for anything asynchronous (virtual time under a paused clock).
 pub const GUARD: Duration = Duration::from_secs(30);
 
+#[allow(unused_imports)] // not every suite reads API errors
+pub use steady_test_support::api_code;
+
 pub async fn server() -> ApiServer {
-    let store = Store::in_memory(StoreOptions::default())
-        .await
-        .expect("in-memory store");
-    ApiServer::start(store, Config::default())
+    ApiServer::in_memory(Config::default())
         .await
         .expect("server starts")
 }
 
-/// Poll `check` until it returns `Some`, yielding to the runtime between attempts.
-/// Under a paused clock the short sleeps cost no real time; `GUARD` bounds the wait.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+/// Poll `check` until it returns `Some`, bounded by [`GUARD`] on tokio's clock.
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let wait = async {
-        loop {
-            if let Some(v) = check().await {
-                return v;
-            }
-            for _ in 0..8 {
-                tokio::task::yield_now().await;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    match tokio::time::timeout(GUARD, wait).await {
-        Ok(v) => v,
-        Err(_) => panic!("timed out waiting for {what}"),
-    }
-}
-
-/// The code of a `kube::Error::Api`, or a panic for any other outcome.
-pub fn api_code<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> (u16, String) {
-    match result {
-        Err(kube::Error::Api(status)) => (status.code, status.reason.clone()),
-        other => panic!("expected an API error, got {other:?}"),
-    }
+    steady_test_support::eventually(what, GUARD, check).await
 }
 
 pub struct Raw {

@@ -4,7 +4,6 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -29,15 +28,12 @@ pub struct World {
 }
 
 pub async fn world() -> World {
-    let store = steady_store::Store::in_memory(Default::default())
-        .await
-        .expect("store");
     let config = steady_apiserver::Config {
         seed: Some(1),
         node: Some(steady_apiserver::node::NodeConfig::default()),
         ..Default::default()
     };
-    let server = steady_apiserver::ApiServer::start(store, config)
+    let server = steady_apiserver::ApiServer::in_memory(config)
         .await
         .expect("server");
     let client = server.client();
@@ -209,23 +205,7 @@ pub async fn converged(client: &Client, name: &str) -> Option<Cache> {
         .then_some(cache)
 }
 
-/// Poll `check` every 10 ms of simulated time until it yields, or panic after `limit`.
-pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out after {limit:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+pub use steady_test_support::eventually;
 
 pub async fn wait_converged(client: &Client, name: &str) -> Cache {
     eventually(

@@ -1,0 +1,71 @@
+//! What steady's integration tests share, so each test file states only what it checks.
+//!
+//! Owns the waiting rule (poll a condition, bounded by a limit on tokio's clock, which is
+//! virtual under a paused runtime and real otherwise) and the reading of API errors. Knows
+//! nothing of steady's crates: servers are started by each suite through
+//! `steady_apiserver::ApiServer::in_memory` or the binary, so this crate sits below all of
+//! them and any crate's tests can use it.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+
+/// How often a condition is checked again (on tokio's clock).
+const POLL: Duration = Duration::from_millis(10);
+
+/// Poll `check` until it returns `Some`, and return that value; panic naming `what` once
+/// `limit` has passed on tokio's clock. Between attempts the task yields a few times
+/// (so spawned tasks run under a paused clock without advancing it) and then sleeps
+/// [`POLL`], which costs no real time when the clock is paused.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let wait = async {
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            for _ in 0..8 {
+                tokio::task::yield_now().await;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    };
+    match tokio::time::timeout(limit, wait).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {limit:?} waiting for {what}"),
+    }
+}
+
+/// The code and reason of a `kube::Error::Api`; panics on success or any other error.
+pub fn api_code<T: Debug>(result: Result<T, kube::Error>) -> (u16, String) {
+    match result {
+        Err(kube::Error::Api(status)) => (status.code, status.reason.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn returns_the_first_value_the_condition_yields() {
+        let mut calls = 0;
+        let value = eventually("the third call", Duration::from_secs(1), || {
+            calls += 1;
+            let now = calls;
+            async move { (now == 3).then_some(now) }
+        })
+        .await;
+        assert_eq!(value, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    #[should_panic(expected = "timed out after 1s waiting for nothing")]
+    async fn panics_naming_the_condition_after_the_limit() {
+        eventually("nothing", Duration::from_secs(1), || async { None::<()> }).await;
+    }
+}
