@@ -42,9 +42,10 @@ pub(super) enum Cell {
     },
     /// The first match as an integer; `or` when there is none.
     Integer { path: &'static str, or: i64 },
-    /// Every match as text, joined with `,` (`<none>`-free, as kube's
-    /// container and image lists are).
+    /// Every match as text, joined with `,` (kube's container and image lists).
     Joined(&'static str),
+    /// The first match as a boolean; false when there is none.
+    Bool(&'static str),
     /// The number of entries of the maps or lists at the paths, added up.
     Count(&'static [&'static str]),
     /// A label map as `k=v,k2=v2` (`<none>` when empty).
@@ -158,6 +159,7 @@ impl Column {
             Cell::Text { paths, .. } | Cell::Count(paths) => paths,
             Cell::Integer { path, .. }
             | Cell::Joined(path)
+            | Cell::Bool(path)
             | Cell::Labels(path)
             | Cell::Selector { path, .. } => std::slice::from_ref(path),
             Cell::Age | Cell::Computed(_) => &[],
@@ -181,6 +183,7 @@ impl Column {
                     .and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
                     .unwrap_or(*or)
             ),
+            Cell::Bool(_) => json!(first().and_then(Value::as_bool).unwrap_or(false)),
             Cell::Joined(_) => json!(
                 paths
                     .iter()
@@ -255,6 +258,7 @@ mod tests {
             (integer(".spec.n"), json!(2)),
             (integer(".spec.none"), json!(0)),
             (Cell::Joined(".spec.ips[*]"), json!(",10.0.0.1")),
+            (Cell::Bool(".spec.none"), json!(false)),
             (
                 Cell::Count(&[".spec.list", ".spec.map", ".spec.none"]),
                 json!(3),

@@ -2,9 +2,10 @@
 //! steady has always printed: kube-apiserver 1.32's printers as data.
 
 use super::columns::{
-    AGE, AGE_DESC, Cell, Column, KindColumns, NAME, NAME_DESC, column, text, wide,
+    AGE, AGE_DESC, CONTAINERS, Cell, Column, IMAGES, KindColumns, NAME, NAME_DESC, column, integer,
+    text, wide,
 };
-use super::{computed, pod};
+use super::{computed, network, pod, storage};
 
 const fn kind(group: &'static str, kind: &'static str, columns: &'static [Column]) -> KindColumns {
     KindColumns {
@@ -28,6 +29,10 @@ pub(super) static KINDS: &[KindColumns] = &[
     kind("", "ServiceAccount", SERVICE_ACCOUNT),
     kind("", "Event", EVENT),
     kind("events.k8s.io", "Event", EVENT),
+    kind("", "Endpoints", ENDPOINTS),
+    kind("", "PersistentVolume", PERSISTENT_VOLUME),
+    kind("", "PersistentVolumeClaim", PERSISTENT_VOLUME_CLAIM),
+    kind("", "ReplicationController", REPLICATION_CONTROLLER),
     kind("coordination.k8s.io", "Lease", LEASE),
     kind("apiextensions.k8s.io", "CustomResourceDefinition", CRD),
 ];
@@ -302,6 +307,172 @@ const CRD: &[Column] = &[
         "date",
         AGE_DESC,
         Cell::Computed(computed::created_at),
+    ),
+];
+
+const ENDPOINTS: &[Column] = &[
+    NAME,
+    column(
+        "Endpoints",
+        "string",
+        "The set of all endpoints is the union of all subsets.",
+        Cell::Computed(network::endpoints),
+    ),
+    AGE,
+];
+
+const VOLUME_ATTRIBUTES_CLASS: Cell = text(&[".spec.volumeAttributesClassName"], "<unset>");
+const VOLUME_MODE: Cell = text(&[".spec.volumeMode"], "<unset>");
+
+const PERSISTENT_VOLUME: &[Column] = &[
+    NAME,
+    column(
+        "Capacity",
+        "string",
+        "capacity is the description of the persistent volume's resources and capacity.",
+        text(&[".spec.capacity.storage"], ""),
+    ),
+    column(
+        "Access Modes",
+        "string",
+        "accessModes contains all ways the volume can be mounted.",
+        Cell::Computed(storage::volume_access_modes),
+    ),
+    column(
+        "Reclaim Policy",
+        "string",
+        "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
+        text(&[".spec.persistentVolumeReclaimPolicy"], ""),
+    ),
+    column(
+        "Status",
+        "string",
+        "phase indicates if a volume is available, bound to a claim, or released by a claim.",
+        Cell::Computed(storage::phase_or_terminating),
+    ),
+    column(
+        "Claim",
+        "string",
+        "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
+        Cell::Computed(storage::volume_claim),
+    ),
+    column(
+        "StorageClass",
+        "string",
+        "StorageClass of the pv",
+        text(
+            &[
+                ".metadata.annotations['volume.beta.kubernetes.io/storage-class']",
+                ".spec.storageClassName",
+            ],
+            "",
+        ),
+    ),
+    column(
+        "VolumeAttributesClass",
+        "string",
+        "VolumeAttributesClass of the pv",
+        VOLUME_ATTRIBUTES_CLASS,
+    ),
+    column(
+        "Reason",
+        "string",
+        "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
+        text(&[".status.reason"], ""),
+    ),
+    AGE,
+    wide(
+        "VolumeMode",
+        "string",
+        "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state.",
+        VOLUME_MODE,
+    ),
+];
+
+const PERSISTENT_VOLUME_CLAIM: &[Column] = &[
+    NAME,
+    column(
+        "Status",
+        "string",
+        "phase represents the current phase of PersistentVolumeClaim.",
+        Cell::Computed(storage::phase_or_terminating),
+    ),
+    column(
+        "Volume",
+        "string",
+        "volumeName is the binding reference to the PersistentVolume backing this claim.",
+        text(&[".spec.volumeName"], ""),
+    ),
+    column(
+        "Capacity",
+        "string",
+        "capacity represents the actual resources of the underlying volume.",
+        Cell::Computed(storage::claim_capacity),
+    ),
+    column(
+        "Access Modes",
+        "string",
+        "accessModes contains the actual access modes the volume backing the PVC has.",
+        Cell::Computed(storage::claim_access_modes),
+    ),
+    column(
+        "StorageClass",
+        "string",
+        "StorageClass of the pvc",
+        text(
+            &[
+                ".metadata.annotations['volume.beta.kubernetes.io/storage-class']",
+                ".spec.storageClassName",
+            ],
+            "",
+        ),
+    ),
+    column(
+        "VolumeAttributesClass",
+        "string",
+        "VolumeAttributesClass of the pvc",
+        VOLUME_ATTRIBUTES_CLASS,
+    ),
+    AGE,
+    wide(
+        "VolumeMode",
+        "string",
+        "volumeMode defines what type of volume is required by the claim.",
+        VOLUME_MODE,
+    ),
+];
+
+const REPLICATION_CONTROLLER: &[Column] = &[
+    NAME,
+    column(
+        "Desired",
+        "integer",
+        "Replicas is the number of desired replicas.",
+        Cell::Integer {
+            path: ".spec.replicas",
+            or: 1,
+        },
+    ),
+    column(
+        "Current",
+        "integer",
+        "Replicas is the most recently observed number of replicas.",
+        integer(".status.replicas"),
+    ),
+    column(
+        "Ready",
+        "integer",
+        "The number of ready replicas for this replication controller.",
+        integer(".status.readyReplicas"),
+    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide(
+        "Selector",
+        "string",
+        "Selector is a label query over pods that should match the Replicas count.",
+        Cell::Labels(".spec.selector"),
     ),
 ];
 

@@ -128,8 +128,13 @@ pub(super) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// The RFC 3339 timestamp at `path`, if there is one that parses.
+pub(super) fn time_at(obj: &Value, path: &[&str]) -> Option<DateTime<Utc>> {
+    str_at(obj, path).and_then(parse_time)
+}
+
 pub(super) fn creation_age(obj: &Value, now: DateTime<Utc>) -> String {
-    match str_at(obj, &["metadata", "creationTimestamp"]).and_then(parse_time) {
+    match time_at(obj, &["metadata", "creationTimestamp"]) {
         Some(t) => human_duration(now - t),
         None => UNKNOWN.to_string(),
     }

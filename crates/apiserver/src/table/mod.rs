@@ -11,6 +11,7 @@
 //!
 //! Knows nothing of HTTP or the store: objects in, a Table out.
 
+mod batch;
 mod columns;
 mod computed;
 mod core_kinds;
@@ -18,7 +19,9 @@ mod custom;
 mod format;
 mod group_kinds;
 mod jsonpath;
+mod network;
 mod pod;
+mod storage;
 #[cfg(test)]
 mod test_support;
 
