@@ -70,6 +70,20 @@ pub(super) struct KindColumns {
     pub(super) row_conditions: Option<fn(&Value) -> Option<Value>>,
 }
 
+/// The columns of a kind without row conditions.
+pub(super) const fn kind(
+    group: &'static str,
+    kind: &'static str,
+    columns: &'static [Column],
+) -> KindColumns {
+    KindColumns {
+        group,
+        kind,
+        columns,
+        row_conditions: None,
+    }
+}
+
 pub(super) const fn column(
     name: &'static str,
     ty: &'static str,
@@ -125,6 +139,23 @@ pub(super) const IMAGES: Column = wide(
     Cell::Joined(".spec.template.spec.containers[*].image"),
 );
 
+/// DESIRED and CURRENT of a ReplicaSet or ReplicationController.
+pub(super) const DESIRED_REPLICAS: Column = column(
+    "Desired",
+    "integer",
+    "Replicas is the number of desired replicas.",
+    Cell::Integer {
+        path: ".spec.replicas",
+        or: 1,
+    },
+);
+pub(super) const CURRENT_REPLICAS: Column = column(
+    "Current",
+    "integer",
+    "Replicas is the most recently observed number of replicas.",
+    integer(".status.replicas"),
+);
+
 const DEFAULT: KindColumns = KindColumns {
     group: "",
     kind: "",
@@ -142,15 +173,32 @@ pub(super) fn of_kind(group: &str, kind: &str) -> &'static KindColumns {
         .unwrap_or(&DEFAULT)
 }
 
+/// A `TableColumnDefinition`.
+pub(super) fn definition(
+    name: &str,
+    ty: &str,
+    format: &str,
+    description: &str,
+    priority: i64,
+) -> Value {
+    json!({
+        "name": name,
+        "type": ty,
+        "format": format,
+        "description": description,
+        "priority": priority,
+    })
+}
+
 impl Column {
     pub(super) fn definition(&self) -> Value {
-        json!({
-            "name": self.name,
-            "type": self.ty,
-            "format": self.format,
-            "description": self.description,
-            "priority": self.priority,
-        })
+        definition(
+            self.name,
+            self.ty,
+            self.format,
+            self.description,
+            self.priority,
+        )
     }
 
     /// Parses the column's paths once per table, in the order `value` reads them.

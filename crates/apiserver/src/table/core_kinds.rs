@@ -2,19 +2,10 @@
 //! steady has always printed: kube-apiserver 1.32's printers as data.
 
 use super::columns::{
-    AGE, AGE_DESC, CONTAINERS, Cell, Column, IMAGES, KindColumns, NAME, NAME_DESC, column, integer,
-    text, wide,
+    AGE, AGE_DESC, CONTAINERS, CURRENT_REPLICAS, Cell, Column, DESIRED_REPLICAS, IMAGES,
+    KindColumns, NAME, NAME_DESC, column, integer, kind, text, wide,
 };
 use super::{computed, network, pod, storage};
-
-const fn kind(group: &'static str, kind: &'static str, columns: &'static [Column]) -> KindColumns {
-    KindColumns {
-        group,
-        kind,
-        columns,
-        row_conditions: None,
-    }
-}
 
 pub(super) static KINDS: &[KindColumns] = &[
     KindColumns {
@@ -321,6 +312,14 @@ const ENDPOINTS: &[Column] = &[
     AGE,
 ];
 
+/// kube's `GetPersistentVolume(Claim)Class`: the beta annotation wins.
+const STORAGE_CLASS: Cell = text(
+    &[
+        ".metadata.annotations['volume.beta.kubernetes.io/storage-class']",
+        ".spec.storageClassName",
+    ],
+    "",
+);
 const VOLUME_ATTRIBUTES_CLASS: Cell = text(&[".spec.volumeAttributesClassName"], "<unset>");
 const VOLUME_MODE: Cell = text(&[".spec.volumeMode"], "<unset>");
 
@@ -360,13 +359,7 @@ const PERSISTENT_VOLUME: &[Column] = &[
         "StorageClass",
         "string",
         "StorageClass of the pv",
-        text(
-            &[
-                ".metadata.annotations['volume.beta.kubernetes.io/storage-class']",
-                ".spec.storageClassName",
-            ],
-            "",
-        ),
+        STORAGE_CLASS,
     ),
     column(
         "VolumeAttributesClass",
@@ -419,13 +412,7 @@ const PERSISTENT_VOLUME_CLAIM: &[Column] = &[
         "StorageClass",
         "string",
         "StorageClass of the pvc",
-        text(
-            &[
-                ".metadata.annotations['volume.beta.kubernetes.io/storage-class']",
-                ".spec.storageClassName",
-            ],
-            "",
-        ),
+        STORAGE_CLASS,
     ),
     column(
         "VolumeAttributesClass",
@@ -444,21 +431,8 @@ const PERSISTENT_VOLUME_CLAIM: &[Column] = &[
 
 const REPLICATION_CONTROLLER: &[Column] = &[
     NAME,
-    column(
-        "Desired",
-        "integer",
-        "Replicas is the number of desired replicas.",
-        Cell::Integer {
-            path: ".spec.replicas",
-            or: 1,
-        },
-    ),
-    column(
-        "Current",
-        "integer",
-        "Replicas is the most recently observed number of replicas.",
-        integer(".status.replicas"),
-    ),
+    DESIRED_REPLICAS,
+    CURRENT_REPLICAS,
     column(
         "Ready",
         "integer",

@@ -2,9 +2,9 @@
 //! evaluated as apiextensions-apiserver's table convertor does.
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::columns::AGE_DESC;
+use super::columns::{AGE_DESC, definition};
 use super::format::{UNKNOWN, human_duration, int_at, nonempty, parse_time, str_at, value_text};
 use super::jsonpath::JsonPath;
 
@@ -53,13 +53,13 @@ pub(super) fn columns(defs: &[Value]) -> Vec<Column> {
 
 impl Column {
     pub(super) fn definition(&self) -> Value {
-        json!({
-            "name": self.name,
-            "type": self.ty,
-            "format": self.format,
-            "description": self.description,
-            "priority": self.priority,
-        })
+        definition(
+            &self.name,
+            &self.ty,
+            &self.format,
+            &self.description,
+            self.priority,
+        )
     }
 
     /// One custom-column cell, following apiextensions' `cellForJSONValue`:

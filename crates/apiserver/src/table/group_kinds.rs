@@ -3,19 +3,10 @@
 //! 1.32's printers as data. Kinds not registered yet are harmless here.
 
 use super::columns::{
-    AGE, CONTAINERS, CONTAINERS_DESC, Cell, Column, IMAGES, IMAGES_DESC, KindColumns, NAME, column,
-    integer, text, wide,
+    AGE, CONTAINERS, CONTAINERS_DESC, CURRENT_REPLICAS, Cell, Column, DESIRED_REPLICAS, IMAGES,
+    IMAGES_DESC, KindColumns, NAME, column, integer, kind, text, wide,
 };
 use super::{batch, computed, network, storage};
-
-const fn kind(group: &'static str, kind: &'static str, columns: &'static [Column]) -> KindColumns {
-    KindColumns {
-        group,
-        kind,
-        columns,
-        row_conditions: None,
-    }
-}
 
 pub(super) static KINDS: &[KindColumns] = &[
     kind("apps", "Deployment", DEPLOYMENT),
@@ -69,21 +60,8 @@ const DEPLOYMENT: &[Column] = &[
 
 const REPLICA_SET: &[Column] = &[
     NAME,
-    column(
-        "Desired",
-        "integer",
-        "Replicas is the number of desired replicas.",
-        Cell::Integer {
-            path: ".spec.replicas",
-            or: 1,
-        },
-    ),
-    column(
-        "Current",
-        "integer",
-        "Replicas is the most recently observed number of replicas.",
-        integer(".status.replicas"),
-    ),
+    DESIRED_REPLICAS,
+    CURRENT_REPLICAS,
     column(
         "Ready",
         "integer",
