@@ -14,12 +14,20 @@
 //! zero, pointer fields are kept whenever present, and the few fields without
 //! `omitempty` are always written. Empty maps, lists and nested objects are
 //! omitted, as is `status` when it carries nothing.
+//!
+//! Workloads (Pod, Deployment, Job, CronJob) are mapped for the fields kubectl's
+//! generators set and the common ones around them; a body using any other field is
+//! refused (415) rather than silently stripped. `status` of workloads is server-owned
+//! and ignored. k8s-pb's types carry no JSON names or serde, so the mapping is by hand.
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_pb::api::apps::v1 as apps;
+use k8s_pb::api::batch::v1 as batch;
 use k8s_pb::api::core::v1 as core;
+use k8s_pb::api::rbac::v1 as rbac;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
@@ -32,6 +40,8 @@ pub const PROTOBUF_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// Prefix of every Kubernetes protobuf-encoded body.
 pub const PROTOBUF_MAGIC: &[u8; 4] = b"k8s\0";
+
+const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 
 /// Why a protobuf body could not be turned into JSON.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +106,15 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
         ("v1", "ServiceAccount") => service_account(decode_object(&raw, &kind)?),
         ("v1", "Service") => service(decode_object(&raw, &kind)?)?,
         ("v1", "Pod") => pod(decode_object(&raw, &kind)?).ok_or_else(unsupported)?,
+        ("apps/v1", "Deployment") => {
+            deployment(decode_object(&raw, &kind)?).ok_or_else(unsupported)?
+        }
+        ("batch/v1", "Job") => job(decode_object(&raw, &kind)?).ok_or_else(unsupported)?,
+        ("batch/v1", "CronJob") => cron_job(decode_object(&raw, &kind)?).ok_or_else(unsupported)?,
+        (RBAC_V1, "Role") => role(decode_object(&raw, &kind)?),
+        (RBAC_V1, "ClusterRole") => cluster_role(decode_object(&raw, &kind)?),
+        (RBAC_V1, "RoleBinding") => role_binding(decode_object(&raw, &kind)?),
+        (RBAC_V1, "ClusterRoleBinding") => cluster_role_binding(decode_object(&raw, &kind)?),
         _ => return Err(unsupported()),
     };
     object.insert("apiVersion".into(), Value::String(api_version));
@@ -528,6 +547,215 @@ fn env_var(e: core::EnvVar) -> Option<Value> {
     o.always("name", e.name);
     o.omit_empty("value", e.value);
     Some(Value::Object(o.0))
+}
+
+/// A `*IntOrString` field: unlike [`int_or_string`], an explicit zero is kept
+/// (`maxUnavailable: 0` means something).
+fn int_or_string_pointer(v: Option<IntOrString>) -> Option<Value> {
+    let v = v?;
+    match v.r#type.unwrap_or(0) {
+        1 => Some(Value::from(v.str_val.unwrap_or_default())),
+        _ => Some(Value::from(v.int_val.unwrap_or_default())),
+    }
+}
+
+fn label_selector(selector: meta::LabelSelector) -> Value {
+    let mut o = Obj::default();
+    o.string_map("matchLabels", selector.match_labels);
+    let expressions = selector
+        .match_expressions
+        .into_iter()
+        .map(|e| {
+            let mut r = Obj::default();
+            r.always("key", e.key);
+            r.always("operator", e.operator);
+            r.strings("values", e.values);
+            Value::Object(r.0)
+        })
+        .collect();
+    o.list("matchExpressions", expressions);
+    Value::Object(o.0)
+}
+
+/// A pod template (Deployment, Job): its metadata and the [`pod_spec`] subset.
+fn pod_template(template: core::PodTemplateSpec) -> Option<Map<String, Value>> {
+    let mut o = Obj::default();
+    o.object("metadata", object_meta(template.metadata));
+    if let Some(spec) = template.spec {
+        o.object("spec", pod_spec(spec)?);
+    }
+    Some(o.0)
+}
+
+fn deployment(d: apps::Deployment) -> Option<Map<String, Value>> {
+    let mut o = with_meta(d.metadata);
+    if let Some(spec) = d.spec {
+        o.object("spec", deployment_spec(spec)?);
+    }
+    Some(o.0)
+}
+
+fn deployment_spec(s: apps::DeploymentSpec) -> Option<Map<String, Value>> {
+    let mut o = Obj::default();
+    o.pointer("replicas", s.replicas);
+    o.value("selector", s.selector.map(label_selector));
+    if let Some(template) = s.template {
+        o.object("template", pod_template(template)?);
+    }
+    if let Some(strategy) = s.strategy {
+        let mut st = Obj::default();
+        st.omit_empty("type", strategy.r#type);
+        if let Some(rolling) = strategy.rolling_update {
+            let mut r = Obj::default();
+            r.value(
+                "maxUnavailable",
+                int_or_string_pointer(rolling.max_unavailable),
+            );
+            r.value("maxSurge", int_or_string_pointer(rolling.max_surge));
+            st.0.insert("rollingUpdate".into(), Value::Object(r.0));
+        }
+        o.object("strategy", st.0);
+    }
+    o.omit_empty("minReadySeconds", s.min_ready_seconds);
+    o.pointer("revisionHistoryLimit", s.revision_history_limit);
+    o.omit_empty("paused", s.paused);
+    o.pointer("progressDeadlineSeconds", s.progress_deadline_seconds);
+    Some(o.0)
+}
+
+fn job(j: batch::Job) -> Option<Map<String, Value>> {
+    let mut o = with_meta(j.metadata);
+    if let Some(spec) = j.spec {
+        o.object("spec", job_spec(spec)?);
+    }
+    Some(o.0)
+}
+
+/// The Job spec without `podFailurePolicy` and `successPolicy`, which refuse the body.
+fn job_spec(mut s: batch::JobSpec) -> Option<Map<String, Value>> {
+    let mut o = Obj::default();
+    o.pointer("parallelism", s.parallelism.take());
+    o.pointer("completions", s.completions.take());
+    o.pointer("activeDeadlineSeconds", s.active_deadline_seconds.take());
+    o.pointer("backoffLimit", s.backoff_limit.take());
+    o.pointer("backoffLimitPerIndex", s.backoff_limit_per_index.take());
+    o.pointer("maxFailedIndexes", s.max_failed_indexes.take());
+    o.value("selector", s.selector.take().map(label_selector));
+    o.pointer("manualSelector", s.manual_selector.take());
+    if let Some(template) = s.template.take() {
+        o.object("template", pod_template(template)?);
+    }
+    o.pointer(
+        "ttlSecondsAfterFinished",
+        s.ttl_seconds_after_finished.take(),
+    );
+    o.pointer("completionMode", s.completion_mode.take());
+    o.pointer("suspend", s.suspend.take());
+    o.pointer("podReplacementPolicy", s.pod_replacement_policy.take());
+    o.pointer("managedBy", s.managed_by.take());
+    (s == batch::JobSpec::default()).then_some(o.0)
+}
+
+fn cron_job(c: batch::CronJob) -> Option<Map<String, Value>> {
+    let mut o = with_meta(c.metadata);
+    if let Some(spec) = c.spec {
+        let mut s = Obj::default();
+        s.always("schedule", spec.schedule);
+        s.pointer("timeZone", spec.time_zone);
+        s.pointer("startingDeadlineSeconds", spec.starting_deadline_seconds);
+        s.omit_empty("concurrencyPolicy", spec.concurrency_policy);
+        s.pointer("suspend", spec.suspend);
+        if let Some(template) = spec.job_template {
+            let mut t = Obj::default();
+            t.object("metadata", object_meta(template.metadata));
+            if let Some(spec) = template.spec {
+                t.object("spec", job_spec(spec)?);
+            }
+            s.0.insert("jobTemplate".into(), Value::Object(t.0));
+        }
+        s.pointer(
+            "successfulJobsHistoryLimit",
+            spec.successful_jobs_history_limit,
+        );
+        s.pointer("failedJobsHistoryLimit", spec.failed_jobs_history_limit);
+        o.object("spec", s.0);
+    }
+    Some(o.0)
+}
+
+fn policy_rules(rules: Vec<rbac::PolicyRule>) -> Vec<Value> {
+    rules
+        .into_iter()
+        .map(|rule| {
+            let mut o = Obj::default();
+            o.0.insert("verbs".into(), rule.verbs.into());
+            o.strings("apiGroups", rule.api_groups);
+            o.strings("resources", rule.resources);
+            o.strings("resourceNames", rule.resource_names);
+            o.strings("nonResourceURLs", rule.non_resource_ur_ls);
+            Value::Object(o.0)
+        })
+        .collect()
+}
+
+fn role(r: rbac::Role) -> Map<String, Value> {
+    let mut o = with_meta(r.metadata);
+    o.list("rules", policy_rules(r.rules));
+    o.0
+}
+
+fn cluster_role(r: rbac::ClusterRole) -> Map<String, Value> {
+    let mut o = with_meta(r.metadata);
+    o.list("rules", policy_rules(r.rules));
+    if let Some(aggregation) = r.aggregation_rule {
+        let mut a = Obj::default();
+        a.list(
+            "clusterRoleSelectors",
+            aggregation
+                .cluster_role_selectors
+                .into_iter()
+                .map(label_selector)
+                .collect(),
+        );
+        o.0.insert("aggregationRule".into(), Value::Object(a.0));
+    }
+    o.0
+}
+
+/// A binding's subjects and role reference (RoleBinding and ClusterRoleBinding alike).
+fn binding(
+    metadata: Option<meta::ObjectMeta>,
+    subjects: Vec<rbac::Subject>,
+    role_ref: Option<rbac::RoleRef>,
+) -> Map<String, Value> {
+    let mut o = with_meta(metadata);
+    let subjects = subjects
+        .into_iter()
+        .map(|subject| {
+            let mut s = Obj::default();
+            s.always("kind", subject.kind);
+            s.omit_empty("apiGroup", subject.api_group);
+            s.always("name", subject.name);
+            s.omit_empty("namespace", subject.namespace);
+            Value::Object(s.0)
+        })
+        .collect();
+    o.list("subjects", subjects);
+    let role_ref = role_ref.unwrap_or_default();
+    let mut r = Obj::default();
+    r.always("apiGroup", role_ref.api_group);
+    r.always("kind", role_ref.kind);
+    r.always("name", role_ref.name);
+    o.0.insert("roleRef".into(), Value::Object(r.0));
+    o.0
+}
+
+fn role_binding(b: rbac::RoleBinding) -> Map<String, Value> {
+    binding(b.metadata, b.subjects, b.role_ref)
+}
+
+fn cluster_role_binding(b: rbac::ClusterRoleBinding) -> Map<String, Value> {
+    binding(b.metadata, b.subjects, b.role_ref)
 }
 
 #[cfg(test)]
@@ -1115,10 +1343,10 @@ mod tests {
     #[test]
     fn unsupported_kind_is_reported() {
         let raw = go_meta("d", "default").encode_to_vec();
-        match decode(&body("apps/v1", "Deployment", raw.clone())) {
+        match decode(&body("apps/v1", "StatefulSet", raw.clone())) {
             Err(ProtobufError::UnsupportedKind { api_version, kind }) => {
                 assert_eq!(api_version, "apps/v1");
-                assert_eq!(kind, "Deployment");
+                assert_eq!(kind, "StatefulSet");
             }
             other => panic!("expected UnsupportedKind, got {other:?}"),
         }
@@ -1244,12 +1472,235 @@ mod tests {
         }
     }
 
+    /// A pod template as Go encodes kubectl's: one container, every value field written.
+    fn go_template(labels: &[(&str, &str)]) -> core::PodTemplateSpec {
+        let mut metadata = go_meta("", "");
+        metadata.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        core::PodTemplateSpec {
+            metadata: Some(metadata),
+            spec: Some(core::PodSpec {
+                containers: vec![core::Container {
+                    name: s("job"),
+                    image: s("busybox"),
+                    command: vec!["date".to_string()],
+                    working_dir: s(""),
+                    termination_message_path: s(""),
+                    image_pull_policy: s(""),
+                    stdin: Some(false),
+                    tty: Some(false),
+                    ..Default::default()
+                }],
+                restart_policy: s("Never"),
+                dns_policy: s(""),
+                service_account_name: s(""),
+                node_name: s(""),
+                host_network: Some(false),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn go_job_spec() -> batch::JobSpec {
+        batch::JobSpec {
+            template: Some(go_template(&[])),
+            ..Default::default()
+        }
+    }
+
+    const JOB_TEMPLATE_JSON: &str = r#"{
+        "spec": {
+            "containers": [{"name": "job", "image": "busybox", "command": ["date"]}],
+            "restartPolicy": "Never"
+        }
+    }"#;
+
     #[test]
-    fn kubectl_deployment_capture_is_unsupported() {
+    fn job_and_cron_job_decode() {
+        let template: Value = serde_json::from_str(JOB_TEMPLATE_JSON).unwrap();
+        let job = batch::Job {
+            metadata: Some(go_meta("once", "default")),
+            spec: Some(go_job_spec()),
+            status: Some(batch::JobStatus::default()),
+        };
+        assert_eq!(
+            decode_ok(&body("batch/v1", "Job", job.encode_to_vec())),
+            json!({
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "once", "namespace": "default"},
+                "spec": {"template": template},
+            })
+        );
+        let cron = batch::CronJob {
+            metadata: Some(go_meta("nightly", "default")),
+            spec: Some(batch::CronJobSpec {
+                schedule: s("0 3 * * *"),
+                concurrency_policy: s(""),
+                job_template: Some(batch::JobTemplateSpec {
+                    metadata: Some(go_meta("nightly", "")),
+                    spec: Some(go_job_spec()),
+                }),
+                ..Default::default()
+            }),
+            status: Some(batch::CronJobStatus::default()),
+        };
+        assert_eq!(
+            decode_ok(&body("batch/v1", "CronJob", cron.encode_to_vec())),
+            json!({
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {"name": "nightly", "namespace": "default"},
+                "spec": {
+                    "schedule": "0 3 * * *",
+                    "jobTemplate": {"metadata": {"name": "nightly"}, "spec": {"template": template}},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn job_with_a_pod_failure_policy_is_unsupported() {
+        let job = batch::Job {
+            metadata: Some(go_meta("j", "default")),
+            spec: Some(batch::JobSpec {
+                pod_failure_policy: Some(batch::PodFailurePolicy::default()),
+                ..go_job_spec()
+            }),
+            status: None,
+        };
         assert!(matches!(
-            decode(KUBECTL_DEPLOYMENT),
-            Err(ProtobufError::UnsupportedKind { ref api_version, ref kind })
-                if api_version == "apps/v1" && kind == "Deployment"
+            decode(&body("batch/v1", "Job", job.encode_to_vec())),
+            Err(ProtobufError::UnsupportedKind { .. })
         ));
+    }
+
+    #[test]
+    fn deployment_keeps_an_explicit_zero_max_unavailable() {
+        let deployment = apps::Deployment {
+            metadata: Some(go_meta("d", "default")),
+            spec: Some(apps::DeploymentSpec {
+                strategy: Some(apps::DeploymentStrategy {
+                    r#type: s("RollingUpdate"),
+                    rolling_update: Some(apps::RollingUpdateDeployment {
+                        max_unavailable: Some(IntOrString {
+                            r#type: Some(0),
+                            int_val: Some(0),
+                            str_val: s(""),
+                        }),
+                        max_surge: Some(IntOrString {
+                            r#type: Some(1),
+                            int_val: Some(0),
+                            str_val: s("50%"),
+                        }),
+                    }),
+                }),
+                min_ready_seconds: Some(0),
+                paused: Some(false),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let v = decode_ok(&body("apps/v1", "Deployment", deployment.encode_to_vec()));
+        assert_eq!(
+            v["spec"],
+            json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "50%"}}})
+        );
+    }
+
+    #[test]
+    fn rbac_kinds_decode() {
+        let rule = rbac::PolicyRule {
+            verbs: vec!["get".to_string(), "list".to_string()],
+            api_groups: vec![String::new()],
+            resources: vec!["pods".to_string()],
+            ..Default::default()
+        };
+        let rule_json = json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]});
+        let role = rbac::Role {
+            metadata: Some(go_meta("reader", "default")),
+            rules: vec![rule.clone()],
+        };
+        assert_eq!(
+            decode_ok(&body(RBAC_V1, "Role", role.encode_to_vec())),
+            json!({
+                "apiVersion": RBAC_V1,
+                "kind": "Role",
+                "metadata": {"name": "reader", "namespace": "default"},
+                "rules": [rule_json],
+            })
+        );
+        let cluster_role = rbac::ClusterRole {
+            metadata: Some(go_meta("nodes", "")),
+            rules: vec![rule],
+            aggregation_rule: None,
+        };
+        assert_eq!(
+            decode_ok(&body(RBAC_V1, "ClusterRole", cluster_role.encode_to_vec()))["rules"],
+            json!([rule_json])
+        );
+        let subject = rbac::Subject {
+            kind: s("ServiceAccount"),
+            api_group: s(""),
+            name: s("bot"),
+            namespace: s("default"),
+        };
+        let role_ref = rbac::RoleRef {
+            api_group: s("rbac.authorization.k8s.io"),
+            kind: s("Role"),
+            name: s("reader"),
+        };
+        let binding = rbac::RoleBinding {
+            metadata: Some(go_meta("read", "default")),
+            subjects: vec![subject.clone()],
+            role_ref: Some(role_ref.clone()),
+        };
+        let expected = json!({
+            "apiVersion": RBAC_V1,
+            "kind": "RoleBinding",
+            "metadata": {"name": "read", "namespace": "default"},
+            "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "default"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        });
+        assert_eq!(
+            decode_ok(&body(RBAC_V1, "RoleBinding", binding.encode_to_vec())),
+            expected
+        );
+        let cluster_binding = rbac::ClusterRoleBinding {
+            metadata: Some(go_meta("read", "")),
+            subjects: vec![subject],
+            role_ref: Some(role_ref),
+        };
+        let v = decode_ok(&body(
+            RBAC_V1,
+            "ClusterRoleBinding",
+            cluster_binding.encode_to_vec(),
+        ));
+        assert_eq!(
+            (&v["subjects"], &v["roleRef"]),
+            (&expected["subjects"], &expected["roleRef"])
+        );
+    }
+
+    #[test]
+    fn kubectl_deployment_capture_decodes() {
+        assert_eq!(
+            decode_ok(KUBECTL_DEPLOYMENT),
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "d1", "namespace": "default", "labels": {"app": "d1"}},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "d1"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "d1"}},
+                        "spec": {"containers": [{"name": "nginx", "image": "nginx"}]},
+                    },
+                },
+            })
+        );
     }
 }
