@@ -806,6 +806,46 @@ mod tests {
           \x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x22\x02\x0a\x00(\x008\x00\x1a\x0c\
           \x08\x00\x10\x00\x18\x00 \x00(\x008\x00\x1a\x00\x22\x00";
 
+    // Captured from kubectl v1.32.4 `-v=9` (`kubectl create job once --image=busybox -- date`,
+    // `create cronjob nightly ... --schedule="0 3 * * *" -- date`, `create role r3
+    // --verb=get,list --resource=pods`, `create rolebinding rb3 --role=r3
+    // --serviceaccount=default:bot`, `create clusterrole cr3 --verb=get --resource=nodes`,
+    // `create clusterrolebinding crb3 --clusterrole=cr3 --user=alice`).
+    const KUBECTL_JOB: &[u8] =
+        b"k8s\x00\x0a\x0f\x0a\x08batch/v1\x12\x03Job\x12\x84\x01\x0a\x14\x0a\x04once\
+          \x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12b2`\x0a\x10\x0a\x00\x12\x00\
+          \x1a\x00\"\x00*\x002\x008\x00B\x00\x12L\x12)\x0a\x04once\x12\x07busybox\
+          \x1a\x04date*\x00B\x00j\x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\
+          \x01\x00\x1a\x05Never2\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\
+          \x01\x00\x9a\x01\x00\xc2\x01\x00\x1a\x08 \x00(\x000\x00:\x00\x1a\x00\"\x00";
+    const KUBECTL_CRONJOB: &[u8] =
+        b"k8s\x00\x0a\x13\x0a\x08batch/v1\x12\x07CronJob\x12\xb2\x01\x0a\x17\x0a\x07\
+          nightly\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x94\x01\x0a\x090 3 *\
+          \x20* *\x1a\x00*\x84\x01\x0a\x17\x0a\x07nightly\x12\x00\x1a\x00\"\x00*\x00\
+          2\x008\x00B\x00\x12i2g\x0a\x10\x0a\x00\x12\x00\x1a\x00\"\x00*\x002\x008\
+          \x00B\x00\x12S\x12,\x0a\x07nightly\x12\x07busybox\x1a\x04date*\x00B\x00j\
+          \x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x09OnFailure\
+          2\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\
+          \xc2\x01\x00\x1a\x00\x1a\x00\"\x00";
+    const KUBECTL_ROLE: &[u8] =
+        b"k8s\x00\x0a$\x0a\x1crbac.authorization.k8s.io/v1\x12\x04Role\x12)\x0a\x12\
+          \x0a\x02r3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x13\x0a\x03get\
+          \x0a\x04list\x12\x00\x1a\x04pods\x1a\x00\"\x00";
+    const KUBECTL_ROLEBINDING: &[u8] =
+        b"k8s\x00\x0a+\x0a\x1crbac.authorization.k8s.io/v1\x12\x0bRoleBinding\x12^\
+          \x0a\x13\x0a\x03rb3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12 \x0a\x0e\
+          ServiceAccount\x12\x00\x1a\x03bot\"\x07default\x1a%\x0a\x19rbac.authorizat\
+          ion.k8s.io\x12\x04Role\x1a\x02r3\x1a\x00\"\x00";
+    const KUBECTL_CLUSTERROLE: &[u8] =
+        b"k8s\x00\x0a+\x0a\x1crbac.authorization.k8s.io/v1\x12\x0bClusterRole\x12%\
+          \x0a\x13\x0a\x03cr3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x0e\x0a\
+          \x03get\x12\x00\x1a\x05nodes\x1a\x00\"\x00";
+    const KUBECTL_CLUSTERROLEBINDING: &[u8] =
+        b"k8s\x00\x0a2\x0a\x1crbac.authorization.k8s.io/v1\x12\x12ClusterRoleBinding\
+          \x12q\x0a\x14\x0a\x04crb3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12*\
+          \x0a\x04User\x12\x19rbac.authorization.k8s.io\x1a\x05alice\"\x00\x1a-\x0a\
+          \x19rbac.authorization.k8s.io\x12\x0bClusterRole\x1a\x03cr3\x1a\x00\"\x00";
+
     fn s(v: &str) -> Option<String> {
         Some(v.to_string())
     }
@@ -1464,6 +1504,85 @@ mod tests {
                         "type": "ExternalName",
                         "externalName": "example.com",
                     },
+                }),
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(decode_ok(body), expected);
+        }
+    }
+
+    #[test]
+    fn kubectl_workload_and_rbac_captures_decode() {
+        let container = |name: &str| json!({"name": name, "image": "busybox", "command": ["date"]});
+        let role_ref = |kind: &str, name: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name});
+        let cases = [
+            (
+                KUBECTL_JOB,
+                json!({
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {"name": "once"},
+                    "spec": {"template": {"spec": {
+                        "containers": [container("once")],
+                        "restartPolicy": "Never",
+                    }}},
+                }),
+            ),
+            (
+                KUBECTL_CRONJOB,
+                json!({
+                    "apiVersion": "batch/v1",
+                    "kind": "CronJob",
+                    "metadata": {"name": "nightly"},
+                    "spec": {
+                        "schedule": "0 3 * * *",
+                        "jobTemplate": {
+                            "metadata": {"name": "nightly"},
+                            "spec": {"template": {"spec": {
+                                "containers": [container("nightly")],
+                                "restartPolicy": "OnFailure",
+                            }}},
+                        },
+                    },
+                }),
+            ),
+            (
+                KUBECTL_ROLE,
+                json!({
+                    "apiVersion": RBAC_V1,
+                    "kind": "Role",
+                    "metadata": {"name": "r3"},
+                    "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}],
+                }),
+            ),
+            (
+                KUBECTL_ROLEBINDING,
+                json!({
+                    "apiVersion": RBAC_V1,
+                    "kind": "RoleBinding",
+                    "metadata": {"name": "rb3"},
+                    "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "default"}],
+                    "roleRef": role_ref("Role", "r3"),
+                }),
+            ),
+            (
+                KUBECTL_CLUSTERROLE,
+                json!({
+                    "apiVersion": RBAC_V1,
+                    "kind": "ClusterRole",
+                    "metadata": {"name": "cr3"},
+                    "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["nodes"]}],
+                }),
+            ),
+            (
+                KUBECTL_CLUSTERROLEBINDING,
+                json!({
+                    "apiVersion": RBAC_V1,
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "crb3"},
+                    "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}],
+                    "roleRef": role_ref("ClusterRole", "cr3"),
                 }),
             ),
         ];
