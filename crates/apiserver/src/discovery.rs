@@ -231,6 +231,23 @@ fn aggregated_group(registry: &Registry, group: &str) -> Option<v2::APIGroupDisc
     })
 }
 
+/// Go's `omitempty` lists of the discovery types, which kube's Rust types always write.
+const OMITTED_WHEN_EMPTY: &[&str] = &["shortNames", "categories", "subresources", "acceptedTypes"];
+
+fn drop_empty_lists(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|key, v| {
+                !(OMITTED_WHEN_EMPTY.contains(&key.as_str())
+                    && v.as_array().is_some_and(Vec::is_empty))
+            });
+            map.values_mut().for_each(drop_empty_lists);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_empty_lists),
+        _ => {}
+    }
+}
+
 /// Which groups an aggregated discovery document covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DiscoveryRoot {
@@ -255,6 +272,7 @@ pub fn aggregated(registry: &Registry, root: DiscoveryRoot, version: &str) -> Va
             .collect(),
     };
     let mut document = serde_json::to_value(list).unwrap_or_else(|_| json!({"items": []}));
+    drop_empty_lists(&mut document);
     document["kind"] = json!("APIGroupDiscoveryList");
     document["apiVersion"] = json!(format!("apidiscovery.k8s.io/{version}"));
     document

@@ -171,6 +171,11 @@ async fn aggregated_documents_carry_every_field() {
 
     let core = get(&s, "/api", AGGREGATED).await.json();
     assert_eq!(core["kind"], "APIGroupDiscoveryList");
+    let configmaps = resource(&core, None, "configmaps");
+    assert!(
+        configmaps.get("categories").is_none() && configmaps.get("subresources").is_none(),
+        "empty lists are omitted: {configmaps}"
+    );
     let namespaces = resource(&core, None, "namespaces");
     assert_eq!(namespaces["scope"], "Cluster");
     let subresources: Vec<&Value> = namespaces["subresources"]
@@ -330,4 +335,40 @@ async fn unsupported_conversions_are_not_acceptable() {
     )
     .await;
     assert_eq!(fallback.json()["kind"], "ConfigMap");
+}
+
+#[tokio::test]
+async fn aggregated_discovery_follows_crds() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let s = server().await;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "gadgets.example.steady.dev"},
+        "spec": {
+            "group": "example.steady.dev",
+            "scope": "Cluster",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "categories": ["all"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
+            }],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(s.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let document = get(&s, "/apis", AGGREGATED).await.json();
+    let gadgets = resource(&document, Some("example.steady.dev"), "gadgets");
+    assert_eq!(gadgets["scope"], "Cluster");
+    assert_eq!(gadgets["categories"], json!(["all"]));
+    assert_eq!(
+        gadgets["subresources"],
+        json!([{
+            "subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"],
+        }])
+    );
 }
