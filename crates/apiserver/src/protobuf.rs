@@ -25,9 +25,13 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_pb::api::apps::v1 as apps;
+use k8s_pb::api::authentication::v1 as authentication;
 use k8s_pb::api::batch::v1 as batch;
 use k8s_pb::api::core::v1 as core;
+use k8s_pb::api::networking::v1 as networking;
+use k8s_pb::api::policy::v1 as policy;
 use k8s_pb::api::rbac::v1 as rbac;
+use k8s_pb::api::scheduling::v1 as scheduling;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
@@ -115,6 +119,11 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
         (RBAC_V1, "ClusterRole") => cluster_role(decode_object(&raw, &kind)?),
         (RBAC_V1, "RoleBinding") => role_binding(decode_object(&raw, &kind)?),
         (RBAC_V1, "ClusterRoleBinding") => cluster_role_binding(decode_object(&raw, &kind)?),
+        ("scheduling.k8s.io/v1", "PriorityClass") => priority_class(decode_object(&raw, &kind)?),
+        ("policy/v1", "PodDisruptionBudget") => pod_disruption_budget(decode_object(&raw, &kind)?),
+        ("v1", "ResourceQuota") => resource_quota(decode_object(&raw, &kind)?),
+        ("networking.k8s.io/v1", "Ingress") => ingress(decode_object(&raw, &kind)?),
+        ("authentication.k8s.io/v1", "TokenRequest") => token_request(decode_object(&raw, &kind)?),
         _ => return Err(unsupported()),
     };
     object.insert("apiVersion".into(), Value::String(api_version));
@@ -758,6 +767,156 @@ fn cluster_role_binding(b: rbac::ClusterRoleBinding) -> Map<String, Value> {
     binding(b.metadata, b.subjects, b.role_ref)
 }
 
+fn priority_class(p: scheduling::PriorityClass) -> Map<String, Value> {
+    let mut o = with_meta(p.metadata);
+    o.always("value", p.value);
+    o.omit_empty("globalDefault", p.global_default);
+    o.omit_empty("description", p.description);
+    o.pointer("preemptionPolicy", p.preemption_policy);
+    o.0
+}
+
+/// Status is server-owned and ignored.
+fn pod_disruption_budget(b: policy::PodDisruptionBudget) -> Map<String, Value> {
+    let mut o = with_meta(b.metadata);
+    if let Some(spec) = b.spec {
+        let mut s = Obj::default();
+        s.value("minAvailable", int_or_string_pointer(spec.min_available));
+        s.value("selector", spec.selector.map(label_selector));
+        s.value(
+            "maxUnavailable",
+            int_or_string_pointer(spec.max_unavailable),
+        );
+        s.pointer(
+            "unhealthyPodEvictionPolicy",
+            spec.unhealthy_pod_eviction_policy,
+        );
+        o.object("spec", s.0);
+    }
+    o.0
+}
+
+/// Status is server-owned and ignored.
+fn resource_quota(q: core::ResourceQuota) -> Map<String, Value> {
+    let mut o = with_meta(q.metadata);
+    if let Some(spec) = q.spec {
+        let mut s = Obj::default();
+        s.quantity_map("hard", spec.hard);
+        s.strings("scopes", spec.scopes);
+        if let Some(selector) = spec.scope_selector {
+            let expressions = selector
+                .match_expressions
+                .into_iter()
+                .map(|e| {
+                    let mut r = Obj::default();
+                    r.always("scopeName", e.scope_name);
+                    r.always("operator", e.operator);
+                    r.strings("values", e.values);
+                    Value::Object(r.0)
+                })
+                .collect();
+            let mut sel = Obj::default();
+            sel.list("matchExpressions", expressions);
+            s.0.insert("scopeSelector".into(), Value::Object(sel.0));
+        }
+        o.object("spec", s.0);
+    }
+    o.0
+}
+
+/// Status is server-owned and ignored.
+fn ingress(i: networking::Ingress) -> Map<String, Value> {
+    let mut o = with_meta(i.metadata);
+    if let Some(spec) = i.spec {
+        let mut s = Obj::default();
+        s.pointer("ingressClassName", spec.ingress_class_name);
+        s.value("defaultBackend", spec.default_backend.map(ingress_backend));
+        let tls = spec
+            .tls
+            .into_iter()
+            .map(|t| {
+                let mut r = Obj::default();
+                r.strings("hosts", t.hosts);
+                r.omit_empty("secretName", t.secret_name);
+                Value::Object(r.0)
+            })
+            .collect();
+        s.list("tls", tls);
+        s.list("rules", spec.rules.into_iter().map(ingress_rule).collect());
+        o.object("spec", s.0);
+    }
+    o.0
+}
+
+fn ingress_rule(rule: networking::IngressRule) -> Value {
+    let mut o = Obj::default();
+    o.omit_empty("host", rule.host);
+    // Go inlines IngressRuleValue: its `http` sits beside `host`.
+    if let Some(http) = rule.ingress_rule_value.and_then(|v| v.http) {
+        let paths = http
+            .paths
+            .into_iter()
+            .map(|p| {
+                let mut r = Obj::default();
+                r.omit_empty("path", p.path);
+                r.pointer("pathType", p.path_type);
+                r.0.insert(
+                    "backend".into(),
+                    ingress_backend(p.backend.unwrap_or_default()),
+                );
+                Value::Object(r.0)
+            })
+            .collect();
+        let mut h = Obj::default();
+        h.0.insert("paths".into(), Value::Array(paths));
+        o.0.insert("http".into(), Value::Object(h.0));
+    }
+    Value::Object(o.0)
+}
+
+fn ingress_backend(backend: networking::IngressBackend) -> Value {
+    let mut o = Obj::default();
+    if let Some(service) = backend.service {
+        let mut s = Obj::default();
+        s.always("name", service.name);
+        if let Some(port) = service.port {
+            let mut p = Obj::default();
+            p.omit_empty("name", port.name);
+            p.omit_empty("number", port.number);
+            s.0.insert("port".into(), Value::Object(p.0));
+        }
+        o.0.insert("service".into(), Value::Object(s.0));
+    }
+    if let Some(resource) = backend.resource {
+        let mut r = Obj::default();
+        r.pointer("apiGroup", resource.api_group);
+        r.always("kind", resource.kind);
+        r.always("name", resource.name);
+        o.0.insert("resource".into(), Value::Object(r.0));
+    }
+    Value::Object(o.0)
+}
+
+/// `kubectl create token`: the request's spec; status is what the server answers.
+fn token_request(t: authentication::TokenRequest) -> Map<String, Value> {
+    let mut o = with_meta(t.metadata);
+    if let Some(spec) = t.spec {
+        let mut s = Obj::default();
+        s.strings("audiences", spec.audiences);
+        s.pointer("expirationSeconds", spec.expiration_seconds);
+        if let Some(bound) = spec.bound_object_ref {
+            let mut b = Obj::default();
+            b.omit_empty("kind", bound.kind);
+            b.omit_empty("apiVersion", bound.api_version);
+            b.omit_empty("name", bound.name);
+            b.omit_empty("uid", bound.u_id);
+            s.0.insert("boundObjectRef".into(), Value::Object(b.0));
+        }
+        o.object("spec", s.0);
+    }
+    o.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -845,6 +1004,33 @@ mod tests {
           \x12q\x0a\x14\x0a\x04crb3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12*\
           \x0a\x04User\x12\x19rbac.authorization.k8s.io\x1a\x05alice\"\x00\x1a-\x0a\
           \x19rbac.authorization.k8s.io\x12\x0bClusterRole\x1a\x03cr3\x1a\x00\"\x00";
+
+    // Captured from kubectl v1.32.4 `-v=9`: `create priorityclass high --value=1000
+    // --description=urgent`, `create poddisruptionbudget pdb1 --selector=app=web
+    // --min-available=1`, `create quota q1 --hard=cpu=1,pods=2`, `create ingress ing1
+    // --rule=foo.com/bar=svc1:8080`, `create token default`.
+    const KUBECTL_PRIORITYCLASS: &[u8] =
+        b"k8s\x00\x0a%\x0a\x14scheduling.k8s.io/v1\x12\x0dPriorityClass\x129\x0a\x14\
+          \x0a\x04high\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x10\xe8\x07\x18\x00\
+          \"\x06urgent*\x14PreemptLowerPriority\x1a\x00\"\x00";
+    const KUBECTL_PDB: &[u8] =
+        b"k8s\x00\x0a \x0a\x09policy/v1\x12\x13PodDisruptionBudget\x12:\x0a\x14\x0a\
+          \x04pdb1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x16\x0a\x06\x08\x00\
+          \x10\x01\x1a\x00\x12\x0c\x0a\x0a\x0a\x03app\x12\x03web\x1a\x0a\x08\x00\x18\
+          \x00 \x00(\x000\x00\x1a\x00\"\x00";
+    const KUBECTL_QUOTA: &[u8] =
+        b"k8s\x00\x0a\x13\x0a\x02v1\x12\x0dResourceQuota\x121\x0a\x12\x0a\x02q1\x12\
+          \x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x19\x0a\x0a\x0a\x03cpu\x12\x03\
+          \x0a\x011\x0a\x0b\x0a\x04pods\x12\x03\x0a\x012\x1a\x00\x1a\x00\"\x00";
+    const KUBECTL_INGRESS: &[u8] =
+        b"k8s\x00\x0a\x1f\x0a\x14networking.k8s.io/v1\x12\x07Ingress\x12K\x0a\x14\
+          \x0a\x04ing1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12/\x1a-\x0a\x07fo\
+          o.com\x12\"\x0a \x0a\x1e\x0a\x04/bar\x12\x0f\"\x0d\x0a\x04svc1\x12\x05\x0a\
+          \x00\x10\x90?\x1a\x05Exact\x1a\x02\x0a\x00\x1a\x00\"\x00";
+    const KUBECTL_TOKEN: &[u8] =
+        b"k8s\x00\x0a(\x0a\x18authentication.k8s.io/v1\x12\x0cTokenRequest\x12\x1a\
+          \x0a\x10\x0a\x00\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x00\x1a\x04\
+          \x0a\x00\x12\x00\x1a\x00\"\x00";
 
     fn s(v: &str) -> Option<String> {
         Some(v.to_string())
@@ -1583,6 +1769,68 @@ mod tests {
                     "metadata": {"name": "crb3"},
                     "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}],
                     "roleRef": role_ref("ClusterRole", "cr3"),
+                }),
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(decode_ok(body), expected);
+        }
+    }
+
+    #[test]
+    fn kubectl_policy_networking_and_token_captures_decode() {
+        let cases = [
+            (
+                KUBECTL_PRIORITYCLASS,
+                json!({
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": "high"},
+                    "value": 1000,
+                    "description": "urgent",
+                    "preemptionPolicy": "PreemptLowerPriority",
+                }),
+            ),
+            (
+                KUBECTL_PDB,
+                json!({
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "pdb1"},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+                }),
+            ),
+            (
+                KUBECTL_QUOTA,
+                json!({
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": "q1"},
+                    "spec": {"hard": {"cpu": "1", "pods": "2"}},
+                }),
+            ),
+            (
+                KUBECTL_INGRESS,
+                json!({
+                    "apiVersion": "networking.k8s.io/v1",
+                    "kind": "Ingress",
+                    "metadata": {"name": "ing1"},
+                    "spec": {"rules": [{
+                        "host": "foo.com",
+                        "http": {"paths": [{
+                            "path": "/bar",
+                            "pathType": "Exact",
+                            "backend": {"service": {"name": "svc1", "port": {"number": 8080}}},
+                        }]},
+                    }]},
+                }),
+            ),
+            (
+                KUBECTL_TOKEN,
+                json!({
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "metadata": {},
                 }),
             ),
         ];
