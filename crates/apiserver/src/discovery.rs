@@ -1,6 +1,11 @@
-//! Discovery documents (`/version`, `/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`) and the
-//! OpenAPI v3 index and per-group-version documents kubectl needs to validate server-side.
+//! Discovery documents (`/version`, `/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`), the
+//! aggregated discovery documents (`apidiscovery.k8s.io` v2 and v2beta1) `/api` and `/apis`
+//! answer when asked, and the OpenAPI v3 index and per-group-version documents kubectl needs
+//! to validate server-side. Everything is read from the registry's `ResourceType`s; which
+//! document a request gets is decided in `negotiate`.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
+use kube::core::discovery::v2;
 use serde_json::{Value, json};
 
 use crate::registry::{Registry, ResourceType};
@@ -68,6 +73,58 @@ const VERBS: &[&str] = &[
     "watch",
 ];
 
+/// A subresource of a served resource, as both discovery formats describe it.
+struct Subresource {
+    name: &'static str,
+    /// The kind it answers with, when it is not the resource's own kind.
+    response: Option<ForeignKind>,
+    verbs: &'static [&'static str],
+}
+
+/// A kind of another group-version (`autoscaling/v1 Scale`).
+struct ForeignKind {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+}
+
+fn subresources(t: &ResourceType) -> Vec<Subresource> {
+    let mut subresources = Vec::new();
+    if t.status_subresource {
+        subresources.push(Subresource {
+            name: "status",
+            response: None,
+            verbs: &["get", "patch", "update"],
+        });
+    }
+    if t.scale.is_some() {
+        subresources.push(Subresource {
+            name: "scale",
+            response: Some(ForeignKind {
+                group: "autoscaling",
+                version: "v1",
+                kind: "Scale",
+            }),
+            verbs: &["get", "patch", "update"],
+        });
+    }
+    if t.group.is_empty() && t.plural == "pods" {
+        subresources.push(Subresource {
+            name: "log",
+            response: None,
+            verbs: &["get"],
+        });
+    }
+    if t.group.is_empty() && t.plural == "namespaces" {
+        subresources.push(Subresource {
+            name: "finalize",
+            response: None,
+            verbs: &["update"],
+        });
+    }
+    subresources
+}
+
 fn resource_entries(t: &ResourceType) -> Vec<Value> {
     let mut entries = vec![json!({
         "name": t.plural,
@@ -79,19 +136,146 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         "categories": t.categories,
         "storageVersionHash": "",
     })];
-    if t.status_subresource {
-        entries.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
-    }
-    if t.scale.is_some() {
-        entries.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
-    }
-    if t.group.is_empty() && t.plural == "pods" {
-        entries.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
-    }
-    if t.group.is_empty() && t.plural == "namespaces" {
-        entries.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
+    for sub in subresources(t) {
+        let mut entry = json!({
+            "name": format!("{}/{}", t.plural, sub.name),
+            "singularName": "",
+            "namespaced": t.namespaced,
+            "kind": sub.response.as_ref().map_or(t.kind.as_str(), |k| k.kind),
+            "verbs": sub.verbs,
+        });
+        if let Some(foreign) = &sub.response {
+            entry["group"] = json!(foreign.group);
+            entry["version"] = json!(foreign.version);
+        }
+        entries.push(entry);
     }
     entries
+}
+
+fn strings(values: &[impl ToString]) -> Vec<String> {
+    values.iter().map(ToString::to_string).collect()
+}
+
+fn own_kind(t: &ResourceType) -> v2::GroupVersionKind {
+    v2::GroupVersionKind {
+        group: Some(t.group.clone()),
+        version: Some(t.version.clone()),
+        kind: Some(t.kind.clone()),
+    }
+}
+
+fn aggregated_resource(t: &ResourceType) -> v2::APIResourceDiscovery {
+    let subresources = subresources(t)
+        .into_iter()
+        .map(|sub| v2::APISubresourceDiscovery {
+            subresource: Some(sub.name.to_string()),
+            response_kind: Some(match sub.response {
+                Some(foreign) => v2::GroupVersionKind {
+                    group: Some(foreign.group.to_string()),
+                    version: Some(foreign.version.to_string()),
+                    kind: Some(foreign.kind.to_string()),
+                },
+                None => own_kind(t),
+            }),
+            accepted_types: Vec::new(),
+            verbs: strings(sub.verbs),
+        })
+        .collect();
+    v2::APIResourceDiscovery {
+        resource: Some(t.plural.clone()),
+        response_kind: Some(own_kind(t)),
+        scope: Some(
+            if t.namespaced {
+                "Namespaced"
+            } else {
+                "Cluster"
+            }
+            .to_string(),
+        ),
+        singular_resource: Some(t.singular.clone()),
+        verbs: strings(VERBS),
+        short_names: t.short_names.clone(),
+        categories: t.categories.clone(),
+        subresources,
+    }
+}
+
+/// One group (`""` for the legacy core group) with every served version, most preferred
+/// first, and every resource of each; `None` when nothing of it is served.
+fn aggregated_group(registry: &Registry, group: &str) -> Option<v2::APIGroupDiscovery> {
+    let versions: Vec<v2::APIVersionDiscovery> = registry
+        .group_versions(group)
+        .into_iter()
+        .map(|version| v2::APIVersionDiscovery {
+            resources: registry
+                .resources_in(group, &version)
+                .iter()
+                .map(|t| aggregated_resource(t))
+                .collect(),
+            version: Some(version),
+            // Every kind is served by this process: the document is never stale.
+            freshness: Some("Current".to_string()),
+        })
+        .collect();
+    if versions.is_empty() {
+        return None;
+    }
+    let name = (!group.is_empty()).then(|| group.to_string());
+    Some(v2::APIGroupDiscovery {
+        metadata: Some(ObjectMeta {
+            name,
+            ..ObjectMeta::default()
+        }),
+        versions,
+    })
+}
+
+/// Go's `omitempty` lists of the discovery types, which kube's Rust types always write.
+const OMITTED_WHEN_EMPTY: &[&str] = &["shortNames", "categories", "subresources", "acceptedTypes"];
+
+fn drop_empty_lists(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|key, v| {
+                !(OMITTED_WHEN_EMPTY.contains(&key.as_str())
+                    && v.as_array().is_some_and(Vec::is_empty))
+            });
+            map.values_mut().for_each(drop_empty_lists);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_empty_lists),
+        _ => {}
+    }
+}
+
+/// Which groups an aggregated discovery document covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoveryRoot {
+    /// `/api`: the legacy core group.
+    Core,
+    /// `/apis`: every named group.
+    Named,
+}
+
+/// The `APIGroupDiscoveryList` of `apidiscovery.k8s.io/<version>` (v2 or v2beta1, which
+/// share one shape) that `/api` or `/apis` answers to aggregated-discovery clients.
+pub fn aggregated(registry: &Registry, root: DiscoveryRoot, version: &str) -> Value {
+    let groups = match root {
+        DiscoveryRoot::Core => vec![String::new()],
+        DiscoveryRoot::Named => registry.groups(),
+    };
+    let list = v2::APIGroupDiscoveryList {
+        metadata: Some(ListMeta::default()),
+        items: groups
+            .iter()
+            .filter_map(|g| aggregated_group(registry, g))
+            .collect(),
+    };
+    let mut document = serde_json::to_value(list).unwrap_or_else(|_| json!({"items": []}));
+    drop_empty_lists(&mut document);
+    document["kind"] = json!("APIGroupDiscoveryList");
+    document["apiVersion"] = json!(format!("apidiscovery.k8s.io/{version}"));
+    document
 }
 
 pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {

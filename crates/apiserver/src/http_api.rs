@@ -14,9 +14,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::ApiServer;
-use crate::discovery;
+use crate::discovery::{self, DiscoveryRoot};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use crate::negotiate::{self, Endpoint, Representation};
 use crate::patch::{self, PatchType};
 use crate::registry::ResourceType;
 use crate::request::{
@@ -106,8 +107,8 @@ async fn dispatch(
     match route {
         Route::Version => Ok(json_value(StatusCode::OK, &discovery::version())),
         Route::Health => Ok((StatusCode::OK, "ok").into_response()),
-        Route::CoreVersions => Ok(json_value(StatusCode::OK, &discovery::core_versions())),
-        Route::Groups => Ok(json_value(StatusCode::OK, &discovery::groups(registry))),
+        Route::CoreVersions => discovery_root(server, headers, DiscoveryRoot::Core),
+        Route::Groups => discovery_root(server, headers, DiscoveryRoot::Named),
         Route::Group(group) => found(discovery::group(registry, &group)),
         Route::Resources { group, version } => {
             found(discovery::resources(registry, &group, &version))
@@ -121,6 +122,41 @@ async fn dispatch(
             object_request(server, method, headers, params, &target, body).await
         }
     }
+}
+
+/// `/api` or `/apis`: the aggregated discovery document when the client asks for one
+/// (kubectl ≥ 1.30, kube's `Discovery::run_aggregated`), the legacy one otherwise.
+fn discovery_root(
+    server: &ApiServer,
+    headers: &HeaderMap,
+    root: DiscoveryRoot,
+) -> ApiResult<Response> {
+    let representation = negotiate::negotiate(headers, Endpoint::Discovery)?;
+    let document = match (&representation, root) {
+        (Representation::AggregatedDiscovery { version }, _) => {
+            discovery::aggregated(server.registry(), root, version)
+        }
+        (_, DiscoveryRoot::Core) => discovery::core_versions(),
+        (_, DiscoveryRoot::Named) => discovery::groups(server.registry()),
+    };
+    let body = serde_json::to_vec(&document).unwrap_or_default();
+    let mut response = negotiated_response(&representation, body);
+    // The same URL answers two documents: caches must key on Accept.
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
+    Ok(response)
+}
+
+/// A 200 whose Content-Type names the negotiated representation.
+fn negotiated_response(representation: &Representation, body: impl Into<Body>) -> Response {
+    let mut response = json_response(StatusCode::OK, body);
+    if let Ok(content_type) = HeaderValue::from_str(&representation.content_type()) {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, content_type);
+    }
+    response
 }
 
 /// Resolve the resource a path names, rejecting scope and subresource mismatches.
@@ -264,14 +300,19 @@ async fn object_request(
             watch_response(server, rt, ns, Some(name), headers, params)
         }
         (Method::GET, None) => {
+            let representation = negotiate::negotiate(headers, Endpoint::List)?;
+            let include = table_include(&representation, params)?;
             let listed = server.list(&rt, ns, params)?;
-            let body = match table_format(headers, params)? {
-                Some(include) => {
+            let body = match (&representation, include) {
+                (_, Some(include)) => {
                     table::of_resource(&rt, &listed.items, server.now(), include, listed.metadata)?
                 }
-                None => listed.body(&rt),
+                (Representation::MetadataList { version }, None) => {
+                    negotiate::metadata_list(&listed.metadata, &listed.items, version)?
+                }
+                _ => listed.body(&rt),
             };
-            Ok(json_response(StatusCode::OK, body))
+            Ok(negotiated_response(&representation, body))
         }
         (Method::GET, Some(name)) if sub == Some("log") => {
             server.get_stored(&rt, ns, name)?;
@@ -284,14 +325,19 @@ async fn object_request(
             &server.get_scale(&rt, ns, name)?,
         )),
         (Method::GET, Some(name)) => {
+            let representation = negotiate::negotiate(headers, Endpoint::Object)?;
+            let include = table_include(&representation, params)?;
             let object = server.get(&rt, ns, name, params)?;
-            let body = match table_format(headers, params)? {
-                Some(include) => {
+            let body = match (&representation, include) {
+                (_, Some(include)) => {
                     table::of_resource(&rt, &[object], server.now(), include, json!({}))?
                 }
-                None => object,
+                (Representation::Metadata { version }, None) => {
+                    negotiate::metadata_of(&object, version)?
+                }
+                _ => object,
             };
-            Ok(json_response(StatusCode::OK, body))
+            Ok(negotiated_response(&representation, body))
         }
         (Method::POST, None) if rt.namespaced && ns.is_none() => Err(ApiError::method_not_allowed(
             "create is only allowed on the namespaced path of a namespaced resource (/namespaces/<ns>/...)",
@@ -366,18 +412,13 @@ async fn object_request(
     }
 }
 
-/// `Some(include)` when the client asked for a `meta.k8s.io` Table (`kubectl get` does).
-fn table_format(headers: &HeaderMap, params: &Params) -> ApiResult<Option<table::IncludeObject>> {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let wants_table = accept.split(',').any(|range| {
-        let parts: Vec<&str> = range.split(';').map(str::trim).collect();
-        let has = |p: &str| parts.iter().any(|x| x.eq_ignore_ascii_case(p));
-        has("as=Table") && has("g=meta.k8s.io") && (has("v=v1") || has("v=v1beta1"))
-    });
-    if !wants_table {
+/// `Some(include)` when the client asked for a `meta.k8s.io` Table (`kubectl get` does):
+/// which part of each object its rows carry, from `includeObject`.
+fn table_include(
+    representation: &Representation,
+    params: &Params,
+) -> ApiResult<Option<table::IncludeObject>> {
+    if !matches!(representation, Representation::Table { .. }) {
         return Ok(None);
     }
     let include = params.get("includeObject").unwrap_or("");
@@ -409,8 +450,15 @@ fn watch_response(
     headers: &HeaderMap,
     params: &Params,
 ) -> ApiResult<Response> {
-    let table = table_format(headers, params)?;
-    let stream = watch::start(server, rt, ns, name, params, table)?;
+    let representation = negotiate::negotiate(headers, Endpoint::Watch)?;
+    let event_object = match (&representation, table_include(&representation, params)?) {
+        (_, Some(include)) => watch::EventObject::Table(include),
+        (Representation::Metadata { version }, None) => watch::EventObject::Metadata {
+            version: version.clone(),
+        },
+        _ => watch::EventObject::Resource,
+    };
+    let stream = watch::start(server, rt, ns, name, params, event_object)?;
     let mut response = Response::new(Body::from_stream(stream.into_stream()));
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -19,6 +19,7 @@ pub mod error;
 mod http_api;
 pub mod kubeconfig;
 pub mod meta;
+mod negotiate;
 pub mod node;
 mod objects;
 pub mod patch;

@@ -14,12 +14,24 @@
 //! zero, pointer fields are kept whenever present, and the few fields without
 //! `omitempty` are always written. Empty maps, lists and nested objects are
 //! omitted, as is `status` when it carries nothing.
+//!
+//! Workloads (Pod, Deployment, Job, CronJob) are mapped for the fields kubectl's
+//! generators set and the common ones around them; a body using any other field is
+//! refused (415) rather than silently stripped. `status` of workloads is server-owned
+//! and ignored. k8s-pb's types carry no JSON names or serde, so the mapping is by hand.
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_pb::api::apps::v1 as apps;
+use k8s_pb::api::authentication::v1 as authentication;
+use k8s_pb::api::batch::v1 as batch;
 use k8s_pb::api::core::v1 as core;
+use k8s_pb::api::networking::v1 as networking;
+use k8s_pb::api::policy::v1 as policy;
+use k8s_pb::api::rbac::v1 as rbac;
+use k8s_pb::api::scheduling::v1 as scheduling;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
@@ -32,6 +44,8 @@ pub const PROTOBUF_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// Prefix of every Kubernetes protobuf-encoded body.
 pub const PROTOBUF_MAGIC: &[u8; 4] = b"k8s\0";
+
+const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 
 /// Why a protobuf body could not be turned into JSON.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +110,20 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
         ("v1", "ServiceAccount") => service_account(decode_object(&raw, &kind)?),
         ("v1", "Service") => service(decode_object(&raw, &kind)?)?,
         ("v1", "Pod") => pod(decode_object(&raw, &kind)?).ok_or_else(unsupported)?,
+        ("apps/v1", "Deployment") => {
+            deployment(decode_object(&raw, &kind)?).ok_or_else(unsupported)?
+        }
+        ("batch/v1", "Job") => job(decode_object(&raw, &kind)?).ok_or_else(unsupported)?,
+        ("batch/v1", "CronJob") => cron_job(decode_object(&raw, &kind)?).ok_or_else(unsupported)?,
+        (RBAC_V1, "Role") => role(decode_object(&raw, &kind)?),
+        (RBAC_V1, "ClusterRole") => cluster_role(decode_object(&raw, &kind)?),
+        (RBAC_V1, "RoleBinding") => role_binding(decode_object(&raw, &kind)?),
+        (RBAC_V1, "ClusterRoleBinding") => cluster_role_binding(decode_object(&raw, &kind)?),
+        ("scheduling.k8s.io/v1", "PriorityClass") => priority_class(decode_object(&raw, &kind)?),
+        ("policy/v1", "PodDisruptionBudget") => pod_disruption_budget(decode_object(&raw, &kind)?),
+        ("v1", "ResourceQuota") => resource_quota(decode_object(&raw, &kind)?),
+        ("networking.k8s.io/v1", "Ingress") => ingress(decode_object(&raw, &kind)?),
+        ("authentication.k8s.io/v1", "TokenRequest") => token_request(decode_object(&raw, &kind)?),
         _ => return Err(unsupported()),
     };
     object.insert("apiVersion".into(), Value::String(api_version));
@@ -530,6 +558,365 @@ fn env_var(e: core::EnvVar) -> Option<Value> {
     Some(Value::Object(o.0))
 }
 
+/// A `*IntOrString` field: unlike [`int_or_string`], an explicit zero is kept
+/// (`maxUnavailable: 0` means something).
+fn int_or_string_pointer(v: Option<IntOrString>) -> Option<Value> {
+    let v = v?;
+    match v.r#type.unwrap_or(0) {
+        1 => Some(Value::from(v.str_val.unwrap_or_default())),
+        _ => Some(Value::from(v.int_val.unwrap_or_default())),
+    }
+}
+
+fn label_selector(selector: meta::LabelSelector) -> Value {
+    let mut o = Obj::default();
+    o.string_map("matchLabels", selector.match_labels);
+    let expressions = selector
+        .match_expressions
+        .into_iter()
+        .map(|e| {
+            let mut r = Obj::default();
+            r.always("key", e.key);
+            r.always("operator", e.operator);
+            r.strings("values", e.values);
+            Value::Object(r.0)
+        })
+        .collect();
+    o.list("matchExpressions", expressions);
+    Value::Object(o.0)
+}
+
+/// A pod template (Deployment, Job): its metadata and the [`pod_spec`] subset.
+fn pod_template(template: core::PodTemplateSpec) -> Option<Map<String, Value>> {
+    let mut o = Obj::default();
+    o.object("metadata", object_meta(template.metadata));
+    if let Some(spec) = template.spec {
+        o.object("spec", pod_spec(spec)?);
+    }
+    Some(o.0)
+}
+
+fn deployment(d: apps::Deployment) -> Option<Map<String, Value>> {
+    let mut o = with_meta(d.metadata);
+    if let Some(spec) = d.spec {
+        o.object("spec", deployment_spec(spec)?);
+    }
+    Some(o.0)
+}
+
+fn deployment_spec(s: apps::DeploymentSpec) -> Option<Map<String, Value>> {
+    let mut o = Obj::default();
+    o.pointer("replicas", s.replicas);
+    o.value("selector", s.selector.map(label_selector));
+    if let Some(template) = s.template {
+        o.object("template", pod_template(template)?);
+    }
+    if let Some(strategy) = s.strategy {
+        let mut st = Obj::default();
+        st.omit_empty("type", strategy.r#type);
+        if let Some(rolling) = strategy.rolling_update {
+            let mut r = Obj::default();
+            r.value(
+                "maxUnavailable",
+                int_or_string_pointer(rolling.max_unavailable),
+            );
+            r.value("maxSurge", int_or_string_pointer(rolling.max_surge));
+            st.0.insert("rollingUpdate".into(), Value::Object(r.0));
+        }
+        o.object("strategy", st.0);
+    }
+    o.omit_empty("minReadySeconds", s.min_ready_seconds);
+    o.pointer("revisionHistoryLimit", s.revision_history_limit);
+    o.omit_empty("paused", s.paused);
+    o.pointer("progressDeadlineSeconds", s.progress_deadline_seconds);
+    Some(o.0)
+}
+
+fn job(j: batch::Job) -> Option<Map<String, Value>> {
+    let mut o = with_meta(j.metadata);
+    if let Some(spec) = j.spec {
+        o.object("spec", job_spec(spec)?);
+    }
+    Some(o.0)
+}
+
+/// The Job spec without `podFailurePolicy` and `successPolicy`, which refuse the body.
+fn job_spec(mut s: batch::JobSpec) -> Option<Map<String, Value>> {
+    let mut o = Obj::default();
+    o.pointer("parallelism", s.parallelism.take());
+    o.pointer("completions", s.completions.take());
+    o.pointer("activeDeadlineSeconds", s.active_deadline_seconds.take());
+    o.pointer("backoffLimit", s.backoff_limit.take());
+    o.pointer("backoffLimitPerIndex", s.backoff_limit_per_index.take());
+    o.pointer("maxFailedIndexes", s.max_failed_indexes.take());
+    o.value("selector", s.selector.take().map(label_selector));
+    o.pointer("manualSelector", s.manual_selector.take());
+    if let Some(template) = s.template.take() {
+        o.object("template", pod_template(template)?);
+    }
+    o.pointer(
+        "ttlSecondsAfterFinished",
+        s.ttl_seconds_after_finished.take(),
+    );
+    o.pointer("completionMode", s.completion_mode.take());
+    o.pointer("suspend", s.suspend.take());
+    o.pointer("podReplacementPolicy", s.pod_replacement_policy.take());
+    o.pointer("managedBy", s.managed_by.take());
+    (s == batch::JobSpec::default()).then_some(o.0)
+}
+
+fn cron_job(c: batch::CronJob) -> Option<Map<String, Value>> {
+    let mut o = with_meta(c.metadata);
+    if let Some(spec) = c.spec {
+        let mut s = Obj::default();
+        s.always("schedule", spec.schedule);
+        s.pointer("timeZone", spec.time_zone);
+        s.pointer("startingDeadlineSeconds", spec.starting_deadline_seconds);
+        s.omit_empty("concurrencyPolicy", spec.concurrency_policy);
+        s.pointer("suspend", spec.suspend);
+        if let Some(template) = spec.job_template {
+            let mut t = Obj::default();
+            t.object("metadata", object_meta(template.metadata));
+            if let Some(spec) = template.spec {
+                t.object("spec", job_spec(spec)?);
+            }
+            s.0.insert("jobTemplate".into(), Value::Object(t.0));
+        }
+        s.pointer(
+            "successfulJobsHistoryLimit",
+            spec.successful_jobs_history_limit,
+        );
+        s.pointer("failedJobsHistoryLimit", spec.failed_jobs_history_limit);
+        o.object("spec", s.0);
+    }
+    Some(o.0)
+}
+
+fn policy_rules(rules: Vec<rbac::PolicyRule>) -> Vec<Value> {
+    rules
+        .into_iter()
+        .map(|rule| {
+            let mut o = Obj::default();
+            o.0.insert("verbs".into(), rule.verbs.into());
+            o.strings("apiGroups", rule.api_groups);
+            o.strings("resources", rule.resources);
+            o.strings("resourceNames", rule.resource_names);
+            o.strings("nonResourceURLs", rule.non_resource_ur_ls);
+            Value::Object(o.0)
+        })
+        .collect()
+}
+
+fn role(r: rbac::Role) -> Map<String, Value> {
+    let mut o = with_meta(r.metadata);
+    o.list("rules", policy_rules(r.rules));
+    o.0
+}
+
+fn cluster_role(r: rbac::ClusterRole) -> Map<String, Value> {
+    let mut o = with_meta(r.metadata);
+    o.list("rules", policy_rules(r.rules));
+    if let Some(aggregation) = r.aggregation_rule {
+        let mut a = Obj::default();
+        a.list(
+            "clusterRoleSelectors",
+            aggregation
+                .cluster_role_selectors
+                .into_iter()
+                .map(label_selector)
+                .collect(),
+        );
+        o.0.insert("aggregationRule".into(), Value::Object(a.0));
+    }
+    o.0
+}
+
+/// A binding's subjects and role reference (RoleBinding and ClusterRoleBinding alike).
+fn binding(
+    metadata: Option<meta::ObjectMeta>,
+    subjects: Vec<rbac::Subject>,
+    role_ref: Option<rbac::RoleRef>,
+) -> Map<String, Value> {
+    let mut o = with_meta(metadata);
+    let subjects = subjects
+        .into_iter()
+        .map(|subject| {
+            let mut s = Obj::default();
+            s.always("kind", subject.kind);
+            s.omit_empty("apiGroup", subject.api_group);
+            s.always("name", subject.name);
+            s.omit_empty("namespace", subject.namespace);
+            Value::Object(s.0)
+        })
+        .collect();
+    o.list("subjects", subjects);
+    let role_ref = role_ref.unwrap_or_default();
+    let mut r = Obj::default();
+    r.always("apiGroup", role_ref.api_group);
+    r.always("kind", role_ref.kind);
+    r.always("name", role_ref.name);
+    o.0.insert("roleRef".into(), Value::Object(r.0));
+    o.0
+}
+
+fn role_binding(b: rbac::RoleBinding) -> Map<String, Value> {
+    binding(b.metadata, b.subjects, b.role_ref)
+}
+
+fn cluster_role_binding(b: rbac::ClusterRoleBinding) -> Map<String, Value> {
+    binding(b.metadata, b.subjects, b.role_ref)
+}
+
+fn priority_class(p: scheduling::PriorityClass) -> Map<String, Value> {
+    let mut o = with_meta(p.metadata);
+    o.always("value", p.value);
+    o.omit_empty("globalDefault", p.global_default);
+    o.omit_empty("description", p.description);
+    o.pointer("preemptionPolicy", p.preemption_policy);
+    o.0
+}
+
+/// Status is server-owned and ignored.
+fn pod_disruption_budget(b: policy::PodDisruptionBudget) -> Map<String, Value> {
+    let mut o = with_meta(b.metadata);
+    if let Some(spec) = b.spec {
+        let mut s = Obj::default();
+        s.value("minAvailable", int_or_string_pointer(spec.min_available));
+        s.value("selector", spec.selector.map(label_selector));
+        s.value(
+            "maxUnavailable",
+            int_or_string_pointer(spec.max_unavailable),
+        );
+        s.pointer(
+            "unhealthyPodEvictionPolicy",
+            spec.unhealthy_pod_eviction_policy,
+        );
+        o.object("spec", s.0);
+    }
+    o.0
+}
+
+/// Status is server-owned and ignored.
+fn resource_quota(q: core::ResourceQuota) -> Map<String, Value> {
+    let mut o = with_meta(q.metadata);
+    if let Some(spec) = q.spec {
+        let mut s = Obj::default();
+        s.quantity_map("hard", spec.hard);
+        s.strings("scopes", spec.scopes);
+        if let Some(selector) = spec.scope_selector {
+            let expressions = selector
+                .match_expressions
+                .into_iter()
+                .map(|e| {
+                    let mut r = Obj::default();
+                    r.always("scopeName", e.scope_name);
+                    r.always("operator", e.operator);
+                    r.strings("values", e.values);
+                    Value::Object(r.0)
+                })
+                .collect();
+            let mut sel = Obj::default();
+            sel.list("matchExpressions", expressions);
+            s.0.insert("scopeSelector".into(), Value::Object(sel.0));
+        }
+        o.object("spec", s.0);
+    }
+    o.0
+}
+
+/// Status is server-owned and ignored.
+fn ingress(i: networking::Ingress) -> Map<String, Value> {
+    let mut o = with_meta(i.metadata);
+    if let Some(spec) = i.spec {
+        let mut s = Obj::default();
+        s.pointer("ingressClassName", spec.ingress_class_name);
+        s.value("defaultBackend", spec.default_backend.map(ingress_backend));
+        let tls = spec
+            .tls
+            .into_iter()
+            .map(|t| {
+                let mut r = Obj::default();
+                r.strings("hosts", t.hosts);
+                r.omit_empty("secretName", t.secret_name);
+                Value::Object(r.0)
+            })
+            .collect();
+        s.list("tls", tls);
+        s.list("rules", spec.rules.into_iter().map(ingress_rule).collect());
+        o.object("spec", s.0);
+    }
+    o.0
+}
+
+fn ingress_rule(rule: networking::IngressRule) -> Value {
+    let mut o = Obj::default();
+    o.omit_empty("host", rule.host);
+    // Go inlines IngressRuleValue: its `http` sits beside `host`.
+    if let Some(http) = rule.ingress_rule_value.and_then(|v| v.http) {
+        let paths = http
+            .paths
+            .into_iter()
+            .map(|p| {
+                let mut r = Obj::default();
+                r.omit_empty("path", p.path);
+                r.pointer("pathType", p.path_type);
+                r.0.insert(
+                    "backend".into(),
+                    ingress_backend(p.backend.unwrap_or_default()),
+                );
+                Value::Object(r.0)
+            })
+            .collect();
+        let mut h = Obj::default();
+        h.0.insert("paths".into(), Value::Array(paths));
+        o.0.insert("http".into(), Value::Object(h.0));
+    }
+    Value::Object(o.0)
+}
+
+fn ingress_backend(backend: networking::IngressBackend) -> Value {
+    let mut o = Obj::default();
+    if let Some(service) = backend.service {
+        let mut s = Obj::default();
+        s.always("name", service.name);
+        if let Some(port) = service.port {
+            let mut p = Obj::default();
+            p.omit_empty("name", port.name);
+            p.omit_empty("number", port.number);
+            s.0.insert("port".into(), Value::Object(p.0));
+        }
+        o.0.insert("service".into(), Value::Object(s.0));
+    }
+    if let Some(resource) = backend.resource {
+        let mut r = Obj::default();
+        r.pointer("apiGroup", resource.api_group);
+        r.always("kind", resource.kind);
+        r.always("name", resource.name);
+        o.0.insert("resource".into(), Value::Object(r.0));
+    }
+    Value::Object(o.0)
+}
+
+/// `kubectl create token`: the request's spec; status is what the server answers.
+fn token_request(t: authentication::TokenRequest) -> Map<String, Value> {
+    let mut o = with_meta(t.metadata);
+    if let Some(spec) = t.spec {
+        let mut s = Obj::default();
+        s.strings("audiences", spec.audiences);
+        s.pointer("expirationSeconds", spec.expiration_seconds);
+        if let Some(bound) = spec.bound_object_ref {
+            let mut b = Obj::default();
+            b.omit_empty("kind", bound.kind);
+            b.omit_empty("apiVersion", bound.api_version);
+            b.omit_empty("name", bound.name);
+            b.omit_empty("uid", bound.u_id);
+            s.0.insert("boundObjectRef".into(), Value::Object(b.0));
+        }
+        o.object("spec", s.0);
+    }
+    o.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -577,6 +964,73 @@ mod tests {
           \x90\x01\x00\xa2\x01\x00\x1a\x002\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\
           \x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x22\x02\x0a\x00(\x008\x00\x1a\x0c\
           \x08\x00\x10\x00\x18\x00 \x00(\x008\x00\x1a\x00\x22\x00";
+
+    // Captured from kubectl v1.32.4 `-v=9` (`kubectl create job once --image=busybox -- date`,
+    // `create cronjob nightly ... --schedule="0 3 * * *" -- date`, `create role r3
+    // --verb=get,list --resource=pods`, `create rolebinding rb3 --role=r3
+    // --serviceaccount=default:bot`, `create clusterrole cr3 --verb=get --resource=nodes`,
+    // `create clusterrolebinding crb3 --clusterrole=cr3 --user=alice`).
+    const KUBECTL_JOB: &[u8] =
+        b"k8s\x00\x0a\x0f\x0a\x08batch/v1\x12\x03Job\x12\x84\x01\x0a\x14\x0a\x04once\
+          \x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12b2`\x0a\x10\x0a\x00\x12\x00\
+          \x1a\x00\"\x00*\x002\x008\x00B\x00\x12L\x12)\x0a\x04once\x12\x07busybox\
+          \x1a\x04date*\x00B\x00j\x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\
+          \x01\x00\x1a\x05Never2\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\
+          \x01\x00\x9a\x01\x00\xc2\x01\x00\x1a\x08 \x00(\x000\x00:\x00\x1a\x00\"\x00";
+    const KUBECTL_CRONJOB: &[u8] =
+        b"k8s\x00\x0a\x13\x0a\x08batch/v1\x12\x07CronJob\x12\xb2\x01\x0a\x17\x0a\x07\
+          nightly\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x94\x01\x0a\x090 3 *\
+          \x20* *\x1a\x00*\x84\x01\x0a\x17\x0a\x07nightly\x12\x00\x1a\x00\"\x00*\x00\
+          2\x008\x00B\x00\x12i2g\x0a\x10\x0a\x00\x12\x00\x1a\x00\"\x00*\x002\x008\
+          \x00B\x00\x12S\x12,\x0a\x07nightly\x12\x07busybox\x1a\x04date*\x00B\x00j\
+          \x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x09OnFailure\
+          2\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\
+          \xc2\x01\x00\x1a\x00\x1a\x00\"\x00";
+    const KUBECTL_ROLE: &[u8] =
+        b"k8s\x00\x0a$\x0a\x1crbac.authorization.k8s.io/v1\x12\x04Role\x12)\x0a\x12\
+          \x0a\x02r3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x13\x0a\x03get\
+          \x0a\x04list\x12\x00\x1a\x04pods\x1a\x00\"\x00";
+    const KUBECTL_ROLEBINDING: &[u8] =
+        b"k8s\x00\x0a+\x0a\x1crbac.authorization.k8s.io/v1\x12\x0bRoleBinding\x12^\
+          \x0a\x13\x0a\x03rb3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12 \x0a\x0e\
+          ServiceAccount\x12\x00\x1a\x03bot\"\x07default\x1a%\x0a\x19rbac.authorizat\
+          ion.k8s.io\x12\x04Role\x1a\x02r3\x1a\x00\"\x00";
+    const KUBECTL_CLUSTERROLE: &[u8] =
+        b"k8s\x00\x0a+\x0a\x1crbac.authorization.k8s.io/v1\x12\x0bClusterRole\x12%\
+          \x0a\x13\x0a\x03cr3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x0e\x0a\
+          \x03get\x12\x00\x1a\x05nodes\x1a\x00\"\x00";
+    const KUBECTL_CLUSTERROLEBINDING: &[u8] =
+        b"k8s\x00\x0a2\x0a\x1crbac.authorization.k8s.io/v1\x12\x12ClusterRoleBinding\
+          \x12q\x0a\x14\x0a\x04crb3\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12*\
+          \x0a\x04User\x12\x19rbac.authorization.k8s.io\x1a\x05alice\"\x00\x1a-\x0a\
+          \x19rbac.authorization.k8s.io\x12\x0bClusterRole\x1a\x03cr3\x1a\x00\"\x00";
+
+    // Captured from kubectl v1.32.4 `-v=9`: `create priorityclass high --value=1000
+    // --description=urgent`, `create poddisruptionbudget pdb1 --selector=app=web
+    // --min-available=1`, `create quota q1 --hard=cpu=1,pods=2`, `create ingress ing1
+    // --rule=foo.com/bar=svc1:8080`, `create token default`.
+    const KUBECTL_PRIORITYCLASS: &[u8] =
+        b"k8s\x00\x0a%\x0a\x14scheduling.k8s.io/v1\x12\x0dPriorityClass\x129\x0a\x14\
+          \x0a\x04high\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x10\xe8\x07\x18\x00\
+          \"\x06urgent*\x14PreemptLowerPriority\x1a\x00\"\x00";
+    const KUBECTL_PDB: &[u8] =
+        b"k8s\x00\x0a \x0a\x09policy/v1\x12\x13PodDisruptionBudget\x12:\x0a\x14\x0a\
+          \x04pdb1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x16\x0a\x06\x08\x00\
+          \x10\x01\x1a\x00\x12\x0c\x0a\x0a\x0a\x03app\x12\x03web\x1a\x0a\x08\x00\x18\
+          \x00 \x00(\x000\x00\x1a\x00\"\x00";
+    const KUBECTL_QUOTA: &[u8] =
+        b"k8s\x00\x0a\x13\x0a\x02v1\x12\x0dResourceQuota\x121\x0a\x12\x0a\x02q1\x12\
+          \x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x19\x0a\x0a\x0a\x03cpu\x12\x03\
+          \x0a\x011\x0a\x0b\x0a\x04pods\x12\x03\x0a\x012\x1a\x00\x1a\x00\"\x00";
+    const KUBECTL_INGRESS: &[u8] =
+        b"k8s\x00\x0a\x1f\x0a\x14networking.k8s.io/v1\x12\x07Ingress\x12K\x0a\x14\
+          \x0a\x04ing1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12/\x1a-\x0a\x07fo\
+          o.com\x12\"\x0a \x0a\x1e\x0a\x04/bar\x12\x0f\"\x0d\x0a\x04svc1\x12\x05\x0a\
+          \x00\x10\x90?\x1a\x05Exact\x1a\x02\x0a\x00\x1a\x00\"\x00";
+    const KUBECTL_TOKEN: &[u8] =
+        b"k8s\x00\x0a(\x0a\x18authentication.k8s.io/v1\x12\x0cTokenRequest\x12\x1a\
+          \x0a\x10\x0a\x00\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x00\x1a\x04\
+          \x0a\x00\x12\x00\x1a\x00\"\x00";
 
     fn s(v: &str) -> Option<String> {
         Some(v.to_string())
@@ -1115,10 +1569,10 @@ mod tests {
     #[test]
     fn unsupported_kind_is_reported() {
         let raw = go_meta("d", "default").encode_to_vec();
-        match decode(&body("apps/v1", "Deployment", raw.clone())) {
+        match decode(&body("apps/v1", "StatefulSet", raw.clone())) {
             Err(ProtobufError::UnsupportedKind { api_version, kind }) => {
                 assert_eq!(api_version, "apps/v1");
-                assert_eq!(kind, "Deployment");
+                assert_eq!(kind, "StatefulSet");
             }
             other => panic!("expected UnsupportedKind, got {other:?}"),
         }
@@ -1245,11 +1699,375 @@ mod tests {
     }
 
     #[test]
-    fn kubectl_deployment_capture_is_unsupported() {
+    fn kubectl_workload_and_rbac_captures_decode() {
+        let container = |name: &str| json!({"name": name, "image": "busybox", "command": ["date"]});
+        let role_ref = |kind: &str, name: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name});
+        let cases = [
+            (
+                KUBECTL_JOB,
+                json!({
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {"name": "once"},
+                    "spec": {"template": {"spec": {
+                        "containers": [container("once")],
+                        "restartPolicy": "Never",
+                    }}},
+                }),
+            ),
+            (
+                KUBECTL_CRONJOB,
+                json!({
+                    "apiVersion": "batch/v1",
+                    "kind": "CronJob",
+                    "metadata": {"name": "nightly"},
+                    "spec": {
+                        "schedule": "0 3 * * *",
+                        "jobTemplate": {
+                            "metadata": {"name": "nightly"},
+                            "spec": {"template": {"spec": {
+                                "containers": [container("nightly")],
+                                "restartPolicy": "OnFailure",
+                            }}},
+                        },
+                    },
+                }),
+            ),
+            (
+                KUBECTL_ROLE,
+                json!({
+                    "apiVersion": RBAC_V1,
+                    "kind": "Role",
+                    "metadata": {"name": "r3"},
+                    "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}],
+                }),
+            ),
+            (
+                KUBECTL_ROLEBINDING,
+                json!({
+                    "apiVersion": RBAC_V1,
+                    "kind": "RoleBinding",
+                    "metadata": {"name": "rb3"},
+                    "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "default"}],
+                    "roleRef": role_ref("Role", "r3"),
+                }),
+            ),
+            (
+                KUBECTL_CLUSTERROLE,
+                json!({
+                    "apiVersion": RBAC_V1,
+                    "kind": "ClusterRole",
+                    "metadata": {"name": "cr3"},
+                    "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["nodes"]}],
+                }),
+            ),
+            (
+                KUBECTL_CLUSTERROLEBINDING,
+                json!({
+                    "apiVersion": RBAC_V1,
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "crb3"},
+                    "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}],
+                    "roleRef": role_ref("ClusterRole", "cr3"),
+                }),
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(decode_ok(body), expected);
+        }
+    }
+
+    #[test]
+    fn kubectl_policy_networking_and_token_captures_decode() {
+        let cases = [
+            (
+                KUBECTL_PRIORITYCLASS,
+                json!({
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": "high"},
+                    "value": 1000,
+                    "description": "urgent",
+                    "preemptionPolicy": "PreemptLowerPriority",
+                }),
+            ),
+            (
+                KUBECTL_PDB,
+                json!({
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "pdb1"},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+                }),
+            ),
+            (
+                KUBECTL_QUOTA,
+                json!({
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": "q1"},
+                    "spec": {"hard": {"cpu": "1", "pods": "2"}},
+                }),
+            ),
+            (
+                KUBECTL_INGRESS,
+                json!({
+                    "apiVersion": "networking.k8s.io/v1",
+                    "kind": "Ingress",
+                    "metadata": {"name": "ing1"},
+                    "spec": {"rules": [{
+                        "host": "foo.com",
+                        "http": {"paths": [{
+                            "path": "/bar",
+                            "pathType": "Exact",
+                            "backend": {"service": {"name": "svc1", "port": {"number": 8080}}},
+                        }]},
+                    }]},
+                }),
+            ),
+            (
+                KUBECTL_TOKEN,
+                json!({
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "metadata": {},
+                }),
+            ),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(decode_ok(body), expected);
+        }
+    }
+
+    /// A pod template as Go encodes kubectl's: one container, every value field written.
+    fn go_template(labels: &[(&str, &str)]) -> core::PodTemplateSpec {
+        let mut metadata = go_meta("", "");
+        metadata.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        core::PodTemplateSpec {
+            metadata: Some(metadata),
+            spec: Some(core::PodSpec {
+                containers: vec![core::Container {
+                    name: s("job"),
+                    image: s("busybox"),
+                    command: vec!["date".to_string()],
+                    working_dir: s(""),
+                    termination_message_path: s(""),
+                    image_pull_policy: s(""),
+                    stdin: Some(false),
+                    tty: Some(false),
+                    ..Default::default()
+                }],
+                restart_policy: s("Never"),
+                dns_policy: s(""),
+                service_account_name: s(""),
+                node_name: s(""),
+                host_network: Some(false),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn go_job_spec() -> batch::JobSpec {
+        batch::JobSpec {
+            template: Some(go_template(&[])),
+            ..Default::default()
+        }
+    }
+
+    const JOB_TEMPLATE_JSON: &str = r#"{
+        "spec": {
+            "containers": [{"name": "job", "image": "busybox", "command": ["date"]}],
+            "restartPolicy": "Never"
+        }
+    }"#;
+
+    #[test]
+    fn job_and_cron_job_decode() {
+        let template: Value = serde_json::from_str(JOB_TEMPLATE_JSON).unwrap();
+        let job = batch::Job {
+            metadata: Some(go_meta("once", "default")),
+            spec: Some(go_job_spec()),
+            status: Some(batch::JobStatus::default()),
+        };
+        assert_eq!(
+            decode_ok(&body("batch/v1", "Job", job.encode_to_vec())),
+            json!({
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "once", "namespace": "default"},
+                "spec": {"template": template},
+            })
+        );
+        let cron = batch::CronJob {
+            metadata: Some(go_meta("nightly", "default")),
+            spec: Some(batch::CronJobSpec {
+                schedule: s("0 3 * * *"),
+                concurrency_policy: s(""),
+                job_template: Some(batch::JobTemplateSpec {
+                    metadata: Some(go_meta("nightly", "")),
+                    spec: Some(go_job_spec()),
+                }),
+                ..Default::default()
+            }),
+            status: Some(batch::CronJobStatus::default()),
+        };
+        assert_eq!(
+            decode_ok(&body("batch/v1", "CronJob", cron.encode_to_vec())),
+            json!({
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {"name": "nightly", "namespace": "default"},
+                "spec": {
+                    "schedule": "0 3 * * *",
+                    "jobTemplate": {"metadata": {"name": "nightly"}, "spec": {"template": template}},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn job_with_a_pod_failure_policy_is_unsupported() {
+        let job = batch::Job {
+            metadata: Some(go_meta("j", "default")),
+            spec: Some(batch::JobSpec {
+                pod_failure_policy: Some(batch::PodFailurePolicy::default()),
+                ..go_job_spec()
+            }),
+            status: None,
+        };
         assert!(matches!(
-            decode(KUBECTL_DEPLOYMENT),
-            Err(ProtobufError::UnsupportedKind { ref api_version, ref kind })
-                if api_version == "apps/v1" && kind == "Deployment"
+            decode(&body("batch/v1", "Job", job.encode_to_vec())),
+            Err(ProtobufError::UnsupportedKind { .. })
         ));
+    }
+
+    #[test]
+    fn deployment_keeps_an_explicit_zero_max_unavailable() {
+        let deployment = apps::Deployment {
+            metadata: Some(go_meta("d", "default")),
+            spec: Some(apps::DeploymentSpec {
+                strategy: Some(apps::DeploymentStrategy {
+                    r#type: s("RollingUpdate"),
+                    rolling_update: Some(apps::RollingUpdateDeployment {
+                        max_unavailable: Some(IntOrString {
+                            r#type: Some(0),
+                            int_val: Some(0),
+                            str_val: s(""),
+                        }),
+                        max_surge: Some(IntOrString {
+                            r#type: Some(1),
+                            int_val: Some(0),
+                            str_val: s("50%"),
+                        }),
+                    }),
+                }),
+                min_ready_seconds: Some(0),
+                paused: Some(false),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let v = decode_ok(&body("apps/v1", "Deployment", deployment.encode_to_vec()));
+        assert_eq!(
+            v["spec"],
+            json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "50%"}}})
+        );
+    }
+
+    #[test]
+    fn rbac_kinds_decode() {
+        let rule = rbac::PolicyRule {
+            verbs: vec!["get".to_string(), "list".to_string()],
+            api_groups: vec![String::new()],
+            resources: vec!["pods".to_string()],
+            ..Default::default()
+        };
+        let rule_json = json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]});
+        let role = rbac::Role {
+            metadata: Some(go_meta("reader", "default")),
+            rules: vec![rule.clone()],
+        };
+        assert_eq!(
+            decode_ok(&body(RBAC_V1, "Role", role.encode_to_vec())),
+            json!({
+                "apiVersion": RBAC_V1,
+                "kind": "Role",
+                "metadata": {"name": "reader", "namespace": "default"},
+                "rules": [rule_json],
+            })
+        );
+        let cluster_role = rbac::ClusterRole {
+            metadata: Some(go_meta("nodes", "")),
+            rules: vec![rule],
+            aggregation_rule: None,
+        };
+        assert_eq!(
+            decode_ok(&body(RBAC_V1, "ClusterRole", cluster_role.encode_to_vec()))["rules"],
+            json!([rule_json])
+        );
+        let subject = rbac::Subject {
+            kind: s("ServiceAccount"),
+            api_group: s(""),
+            name: s("bot"),
+            namespace: s("default"),
+        };
+        let role_ref = rbac::RoleRef {
+            api_group: s("rbac.authorization.k8s.io"),
+            kind: s("Role"),
+            name: s("reader"),
+        };
+        let binding = rbac::RoleBinding {
+            metadata: Some(go_meta("read", "default")),
+            subjects: vec![subject.clone()],
+            role_ref: Some(role_ref.clone()),
+        };
+        let expected = json!({
+            "apiVersion": RBAC_V1,
+            "kind": "RoleBinding",
+            "metadata": {"name": "read", "namespace": "default"},
+            "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "default"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        });
+        assert_eq!(
+            decode_ok(&body(RBAC_V1, "RoleBinding", binding.encode_to_vec())),
+            expected
+        );
+        let cluster_binding = rbac::ClusterRoleBinding {
+            metadata: Some(go_meta("read", "")),
+            subjects: vec![subject],
+            role_ref: Some(role_ref),
+        };
+        let v = decode_ok(&body(
+            RBAC_V1,
+            "ClusterRoleBinding",
+            cluster_binding.encode_to_vec(),
+        ));
+        assert_eq!(
+            (&v["subjects"], &v["roleRef"]),
+            (&expected["subjects"], &expected["roleRef"])
+        );
+    }
+
+    #[test]
+    fn kubectl_deployment_capture_decodes() {
+        assert_eq!(
+            decode_ok(KUBECTL_DEPLOYMENT),
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "d1", "namespace": "default", "labels": {"app": "d1"}},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "d1"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "d1"}},
+                        "spec": {"containers": [{"name": "nginx", "image": "nginx"}]},
+                    },
+                },
+            })
+        );
     }
 }

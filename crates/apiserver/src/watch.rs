@@ -24,6 +24,7 @@ use tokio::time::{Instant, Interval};
 use crate::ApiServer;
 use crate::Clock;
 use crate::error::{ApiError, ApiResult};
+use crate::negotiate;
 use crate::objects::{present, selects};
 use crate::registry::ResourceType;
 use crate::request::Params;
@@ -79,13 +80,30 @@ fn too_old(requested: Revision, oldest: Revision) -> ApiError {
     ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
 }
 
-/// What a watch shows: which objects (selectors) of which kind.
+/// What each event carries, as the client's Accept header negotiated it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventObject {
+    /// The object itself, in the watched version of its kind.
+    Resource,
+    /// A one-row Table (`kubectl get -w`).
+    Table(IncludeObject),
+    /// `meta.k8s.io/<version>` `PartialObjectMetadata` (kube's `metadata_watcher`).
+    Metadata { version: String },
+}
+
+/// [`EventObject`] with what rendering it needs.
+enum Encoding {
+    Resource,
+    Table(IncludeObject, Clock),
+    Metadata(String),
+}
+
+/// What a watch shows: which objects (selectors) of which kind, and how.
 struct Selection {
     rt: Arc<ResourceType>,
     labels: LabelSelector,
     fields: FieldSelector,
-    /// Send each object as a one-row Table (`kubectl get -w`).
-    table: Option<(IncludeObject, Clock)>,
+    encoding: Encoding,
 }
 
 impl Selection {
@@ -93,14 +111,16 @@ impl Selection {
         self.labels.is_empty() && self.fields.is_empty()
     }
 
-    /// The object as this client sees it: its version of the kind, or a one-row Table.
+    /// The object as this client sees it: its version of the kind, a one-row Table, or
+    /// its metadata.
     fn encode(&self, stored: Bytes) -> ApiResult<Bytes> {
-        let object = present(&self.rt, stored)?;
-        match &self.table {
-            None => Ok(object),
-            Some((include, clock)) => {
+        match &self.encoding {
+            Encoding::Resource => present(&self.rt, stored),
+            Encoding::Table(include, clock) => {
+                let object = present(&self.rt, stored)?;
                 table::of_resource(&self.rt, &[object], clock(), *include, json!({}))
             }
+            Encoding::Metadata(version) => negotiate::metadata_of(&stored, version),
         }
     }
 
@@ -116,7 +136,7 @@ pub fn start(
     ns: Option<&str>,
     name: Option<&str>,
     params: &Params,
-    table_format: Option<IncludeObject>,
+    event_object: EventObject,
 ) -> ApiResult<WatchStream> {
     let labels = LabelSelector::parse(params.get("labelSelector").unwrap_or(""))
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
@@ -137,12 +157,16 @@ pub fn start(
         ));
     }
     let timeout = watch_timeout(params)?;
-    let table = table_format.map(|include| (include, server.config().clock.clone()));
+    let encoding = match event_object {
+        EventObject::Resource => Encoding::Resource,
+        EventObject::Table(include) => Encoding::Table(include, server.config().clock.clone()),
+        EventObject::Metadata { version } => Encoding::Metadata(version),
+    };
     let selection = Selection {
         rt: rt.clone(),
         labels,
         fields,
-        table,
+        encoding,
     };
     let prefix = rt.list_prefix(ns);
     let store = server.store();
@@ -171,7 +195,7 @@ pub fn start(
                 initial.push_back(event_line("ADDED", &selection.encode(object.value)?));
             }
             if send_initial {
-                initial.push_back(bookmark_line(&rt, page.revision, true));
+                initial.push_back(bookmark_line(&selection, page.revision, true));
             }
             page.revision
         }
@@ -257,7 +281,7 @@ impl WatchStream {
                 Step::Expired => {}
                 Step::Bookmark => {
                     let revision = self.watcher.as_ref().map(Watcher::revision).unwrap_or(0);
-                    return Some(bookmark_line(&self.selection.rt, revision, false));
+                    return Some(bookmark_line(&self.selection, revision, false));
                 }
                 Step::Event(Some(Err(e))) => {
                     self.watcher = None;
@@ -338,12 +362,21 @@ pub fn event_line(kind: &str, object: &[u8]) -> Bytes {
     Bytes::from(line)
 }
 
-fn bookmark_line(rt: &ResourceType, revision: u64, initial_events_end: bool) -> Bytes {
+/// A BOOKMARK event; a metadata-only watch gets it as `PartialObjectMetadata`, as every
+/// other object of its stream.
+fn bookmark_line(selection: &Selection, revision: u64, initial_events_end: bool) -> Bytes {
     let mut metadata = json!({"resourceVersion": revision.to_string()});
     if initial_events_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    let object = json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": metadata});
+    let (kind, api_version) = match &selection.encoding {
+        Encoding::Metadata(version) => (
+            "PartialObjectMetadata".to_string(),
+            format!("meta.k8s.io/{version}"),
+        ),
+        _ => (selection.rt.kind.clone(), selection.rt.api_version()),
+    };
+    let object = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     event_line("BOOKMARK", object.to_string().as_bytes())
 }
 

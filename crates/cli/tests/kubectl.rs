@@ -273,6 +273,133 @@ async fn kubectl_discovery_and_typed_create_commands() {
     assert_contains(&again.stderr, "AlreadyExists");
 }
 
+/// kubectl ≥ 1.30 discovers everything with two aggregated-discovery requests (`/api` and
+/// `/apis`, v2) and no per-group-version ones; its typed `create` of workloads and RBAC
+/// sends protobuf bodies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_aggregated_discovery_and_typed_workload_creates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+
+    let ran = k.try_run(&["api-resources", "-v=8"]);
+    assert!(ran.success, "api-resources failed: {}", ran.stderr);
+    assert_contains(
+        &ran.stderr,
+        "Content-Type: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+    );
+    let requested: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter_map(|l| l.split_once("] GET https://").map(|(_, url)| url))
+        .filter_map(|url| url.split_once('/').map(|(_, path)| path))
+        .collect();
+    assert!(
+        requested
+            .iter()
+            .all(|p| p.starts_with("api?") || p.starts_with("apis?")),
+        "only aggregated discovery requests: {requested:?}"
+    );
+    let deployments = rows(&ran.stdout)
+        .into_iter()
+        .find(|r| r.first().map(String::as_str) == Some("deployments"))
+        .expect("deployments listed");
+    assert_eq!(
+        deployments,
+        ["deployments", "deploy", "apps/v1", "true", "Deployment"]
+    );
+
+    let created = [
+        (
+            vec![
+                "create",
+                "deployment",
+                "web",
+                "--image=nginx",
+                "--replicas=2",
+            ],
+            "deployment.apps/web created",
+        ),
+        (
+            vec![
+                "create",
+                "role",
+                "reader",
+                "--verb=get,list",
+                "--resource=pods",
+            ],
+            "role.rbac.authorization.k8s.io/reader created",
+        ),
+        (
+            vec![
+                "create",
+                "rolebinding",
+                "read",
+                "--role=reader",
+                "--serviceaccount=default:bot",
+            ],
+            "rolebinding.rbac.authorization.k8s.io/read created",
+        ),
+        (
+            vec![
+                "create",
+                "clusterrole",
+                "node-reader",
+                "--verb=get",
+                "--resource=nodes",
+            ],
+            "clusterrole.rbac.authorization.k8s.io/node-reader created",
+        ),
+        (
+            vec![
+                "create",
+                "clusterrolebinding",
+                "node-read",
+                "--clusterrole=node-reader",
+                "--user=alice",
+            ],
+            "clusterrolebinding.rbac.authorization.k8s.io/node-read created",
+        ),
+    ];
+    for (args, printed) in created {
+        assert_eq!(k.run(&args).trim(), printed);
+    }
+    let jsonpath = |kind: &str, name: &str, path: &str| {
+        k.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
+    };
+    assert_eq!(
+        jsonpath(
+            "deployment",
+            "web",
+            "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.selector.matchLabels.app}"
+        ),
+        "2 nginx web"
+    );
+    assert_eq!(
+        jsonpath("role", "reader", "{.rules[0].verbs} {.rules[0].resources}"),
+        r#"["get","list"] ["pods"]"#
+    );
+    assert_eq!(
+        jsonpath(
+            "rolebinding",
+            "read",
+            "{.subjects[0].kind}/{.subjects[0].name} {.roleRef.name}"
+        ),
+        "ServiceAccount/bot reader"
+    );
+    assert_eq!(
+        jsonpath("clusterrole", "node-reader", "{.rules[0].resources}"),
+        r#"["nodes"]"#
+    );
+    assert_eq!(
+        jsonpath(
+            "clusterrolebinding",
+            "node-read",
+            "{.subjects[0].kind}/{.subjects[0].name} {.roleRef.kind}"
+        ),
+        "User/alice ClusterRole"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_get_patch_scale_and_delete() {
     let dir = tempfile::tempdir().expect("tempdir");
