@@ -264,7 +264,7 @@ async fn object_request(
             watch_response(server, rt, ns, Some(name), headers, params)
         }
         (Method::GET, None) => {
-            let listed = server.list(&rt, ns, params)?;
+            let listed = server.list(&rt, ns, params).await?;
             let body = match table_format(headers, params)? {
                 Some(include) => {
                     table::of_resource(&rt, &listed.items, server.now(), include, listed.metadata)?
@@ -284,7 +284,7 @@ async fn object_request(
             &server.get_scale(&rt, ns, name)?,
         )),
         (Method::GET, Some(name)) => {
-            let object = server.get(&rt, ns, name, params)?;
+            let object = server.get(&rt, ns, name, params).await?;
             let body = match table_format(headers, params)? {
                 Some(include) => {
                     table::of_resource(&rt, &[object], server.now(), include, json!({}))?
