@@ -79,19 +79,6 @@ fn to_bytes(value: &Value) -> ApiResult<Bytes> {
         .map_err(|e| ApiError::internal(format!("encoding failed: {e}")))
 }
 
-/// A stored object as the client's version of its kind: rewrites `apiVersion` when the
-/// object was written through another served version of the same CRD.
-pub fn present(rt: &ResourceType, stored: Bytes) -> ApiResult<Bytes> {
-    let expected = format!("{{\"apiVersion\":\"{}\"", rt.api_version());
-    if stored.starts_with(expected.as_bytes()) {
-        return Ok(stored);
-    }
-    let mut value: Value = serde_json::from_slice(&stored)
-        .map_err(|e| ApiError::internal(format!("stored object is corrupt: {e}")))?;
-    value["apiVersion"] = Value::String(rt.api_version());
-    to_bytes(&value)
-}
-
 /// The last check before an object from a client is written: the store must be able to
 /// read it back (see [`MAX_NESTING_DEPTH`]).
 fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {

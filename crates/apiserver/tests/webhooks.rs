@@ -12,12 +12,14 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use base64::Engine;
+use futures::{StreamExt, TryStreamExt};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    PostParams, WatchEvent, WatchParams,
 };
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
@@ -589,6 +591,37 @@ async fn a_conversion_webhook_converts_on_write_and_read() {
         v1.get("g").await.unwrap().data["spec"],
         json!({"color": "blue"})
     );
+
+    // A watch through v2 sees v2 objects, the initial ones and the changes.
+    let mut events = v2
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let first = tokio::time::timeout(common::GUARD, events.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    match first {
+        Some(WatchEvent::Added(object)) => {
+            assert_eq!(object.data["spec"], json!({"colour": "blue"}))
+        }
+        other => panic!("expected the gadget, got {other:?}"),
+    }
+    let patch = json!({"spec": {"color": "green"}});
+    v1.patch("g", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let next = tokio::time::timeout(common::GUARD, events.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    match next {
+        Some(WatchEvent::Modified(object)) => {
+            assert_eq!(object.data["spec"], json!({"colour": "green"}))
+        }
+        other => panic!("expected the change, got {other:?}"),
+    }
 
     let requests = hooks.seen.lock().unwrap().clone();
     assert!(

@@ -532,10 +532,8 @@ impl ApiServer {
             }
         };
         let objects = hook.selector("objectSelector")?;
-        if !objects.is_empty()
-            && !(object.is_some() && objects.matches(labels_of(object))
-                || old.is_some() && objects.matches(labels_of(old)))
-        {
+        let selected = |o: Option<&Value>| o.is_some() && objects.matches(labels_of(o));
+        if !(objects.is_empty() || selected(object) || selected(old)) {
             return Ok(None);
         }
         let namespaces = hook.selector("namespaceSelector")?;
