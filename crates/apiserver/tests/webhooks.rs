@@ -672,3 +672,85 @@ async fn a_dead_conversion_webhook_answers_500() {
         error.message
     );
 }
+
+#[tokio::test]
+async fn an_equivalent_match_sends_the_version_the_rules_name() {
+    let (_server, client, hooks) = setup().await;
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(gadget_crd(&hooks)).unwrap(),
+    )
+    .await
+    .unwrap();
+    let rules = json!([{"operations": ["CREATE"], "apiGroups": ["example.steady.dev"],
+        "apiVersions": ["v1"], "resources": ["gadgets"]}]);
+    let config = json!({"url": format!("{}/deny", hooks.base), "caBundle": hooks.ca_bundle});
+    configure(
+        &client,
+        "validatingwebhookconfigurations",
+        "gadgets",
+        json!([webhook("gadgets.steady.dev", config, rules)]),
+    )
+    .await;
+    let gadget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
+        "metadata": {"name": "bad-gadget"}, "spec": {"colour": "red"},
+    }))
+    .unwrap();
+    let error = api_error(
+        gadgets(&client, "v2")
+            .create(&PostParams::default(), &gadget)
+            .await,
+    );
+    assert_eq!(error.code, 403, "{}", error.message);
+
+    let seen = hooks.seen.lock().unwrap().clone();
+    let review = seen
+        .iter()
+        .find(|r| r["name"] == "bad-gadget")
+        .expect("reviewed");
+    assert_eq!(review["kind"]["version"], "v1");
+    assert_eq!(review["requestKind"]["version"], "v2");
+    assert_eq!(review["resource"]["version"], "v1");
+    assert_eq!(review["object"]["apiVersion"], "example.steady.dev/v1");
+    assert_eq!(
+        review["object"]["spec"],
+        json!({"color": "red"}),
+        "converted by the webhook"
+    );
+}
+
+#[tokio::test]
+async fn a_webhook_without_v1_reviews_is_a_call_failure() {
+    let (_server, client, hooks) = setup().await;
+    let config = json!({"url": format!("{}/deny", hooks.base), "caBundle": hooks.ca_bundle});
+    let mut old = webhook("old.steady.dev", config, configmap_rule(&["CREATE"]));
+    old["admissionReviewVersions"] = json!(["v1beta1"]);
+    configure(
+        &client,
+        "validatingwebhookconfigurations",
+        "old",
+        json!([old]),
+    )
+    .await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let error = api_error(
+        configmaps
+            .create(&PostParams::default(), &configmap("any"))
+            .await,
+    );
+    assert_eq!(error.code, 500);
+    assert!(
+        error.message.contains("does not accept v1 AdmissionReview"),
+        "{}",
+        error.message
+    );
+    assert!(hooks.seen.lock().unwrap().is_empty(), "never called");
+}

@@ -151,6 +151,16 @@ impl Webhook {
         Duration::from_secs(seconds)
     }
 
+    /// steady speaks only `admission.k8s.io/v1`, which the webhook must list.
+    fn accepts_v1(&self) -> Result<(), CallError> {
+        if strings(&self.spec["admissionReviewVersions"]).any(|v| v == "v1") {
+            return Ok(());
+        }
+        Err(CallError::Config(
+            "webhook does not accept v1 AdmissionReview".into(),
+        ))
+    }
+
     fn safe_on_dry_run(&self) -> bool {
         matches!(
             self.spec["sideEffects"].as_str(),
@@ -489,10 +499,11 @@ impl ApiServer {
         };
         let uid = self.new_uid();
         let review = review(&uid, attrs, target, object.as_ref(), old.as_ref());
-        let answer = match client::post_json(&hook.spec["clientConfig"], &review, hook.timeout())
-            .await
-            .and_then(|answer| parse_answer(answer, &uid))
-        {
+        let called = match hook.accepts_v1() {
+            Ok(()) => client::post_json(&hook.spec["clientConfig"], &review, hook.timeout()).await,
+            Err(e) => Err(e),
+        };
+        let answer = match called.and_then(|answer| parse_answer(answer, &uid)) {
             Ok(answer) => answer,
             Err(e) if hook.ignores_failures() => {
                 tracing::warn!(webhook = hook.name(), error = %e, "failed calling webhook, failing open");
