@@ -1264,7 +1264,7 @@ fn builtin_defaults(
         }
         ("", "secrets") => default_secret(obj)?,
         (admission::GROUP, plural @ (admission::MUTATING | admission::VALIDATING)) => {
-            admission::default_configuration(obj, plural == admission::MUTATING)
+            admission::prepare_configuration(obj, plural == admission::MUTATING)?
         }
         _ => {}
     }

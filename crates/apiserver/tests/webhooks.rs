@@ -754,3 +754,64 @@ async fn a_webhook_without_v1_reviews_is_a_call_failure() {
     );
     assert!(hooks.seen.lock().unwrap().is_empty(), "never called");
 }
+
+#[tokio::test]
+async fn webhook_configurations_are_defaulted_and_validated() {
+    let (_server, client, hooks) = setup().await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+        ),
+        "validatingwebhookconfigurations",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let config = |webhooks: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "checked"}, "webhooks": webhooks,
+        }))
+        .unwrap()
+    };
+    let mut bad = webhook(
+        "short.name",
+        json!({"url": "http://127.0.0.1:1/"}),
+        configmap_rule(&["CREATE"]),
+    );
+    bad["sideEffects"] = json!("Some");
+    bad["timeoutSeconds"] = json!(31);
+    let error = api_error(
+        api.create(&PostParams::default(), &config(json!([bad])))
+            .await,
+    );
+    assert_eq!(error.code, 422);
+    for expected in [
+        "webhooks[0].name: Invalid value: \"short.name\": should be a domain with at least three segments separated by dots",
+        "webhooks[0].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\"",
+        "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
+        "webhooks[0].clientConfig.url: Invalid value: \"http://127.0.0.1:1/\": 'https' is the only allowed URL scheme",
+    ] {
+        assert!(
+            error.message.contains(expected),
+            "{expected} in {}",
+            error.message
+        );
+    }
+
+    let good = webhook(
+        "good.steady.dev",
+        json!({"url": format!("{}/deny", hooks.base), "caBundle": hooks.ca_bundle}),
+        configmap_rule(&["CREATE"]),
+    );
+    let created = api
+        .create(&PostParams::default(), &config(json!([good])))
+        .await
+        .unwrap();
+    let hook = &created.data["webhooks"][0];
+    assert_eq!(hook["failurePolicy"], "Fail");
+    assert_eq!(hook["matchPolicy"], "Equivalent");
+    assert_eq!(hook["timeoutSeconds"], 10);
+    assert_eq!(hook["namespaceSelector"], json!({}));
+    assert_eq!(hook["rules"][0]["scope"], "*");
+}

@@ -19,6 +19,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::registry::ResourceType;
 use crate::request::{FieldValidation, WriteOptions};
+use crate::schema::{FieldError, FieldErrorReason};
 use crate::selector::LabelSelector;
 
 pub const GROUP: &str = "admissionregistration.k8s.io";
@@ -654,8 +655,26 @@ fn review(
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 }
 
+/// Default and validate a webhook configuration being written, as kube-apiserver does.
+pub fn prepare_configuration(config: &mut Value, mutating: bool) -> ApiResult<()> {
+    default_configuration(config, mutating);
+    let errors = configuration_errors(config, mutating);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let kind = match mutating {
+        true => "MutatingWebhookConfiguration",
+        false => "ValidatingWebhookConfiguration",
+    };
+    Err(ApiError::invalid(
+        kind,
+        meta::name(config).unwrap_or(""),
+        &errors,
+    ))
+}
+
 /// The defaults kube-apiserver writes into a webhook configuration.
-pub fn default_configuration(config: &mut Value, mutating: bool) {
+fn default_configuration(config: &mut Value, mutating: bool) {
     let Some(webhooks) = config.get_mut("webhooks").and_then(Value::as_array_mut) else {
         return;
     };
@@ -674,6 +693,113 @@ pub fn default_configuration(config: &mut Value, mutating: bool) {
                 rule.entry("scope").or_insert(json!("*"));
             }
         }
+    }
+}
+
+fn field_error(field: String, reason: FieldErrorReason, message: String) -> FieldError {
+    FieldError {
+        field,
+        reason,
+        message,
+    }
+}
+
+/// What kube-apiserver's validation of `admissionregistration.k8s.io/v1` rejects in each
+/// webhook (the rules' contents are not checked).
+fn configuration_errors(config: &Value, mutating: bool) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let webhooks = config["webhooks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let mut names = std::collections::BTreeSet::new();
+    for (i, hook) in webhooks.iter().enumerate() {
+        let at = |field: &str| format!("webhooks[{i}].{field}");
+        match hook["name"].as_str().filter(|n| !n.is_empty()) {
+            None => errors.push(field_error(at("name"), FieldErrorReason::Required, "Required value".into())),
+            Some(name) if name.split('.').filter(|s| !s.is_empty()).count() < 3 => {
+                errors.push(field_error(
+                    at("name"),
+                    FieldErrorReason::Invalid,
+                    format!("Invalid value: {name:?}: should be a domain with at least three segments separated by dots"),
+                ))
+            }
+            Some(name) if !names.insert(name) => errors.push(field_error(
+                at("name"),
+                FieldErrorReason::Invalid,
+                format!("Duplicate value: {name:?}"),
+            )),
+            Some(_) => {}
+        }
+        if !strings(&hook["admissionReviewVersions"]).any(|v| v == "v1" || v == "v1beta1") {
+            errors.push(field_error(
+                at("admissionReviewVersions"),
+                FieldErrorReason::Required,
+                "Required value: must specify one of v1, v1beta1".into(),
+            ));
+        }
+        let mut enums = vec![
+            ("sideEffects", &["None", "NoneOnDryRun"][..], true),
+            ("failurePolicy", &["Fail", "Ignore"][..], false),
+            ("matchPolicy", &["Equivalent", "Exact"][..], false),
+        ];
+        if mutating {
+            enums.push(("reinvocationPolicy", &["IfNeeded", "Never"][..], false));
+        }
+        for (field, supported, required) in enums {
+            let quoted: Vec<String> = supported.iter().map(|v| format!("{v:?}")).collect();
+            match hook.get(field).and_then(Value::as_str) {
+                None if required => errors.push(field_error(
+                    at(field),
+                    FieldErrorReason::Required,
+                    format!(
+                        "Required value: must specify one of {}",
+                        supported.join(", ")
+                    ),
+                )),
+                Some(value) if !supported.contains(&value) => errors.push(field_error(
+                    at(field),
+                    FieldErrorReason::NotSupported,
+                    format!(
+                        "Unsupported value: {value:?}: supported values: {}",
+                        quoted.join(", ")
+                    ),
+                )),
+                _ => {}
+            }
+        }
+        if let Some(timeout) = hook["timeoutSeconds"].as_i64()
+            && !(1..=MAX_TIMEOUT_SECONDS as i64).contains(&timeout)
+        {
+            errors.push(field_error(
+                at("timeoutSeconds"),
+                FieldErrorReason::Invalid,
+                format!(
+                    "Invalid value: {timeout}: the timeout value must be between 1 and 30 seconds"
+                ),
+            ));
+        }
+        errors.extend(client_config_errors(
+            &hook["clientConfig"],
+            &at("clientConfig"),
+        ));
+    }
+    errors
+}
+
+fn client_config_errors(client_config: &Value, at: &str) -> Option<FieldError> {
+    match (client_config.get("url"), client_config.get("service")) {
+        (Some(Value::String(url)), None) if !url.starts_with("https://") => Some(field_error(
+            format!("{at}.url"),
+            FieldErrorReason::Invalid,
+            format!("Invalid value: {url:?}: 'https' is the only allowed URL scheme"),
+        )),
+        (Some(Value::String(_)), None) | (None, Some(Value::Object(_))) => None,
+        _ => Some(field_error(
+            at.to_string(),
+            FieldErrorReason::Required,
+            "Required value: exactly one of url or service is required".into(),
+        )),
     }
 }
 
