@@ -74,6 +74,16 @@ impl ApiServer {
         else {
             return Ok(None);
         };
+        // Every write of a custom resource asks; most CRDs convert by `None`, and their
+        // compact JSON then never holds this pair, so they are not parsed.
+        const WEBHOOK_STRATEGY: &[u8] = br#""strategy":"Webhook""#;
+        if !stored
+            .value
+            .windows(WEBHOOK_STRATEGY.len())
+            .any(|w| w == WEBHOOK_STRATEGY)
+        {
+            return Ok(None);
+        }
         let crd: Value = serde_json::from_slice(&stored.value)
             .map_err(|e| ApiError::internal(format!("stored CRD {name} is corrupt: {e}")))?;
         Ok(uses_webhook(&crd).then_some(crd))
