@@ -80,6 +80,17 @@ async fn label(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Valu
     )
 }
 
+/// Adds the annotation `stamped: "yes"` (not recorded in `seen`).
+async fn stamp(Json(review): Json<Value>) -> Json<Value> {
+    let request = &review["request"];
+    let patch =
+        json!([{"op": "add", "path": "/metadata/annotations", "value": {"stamped": "yes"}}]);
+    let patch = base64::engine::general_purpose::STANDARD.encode(patch.to_string());
+    answer(
+        json!({"uid": request["uid"], "allowed": true, "patchType": "JSONPatch", "patch": patch}),
+    )
+}
+
 /// Never answers: the caller's timeout must end the call.
 async fn hang(Json(_): Json<Value>) -> Json<Value> {
     std::future::pending().await
@@ -149,6 +160,7 @@ async fn start_webhooks() -> WebhookServer {
         .route("/deny", post(deny))
         .route("/label", post(label))
         .route("/hang", post(hang))
+        .route("/stamp", post(stamp))
         .route("/convert", post(convert))
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -814,4 +826,54 @@ async fn webhook_configurations_are_defaulted_and_validated() {
     assert_eq!(hook["timeoutSeconds"], 10);
     assert_eq!(hook["namespaceSelector"], json!({}));
     assert_eq!(hook["rules"][0]["scope"], "*");
+}
+
+#[tokio::test]
+async fn an_if_needed_webhook_runs_again_after_a_later_change() {
+    let (_server, client, hooks) = setup().await;
+    let at =
+        |path: &str| json!({"url": format!("{}{path}", hooks.base), "caBundle": hooks.ca_bundle});
+    let mut first = webhook(
+        "label.steady.dev",
+        at("/label"),
+        configmap_rule(&["CREATE"]),
+    );
+    first["reinvocationPolicy"] = json!("IfNeeded");
+    configure(
+        &client,
+        "mutatingwebhookconfigurations",
+        "a-label",
+        json!([first]),
+    )
+    .await;
+    let second = webhook(
+        "stamp.steady.dev",
+        at("/stamp"),
+        configmap_rule(&["CREATE"]),
+    );
+    configure(
+        &client,
+        "mutatingwebhookconfigurations",
+        "b-stamp",
+        json!([second]),
+    )
+    .await;
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = configmaps
+        .create(&PostParams::default(), &configmap("twice"))
+        .await
+        .unwrap();
+    let annotations = created.metadata.annotations.unwrap_or_default();
+    assert_eq!(annotations.get("stamped").map(String::as_str), Some("yes"));
+    let labelled = hooks.seen.lock().unwrap().clone();
+    assert_eq!(
+        labelled.len(),
+        2,
+        "called, then called again after the stamp"
+    );
+    assert_eq!(
+        labelled[1]["object"]["metadata"]["annotations"]["stamped"],
+        "yes"
+    );
 }
