@@ -98,7 +98,7 @@ fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
 const FRESHNESS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl ApiServer {
-    /// [`present`] for an object the store has just committed: the write succeeded, so the
+    /// [`Self::present_converted`] for an object the store has just committed: the write succeeded, so the
     /// client gets a success whatever happens here. Every object passed [`check_storable`]
     /// before it was written, so this only logs (a conversion webhook may also fail); the
     /// stored bytes are valid JSON either way.
