@@ -302,7 +302,7 @@ async fn object_request(
         (Method::GET, None) => {
             let representation = negotiate::negotiate(headers, Endpoint::List)?;
             let include = table_include(&representation, params)?;
-            let listed = server.list(&rt, ns, params)?;
+            let listed = server.list(&rt, ns, params).await?;
             let body = match (&representation, include) {
                 (_, Some(include)) => {
                     table::of_resource(&rt, &listed.items, server.now(), include, listed.metadata)?
@@ -327,7 +327,7 @@ async fn object_request(
         (Method::GET, Some(name)) => {
             let representation = negotiate::negotiate(headers, Endpoint::Object)?;
             let include = table_include(&representation, params)?;
-            let object = server.get(&rt, ns, name, params)?;
+            let object = server.get(&rt, ns, name, params).await?;
             let body = match (&representation, include) {
                 (_, Some(include)) => {
                     table::of_resource(&rt, &[object], server.now(), include, json!({}))?

@@ -32,6 +32,7 @@ pub mod serve;
 pub mod table;
 pub mod tls;
 mod watch;
+mod webhook;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -19,6 +19,7 @@ use crate::request::{
 };
 use crate::schema;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::webhook::admission::{self, Attributes, Operation};
 
 /// A page of a list: its metadata (resourceVersion, continue) and the objects' bytes.
 #[derive(Debug)]
@@ -78,32 +79,6 @@ fn to_bytes(value: &Value) -> ApiResult<Bytes> {
         .map_err(|e| ApiError::internal(format!("encoding failed: {e}")))
 }
 
-/// A stored object as the client's version of its kind: rewrites `apiVersion` when the
-/// object was written through another served version of the same CRD.
-pub fn present(rt: &ResourceType, stored: Bytes) -> ApiResult<Bytes> {
-    let expected = format!("{{\"apiVersion\":\"{}\"", rt.api_version());
-    if stored.starts_with(expected.as_bytes()) {
-        return Ok(stored);
-    }
-    let mut value: Value = serde_json::from_slice(&stored)
-        .map_err(|e| ApiError::internal(format!("stored object is corrupt: {e}")))?;
-    value["apiVersion"] = Value::String(rt.api_version());
-    to_bytes(&value)
-}
-
-/// [`present`] for an object the store has just committed: the write succeeded, so the
-/// client gets a success whatever happens here. Every object passed [`check_storable`]
-/// before it was written, so this only logs; the stored bytes are valid JSON either way.
-fn present_committed(rt: &ResourceType, stored: Bytes) -> Bytes {
-    match present(rt, stored.clone()) {
-        Ok(presented) => presented,
-        Err(e) => {
-            tracing::error!(kind = %rt.kind, error = %e, "a committed object could not be presented");
-            stored
-        }
-    }
-}
-
 /// The last check before an object from a client is written: the store must be able to
 /// read it back (see [`MAX_NESTING_DEPTH`]).
 fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
@@ -123,6 +98,20 @@ fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
 const FRESHNESS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl ApiServer {
+    /// [`Self::present_converted`] for an object the store has just committed: the write succeeded, so the
+    /// client gets a success whatever happens here. Every object passed [`check_storable`]
+    /// before it was written, so this only logs (a conversion webhook may also fail); the
+    /// stored bytes are valid JSON either way.
+    async fn present_committed(&self, rt: &ResourceType, stored: Bytes) -> Bytes {
+        match self.present_converted(rt, stored.clone()).await {
+            Ok(presented) => presented,
+            Err(e) => {
+                tracing::error!(kind = %rt.kind, error = %e, "a committed object could not be presented");
+                stored
+            }
+        }
+    }
+
     fn namespace_key(&self, name: &str) -> String {
         format!("/core/namespaces/{name}")
     }
@@ -219,7 +208,7 @@ impl ApiServer {
     }
 
     /// GET of one object (`resourceVersion` "", "0" or not-older-than N).
-    pub fn get(
+    pub async fn get(
         &self,
         rt: &ResourceType,
         ns: Option<&str>,
@@ -230,11 +219,16 @@ impl ApiServer {
             self.reached(rt, name, rv)?;
         }
         let stored = self.get_stored(rt, ns, name)?;
-        present(rt, stored.value)
+        self.present_converted(rt, stored.value).await
     }
 
     /// LIST with selectors, paging and Kubernetes' resourceVersion semantics.
-    pub fn list(&self, rt: &ResourceType, ns: Option<&str>, params: &Params) -> ApiResult<Listed> {
+    pub async fn list(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        params: &Params,
+    ) -> ApiResult<Listed> {
         let labels = LabelSelector::parse(params.get("labelSelector").unwrap_or(""))
             .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
         let fields = FieldSelector::parse(
@@ -275,11 +269,10 @@ impl ApiServer {
         if let Some(token) = continue_value {
             metadata["continue"] = Value::String(token);
         }
-        let items = page
-            .items
-            .into_iter()
-            .map(|o| present(rt, o.value))
-            .collect::<ApiResult<Vec<Bytes>>>()?;
+        let mut items = Vec::with_capacity(page.items.len());
+        for object in page.items {
+            items.push(self.present_converted(rt, object.value).await?);
+        }
         Ok(Listed { metadata, items })
     }
 
@@ -318,6 +311,9 @@ impl ApiServer {
         }
         let mut warnings = Vec::new();
         self.admit(rt, None, &mut obj, opts, &mut warnings)?;
+        let attrs = Attributes::new(rt, Operation::Create, ns.as_deref(), &name, opts);
+        self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
+            .await?;
         check_storable(rt, &obj)?;
         if opts.dry_run {
             return Ok(Written {
@@ -327,6 +323,7 @@ impl ApiServer {
             });
         }
         let key = rt.key(ns.as_deref(), &name);
+        let obj = self.to_storage_version(rt, obj).await?;
         let stored = self
             .store()
             .create(&key, obj)
@@ -334,7 +331,7 @@ impl ApiServer {
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
         self.after_commit(rt, &stored.value);
         Ok(Written {
-            object: present_committed(rt, stored.value),
+            object: self.present_committed(rt, stored.value).await,
             created: true,
             warnings,
         })
@@ -390,7 +387,7 @@ impl ApiServer {
     }
 
     /// Defaulting, pruning and validation every write goes through.
-    fn admit(
+    pub(crate) fn admit(
         &self,
         rt: &ResourceType,
         old: Option<&Value>,
@@ -486,7 +483,7 @@ impl ApiServer {
         {
             return Err(ApiError::modified(&rt.qualified_name(), name));
         }
-        let old = parse_stored(&stored)?;
+        let old = self.convert_object(rt, parse_stored(&stored)?).await?;
         self.commit_update(rt, ns, name, sub, &old, stored.revision, obj, opts)
             .await
     }
@@ -544,11 +541,14 @@ impl ApiServer {
         }
         let mut warnings = Vec::new();
         self.admit(rt, Some(old), &mut new, opts, &mut warnings)?;
+        let attrs = Attributes::new(rt, Operation::Update, ns, name, opts).on_subresource(sub);
+        self.admit_by_webhooks(&attrs, &mut new, Some(old), opts, &mut warnings)
+            .await?;
         meta::metadata_mut(&mut new)
             .insert("resourceVersion".into(), Value::String(rev.to_string()));
         if meta::same_content(old, &new) {
             return Ok(Written {
-                object: present(rt, to_bytes(old)?)?,
+                object: self.present_converted(rt, to_bytes(old)?).await?,
                 created: false,
                 warnings,
             });
@@ -570,11 +570,12 @@ impl ApiServer {
                 .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
             self.after_delete(rt, name);
             return Ok(Written {
-                object: present_committed(rt, stored.value),
+                object: self.present_committed(rt, stored.value).await,
                 created: false,
                 warnings,
             });
         }
+        let new = self.to_storage_version(rt, new).await?;
         let stored = self
             .store()
             .update(&key, new, Some(rev))
@@ -582,7 +583,7 @@ impl ApiServer {
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
         self.after_commit(rt, &stored.value);
         Ok(Written {
-            object: present_committed(rt, stored.value),
+            object: self.present_committed(rt, stored.value).await,
             created: false,
             warnings,
         })
@@ -628,7 +629,7 @@ impl ApiServer {
                 }
                 Err(e) => return Err(e),
             };
-            let old = parse_stored(&stored)?;
+            let old = self.convert_object(rt, parse_stored(&stored)?).await?;
             let new = patch.apply(&rt.kind, &old).map_err(patch_error)?;
             if !new.is_object() {
                 return Err(ApiError::unprocessable(
@@ -671,8 +672,10 @@ impl ApiServer {
             let stored = self.get_stored(rt, ns, name)?;
             let mut obj = parse_stored(&stored)?;
             check_preconditions(rt, name, &obj, stored.revision, opts)?;
+            let attrs = Attributes::delete(rt, ns, name, opts.dry_run);
+            self.admit_delete_by_webhooks(&attrs, &obj).await?;
             if opts.dry_run {
-                return Ok((present(rt, stored.value)?, false));
+                return Ok((self.present_converted(rt, stored.value).await?, false));
             }
             let propagation = opts.propagation.unwrap_or(Propagation::Background);
             let mut finalizers = meta::finalizers(&obj);
@@ -701,7 +704,7 @@ impl ApiServer {
                     Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), name)),
                     Ok(deleted) => {
                         self.after_delete(rt, name);
-                        return Ok((present_committed(rt, deleted.value), true));
+                        return Ok((self.present_committed(rt, deleted.value).await, true));
                     }
                 }
             }
@@ -725,12 +728,12 @@ impl ApiServer {
             }
             let old = parse_stored(&stored)?;
             if meta::same_content(&old, &obj) {
-                return Ok((present(rt, stored.value)?, false));
+                return Ok((self.present_converted(rt, stored.value).await?, false));
             }
             match self.store().update(&key, obj, Some(stored.revision)).await {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), name)),
-                Ok(updated) => return Ok((present_committed(rt, updated.value), false)),
+                Ok(updated) => return Ok((self.present_committed(rt, updated.value).await, false)),
             }
         }
         Err(ApiError::modified(&rt.qualified_name(), name))
@@ -749,7 +752,7 @@ impl ApiServer {
             encode(params.get("labelSelector").unwrap_or("")),
             encode(params.get("fieldSelector").unwrap_or(""))
         )));
-        let listed = self.list(rt, ns, &selection)?;
+        let listed = self.list(rt, ns, &selection).await?;
         let mut deleted = Vec::new();
         for bytes in &listed.items {
             let item: Value =
@@ -1260,6 +1263,9 @@ fn builtin_defaults(
             }
         }
         ("", "secrets") => default_secret(obj)?,
+        (admission::GROUP, plural @ (admission::MUTATING | admission::VALIDATING)) => {
+            admission::prepare_configuration(obj, plural == admission::MUTATING)?
+        }
         _ => {}
     }
     Ok(())

@@ -291,6 +291,26 @@ const BUILTINS: &[Builtin] = &[
         status: true,
         fields: &[],
     },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        fields: &[],
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingWebhookConfiguration",
+        plural: "validatingwebhookconfigurations",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        fields: &[],
+    },
 ];
 
 fn builtin_types() -> impl Iterator<Item = ResourceType> {

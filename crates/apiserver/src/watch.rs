@@ -25,7 +25,7 @@ use crate::ApiServer;
 use crate::Clock;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate;
-use crate::objects::{present, selects};
+use crate::objects::selects;
 use crate::registry::ResourceType;
 use crate::request::Params;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -100,6 +100,8 @@ enum Encoding {
 
 /// What a watch shows: which objects (selectors) of which kind, and how.
 struct Selection {
+    /// Converts objects stored in another version of a CRD (a conversion webhook may be called).
+    server: ApiServer,
     rt: Arc<ResourceType>,
     labels: LabelSelector,
     fields: FieldSelector,
@@ -111,13 +113,13 @@ impl Selection {
         self.labels.is_empty() && self.fields.is_empty()
     }
 
-    /// The object as this client sees it: its version of the kind, a one-row Table, or
-    /// its metadata.
-    fn encode(&self, stored: Bytes) -> ApiResult<Bytes> {
+    /// The object as this client sees it: its version of the kind (converted by a webhook
+    /// where the CRD says so), a one-row Table, or its metadata.
+    async fn encode(&self, stored: Bytes) -> ApiResult<Bytes> {
         match &self.encoding {
-            Encoding::Resource => present(&self.rt, stored),
+            Encoding::Resource => self.server.present_converted(&self.rt, stored).await,
             Encoding::Table(include, clock) => {
-                let object = present(&self.rt, stored)?;
+                let object = self.server.present_converted(&self.rt, stored).await?;
                 table::of_resource(&self.rt, &[object], clock(), *include, json!({}))
             }
             Encoding::Metadata(version) => negotiate::metadata_of(&stored, version),
@@ -163,6 +165,7 @@ pub fn start(
         EventObject::Metadata { version } => Encoding::Metadata(version),
     };
     let selection = Selection {
+        server: server.clone(),
         rt: rt.clone(),
         labels,
         fields,
@@ -192,10 +195,10 @@ pub fn start(
                 )
                 .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), ""))?;
             for object in page.items {
-                initial.push_back(event_line("ADDED", &selection.encode(object.value)?));
+                initial.push_back(Queued::Added(object.value));
             }
             if send_initial {
-                initial.push_back(bookmark_line(&selection, page.revision, true));
+                initial.push_back(Queued::Line(bookmark_line(&selection, page.revision, true)));
             }
             page.revision
         }
@@ -206,7 +209,7 @@ pub fn start(
             requested,
             compacted,
         }) => {
-            initial.push_back(error_line(&too_old(requested, compacted)));
+            initial.push_back(Queued::Line(error_line(&too_old(requested, compacted))));
             None
         }
         Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), "")),
@@ -226,6 +229,13 @@ pub fn start(
     })
 }
 
+/// What a watch sends before following the store: lines ready to go, and the initial
+/// objects, encoded as they are sent (a conversion webhook cannot be awaited at start).
+enum Queued {
+    Line(Bytes),
+    Added(Bytes),
+}
+
 /// An open watch; turn it into a body with [`WatchStream::into_stream`].
 pub struct WatchStream {
     selection: Selection,
@@ -233,7 +243,7 @@ pub struct WatchStream {
     /// The expiry generation this stream was opened in.
     generation: u64,
     watcher: Option<Watcher>,
-    initial: VecDeque<Bytes>,
+    initial: VecDeque<Queued>,
     deadline: Instant,
     bookmarks: Option<Interval>,
 }
@@ -249,8 +259,15 @@ impl WatchStream {
         if self.expiring() {
             return Some(self.expire());
         }
-        if let Some(line) = self.initial.pop_front() {
-            return Some(line);
+        match self.initial.pop_front() {
+            Some(Queued::Line(line)) => return Some(line),
+            Some(Queued::Added(stored)) => {
+                return Some(match self.selection.encode(stored).await {
+                    Ok(object) => event_line("ADDED", &object),
+                    Err(e) => error_line(&e),
+                });
+            }
+            None => {}
         }
         loop {
             // Created before the check, so a `fire` after the check still wakes it; polled
@@ -295,7 +312,7 @@ impl WatchStream {
                     return Some(error_line(&error));
                 }
                 Step::Event(Some(Ok(event))) => {
-                    if let Some(line) = render(&self.selection, &event) {
+                    if let Some(line) = render(&self.selection, &event).await {
                         if let Some(interval) = self.bookmarks.as_mut() {
                             interval.reset();
                         }
@@ -328,7 +345,7 @@ enum Step {
 }
 
 /// The event a client sees for a store event, given its selection (None: not for it).
-fn render(selection: &Selection, event: &steady_store::Event) -> Option<Bytes> {
+async fn render(selection: &Selection, event: &steady_store::Event) -> Option<Bytes> {
     let now = selection.matches(&event.labels, &event.value);
     // The store keeps no label set for the previous state; decode just its labels.
     let before = || {
@@ -348,7 +365,7 @@ fn render(selection: &Selection, event: &steady_store::Event) -> Option<Bytes> {
             (false, false) => None,
         },
     }?;
-    let object = selection.encode(event.value.clone()).ok()?;
+    let object = selection.encode(event.value.clone()).await.ok()?;
     Some(event_line(kind, &object))
 }
 

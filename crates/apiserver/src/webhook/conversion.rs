@@ -1,0 +1,284 @@
+//! CRD conversion: an object stored in one version of a custom resource, read or written
+//! through another. `strategy: None` only rewrites `apiVersion`; `strategy: Webhook` sends
+//! an `apiextensions.k8s.io/v1` ConversionReview to `spec.conversion.webhook.clientConfig`
+//! and checks what comes back as kube-apiserver does (same count, the desired apiVersion,
+//! the same kind, name, namespace and uid). Objects of a Webhook CRD are stored in its
+//! storage version; the others keep the version they were written in.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::client::{self, CallError};
+use crate::ApiServer;
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::registry::ResourceType;
+
+/// kube-apiserver gives a conversion webhook 30 s (not configurable).
+const CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn api_version_of(object: &Value) -> &str {
+    object["apiVersion"].as_str().unwrap_or("")
+}
+
+/// `example.com/v1, Kind=Widget`, as Go prints a GroupVersionKind.
+fn group_version_kind(object: &Value) -> String {
+    format!(
+        "{}, Kind={}",
+        api_version_of(object),
+        object["kind"].as_str().unwrap_or("")
+    )
+}
+
+/// A conversion failure: 500, no reason (a plain error in kube-apiserver's handlers).
+fn conversion_failed(object: &Value, why: impl std::fmt::Display) -> ApiError {
+    ApiError {
+        code: 500,
+        reason: "",
+        message: format!(
+            "conversion webhook for {} failed: {why}",
+            group_version_kind(object)
+        ),
+        details: None,
+    }
+}
+
+fn uses_webhook(crd: &Value) -> bool {
+    crd.pointer("/spec/conversion/strategy")
+        .and_then(Value::as_str)
+        == Some("Webhook")
+}
+
+fn storage_version(crd: &Value) -> Option<&str> {
+    crd.pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v["storage"] == true)?
+        .get("name")?
+        .as_str()
+}
+
+impl ApiServer {
+    /// The CRD that defines `rt`, when it converts by webhook.
+    fn webhook_crd(&self, rt: &ResourceType) -> ApiResult<Option<Value>> {
+        let Some(name) = rt.crd_name.as_deref() else {
+            return Ok(None);
+        };
+        let key = format!("/apiextensions.k8s.io/customresourcedefinitions/{name}");
+        let Some(stored) = self
+            .store()
+            .get(&key, None)
+            .map_err(|e| ApiError::from_store(e, "customresourcedefinitions", name))?
+        else {
+            return Ok(None);
+        };
+        // Every write of a custom resource asks; most CRDs convert by `None`, and their
+        // compact JSON then never holds this pair, so they are not parsed.
+        const WEBHOOK_STRATEGY: &[u8] = br#""strategy":"Webhook""#;
+        if !stored
+            .value
+            .windows(WEBHOOK_STRATEGY.len())
+            .any(|w| w == WEBHOOK_STRATEGY)
+        {
+            return Ok(None);
+        }
+        let crd: Value = serde_json::from_slice(&stored.value)
+            .map_err(|e| ApiError::internal(format!("stored CRD {name} is corrupt: {e}")))?;
+        Ok(uses_webhook(&crd).then_some(crd))
+    }
+
+    /// `object` as version `rt` of its kind.
+    pub(crate) async fn convert_object(
+        &self,
+        rt: &ResourceType,
+        object: Value,
+    ) -> ApiResult<Value> {
+        let desired = rt.api_version();
+        if api_version_of(&object) == desired {
+            return Ok(object);
+        }
+        match self.webhook_crd(rt)? {
+            Some(crd) => convert_by_webhook(&crd, object, &desired).await,
+            None => {
+                let mut object = object;
+                object["apiVersion"] = Value::String(desired);
+                Ok(object)
+            }
+        }
+    }
+
+    /// Stored bytes as the client's version of the kind: unchanged when already in it.
+    pub(crate) async fn present_converted(
+        &self,
+        rt: &ResourceType,
+        stored: Bytes,
+    ) -> ApiResult<Bytes> {
+        let expected = format!("{{\"apiVersion\":\"{}\"", rt.api_version());
+        if stored.starts_with(expected.as_bytes()) {
+            return Ok(stored);
+        }
+        let object: Value = serde_json::from_slice(&stored)
+            .map_err(|e| ApiError::internal(format!("stored object is corrupt: {e}")))?;
+        let converted = self.convert_object(rt, object).await?;
+        serde_json::to_vec(&converted)
+            .map(Bytes::from)
+            .map_err(|e| ApiError::internal(format!("encoding failed: {e}")))
+    }
+
+    /// `object` as it is stored: the storage version for a CRD converted by webhook, as
+    /// written otherwise.
+    pub(crate) async fn to_storage_version(
+        &self,
+        rt: &ResourceType,
+        object: Value,
+    ) -> ApiResult<Value> {
+        let Some(crd) = self.webhook_crd(rt)? else {
+            return Ok(object);
+        };
+        let Some(storage) = storage_version(&crd) else {
+            return Ok(object);
+        };
+        let desired = format!("{}/{storage}", rt.group);
+        if api_version_of(&object) == desired {
+            return Ok(object);
+        }
+        convert_by_webhook(&crd, object, &desired).await
+    }
+}
+
+async fn convert_by_webhook(crd: &Value, object: Value, desired: &str) -> ApiResult<Value> {
+    let accepted = crd
+        .pointer("/spec/conversion/webhook/conversionReviewVersions")
+        .and_then(Value::as_array)
+        .is_some_and(|versions| versions.iter().any(|v| v == "v1"));
+    if !accepted {
+        return Err(conversion_failed(
+            &object,
+            "webhook does not accept v1 ConversionReview",
+        ));
+    }
+    let uid = uuid::Uuid::new_v4().hyphenated().to_string();
+    let review = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": uid, "desiredAPIVersion": desired, "objects": [object]},
+    });
+    let client_config = crd
+        .pointer("/spec/conversion/webhook/clientConfig")
+        .unwrap_or(&Value::Null);
+    let answer = client::post_json(client_config, &review, CONVERSION_TIMEOUT)
+        .await
+        .map_err(|e| conversion_failed(&object, e))?;
+    converted_object(&answer, &uid, &object, desired)
+}
+
+/// The one converted object of a ConversionReview answer, checked as kube-apiserver does.
+fn converted_object(
+    answer: &Value,
+    uid: &str,
+    original: &Value,
+    desired: &str,
+) -> ApiResult<Value> {
+    let fail = |why: String| conversion_failed(original, CallError::InvalidResponse(why));
+    let response = answer
+        .get("response")
+        .filter(|r| r.is_object())
+        .ok_or_else(|| fail("no response provided".into()))?;
+    let answered_uid = response["uid"].as_str().unwrap_or("");
+    if answered_uid != uid {
+        return Err(fail(format!(
+            "expected response.uid={uid:?}, got {answered_uid:?}"
+        )));
+    }
+    if response.pointer("/result/status").and_then(Value::as_str) != Some("Success") {
+        let message = response
+            .pointer("/result/message")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Err(ApiError {
+            message: match message {
+                "" => format!(
+                    "conversion webhook for {} failed",
+                    group_version_kind(original)
+                ),
+                m => format!(
+                    "conversion webhook for {} failed: {m}",
+                    group_version_kind(original)
+                ),
+            },
+            ..conversion_failed(original, "")
+        });
+    }
+    let objects = response["convertedObjects"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let [converted] = objects else {
+        return Err(fail(format!(
+            "expected 1 converted objects, got {}",
+            objects.len()
+        )));
+    };
+    if api_version_of(converted) != desired {
+        return Err(fail(format!(
+            "invalid apiVersion {:?}, expected {desired:?}",
+            api_version_of(converted)
+        )));
+    }
+    if converted["kind"] != original["kind"] {
+        return Err(fail(format!(
+            "invalid kind {}, expected {}",
+            converted["kind"], original["kind"]
+        )));
+    }
+    for field in ["name", "namespace", "uid"] {
+        if meta::meta_str(converted, field) != meta::meta_str(original, field) {
+            return Err(fail(format!("must not change metadata.{field}")));
+        }
+    }
+    Ok(converted.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn original() -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "uid": "u"}})
+    }
+
+    #[test]
+    fn a_converted_object_must_keep_its_identity() {
+        let answer = |object: Value| json!({"response": {"uid": "1", "result": {"status": "Success"}, "convertedObjects": [object]}});
+        let good = json!({"apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "w", "uid": "u"}});
+        assert_eq!(
+            converted_object(&answer(good.clone()), "1", &original(), "example.com/v2"),
+            Ok(good)
+        );
+        let renamed = json!({"apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "x", "uid": "u"}});
+        let error = converted_object(&answer(renamed), "1", &original(), "example.com/v2")
+            .expect_err("renaming is refused");
+        assert_eq!(error.code, 500);
+        assert!(
+            error
+                .message
+                .starts_with("conversion webhook for example.com/v1, Kind=Widget failed: "),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn a_failure_result_carries_the_webhooks_message() {
+        let answer =
+            json!({"response": {"uid": "1", "result": {"status": "Failure", "message": "cannot"}}});
+        let error =
+            converted_object(&answer, "1", &original(), "example.com/v2").expect_err("fails");
+        assert_eq!(
+            error.message,
+            "conversion webhook for example.com/v1, Kind=Widget failed: cannot"
+        );
+    }
+}
