@@ -190,7 +190,7 @@ pub fn negotiate(headers: &HeaderMap, endpoint: Endpoint) -> ApiResult<Represent
 }
 
 /// `PartialObjectMetadata`: the object's metadata under `meta.k8s.io/<version>`.
-fn partial_object_metadata(object: &Value, version: &str) -> Value {
+pub(crate) fn partial_object_metadata(object: &Value, version: &str) -> Value {
     let metadata = object
         .get("metadata")
         .filter(|m| m.is_object())

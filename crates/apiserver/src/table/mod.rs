@@ -88,7 +88,10 @@ pub fn table(
             match include {
                 IncludeObject::None => {}
                 IncludeObject::Metadata => {
-                    row.insert("object".into(), partial_object_metadata(obj));
+                    row.insert(
+                        "object".into(),
+                        crate::negotiate::partial_object_metadata(obj, "v1"),
+                    );
                 }
                 IncludeObject::Object => {
                     row.insert("object".into(), obj.clone());
@@ -122,19 +125,6 @@ fn table_metadata(list_metadata: Value) -> Value {
         }
     }
     Value::Object(out)
-}
-
-fn partial_object_metadata(obj: &Value) -> Value {
-    let metadata = obj
-        .get("metadata")
-        .filter(|m| m.is_object())
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Map::new()));
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": metadata,
-    })
 }
 
 /// The columns of one table, with their paths parsed once.
