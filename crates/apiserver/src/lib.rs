@@ -31,6 +31,7 @@ pub mod selector;
 pub mod serve;
 pub mod table;
 pub mod tls;
+mod validation;
 mod watch;
 mod webhook;
 

@@ -10,7 +10,7 @@ use steady_store::{ListOptions, Object, Revision, StoreError};
 use crate::ApiServer;
 use crate::crd;
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{self, NameRule};
+use crate::meta;
 use crate::patch::{DecodedPatch, PatchError, PatchType};
 use crate::registry::ResourceType;
 use crate::request::{
@@ -19,6 +19,7 @@ use crate::request::{
 };
 use crate::schema;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::validation::{self, NameRule};
 use crate::webhook::admission::{self, Attributes, Operation};
 
 /// A page of a list: its metadata (resourceVersion, continue) and the objects' bytes.
@@ -365,7 +366,7 @@ impl ApiServer {
             Some(name) => name.to_string(),
             None => match meta::meta_str(obj, "generateName").filter(|g| !g.is_empty()) {
                 Some(prefix) => {
-                    if let Some(err) = meta::validate_generate_name(prefix, rule) {
+                    if let Some(err) = validation::validate_generate_name(prefix, rule) {
                         return Err(ApiError::invalid(&rt.kind, "", &[err]));
                     }
                     let max_prefix = 58.min(prefix.len());
@@ -380,7 +381,7 @@ impl ApiServer {
                 None => String::new(),
             },
         };
-        if let Some(err) = meta::validate_name(&name, rule) {
+        if let Some(err) = validation::validate_name(&name, rule) {
             return Err(ApiError::invalid(&rt.kind, &name, &[err]));
         }
         Ok(name)
@@ -395,6 +396,14 @@ impl ApiServer {
         opts: &WriteOptions,
         warnings: &mut Vec<String>,
     ) -> ApiResult<()> {
+        let errors = validation::validate_labels_and_annotations(obj);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                meta::name(obj).unwrap_or(""),
+                &errors,
+            ));
+        }
         if let Some(schema) = &rt.schema {
             let unknown = schema::prune(obj, schema);
             match opts.field_validation {

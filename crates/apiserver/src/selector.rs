@@ -178,64 +178,8 @@ impl fmt::Display for Requirement {
     }
 }
 
-const NAME_FMT_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const QUALIFIED_NAME_MSG: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, i.e. non-empty.
-fn is_qualified_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    let (Some(first), Some(last)) = (b.first(), b.last()) else {
-        return false;
-    };
-    first.is_ascii_alphanumeric()
-        && last.is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// Validate a label key (`[prefix/]name`), returning the list of problems.
-fn label_key_problems(key: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = key.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                if prefix.len() > 253 {
-                    errs.push("prefix part must be no more than 253 characters".to_string());
-                }
-                if !crate::meta::matches_dns1123_subdomain(prefix) {
-                    errs.push(format!(
-                        "prefix part {}",
-                        crate::meta::DNS1123_SUBDOMAIN_MSG
-                    ));
-                }
-            }
-            *name
-        }
-        _ => {
-            errs.push(QUALIFIED_NAME_MSG.to_string());
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else {
-        if name.len() > 63 {
-            errs.push("name part must be no more than 63 characters".to_string());
-        }
-        if !is_qualified_name_part(name) {
-            errs.push(NAME_FMT_MSG.to_string());
-        }
-    }
-    errs
-}
-
 fn validate_label_key(key: &str) -> Result<(), SelectorError> {
-    let errs = label_key_problems(key);
+    let errs = crate::validation::qualified_name_problems(key);
     if errs.is_empty() {
         Ok(())
     } else {
@@ -248,13 +192,7 @@ fn validate_label_key(key: &str) -> Result<(), SelectorError> {
 }
 
 fn validate_label_value(key: &str, idx: usize, v: &str) -> Result<(), SelectorError> {
-    let mut errs = Vec::new();
-    if v.len() > 63 {
-        errs.push("must be no more than 63 characters");
-    }
-    if !v.is_empty() && !is_qualified_name_part(v) {
-        errs.push(LABEL_VALUE_MSG);
-    }
+    let errs = crate::validation::label_value_problems(v);
     if errs.is_empty() {
         Ok(())
     } else {

@@ -316,6 +316,67 @@ async fn invalid_names_are_422_with_causes() {
     .await;
 }
 
+/// Label keys and values and annotation keys follow kube's qualified-name rules, and
+/// annotations are bounded in total, on every write (create, patch) and every kind.
+#[tokio::test]
+async fn invalid_labels_and_annotations_are_422() {
+    let s = with_widgets().await;
+    let bad_metadata = [
+        json!({"labels": {"bad key": "v"}}),
+        json!({"labels": {"app": "has spaces"}}),
+        json!({"labels": {"app": "x".repeat(64)}}),
+        json!({"annotations": {"-leading": "v"}}),
+        json!({"annotations": {"big": "x".repeat(256 * 1024)}}),
+    ];
+    for metadata in &bad_metadata {
+        let mut metadata = metadata.clone();
+        metadata["name"] = json!("labelled");
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata});
+        let status = rejected(
+            &s,
+            "POST",
+            CMS,
+            Some("application/json"),
+            body.to_string(),
+            422,
+            "Invalid",
+        )
+        .await;
+        let field = status["details"]["causes"][0]["field"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            field.starts_with("metadata.labels") || field.starts_with("metadata.annotations"),
+            "{status}"
+        );
+
+        let widget =
+            json!({"apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": metadata});
+        rejected(
+            &s,
+            "POST",
+            WIDGETS,
+            Some("application/json"),
+            widget.to_string(),
+            422,
+            "Invalid",
+        )
+        .await;
+
+        let patch = json!({"metadata": {"labels": metadata.get("labels"), "annotations": metadata.get("annotations")}});
+        rejected(
+            &s,
+            "PATCH",
+            &format!("{CMS}/existing"),
+            Some("application/merge-patch+json"),
+            patch.to_string(),
+            422,
+            "Invalid",
+        )
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn strict_field_validation_on_custom_resources() {
     let s = with_widgets().await;

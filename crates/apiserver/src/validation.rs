@@ -1,0 +1,331 @@
+//! The naming rules every object obeys, in one place: object names (RFC 1123 label or
+//! subdomain, or a path segment, by kind), qualified names (label and annotation keys),
+//! label values and the annotation size limit, with kube-apiserver's messages. Used by the
+//! write path (`metadata` of every object) and by label selectors alike.
+//!
+//! Knows nothing of kinds beyond which naming rule they follow, nor of HTTP.
+
+use serde_json::{Map, Value};
+
+use crate::schema::{FieldError, FieldErrorReason};
+
+const DNS1123_LABEL_MAX: usize = 63;
+const DNS1123_SUBDOMAIN_MAX: usize = 253;
+
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// Matches `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (length is checked apart, as Go's validation does).
+fn matches_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let (Some(first), Some(last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    let alphanumeric = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    alphanumeric(first) && alphanumeric(last) && b.iter().all(|c| alphanumeric(c) || *c == b'-')
+}
+
+/// Matches the RFC 1123 subdomain regex: dot-separated labels (length is checked apart).
+pub(crate) fn matches_dns1123_subdomain(s: &str) -> bool {
+    s.split('.').all(matches_dns1123_label)
+}
+
+/// Which naming rule a kind's object names follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    Dns1123Subdomain,
+    Dns1123Label,
+    /// Any path-segment-safe name (RBAC's `system:…` names, for instance).
+    PathSegment,
+}
+
+impl NameRule {
+    /// The rule for objects of a kind; custom resources (`builtin` false) follow the RFC 1123
+    /// subdomain rule, as kube-apiserver's custom resource strategy does.
+    pub fn for_kind(group: &str, plural: &str, builtin: bool) -> NameRule {
+        match (group, plural) {
+            _ if !builtin => NameRule::Dns1123Subdomain,
+            ("", "namespaces") | ("", "services") => NameRule::Dns1123Label,
+            ("", _) | ("events.k8s.io", _) | ("coordination.k8s.io", _) => {
+                NameRule::Dns1123Subdomain
+            }
+            ("apiextensions.k8s.io", _) => NameRule::Dns1123Subdomain,
+            _ => NameRule::PathSegment,
+        }
+    }
+}
+
+/// kube-apiserver's messages for an invalid `metadata.name`.
+pub fn validate_name(name: &str, rule: NameRule) -> Option<FieldError> {
+    if name.is_empty() {
+        return Some(FieldError {
+            field: "metadata.name".into(),
+            reason: FieldErrorReason::Required,
+            message: "Required value: name or generateName is required".into(),
+        });
+    }
+    name_problems(name, rule).map(|problems| invalid_field("metadata.name", name, &problems))
+}
+
+/// kube-apiserver's messages for an invalid `metadata.generateName`: the prefix must be a
+/// valid name once a trailing `-` is dropped (the random suffix follows it).
+pub fn validate_generate_name(prefix: &str, rule: NameRule) -> Option<FieldError> {
+    let masked = prefix.strip_suffix('-').unwrap_or(prefix);
+    let masked = if masked.is_empty() { "a" } else { masked };
+    name_problems(masked, rule)
+        .map(|problems| invalid_field("metadata.generateName", prefix, &problems))
+}
+
+fn invalid_field(field: &str, value: &str, problems: &[String]) -> FieldError {
+    FieldError {
+        field: field.into(),
+        reason: FieldErrorReason::Invalid,
+        message: format!("Invalid value: {value:?}: {}", problems.join(", ")),
+    }
+}
+
+/// What is wrong with a non-empty name under `rule`, if anything.
+fn name_problems(name: &str, rule: NameRule) -> Option<Vec<String>> {
+    if name == "." || name == ".." {
+        return Some(vec![format!("may not be '{name}'")]);
+    }
+    if let Some(c) = ['/', '%'].into_iter().find(|c| name.contains(*c)) {
+        return Some(vec![format!("may not contain '{c}'")]);
+    }
+    let (max, matches, message) = match rule {
+        NameRule::PathSegment => return None,
+        NameRule::Dns1123Label => (
+            DNS1123_LABEL_MAX,
+            matches_dns1123_label(name),
+            DNS1123_LABEL_MSG,
+        ),
+        NameRule::Dns1123Subdomain => (
+            DNS1123_SUBDOMAIN_MAX,
+            matches_dns1123_subdomain(name),
+            DNS1123_SUBDOMAIN_MSG,
+        ),
+    };
+    let mut problems = Vec::new();
+    if name.len() > max {
+        problems.push(format!("must be no more than {max} characters"));
+    }
+    if !matches {
+        problems.push(message.to_string());
+    }
+    (!problems.is_empty()).then_some(problems)
+}
+
+const NAME_FMT_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const QUALIFIED_NAME_MSG: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, i.e. non-empty.
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    let (Some(first), Some(last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    first.is_ascii_alphanumeric()
+        && last.is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// What is wrong with a qualified name (`[prefix/]name`: label and annotation keys).
+pub(crate) fn qualified_name_problems(key: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                if prefix.len() > 253 {
+                    errs.push("prefix part must be no more than 253 characters".to_string());
+                }
+                if !matches_dns1123_subdomain(prefix) {
+                    errs.push(format!("prefix part {}", DNS1123_SUBDOMAIN_MSG));
+                }
+            }
+            *name
+        }
+        _ => {
+            errs.push(QUALIFIED_NAME_MSG.to_string());
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else {
+        if name.len() > 63 {
+            errs.push("name part must be no more than 63 characters".to_string());
+        }
+        if !is_qualified_name_part(name) {
+            errs.push(NAME_FMT_MSG.to_string());
+        }
+    }
+    errs
+}
+
+/// What is wrong with a label value (empty, or a qualified name part of at most 63).
+pub(crate) fn label_value_problems(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > LABEL_VALUE_MAX {
+        problems.push(format!("must be no more than {LABEL_VALUE_MAX} characters"));
+    }
+    if !value.is_empty() && !is_qualified_name_part(value) {
+        problems.push(LABEL_VALUE_MSG.to_string());
+    }
+    problems
+}
+
+const LABEL_VALUE_MAX: usize = 63;
+/// kube-apiserver's `TotalAnnotationSizeLimitB`: keys and values together.
+const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
+
+/// Problems with `metadata.labels` and `metadata.annotations`, as kube-apiserver's
+/// `ValidateObjectMeta` reports them (every problem, each naming the map).
+pub fn validate_labels_and_annotations(obj: &Value) -> Vec<FieldError> {
+    let metadata = obj.get("metadata").and_then(Value::as_object);
+    let map = |field: &str| {
+        metadata
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_object)
+    };
+    let mut errors = Vec::new();
+    if let Some(labels) = map("labels") {
+        validate_labels(labels, &mut errors);
+    }
+    if let Some(annotations) = map("annotations") {
+        validate_annotations(annotations, &mut errors);
+    }
+    errors
+}
+
+fn validate_labels(labels: &Map<String, Value>, errors: &mut Vec<FieldError>) {
+    const FIELD: &str = "metadata.labels";
+    for (key, value) in labels {
+        let key_problems = qualified_name_problems(key);
+        if !key_problems.is_empty() {
+            errors.push(invalid_field(FIELD, key, &key_problems));
+        }
+        match value.as_str() {
+            Some(value) => {
+                let value_problems = label_value_problems(value);
+                if !value_problems.is_empty() {
+                    errors.push(invalid_field(FIELD, value, &value_problems));
+                }
+            }
+            None if !value.is_null() => errors.push(not_a_string(FIELD, key)),
+            None => {}
+        }
+    }
+}
+
+fn validate_annotations(annotations: &Map<String, Value>, errors: &mut Vec<FieldError>) {
+    const FIELD: &str = "metadata.annotations";
+    let mut total = 0;
+    for (key, value) in annotations {
+        // kube-apiserver checks annotation keys case-insensitively.
+        let key_problems = qualified_name_problems(&key.to_lowercase());
+        if !key_problems.is_empty() {
+            errors.push(invalid_field(FIELD, key, &key_problems));
+        }
+        match value.as_str() {
+            Some(value) => total += key.len() + value.len(),
+            None if !value.is_null() => errors.push(not_a_string(FIELD, key)),
+            None => total += key.len(),
+        }
+    }
+    if total > ANNOTATIONS_MAX_BYTES {
+        errors.push(FieldError {
+            field: FIELD.into(),
+            reason: FieldErrorReason::TooLong,
+            message: format!("Too long: may not be more than {ANNOTATIONS_MAX_BYTES} bytes"),
+        });
+    }
+}
+
+fn not_a_string(field: &str, key: &str) -> FieldError {
+    FieldError {
+        field: format!("{field}[{key}]"),
+        reason: FieldErrorReason::TypeInvalid,
+        message: "Invalid value: must be a string".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_follow_the_kind_rule() {
+        assert!(validate_name("web-0", NameRule::Dns1123Label).is_none());
+        assert!(validate_name("Web", NameRule::Dns1123Label).is_some());
+        assert!(validate_name("a.b", NameRule::Dns1123Label).is_some());
+        assert!(validate_name("a.b", NameRule::Dns1123Subdomain).is_none());
+        assert!(validate_name("-a", NameRule::Dns1123Subdomain).is_some());
+        assert!(validate_name(&"a".repeat(64), NameRule::Dns1123Label).is_some());
+        assert!(validate_name("Any_Thing", NameRule::PathSegment).is_none());
+        assert!(validate_name(&"a".repeat(64), NameRule::Dns1123Subdomain).is_none());
+        assert!(validate_name(&"a".repeat(254), NameRule::Dns1123Subdomain).is_some());
+        assert!(validate_name("my cache", NameRule::Dns1123Subdomain).is_some());
+        assert_eq!(
+            NameRule::for_kind("steady.dev", "caches", false),
+            NameRule::Dns1123Subdomain
+        );
+        assert!(validate_generate_name("web-", NameRule::Dns1123Subdomain).is_none());
+        assert!(validate_generate_name("Web-", NameRule::Dns1123Subdomain).is_some());
+        assert!(validate_name("a/b", NameRule::PathSegment).is_some());
+        assert_eq!(
+            validate_name("", NameRule::PathSegment).map(|e| e.reason),
+            Some(FieldErrorReason::Required)
+        );
+    }
+
+    #[test]
+    fn labels_and_annotations_follow_kube_rules() {
+        let ok = json!({"metadata": {
+            "labels": {"app.kubernetes.io/name": "web", "tier": ""},
+            "annotations": {"Example.COM/Note": "anything at all: spaces, /, ü"},
+        }});
+        assert!(validate_labels_and_annotations(&ok).is_empty());
+
+        let bad = json!({"metadata": {
+            "labels": {"bad key": "v", "ok": "no spaces allowed", "long": "a".repeat(64)},
+            "annotations": {"-x": "v"},
+        }});
+        let errors = validate_labels_and_annotations(&bad);
+        let messages: Vec<String> = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect();
+        assert_eq!(errors.len(), 4, "{messages:#?}");
+        assert!(messages.iter().any(|m| m.starts_with(
+            "metadata.labels: Invalid value: \"bad key\": name part must consist of"
+        )));
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("must be no more than 63 characters"))
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("metadata.annotations: Invalid value: \"-x\""))
+        );
+    }
+
+    #[test]
+    fn annotations_are_bounded_in_total() {
+        let at_limit =
+            json!({"metadata": {"annotations": {"k": "v".repeat(ANNOTATIONS_MAX_BYTES - 1)}}});
+        assert!(validate_labels_and_annotations(&at_limit).is_empty());
+        let over = json!({"metadata": {"annotations": {"k": "v".repeat(ANNOTATIONS_MAX_BYTES)}}});
+        let errors = validate_labels_and_annotations(&over);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].reason, FieldErrorReason::TooLong);
+    }
+}
