@@ -57,39 +57,25 @@ pub fn group(registry: &Registry, group: &str) -> Option<Value> {
     Some(doc)
 }
 
-const VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 fn resource_entries(t: &ResourceType) -> Vec<Value> {
     let mut entries = vec![json!({
         "name": t.plural,
         "singularName": t.singular,
         "namespaced": t.namespaced,
         "kind": t.kind,
-        "verbs": VERBS,
+        "verbs": t.verbs(),
         "shortNames": t.short_names,
         "categories": t.categories,
         "storageVersionHash": "",
     })];
-    if t.status_subresource {
-        entries.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
-    }
-    if t.scale.is_some() {
-        entries.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
-    }
-    if t.group.is_empty() && t.plural == "pods" {
-        entries.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
-    }
-    if t.group.is_empty() && t.plural == "namespaces" {
-        entries.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
+    for sub in t.subresources() {
+        let mut entry = json!({"name": format!("{}/{}", t.plural, sub.name), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": sub.verbs});
+        if let Some((group, version, kind)) = sub.body {
+            entry["group"] = json!(group);
+            entry["version"] = json!(version);
+            entry["kind"] = json!(kind);
+        }
+        entries.push(entry);
     }
     entries
 }

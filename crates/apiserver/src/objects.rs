@@ -1243,6 +1243,7 @@ fn builtin_defaults(
     old: Option<&Value>,
     obj: &mut Value,
 ) -> ApiResult<()> {
+    crate::defaults::workload(&rt.group, &rt.plural, &rt.kind, old.is_none(), obj)?;
     match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "pods") => default_pod(obj, old.is_none()),
         ("", "services") => default_service(server, obj, old),
@@ -1276,36 +1277,9 @@ fn default_pod(pod: &mut Value, creating: bool) {
         pod["spec"] = json!({});
     }
     let spec = &mut pod["spec"];
-    default_if_missing(spec, "restartPolicy", json!("Always"));
-    default_if_missing(spec, "terminationGracePeriodSeconds", json!(30));
-    default_if_missing(spec, "dnsPolicy", json!("ClusterFirst"));
-    default_if_missing(spec, "schedulerName", json!("default-scheduler"));
+    crate::defaults::pod_spec(spec);
     default_if_missing(spec, "serviceAccountName", json!("default"));
-    default_if_missing(spec, "securityContext", json!({}));
     default_if_missing(spec, "enableServiceLinks", json!(true));
-    for list in ["containers", "initContainers"] {
-        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            for c in containers {
-                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-                let pull = if image.ends_with(":latest")
-                    || !image.rsplit('/').next().unwrap_or("").contains(':')
-                {
-                    "Always"
-                } else {
-                    "IfNotPresent"
-                };
-                default_if_missing(c, "imagePullPolicy", json!(pull));
-                default_if_missing(c, "terminationMessagePath", json!("/dev/termination-log"));
-                default_if_missing(c, "terminationMessagePolicy", json!("File"));
-                default_if_missing(c, "resources", json!({}));
-                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-                    for p in ports {
-                        default_if_missing(p, "protocol", json!("TCP"));
-                    }
-                }
-            }
-        }
-    }
     if creating {
         pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
     }
