@@ -1,8 +1,8 @@
 //! The objects every cluster has at start, created when missing (so restarts change
 //! nothing): the `default/kubernetes` Service, the default ClusterRoles `cluster-admin`,
 //! `admin`, `edit` and `view`, and the `cluster-admin` binding to `system:masters`. The
-//! namespaces come first (`objects::ensure_default_namespaces`); the `default`
-//! ServiceAccount of each namespace is the controllers' job.
+//! namespaces come first (`objects::ensure_default_namespaces`), then the `default`
+//! ServiceAccount of each namespace (the controllers create it in namespaces made later).
 //!
 //! The rules of `admin`, `edit` and `view` are those of kube-apiserver 1.32 for the kinds
 //! steady serves, abbreviated: enough for `kubectl auth can-i` and clients that read them.
@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use crate::ApiServer;
 use crate::error::ApiResult;
-use crate::request::WriteOptions;
+use crate::meta;
+use crate::request::{Params, WriteOptions};
 
 /// The ClusterIP of `default/kubernetes`: the first address of kube's default service range.
 const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
@@ -238,7 +239,37 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
     for (group, plural, ns, object) in objects {
         create_if_missing(server, group, plural, ns, object).await?;
     }
+    for namespace in live_namespaces(server)? {
+        default_service_account(server, &namespace).await?;
+    }
     Ok(())
+}
+
+/// Namespaces that exist and are not terminating.
+fn live_namespaces(server: &ApiServer) -> ApiResult<Vec<String>> {
+    let Some(rt) = server.registry().builtin("", "namespaces") else {
+        return Ok(Vec::new());
+    };
+    let listed = server.list(&rt, None, &Params::parse(None))?;
+    Ok(listed
+        .items
+        .iter()
+        .filter_map(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+        .filter(|ns| meta::deletion_timestamp(ns).is_none())
+        .filter_map(|ns| meta::name(&ns).map(str::to_string))
+        .collect())
+}
+
+/// The `default` ServiceAccount of `namespace`, created if missing: at start for the
+/// namespaces that exist (so a fresh server has them before it answers), and by the
+/// controllers for every namespace created later.
+pub async fn default_service_account(server: &ApiServer, namespace: &str) -> ApiResult<()> {
+    let account = json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": namespace},
+    });
+    create_if_missing(server, "", "serviceaccounts", Some(namespace), account).await
 }
 
 /// Create `object` unless an object of its name exists (a user's edit is kept).

@@ -573,19 +573,7 @@ impl GarbageCollector {
     /// Every live namespace has a `default` ServiceAccount (kube's serviceaccount
     /// controller); one deleted is created again when its namespace is next examined.
     async fn ensure_default_service_account(&self, namespace: &str) -> ApiResult<()> {
-        let account = json!({
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "default", "namespace": namespace},
-        });
-        crate::bootstrap::create_if_missing(
-            &self.server,
-            "",
-            "serviceaccounts",
-            Some(namespace),
-            account,
-        )
-        .await
+        crate::bootstrap::default_service_account(&self.server, namespace).await
     }
 
     /// Delete everything in a terminating namespace; finalize it once it is empty.

@@ -205,8 +205,13 @@ pub fn workload(
     if errors.is_empty() {
         Ok(())
     } else {
+        // kube names the kind with its group in validation messages: `Deployment.apps`.
+        let qualified = match group {
+            "" => kind.to_string(),
+            group => format!("{kind}.{group}"),
+        };
         Err(ApiError::invalid(
-            kind,
+            &qualified,
             meta::name(obj).unwrap_or(""),
             &errors,
         ))
@@ -512,7 +517,7 @@ mod tests {
         assert_eq!(err.code, 422);
         assert_eq!(
             err.message,
-            "Deployment \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`"
+            "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`"
         );
         let mut expr = deployment(
             json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}),

@@ -252,7 +252,7 @@ async fn object_request(
     let write_options = || WriteOptions::from_params(params);
     if let Some(action) = review::Action::of(&rt, sub) {
         let body = match method {
-            &Method::POST => decode_body(headers, body).await?,
+            &Method::POST if action.reads_body() => decode_body(headers, body).await?,
             _ => Value::Null,
         };
         let (code, answer) = review::answer(server, action, method, &rt, ns, name, body).await?;

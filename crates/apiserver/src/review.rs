@@ -42,6 +42,11 @@ pub enum Action {
 }
 
 impl Action {
+    /// exec and its kin are refused before their body (a stream upgrade) matters.
+    pub fn reads_body(&self) -> bool {
+        !matches!(self, Action::Stream(_))
+    }
+
     /// The action of a request on `rt` (its `sub`resource), or None for a stored object.
     pub fn of(rt: &ResourceType, sub: Option<&str>) -> Option<Action> {
         let pods = rt.builtin && rt.group.is_empty() && rt.plural == "pods";
