@@ -203,8 +203,8 @@ fn kubernetes_service(port: u16) -> Value {
 /// Create each bootstrap object that does not exist yet.
 pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
     let port = server.config().api_port.unwrap_or(6443);
+    reconcile_kubernetes_service(server, kubernetes_service(port)).await?;
     let objects = [
-        ("", "services", Some("default"), kubernetes_service(port)),
         (
             "rbac.authorization.k8s.io",
             "clusterroles",
@@ -243,6 +243,26 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
         default_service_account(server, &namespace).await?;
     }
     Ok(())
+}
+
+/// Create `default/kubernetes`, or point its ports at this server's port (which changes
+/// between restarts with `--listen …:0`), as kube-apiserver reconciles its own Service.
+async fn reconcile_kubernetes_service(server: &ApiServer, wanted: Value) -> ApiResult<()> {
+    let Some(rt) = server.registry().builtin("", "services") else {
+        return Ok(());
+    };
+    let Ok((mut current, _)) = server.get_value(&rt, Some("default"), "kubernetes") else {
+        return create_if_missing(server, "", "services", Some("default"), wanted).await;
+    };
+    if current["spec"]["ports"] == wanted["spec"]["ports"] {
+        return Ok(());
+    }
+    current["spec"]["ports"] = wanted["spec"]["ports"].clone();
+    let options = WriteOptions::default();
+    server
+        .update(&rt, Some("default"), "kubernetes", None, current, &options)
+        .await
+        .map(|_| ())
 }
 
 /// Namespaces that exist and are not terminating.
