@@ -341,9 +341,14 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
             "AGE"
         ]
     );
-    assert_eq!(services[1][0], "web");
-    assert_eq!(services[1][1], "ClusterIP");
-    assert_eq!(services[1][4], "80/TCP");
+    // `kubernetes` (the API server's own Service, present from the start) sorts first.
+    assert_eq!(
+        services[1][..5],
+        ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+    );
+    assert_eq!(services[2][0], "web");
+    assert_eq!(services[2][1], "ClusterIP");
+    assert_eq!(services[2][4], "80/TCP");
     let svc_wide = k.run(&["get", "service", "web", "-o", "wide"]);
     assert_contains(&svc_wide, "app=web");
     let nodes = rows(&k.run(&["get", "nodes"]));
