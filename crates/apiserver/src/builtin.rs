@@ -75,6 +75,7 @@ const POD_SUBRESOURCES: &[Subresource] = &[
         verbs: CREATE_ONLY,
         body: Some(("policy", "v1", "Eviction")),
     },
+    sub("ephemeralcontainers", GET_PATCH_UPDATE),
     sub("exec", &["create", "get"]),
     sub("log", &["get"]),
     sub("portforward", &["create", "get"]),

@@ -506,6 +506,7 @@ impl ApiServer {
     ) -> ApiResult<Written> {
         let mut new = match sub {
             Some("status") => with_status_of(old, &new),
+            Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
             Some(other) if other != "finalize" => {
                 return Err(ApiError::path_not_found());
             }
@@ -1062,6 +1063,20 @@ fn check_type(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
 }
 
 /// `target` with the `status` of `source` (or none, if `source` has none).
+/// `pods/ephemeralcontainers` changes only `spec.ephemeralContainers` of the stored pod.
+fn with_ephemeral_containers_of(old: &Value, new: &Value) -> Value {
+    let mut merged = old.clone();
+    match new.pointer("/spec/ephemeralContainers") {
+        Some(containers) => merged["spec"]["ephemeralContainers"] = containers.clone(),
+        None => {
+            if let Some(spec) = merged.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("ephemeralContainers");
+            }
+        }
+    }
+    merged
+}
+
 fn with_status_of(target: &Value, source: &Value) -> Value {
     let mut out = target.clone();
     if let Some(o) = out.as_object_mut() {

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{Discovery, Scope, verbs};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -505,4 +505,62 @@ async fn exec_is_refused_with_a_status_and_eviction_deletes_the_pod() {
         }
     })
     .await;
+}
+
+#[tokio::test]
+async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "labels": {"a": "b"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    let patch = json!({
+        "metadata": {"labels": {"a": "ignored"}},
+        "spec": {"ephemeralContainers": [{"name": "debug", "image": "busybox:1"}]},
+    });
+    let patched = pods
+        .patch_subresource(
+            "ephemeralcontainers",
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("ephemeral containers");
+    let spec = patched.spec.expect("spec");
+    assert_eq!(spec.ephemeral_containers.expect("added")[0].name, "debug");
+    assert_eq!(patched.metadata.labels.expect("labels")["a"], "b");
+
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "node-1"}});
+    let bound = raw(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/pods/p/binding",
+        Some("application/json"),
+        binding.to_string(),
+    )
+    .await;
+    assert_eq!(bound.status.as_u16(), 201, "{}", bound.json());
+    let node = pods
+        .get("p")
+        .await
+        .expect("pod")
+        .spec
+        .expect("spec")
+        .node_name;
+    assert_eq!(node.as_deref(), Some("node-1"));
+    let again = raw(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/pods/p/binding",
+        Some("application/json"),
+        binding.to_string(),
+    )
+    .await;
+    again.assert_status(409, "Conflict");
 }
