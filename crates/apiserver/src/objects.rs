@@ -1206,9 +1206,9 @@ fn scale_of(obj: &Value, scale: &crate::registry::ScaleSubresource) -> Value {
         .label_selector_path
         .as_deref()
         .and_then(|p| get_path(obj, p))
-        .and_then(Value::as_str)
+        .and_then(selector_string)
     {
-        status["selector"] = Value::String(selector.to_string());
+        status["selector"] = Value::String(selector);
     }
     let m = meta::metadata(obj).cloned().unwrap_or_default();
     let metadata: Map<String, Value> = [
@@ -1228,6 +1228,25 @@ fn scale_of(obj: &Value, scale: &crate::registry::ScaleSubresource) -> Value {
         "spec": {"replicas": spec_replicas},
         "status": status,
     })
+}
+
+/// A Scale's `status.selector`: a CRD's string as is; a built-in kind's `spec.selector`
+/// (a LabelSelector, or a ReplicationController's plain label map) in selector syntax.
+fn selector_string(selector: &Value) -> Option<String> {
+    let object = match selector {
+        Value::String(s) => return Some(s.clone()),
+        Value::Object(o) => o,
+        _ => return None,
+    };
+    let label_selector =
+        if object.contains_key("matchLabels") || object.contains_key("matchExpressions") {
+            selector.clone()
+        } else {
+            json!({"matchLabels": object})
+        };
+    LabelSelector::from_label_selector_json(&label_selector)
+        .ok()
+        .map(|s| s.to_string())
 }
 
 /// Read a `.spec.replicas`-style JSON path.

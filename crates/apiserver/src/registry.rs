@@ -130,12 +130,11 @@ impl ResourceType {
 }
 
 /// The `autoscaling/v1 Scale` of the built-in kinds that have one (Deployment, ...).
-/// kube-apiserver also fills `status.selector` from `spec.selector`; steady leaves it out.
 fn builtin_scale() -> ScaleSubresource {
     ScaleSubresource {
         spec_replicas_path: ".spec.replicas".to_string(),
         status_replicas_path: ".status.replicas".to_string(),
-        label_selector_path: None,
+        label_selector_path: Some(".spec.selector".to_string()),
     }
 }
 

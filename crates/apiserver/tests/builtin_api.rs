@@ -279,6 +279,12 @@ async fn a_deployment_gets_defaults_and_a_selector_must_match_its_template() {
         spec.strategy.and_then(|s| s.type_).as_deref(),
         Some("RollingUpdate")
     );
+    let scale = api.get_scale("web").await.expect("scale");
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(1));
+    assert_eq!(
+        scale.status.and_then(|s| s.selector).as_deref(),
+        Some("app=web")
+    );
 }
 
 #[tokio::test]
