@@ -26,6 +26,7 @@ pub mod node;
 mod objects;
 pub mod patch;
 pub mod protobuf;
+mod rbac;
 pub mod registry;
 pub mod request;
 mod review;

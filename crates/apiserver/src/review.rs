@@ -3,7 +3,8 @@
 //! the clear refusal of exec / attach / portforward (no container runs on steady's node).
 //!
 //! steady has one identity: the administrator holding the data directory's token (and the
-//! in-process client). Every review about it is allowed; service-account tokens steady
+//! in-process client). Every review about it is allowed, a SubjectAccessReview about anyone
+//! else is judged by the stored RBAC objects ([`rbac`]); service-account tokens steady
 //! issues are HMAC-SHA256-signed JWTs that a TokenReview verifies. This module knows the
 //! object operations, not HTTP.
 
@@ -16,6 +17,7 @@ use serde_json::{Value, json};
 use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use crate::rbac;
 use crate::registry::ResourceType;
 use crate::request::{DeleteOptions, Params, WriteOptions};
 use crate::schema::{FieldError, FieldErrorReason};
@@ -206,7 +208,7 @@ fn review(
                     "spec.resourceAttributes.namespace must match namespace: {ns}"
                 )));
             }
-            subject_access(&body["spec"])
+            subject_access(server, &body["spec"])
         }
         "selfsubjectrulesreviews" => json!({
             "resourceRules": [
@@ -226,18 +228,16 @@ fn review(
     Ok(reviewed(body, rt, status))
 }
 
-/// steady authorizes only its administrator: a review about it is allowed; other subjects
-/// are not evaluated against RBAC (nothing can authenticate as them).
-fn subject_access(spec: &Value) -> Value {
-    let user = spec.get("user").and_then(Value::as_str).unwrap_or("");
-    let masters = spec
-        .get("groups")
-        .and_then(Value::as_array)
-        .is_some_and(|g| g.iter().any(|g| g == "system:masters"));
-    if user == ADMIN_USER || masters {
-        json!({"allowed": true, "reason": ALLOWED_BY_RBAC})
-    } else {
-        json!({"allowed": false, "reason": "steady authorizes only its administrator (the kubeconfig's token); RBAC is not evaluated for other subjects"})
+/// The administrator (and `system:masters`) may do anything; anyone else is judged by the
+/// stored RBAC objects.
+fn subject_access(server: &ApiServer, spec: &Value) -> Value {
+    let access = rbac::Access::of_spec(spec);
+    if access.user == ADMIN_USER || access.groups.contains(&"system:masters") {
+        return json!({"allowed": true, "reason": ALLOWED_BY_RBAC});
+    }
+    match rbac::allowed_by(server, &access) {
+        Some(reason) => json!({"allowed": true, "reason": reason}),
+        None => json!({"allowed": false}),
     }
 }
 

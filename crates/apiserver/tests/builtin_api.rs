@@ -570,3 +570,73 @@ async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
     .await;
     again.assert_status(409, "Conflict");
 }
+
+#[tokio::test]
+async fn a_subject_access_review_follows_the_stored_rbac_objects() {
+    let server = server().await;
+    let c = server.client();
+    let post = |uri: &'static str, body: Value| {
+        let server = server.clone();
+        async move {
+            raw(
+                &server,
+                "POST",
+                uri,
+                Some("application/json"),
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pod-reader", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]});
+    assert_eq!(
+        post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+            role
+        )
+        .await
+        .status
+        .as_u16(),
+        201
+    );
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "robot-reads", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "robot"}]});
+    assert_eq!(
+        post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            binding
+        )
+        .await
+        .status
+        .as_u16(),
+        201
+    );
+    let reviews: Api<k8s_openapi::api::authorization::v1::SubjectAccessReview> = Api::all(c);
+    let ask = |verb: &str, resource: &str, subresource: &str, namespace: &str| {
+        serde_json::from_value(json!({"spec": {
+            "user": "system:serviceaccount:default:robot",
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "resourceAttributes": {"verb": verb, "resource": resource, "subresource": subresource, "namespace": namespace},
+        }}))
+        .unwrap()
+    };
+    let allowed = |review| {
+        let reviews = reviews.clone();
+        async move {
+            reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .expect("review")
+                .status
+                .expect("status")
+                .allowed
+        }
+    };
+    assert!(allowed(ask("list", "pods", "", "default")).await);
+    assert!(allowed(ask("get", "pods", "log", "default")).await);
+    assert!(!allowed(ask("delete", "pods", "", "default")).await);
+    assert!(!allowed(ask("list", "pods", "", "kube-system")).await);
+    assert!(!allowed(ask("list", "secrets", "", "default")).await);
+}
