@@ -562,3 +562,55 @@ def test_namespaces_generate_name_and_delete_options(core, unique):
     wait_gone(core.read_namespaced_config_map, cm.metadata.name, ns)
     core.delete_namespace(ns)
     wait_gone(core.read_namespace, ns, timeout=20)
+
+
+# --------------------------------------------------------------------------- built-in kinds
+
+
+def test_builtin_kinds_of_every_group(api_client, namespace, unique):
+    """One object of several kinds beyond the core ones, each through its typed API."""
+    labels = {"app": f"b-{unique}"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }
+    apps = client.AppsV1Api(api_client)
+    batch = client.BatchV1Api(api_client)
+    net = client.NetworkingV1Api(api_client)
+    policy = client.PolicyV1Api(api_client)
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    name = f"b-{unique}"
+    meta = {"name": name}
+    sts = apps.create_namespaced_stateful_set(namespace, {
+        "metadata": meta,
+        "spec": {"serviceName": name, "selector": {"matchLabels": labels},
+                 "template": {**template, "spec": {**template["spec"], "restartPolicy": "Always"}}},
+    })
+    assert sts.spec.replicas == 1
+    job = batch.create_namespaced_job(namespace, {"metadata": meta, "spec": {"template": template}})
+    assert (job.spec.completions, job.spec.parallelism) == (1, 1)
+    batch.create_namespaced_cron_job(namespace, {
+        "metadata": meta,
+        "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": template}}},
+    })
+    net.create_namespaced_network_policy(namespace, {"metadata": meta, "spec": {"podSelector": {}}})
+    policy.create_namespaced_pod_disruption_budget(namespace, {
+        "metadata": meta, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}})
+    rbac.create_namespaced_role(namespace, {
+        "metadata": meta, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
+    assert apps.read_namespaced_stateful_set(name, namespace).metadata.name == name
+    assert [j.metadata.name for j in batch.list_namespaced_job(namespace).items].count(name) == 1
+    assert net.read_namespaced_network_policy(name, namespace).metadata.name == name
+    assert policy.read_namespaced_pod_disruption_budget(name, namespace).spec.min_available == 1
+    assert rbac.read_namespaced_role(name, namespace).rules[0].verbs == ["get"]
+
+    bad = {"metadata": {"name": f"bad-{unique}"},
+           "spec": {"selector": {"matchLabels": {"app": "other"}}, "template": template}}
+    err = expect_status(422, apps.create_namespaced_deployment, namespace, bad)
+    assert "`selector` does not match template `labels`" in err.body
+
+    review = client.AuthorizationV1Api(api_client).create_self_subject_access_review({
+        "spec": {"resourceAttributes": {"verb": "create", "group": "apps", "resource": "deployments"}}})
+    assert review.status.allowed is True
+    assert client.CoreV1Api(api_client).read_namespaced_service_account("default", namespace)

@@ -1,5 +1,6 @@
 //! Controllers that live inside the server: the garbage collector (ownerReferences,
-//! Background / Foreground / Orphan), namespace termination and CRD cleanup.
+//! Background / Foreground / Orphan), namespace termination, CRD cleanup and the `default`
+//! ServiceAccount of every namespace.
 //!
 //! One task follows every change in the store (list, then watch; relist on `Expired`),
 //! keeps indexes of objects by uid, of dependents by owner uid, of keys by namespace and of
@@ -563,7 +564,16 @@ impl GarbageCollector {
         if self.container_terminating(node) {
             return self.delete(uid, node, Propagation::Background).await;
         }
+        if node.key.starts_with(NAMESPACE_PREFIX) {
+            self.ensure_default_service_account(&node.name).await?;
+        }
         Ok(())
+    }
+
+    /// Every live namespace has a `default` ServiceAccount (kube's serviceaccount
+    /// controller); one deleted is created again when its namespace is next examined.
+    async fn ensure_default_service_account(&self, namespace: &str) -> ApiResult<()> {
+        crate::bootstrap::default_service_account(&self.server, namespace).await
     }
 
     /// Delete everything in a terminating namespace; finalize it once it is empty.

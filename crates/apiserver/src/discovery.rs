@@ -62,91 +62,23 @@ pub fn group(registry: &Registry, group: &str) -> Option<Value> {
     Some(doc)
 }
 
-const VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
-/// A subresource of a served resource, as both discovery formats describe it.
-struct Subresource {
-    name: &'static str,
-    /// The kind it answers with, when it is not the resource's own kind.
-    response: Option<ForeignKind>,
-    verbs: &'static [&'static str],
-}
-
-/// A kind of another group-version (`autoscaling/v1 Scale`).
-struct ForeignKind {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-}
-
-fn subresources(t: &ResourceType) -> Vec<Subresource> {
-    let mut subresources = Vec::new();
-    if t.status_subresource {
-        subresources.push(Subresource {
-            name: "status",
-            response: None,
-            verbs: &["get", "patch", "update"],
-        });
-    }
-    if t.scale.is_some() {
-        subresources.push(Subresource {
-            name: "scale",
-            response: Some(ForeignKind {
-                group: "autoscaling",
-                version: "v1",
-                kind: "Scale",
-            }),
-            verbs: &["get", "patch", "update"],
-        });
-    }
-    if t.group.is_empty() && t.plural == "pods" {
-        subresources.push(Subresource {
-            name: "log",
-            response: None,
-            verbs: &["get"],
-        });
-    }
-    if t.group.is_empty() && t.plural == "namespaces" {
-        subresources.push(Subresource {
-            name: "finalize",
-            response: None,
-            verbs: &["update"],
-        });
-    }
-    subresources
-}
-
 fn resource_entries(t: &ResourceType) -> Vec<Value> {
     let mut entries = vec![json!({
         "name": t.plural,
         "singularName": t.singular,
         "namespaced": t.namespaced,
         "kind": t.kind,
-        "verbs": VERBS,
+        "verbs": t.verbs(),
         "shortNames": t.short_names,
         "categories": t.categories,
         "storageVersionHash": "",
     })];
-    for sub in subresources(t) {
-        let mut entry = json!({
-            "name": format!("{}/{}", t.plural, sub.name),
-            "singularName": "",
-            "namespaced": t.namespaced,
-            "kind": sub.response.as_ref().map_or(t.kind.as_str(), |k| k.kind),
-            "verbs": sub.verbs,
-        });
-        if let Some(foreign) = &sub.response {
-            entry["group"] = json!(foreign.group);
-            entry["version"] = json!(foreign.version);
+    for sub in t.subresources() {
+        let mut entry = json!({"name": format!("{}/{}", t.plural, sub.name), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": sub.verbs});
+        if let Some((group, version, kind)) = sub.body {
+            entry["group"] = json!(group);
+            entry["version"] = json!(version);
+            entry["kind"] = json!(kind);
         }
         entries.push(entry);
     }
@@ -166,15 +98,16 @@ fn own_kind(t: &ResourceType) -> v2::GroupVersionKind {
 }
 
 fn aggregated_resource(t: &ResourceType) -> v2::APIResourceDiscovery {
-    let subresources = subresources(t)
+    let subresources = t
+        .subresources()
         .into_iter()
         .map(|sub| v2::APISubresourceDiscovery {
             subresource: Some(sub.name.to_string()),
-            response_kind: Some(match sub.response {
-                Some(foreign) => v2::GroupVersionKind {
-                    group: Some(foreign.group.to_string()),
-                    version: Some(foreign.version.to_string()),
-                    kind: Some(foreign.kind.to_string()),
+            response_kind: Some(match sub.body {
+                Some((group, version, kind)) => v2::GroupVersionKind {
+                    group: Some(group.to_string()),
+                    version: Some(version.to_string()),
+                    kind: Some(kind.to_string()),
                 },
                 None => own_kind(t),
             }),
@@ -194,7 +127,7 @@ fn aggregated_resource(t: &ResourceType) -> v2::APIResourceDiscovery {
             .to_string(),
         ),
         singular_resource: Some(t.singular.clone()),
-        verbs: strings(VERBS),
+        verbs: strings(t.verbs()),
         short_names: t.short_names.clone(),
         categories: t.categories.clone(),
         subresources,

@@ -39,7 +39,7 @@ impl ApiError {
     }
     pub fn not_found(resource: &str, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
-            .with_details(json!({"name": name, "kind": resource_without_group(resource)}))
+            .with_details(object_details(resource, name))
     }
     pub fn path_not_found() -> Self {
         Self::new(
@@ -57,7 +57,7 @@ impl ApiError {
             "AlreadyExists",
             format!("{resource} \"{name}\" already exists"),
         )
-        .with_details(json!({"name": name, "kind": resource_without_group(resource)}))
+        .with_details(object_details(resource, name))
     }
     pub fn conflict(resource: &str, name: &str, why: &str) -> Self {
         Self::new(
@@ -65,7 +65,7 @@ impl ApiError {
             "Conflict",
             format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"),
         )
-        .with_details(json!({"name": name, "kind": resource_without_group(resource)}))
+        .with_details(object_details(resource, name))
     }
     pub fn modified(resource: &str, name: &str) -> Self {
         Self::conflict(
@@ -176,8 +176,13 @@ impl ApiError {
     }
 }
 
-fn resource_without_group(resource: &str) -> &str {
-    resource.split('.').next().unwrap_or(resource)
+/// `details` of an error about one object of `resource` (`pods`, `deployments.apps`):
+/// kube-apiserver names the plural as `kind` and, outside the core group, the `group`.
+fn object_details(resource: &str, name: &str) -> Value {
+    match resource.split_once('.') {
+        Some((plural, group)) => json!({"name": name, "group": group, "kind": plural}),
+        None => json!({"name": name, "kind": resource}),
+    }
 }
 
 impl std::fmt::Display for ApiError {

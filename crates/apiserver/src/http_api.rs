@@ -23,6 +23,7 @@ use crate::registry::ResourceType;
 use crate::request::{
     DeleteOptions, ObjectPath, Params, Route, WriteOptions, decode_json_object, decode_yaml_object,
 };
+use crate::review;
 use crate::table;
 use crate::watch;
 
@@ -170,11 +171,7 @@ fn resolve(server: &ApiServer, target: &ObjectPath) -> ApiResult<Arc<ResourceTyp
     }
     let sub_ok = match target.subresource.as_deref() {
         None => true,
-        Some("status") => rt.status_subresource,
-        Some("scale") => rt.scale.is_some(),
-        Some("finalize") => rt.group.is_empty() && rt.plural == "namespaces",
-        Some("log") => rt.group.is_empty() && rt.plural == "pods",
-        Some(_) => false,
+        Some(sub) => rt.has_subresource(sub),
     };
     if !sub_ok {
         return Err(ApiError::path_not_found());
@@ -289,6 +286,17 @@ async fn object_request(
     let sub = target.subresource.as_deref();
     let name = target.name.as_deref();
     let write_options = || WriteOptions::from_params(params);
+    if let Some(action) = review::Action::of(&rt, sub) {
+        let body = match method {
+            &Method::POST if action.reads_body() => decode_body(headers, body).await?,
+            _ => Value::Null,
+        };
+        let (code, answer) = review::answer(server, action, method, &rt, ns, name, body).await?;
+        return Ok(json_value(code, &answer));
+    }
+    if sub.is_none() {
+        check_verb(&rt, method, name, params)?;
+    }
     if method == Method::GET {
         server.wait_for_revision(params).await;
     }
@@ -410,6 +418,33 @@ async fn object_request(
             "method {method} is not supported"
         ))),
     }
+}
+
+/// kube-apiserver answers 405 to a verb a resource does not serve (a list of reviews, a
+/// delete of all namespaces).
+fn check_verb(
+    rt: &ResourceType,
+    method: &Method,
+    name: Option<&str>,
+    params: &Params,
+) -> ApiResult<()> {
+    let verb = match (method.as_str(), name) {
+        ("GET", _) if params.flag("watch") => "watch",
+        ("GET", None) => "list",
+        ("GET", Some(_)) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", None) => "deletecollection",
+        ("DELETE", Some(_)) => "delete",
+        _ => return Ok(()),
+    };
+    if rt.verbs().contains(&verb) {
+        return Ok(());
+    }
+    Err(ApiError::method_not_allowed(format!(
+        "the server does not allow this method on the requested resource ({method})"
+    )))
 }
 
 /// `Some(include)` when the client asked for a `meta.k8s.io` Table (`kubectl get` does):

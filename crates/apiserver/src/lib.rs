@@ -12,8 +12,11 @@
 //! talk to it only through the Kubernetes API.
 
 pub mod auth;
+mod bootstrap;
+mod builtin;
 mod controllers;
 mod crd;
+mod defaults;
 mod discovery;
 pub mod error;
 mod http_api;
@@ -24,8 +27,10 @@ pub mod node;
 mod objects;
 pub mod patch;
 pub mod protobuf;
+mod rbac;
 pub mod registry;
 pub mod request;
+mod review;
 pub mod schema;
 pub mod selector;
 pub mod serve;
@@ -62,6 +67,13 @@ pub struct Config {
     pub clock: Clock,
     /// Run the simulated node (binds pods and moves them through their lifecycle).
     pub node: Option<node::NodeConfig>,
+    /// The administrator's bearer token, when served over HTTPS: a TokenReview recognises
+    /// it, and service-account tokens are signed with a key derived from it (so they stay
+    /// valid across restarts). Without it the key is random per process.
+    pub admin_token: Option<String>,
+    /// The port clients reach the server on: the `default/kubernetes` Service's targetPort
+    /// (6443 when unknown).
+    pub api_port: Option<u16>,
 }
 
 impl Default for Config {
@@ -72,6 +84,8 @@ impl Default for Config {
             seed: None,
             clock: Arc::new(Utc::now),
             node: None,
+            admin_token: None,
+            api_port: None,
         }
     }
 }
@@ -100,16 +114,18 @@ struct Inner {
     rng: Mutex<StdRng>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     watch_expiry: Arc<watch::Expiry>,
+    token_keys: review::TokenKeys,
 }
 
 impl ApiServer {
-    /// Serve `store`: registers the CRDs it holds, makes sure the default namespaces exist
+    /// Serve `store`: registers the CRDs it holds, makes sure the bootstrap objects exist
     /// and starts the garbage collector and namespace controller.
     pub async fn start(store: Store, config: Config) -> ApiResult<ApiServer> {
-        let rng = match config.seed {
+        let mut rng = match config.seed {
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_os_rng(),
         };
+        let token_keys = review::TokenKeys::new(config.admin_token.clone(), rng.random());
         let server = ApiServer {
             inner: Arc::new(Inner {
                 store,
@@ -118,10 +134,12 @@ impl ApiServer {
                 rng: Mutex::new(rng),
                 tasks: Mutex::new(Vec::new()),
                 watch_expiry: Arc::default(),
+                token_keys,
             }),
         };
         crd::register_stored(&server)?;
         objects::ensure_default_namespaces(&server).await?;
+        bootstrap::ensure(&server).await?;
         let tasks = controllers::spawn_all(&server);
         server.tasks().extend(tasks);
         Ok(server)
@@ -170,6 +188,10 @@ impl ApiServer {
     /// demand. Deterministic: it wakes the open watches in the order they began waiting.
     pub fn expire_watches(&self) {
         self.inner.watch_expiry.fire(self.inner.store.revision());
+    }
+
+    pub(crate) fn token_keys(&self) -> &review::TokenKeys {
+        &self.inner.token_keys
     }
 
     pub(crate) fn watch_expiry(&self) -> &Arc<watch::Expiry> {

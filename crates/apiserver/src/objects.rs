@@ -223,6 +223,24 @@ impl ApiServer {
         self.present_converted(rt, stored.value).await
     }
 
+    /// Every current object of a built-in kind (stored in the version it is served in), for
+    /// the server's own bookkeeping (bootstrap, RBAC checks): no selectors, no paging.
+    pub(crate) fn current_builtin_objects(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+    ) -> ApiResult<Vec<Value>> {
+        let page = self
+            .store()
+            .list(&rt.list_prefix(ns), &ListOptions::default(), &|_| true)
+            .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), ""))?;
+        Ok(page
+            .items
+            .iter()
+            .filter_map(|object| serde_json::from_slice(&object.value).ok())
+            .collect())
+    }
+
     /// LIST with selectors, paging and Kubernetes' resourceVersion semantics.
     pub async fn list(
         &self,
@@ -512,6 +530,7 @@ impl ApiServer {
     ) -> ApiResult<Written> {
         let mut new = match sub {
             Some("status") => with_status_of(old, &new),
+            Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
             Some(other) if other != "finalize" => {
                 return Err(ApiError::path_not_found());
             }
@@ -1074,6 +1093,20 @@ fn check_type(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
 }
 
 /// `target` with the `status` of `source` (or none, if `source` has none).
+/// `pods/ephemeralcontainers` changes only `spec.ephemeralContainers` of the stored pod.
+fn with_ephemeral_containers_of(old: &Value, new: &Value) -> Value {
+    let mut merged = old.clone();
+    match new.pointer("/spec/ephemeralContainers") {
+        Some(containers) => merged["spec"]["ephemeralContainers"] = containers.clone(),
+        None => {
+            if let Some(spec) = merged.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("ephemeralContainers");
+            }
+        }
+    }
+    merged
+}
+
 fn with_status_of(target: &Value, source: &Value) -> Value {
     let mut out = target.clone();
     if let Some(o) = out.as_object_mut() {
@@ -1203,9 +1236,9 @@ fn scale_of(obj: &Value, scale: &crate::registry::ScaleSubresource) -> Value {
         .label_selector_path
         .as_deref()
         .and_then(|p| get_path(obj, p))
-        .and_then(Value::as_str)
+        .and_then(selector_string)
     {
-        status["selector"] = Value::String(selector.to_string());
+        status["selector"] = Value::String(selector);
     }
     let m = meta::metadata(obj).cloned().unwrap_or_default();
     let metadata: Map<String, Value> = [
@@ -1225,6 +1258,25 @@ fn scale_of(obj: &Value, scale: &crate::registry::ScaleSubresource) -> Value {
         "spec": {"replicas": spec_replicas},
         "status": status,
     })
+}
+
+/// A Scale's `status.selector`: a CRD's string as is; a built-in kind's `spec.selector`
+/// (a LabelSelector, or a ReplicationController's plain label map) in selector syntax.
+fn selector_string(selector: &Value) -> Option<String> {
+    let object = match selector {
+        Value::String(s) => return Some(s.clone()),
+        Value::Object(o) => o,
+        _ => return None,
+    };
+    let label_selector =
+        if object.contains_key("matchLabels") || object.contains_key("matchExpressions") {
+            selector.clone()
+        } else {
+            json!({"matchLabels": object})
+        };
+    LabelSelector::from_label_selector_json(&label_selector)
+        .ok()
+        .map(|s| s.to_string())
 }
 
 /// Read a `.spec.replicas`-style JSON path.
@@ -1255,6 +1307,7 @@ fn builtin_defaults(
     old: Option<&Value>,
     obj: &mut Value,
 ) -> ApiResult<()> {
+    crate::defaults::workload(&rt.group, &rt.plural, &rt.kind, old.is_none(), obj)?;
     match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "pods") => default_pod(obj, old.is_none()),
         ("", "services") => default_service(server, obj, old),
@@ -1291,36 +1344,9 @@ fn default_pod(pod: &mut Value, creating: bool) {
         pod["spec"] = json!({});
     }
     let spec = &mut pod["spec"];
-    default_if_missing(spec, "restartPolicy", json!("Always"));
-    default_if_missing(spec, "terminationGracePeriodSeconds", json!(30));
-    default_if_missing(spec, "dnsPolicy", json!("ClusterFirst"));
-    default_if_missing(spec, "schedulerName", json!("default-scheduler"));
+    crate::defaults::pod_spec(spec);
     default_if_missing(spec, "serviceAccountName", json!("default"));
-    default_if_missing(spec, "securityContext", json!({}));
     default_if_missing(spec, "enableServiceLinks", json!(true));
-    for list in ["containers", "initContainers"] {
-        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            for c in containers {
-                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-                let pull = if image.ends_with(":latest")
-                    || !image.rsplit('/').next().unwrap_or("").contains(':')
-                {
-                    "Always"
-                } else {
-                    "IfNotPresent"
-                };
-                default_if_missing(c, "imagePullPolicy", json!(pull));
-                default_if_missing(c, "terminationMessagePath", json!("/dev/termination-log"));
-                default_if_missing(c, "terminationMessagePolicy", json!("File"));
-                default_if_missing(c, "resources", json!({}));
-                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-                    for p in ports {
-                        default_if_missing(p, "protocol", json!("TCP"));
-                    }
-                }
-            }
-        }
-    }
     if creating {
         pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
     }

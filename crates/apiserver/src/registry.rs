@@ -6,6 +6,8 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
+use crate::builtin::{self, Subresource};
+
 /// `autoscaling/v1 Scale` mapping of a custom resource (the CRD's `subresources.scale`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScaleSubresource {
@@ -88,233 +90,56 @@ impl ResourceType {
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
     }
+
+    /// The built-in table's entry for this kind (None for custom resources).
+    fn builtin_kind(&self) -> Option<&'static builtin::BuiltinKind> {
+        self.builtin
+            .then(|| builtin::find(&self.group, &self.version, &self.plural))
+            .flatten()
+    }
+
+    /// The verbs discovery lists and the server accepts on the resource itself.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        self.builtin_kind().map_or(builtin::ALL_VERBS, |b| b.verbs)
+    }
+
+    /// Reviews, bindings and the like: answered on create, never stored.
+    pub fn is_create_only(&self) -> bool {
+        self.builtin_kind().is_some_and(|b| b.is_create_only())
+    }
+
+    /// The subresources served under this resource, as discovery lists them.
+    pub fn subresources(&self) -> Vec<Subresource> {
+        if let Some(b) = self.builtin_kind() {
+            return b.subresources.to_vec();
+        }
+        let custom = [
+            (self.scale.is_some(), builtin::SCALE),
+            (self.status_subresource, builtin::STATUS),
+        ];
+        custom
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, s)| s)
+            .collect()
+    }
+
+    pub fn has_subresource(&self, name: &str) -> bool {
+        self.subresources().iter().any(|s| s.name == name)
+    }
 }
 
-/// Builder for the fixed built-in kinds.
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    namespaced: bool,
-    short_names: &'static [&'static str],
-    status: bool,
-    fields: &'static [&'static str],
+/// The `autoscaling/v1 Scale` of the built-in kinds that have one (Deployment, ...).
+fn builtin_scale() -> ScaleSubresource {
+    ScaleSubresource {
+        spec_replicas_path: ".spec.replicas".to_string(),
+        status_replicas_path: ".status.replicas".to_string(),
+        label_selector_path: Some(".spec.selector".to_string()),
+    }
 }
-
-const BUILTINS: &[Builtin] = &[
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Namespace",
-        plural: "namespaces",
-        namespaced: false,
-        short_names: &["ns"],
-        status: true,
-        fields: &["status.phase"],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Node",
-        plural: "nodes",
-        namespaced: false,
-        short_names: &["no"],
-        status: true,
-        fields: &["spec.unschedulable"],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Pod",
-        plural: "pods",
-        namespaced: true,
-        short_names: &["po"],
-        status: true,
-        fields: &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Service",
-        plural: "services",
-        namespaced: true,
-        short_names: &["svc"],
-        status: true,
-        fields: &[],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: "configmaps",
-        namespaced: true,
-        short_names: &["cm"],
-        status: false,
-        fields: &[],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        namespaced: true,
-        short_names: &[],
-        status: false,
-        fields: &["type"],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "ServiceAccount",
-        plural: "serviceaccounts",
-        namespaced: true,
-        short_names: &["sa"],
-        status: false,
-        fields: &[],
-    },
-    Builtin {
-        group: "",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
-        short_names: &["ev"],
-        status: false,
-        fields: &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-    },
-    Builtin {
-        group: "events.k8s.io",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
-        short_names: &["ev"],
-        status: false,
-        fields: &[
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "reason",
-            "reportingController",
-            "type",
-        ],
-    },
-    Builtin {
-        group: "coordination.k8s.io",
-        version: "v1",
-        kind: "Lease",
-        plural: "leases",
-        namespaced: true,
-        short_names: &[],
-        status: false,
-        fields: &[],
-    },
-    Builtin {
-        group: "apps",
-        version: "v1",
-        kind: "Deployment",
-        plural: "deployments",
-        namespaced: true,
-        short_names: &["deploy"],
-        status: true,
-        fields: &[],
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "ClusterRole",
-        plural: "clusterroles",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        fields: &[],
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "ClusterRoleBinding",
-        plural: "clusterrolebindings",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        fields: &[],
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "Role",
-        plural: "roles",
-        namespaced: true,
-        short_names: &[],
-        status: false,
-        fields: &[],
-    },
-    Builtin {
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "RoleBinding",
-        plural: "rolebindings",
-        namespaced: true,
-        short_names: &[],
-        status: false,
-        fields: &[],
-    },
-    Builtin {
-        group: "apiextensions.k8s.io",
-        version: "v1",
-        kind: "CustomResourceDefinition",
-        plural: "customresourcedefinitions",
-        namespaced: false,
-        short_names: &["crd", "crds"],
-        status: true,
-        fields: &[],
-    },
-    Builtin {
-        group: "admissionregistration.k8s.io",
-        version: "v1",
-        kind: "MutatingWebhookConfiguration",
-        plural: "mutatingwebhookconfigurations",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        fields: &[],
-    },
-    Builtin {
-        group: "admissionregistration.k8s.io",
-        version: "v1",
-        kind: "ValidatingWebhookConfiguration",
-        plural: "validatingwebhookconfigurations",
-        namespaced: false,
-        short_names: &[],
-        status: false,
-        fields: &[],
-    },
-];
 
 fn builtin_types() -> impl Iterator<Item = ResourceType> {
-    BUILTINS.iter().map(|b| ResourceType {
+    builtin::BUILTIN_KINDS.iter().map(|b| ResourceType {
         group: b.group.to_string(),
         version: b.version.to_string(),
         kind: b.kind.to_string(),
@@ -322,9 +147,9 @@ fn builtin_types() -> impl Iterator<Item = ResourceType> {
         singular: b.kind.to_lowercase(),
         namespaced: b.namespaced,
         short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
-        status_subresource: b.status,
-        scale: None,
+        categories: b.categories.iter().map(|s| s.to_string()).collect(),
+        status_subresource: b.has_subresource("status"),
+        scale: b.has_subresource("scale").then(builtin_scale),
         extra_field_selectors: b.fields.to_vec(),
         builtin: true,
         schema: None,

@@ -831,6 +831,22 @@ impl fmt::Display for FieldSelector {
     }
 }
 
+/// Fields kube-apiserver selects on by their Go value, which an unset field still has:
+/// `spec.unschedulable=false` matches a Node without the field.
+const ZERO_VALUES: &[(&str, &str)] = &[
+    ("spec.unschedulable", "false"),
+    ("spec.hostNetwork", "false"),
+    ("status.replicas", "0"),
+];
+
+fn zero_value(path: &str) -> String {
+    ZERO_VALUES
+        .iter()
+        .find(|(field, _)| *field == path)
+        .map(|(_, zero)| zero.to_string())
+        .unwrap_or_default()
+}
+
 fn resolve_field(obj: &Value, path: &str) -> String {
     let mut cur = obj;
     for seg in path.split('.') {
@@ -841,11 +857,11 @@ fn resolve_field(obj: &Value, path: &str) -> String {
         };
         match next {
             Some(v) => cur = v,
-            None => return String::new(),
+            None => return zero_value(path),
         }
     }
     match cur {
-        Value::Null => String::new(),
+        Value::Null => zero_value(path),
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }

@@ -161,7 +161,13 @@ async fn aggregated_documents_carry_every_field() {
         deployments["responseKind"],
         json!({"group": "apps", "version": "v1", "kind": "Deployment"})
     );
-    assert_eq!(deployments["subresources"][0]["subresource"], "status");
+    let subresources: Vec<&Value> = deployments["subresources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["subresource"])
+        .collect();
+    assert_eq!(subresources, [&json!("scale"), &json!("status")]);
     assert!(
         deployments["verbs"]
             .as_array()
@@ -184,7 +190,7 @@ async fn aggregated_documents_carry_every_field() {
         .iter()
         .map(|s| &s["subresource"])
         .collect();
-    assert_eq!(subresources, [&json!("status"), &json!("finalize")]);
+    assert_eq!(subresources, [&json!("finalize"), &json!("status")]);
 
     let beta = get(
         &s,

@@ -209,9 +209,6 @@ impl ControlPlane {
         let store = Store::sqlite(&data_dir.join("state.db"), store_options)
             .await
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
-        let api = ApiServer::start(store, config)
-            .await
-            .context("cannot start the API server")?;
         let credentials =
             tls::load_or_create(&data_dir.join("pki")).context("cannot prepare TLS credentials")?;
         let listener = tokio::net::TcpListener::bind(listen)
@@ -220,6 +217,14 @@ impl ControlPlane {
         let address = listener
             .local_addr()
             .context("cannot read the listening address")?;
+        let config = Config {
+            admin_token: Some(credentials.token.clone()),
+            api_port: Some(address.port()),
+            ..config
+        };
+        let api = ApiServer::start(store, config)
+            .await
+            .context("cannot start the API server")?;
         let url = format!("https://{address}");
         let kubeconfig = kubeconfig::render(&url, &credentials.ca_cert_pem, &credentials.token);
         kubeconfig::write_private(&data_dir.join("kubeconfig"), &kubeconfig)

@@ -208,6 +208,23 @@ async fn kubectl_discovery_and_typed_create_commands() {
         .expect("pods listed");
     assert_eq!(pods, ["pods", "po", "v1", "true", "Pod"]);
     assert_contains(&resources, "customresourcedefinitions");
+    // The whole built-in API of 1.32, with kube's short names and verbs.
+    let wide = rows(&k.run(&["api-resources", "-o", "wide"]));
+    let row = |name: &str| {
+        wide.iter()
+            .find(|r| r.first().map(String::as_str) == Some(name))
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} listed"))
+    };
+    assert_eq!(
+        row("statefulsets")[..5],
+        ["statefulsets", "sts", "apps/v1", "true", "StatefulSet"]
+    );
+    assert_eq!(row("poddisruptionbudgets")[1..3], ["pdb", "policy/v1"]);
+    assert_eq!(
+        row("selfsubjectaccessreviews")[3..],
+        ["SelfSubjectAccessReview", "create"]
+    );
 
     // Typed create commands send protobuf bodies.
     assert_eq!(
@@ -451,9 +468,14 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
             "AGE"
         ]
     );
-    assert_eq!(services[1][0], "web");
-    assert_eq!(services[1][1], "ClusterIP");
-    assert_eq!(services[1][4], "80/TCP");
+    // `kubernetes` (the API server's own Service, present from the start) sorts first.
+    assert_eq!(
+        services[1][..5],
+        ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+    );
+    assert_eq!(services[2][0], "web");
+    assert_eq!(services[2][1], "ClusterIP");
+    assert_eq!(services[2][4], "80/TCP");
     let svc_wide = k.run(&["get", "service", "web", "-o", "wide"]);
     assert_contains(&svc_wide, "app=web");
     let nodes = rows(&k.run(&["get", "nodes"]));

@@ -159,7 +159,7 @@ struct ItemMeta {
     namespace: Option<String>,
 }
 
-/// A resource that can be listed: `/api/v1` or `/apis/G/V`, plural, scope.
+/// A resource that can be listed and watched: `/api/v1` or `/apis/G/V`, plural, scope.
 struct Served {
     prefix: String,
     plural: String,
@@ -183,7 +183,12 @@ async fn discover(client: &kube::Client) -> Result<Vec<Served>, String> {
         served.extend(
             list.resources
                 .into_iter()
-                .filter(|r| !r.name.contains('/') && r.verbs.iter().any(|v| v == "list"))
+                // Every resource the check lists it also watches (componentstatuses, say,
+                // can be listed but not watched).
+                .filter(|r| {
+                    let serves = |verb: &str| r.verbs.iter().any(|v| v == verb);
+                    !r.name.contains('/') && serves("list") && serves("watch")
+                })
                 .map(|r| Served {
                     prefix: prefix.clone(),
                     plural: r.name,

@@ -1,0 +1,315 @@
+//! The objects every cluster has at start, created when missing (so restarts change
+//! nothing): the `default/kubernetes` Service, the default ClusterRoles `cluster-admin`,
+//! `admin`, `edit` and `view`, and the `cluster-admin` binding to `system:masters`. The
+//! namespaces come first (`objects::ensure_default_namespaces`), then the `default`
+//! ServiceAccount of each namespace (the controllers create it in namespaces made later).
+//!
+//! The rules of `admin`, `edit` and `view` are those of kube-apiserver 1.32 for the kinds
+//! steady serves, abbreviated: enough for `kubectl auth can-i` and clients that read them.
+
+use serde_json::{Value, json};
+
+use crate::ApiServer;
+use crate::error::ApiResult;
+use crate::meta;
+use crate::request::WriteOptions;
+
+/// The ClusterIP of `default/kubernetes`: the first address of kube's default service range.
+const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+
+/// What `view` reads and `edit` also writes, by API group.
+const WORKLOADS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "configmaps",
+            "endpoints",
+            "persistentvolumeclaims",
+            "pods",
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "serviceaccounts",
+            "services",
+        ],
+    ),
+    (
+        "apps",
+        &[
+            "daemonsets",
+            "deployments",
+            "deployments/scale",
+            "replicasets",
+            "replicasets/scale",
+            "statefulsets",
+            "statefulsets/scale",
+        ],
+    ),
+    ("autoscaling", &["horizontalpodautoscalers"]),
+    ("batch", &["cronjobs", "jobs"]),
+    ("policy", &["poddisruptionbudgets"]),
+    ("networking.k8s.io", &["ingresses", "networkpolicies"]),
+    ("discovery.k8s.io", &["endpointslices"]),
+];
+/// Read-only for `view`, `edit` and `admin` alike.
+const OBSERVED: &[&str] = &[
+    "bindings",
+    "events",
+    "limitranges",
+    "namespaces",
+    "namespaces/status",
+    "pods/log",
+    "pods/status",
+    "replicationcontrollers/status",
+    "resourcequotas",
+    "resourcequotas/status",
+];
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
+}
+
+fn view_rules() -> Vec<Value> {
+    let mut rules: Vec<Value> = WORKLOADS
+        .iter()
+        .map(|(group, resources)| rule(group, resources, READ))
+        .collect();
+    rules.push(rule("", OBSERVED, READ));
+    rules
+}
+
+fn edit_rules() -> Vec<Value> {
+    let mut rules = view_rules();
+    rules.extend(
+        WORKLOADS
+            .iter()
+            .map(|(group, resources)| rule(group, resources, WRITE)),
+    );
+    rules.push(rule(
+        "",
+        &["secrets"],
+        &[
+            "get",
+            "list",
+            "watch",
+            "create",
+            "delete",
+            "deletecollection",
+            "patch",
+            "update",
+        ],
+    ));
+    rules.push(rule(
+        "",
+        &[
+            "pods/attach",
+            "pods/exec",
+            "pods/portforward",
+            "pods/proxy",
+            "services/proxy",
+        ],
+        &["get", "create"],
+    ));
+    rules.push(rule(
+        "",
+        &["pods/eviction", "serviceaccounts/token"],
+        &["create"],
+    ));
+    rules.push(rule("", &["serviceaccounts"], &["impersonate"]));
+    rules
+}
+
+fn admin_rules() -> Vec<Value> {
+    let mut rules = edit_rules();
+    let all: Vec<&str> = READ.iter().chain(WRITE).copied().collect();
+    rules.push(rule(
+        "rbac.authorization.k8s.io",
+        &["rolebindings", "roles"],
+        &all,
+    ));
+    rules.push(rule(
+        "authorization.k8s.io",
+        &["localsubjectaccessreviews"],
+        &["create"],
+    ));
+    rules
+}
+
+fn bootstrap_metadata(name: &str) -> Value {
+    json!({
+        "name": name,
+        "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+        "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+    })
+}
+
+fn cluster_role(name: &str, rules: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": bootstrap_metadata(name),
+        "rules": rules,
+    })
+}
+
+/// A user-facing role that kube aggregates from `aggregate-to-<name>` roles.
+fn aggregated_role(name: &str, rules: Vec<Value>) -> Value {
+    let mut role = cluster_role(name, rules);
+    role["aggregationRule"] = json!({"clusterRoleSelectors": [
+        {"matchLabels": {format!("rbac.authorization.k8s.io/aggregate-to-{name}"): "true"}}
+    ]});
+    role
+}
+
+fn cluster_admin() -> Value {
+    cluster_role(
+        "cluster-admin",
+        vec![
+            json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+            json!({"nonResourceURLs": ["*"], "verbs": ["*"]}),
+        ],
+    )
+}
+
+fn cluster_admin_binding() -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": bootstrap_metadata("cluster-admin"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
+    })
+}
+
+fn kubernetes_service(port: u16) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": KUBERNETES_SERVICE_IP,
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+            "sessionAffinity": "None",
+        },
+    })
+}
+
+/// Create each bootstrap object that does not exist yet.
+pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
+    let port = server.config().api_port.unwrap_or(6443);
+    reconcile_kubernetes_service(server, kubernetes_service(port)).await?;
+    let objects = [
+        (
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            None,
+            cluster_admin(),
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            None,
+            aggregated_role("admin", admin_rules()),
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            None,
+            aggregated_role("edit", edit_rules()),
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            None,
+            aggregated_role("view", view_rules()),
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            None,
+            cluster_admin_binding(),
+        ),
+    ];
+    for (group, plural, ns, object) in objects {
+        create_if_missing(server, group, plural, ns, object).await?;
+    }
+    for namespace in live_namespaces(server)? {
+        default_service_account(server, &namespace).await?;
+    }
+    Ok(())
+}
+
+/// Create `default/kubernetes`, or point its ports at this server's port (which changes
+/// between restarts with `--listen …:0`), as kube-apiserver reconciles its own Service.
+async fn reconcile_kubernetes_service(server: &ApiServer, wanted: Value) -> ApiResult<()> {
+    let Some(rt) = server.registry().builtin("", "services") else {
+        return Ok(());
+    };
+    let Ok((mut current, _)) = server.get_value(&rt, Some("default"), "kubernetes") else {
+        return create_if_missing(server, "", "services", Some("default"), wanted).await;
+    };
+    if current["spec"]["ports"] == wanted["spec"]["ports"] {
+        return Ok(());
+    }
+    current["spec"]["ports"] = wanted["spec"]["ports"].clone();
+    let options = WriteOptions::default();
+    server
+        .update(&rt, Some("default"), "kubernetes", None, current, &options)
+        .await
+        .map(|_| ())
+}
+
+/// Namespaces that exist and are not terminating.
+fn live_namespaces(server: &ApiServer) -> ApiResult<Vec<String>> {
+    let Some(rt) = server.registry().builtin("", "namespaces") else {
+        return Ok(Vec::new());
+    };
+    Ok(server
+        .current_builtin_objects(&rt, None)?
+        .into_iter()
+        .filter(|ns| meta::deletion_timestamp(ns).is_none())
+        .filter_map(|ns| meta::name(&ns).map(str::to_string))
+        .collect())
+}
+
+/// The `default` ServiceAccount of `namespace`, created if missing: at start for the
+/// namespaces that exist (so a fresh server has them before it answers), and by the
+/// controllers for every namespace created later.
+pub async fn default_service_account(server: &ApiServer, namespace: &str) -> ApiResult<()> {
+    let account = json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": namespace},
+    });
+    create_if_missing(server, "", "serviceaccounts", Some(namespace), account).await
+}
+
+/// Create `object` unless an object of its name exists (a user's edit is kept).
+pub async fn create_if_missing(
+    server: &ApiServer,
+    group: &str,
+    plural: &str,
+    ns: Option<&str>,
+    object: Value,
+) -> ApiResult<()> {
+    let Some(rt) = server.registry().builtin(group, plural) else {
+        return Ok(());
+    };
+    let name = object["metadata"]["name"].as_str().unwrap_or("");
+    if server.get_stored(&rt, ns, name).is_ok() {
+        return Ok(());
+    }
+    match server
+        .create(&rt, ns, object, &WriteOptions::default())
+        .await
+    {
+        Err(e) if e.reason != "AlreadyExists" => Err(e),
+        _ => Ok(()),
+    }
+}

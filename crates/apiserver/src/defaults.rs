@@ -1,0 +1,566 @@
+//! Defaulting and validation of the built-in workload kinds, where clients depend on them:
+//! the defaults kube-apiserver 1.32 fills in (Deployment strategy, replicas, history
+//! limits, Job completions and parallelism, pod template defaults, ...), the selector a Job
+//! generates for itself, and the rule that a controller's selector matches its template.
+//!
+//! The defaults are a table of (JSON pointer, value) per kind, applied where the field is
+//! missing. Only JSON: this module knows nothing of storage or HTTP.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::schema::{FieldError, FieldErrorReason};
+
+/// Set `value` (JSON text) at `at` when nothing is there, and when `when` (pointer, value)
+/// holds.
+struct Default {
+    at: &'static str,
+    value: &'static str,
+    when: Option<(&'static str, &'static str)>,
+}
+
+const fn set(at: &'static str, value: &'static str) -> Default {
+    Default {
+        at,
+        value,
+        when: None,
+    }
+}
+
+const fn set_when(
+    at: &'static str,
+    value: &'static str,
+    when: (&'static str, &'static str),
+) -> Default {
+    Default {
+        at,
+        value,
+        when: Some(when),
+    }
+}
+
+const DEPLOYMENT: &[Default] = &[
+    set("/spec/replicas", "1"),
+    set("/spec/strategy/type", r#""RollingUpdate""#),
+    set_when(
+        "/spec/strategy/rollingUpdate",
+        r#"{"maxUnavailable":"25%","maxSurge":"25%"}"#,
+        ("/spec/strategy/type", "RollingUpdate"),
+    ),
+    set("/spec/revisionHistoryLimit", "10"),
+    set("/spec/progressDeadlineSeconds", "600"),
+];
+const STATEFUL_SET: &[Default] = &[
+    set("/spec/replicas", "1"),
+    set("/spec/podManagementPolicy", r#""OrderedReady""#),
+    set("/spec/updateStrategy/type", r#""RollingUpdate""#),
+    set_when(
+        "/spec/updateStrategy/rollingUpdate",
+        r#"{"partition":0}"#,
+        ("/spec/updateStrategy/type", "RollingUpdate"),
+    ),
+    set("/spec/revisionHistoryLimit", "10"),
+    set(
+        "/spec/persistentVolumeClaimRetentionPolicy",
+        r#"{"whenDeleted":"Retain","whenScaled":"Retain"}"#,
+    ),
+];
+const DAEMON_SET: &[Default] = &[
+    set("/spec/updateStrategy/type", r#""RollingUpdate""#),
+    set_when(
+        "/spec/updateStrategy/rollingUpdate",
+        r#"{"maxUnavailable":1,"maxSurge":0}"#,
+        ("/spec/updateStrategy/type", "RollingUpdate"),
+    ),
+    set("/spec/revisionHistoryLimit", "10"),
+];
+const REPLICAS: &[Default] = &[set("/spec/replicas", "1")];
+const JOB: &[Default] = &[
+    // Both unset: a non-parallel job, one completion.
+    set_when("/spec/completions", "1", ("/spec/parallelism", "")),
+    set("/spec/parallelism", "1"),
+    set("/spec/backoffLimit", "6"),
+    set("/spec/completionMode", r#""NonIndexed""#),
+    set("/spec/suspend", "false"),
+    set("/spec/podReplacementPolicy", r#""TerminatingOrFailed""#),
+];
+const CRON_JOB: &[Default] = &[
+    set("/spec/concurrencyPolicy", r#""Allow""#),
+    set("/spec/suspend", "false"),
+    set("/spec/successfulJobsHistoryLimit", "3"),
+    set("/spec/failedJobsHistoryLimit", "1"),
+];
+
+/// Where a kind keeps its pod template, and its defaults.
+struct Workload {
+    group: &'static str,
+    plural: &'static str,
+    defaults: &'static [Default],
+    template: &'static str,
+    /// Its `spec.selector` is a LabelSelector that must select the template's labels.
+    label_selector: bool,
+}
+
+const WORKLOADS: &[Workload] = &[
+    Workload {
+        group: "apps",
+        plural: "deployments",
+        defaults: DEPLOYMENT,
+        template: "/spec/template",
+        label_selector: true,
+    },
+    Workload {
+        group: "apps",
+        plural: "statefulsets",
+        defaults: STATEFUL_SET,
+        template: "/spec/template",
+        label_selector: true,
+    },
+    Workload {
+        group: "apps",
+        plural: "replicasets",
+        defaults: REPLICAS,
+        template: "/spec/template",
+        label_selector: true,
+    },
+    Workload {
+        group: "apps",
+        plural: "daemonsets",
+        defaults: DAEMON_SET,
+        template: "/spec/template",
+        label_selector: true,
+    },
+    Workload {
+        group: "",
+        plural: "replicationcontrollers",
+        defaults: REPLICAS,
+        template: "/spec/template",
+        label_selector: false,
+    },
+    Workload {
+        group: "batch",
+        plural: "jobs",
+        defaults: JOB,
+        template: "/spec/template",
+        label_selector: true,
+    },
+    Workload {
+        group: "batch",
+        plural: "cronjobs",
+        defaults: CRON_JOB,
+        template: "/spec/jobTemplate/spec/template",
+        label_selector: false,
+    },
+    Workload {
+        group: "",
+        plural: "podtemplates",
+        defaults: &[],
+        template: "/template",
+        label_selector: false,
+    },
+];
+
+/// Default and validate an object of a built-in workload kind; other kinds pass untouched.
+pub fn workload(
+    group: &str,
+    plural: &str,
+    kind: &str,
+    creating: bool,
+    obj: &mut Value,
+) -> ApiResult<()> {
+    let Some(w) = WORKLOADS
+        .iter()
+        .find(|w| w.group == group && w.plural == plural)
+    else {
+        return Ok(());
+    };
+    for d in w.defaults {
+        apply(d, obj);
+    }
+    if let Some(spec) = obj.pointer_mut(&format!("{}/spec", w.template)) {
+        pod_spec(spec);
+    }
+    if plural == "replicationcontrollers" {
+        default_from_template_labels(obj, "/spec/selector");
+    }
+    if plural == "jobs" {
+        if creating {
+            generate_job_selector(obj);
+        }
+        default_from_template_labels(obj, "");
+    }
+    let mut errors = Vec::new();
+    if w.label_selector {
+        errors.extend(selector_matches_template(obj, w.template));
+    }
+    if plural == "replicationcontrollers" {
+        errors.extend(map_selector_matches_template(obj));
+    }
+    if matches!(plural, "jobs" | "cronjobs") {
+        errors.extend(job_restart_policy(obj, w.template));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        // kube names the kind with its group in validation messages: `Deployment.apps`.
+        let qualified = match group {
+            "" => kind.to_string(),
+            group => format!("{kind}.{group}"),
+        };
+        Err(ApiError::invalid(
+            &qualified,
+            meta::name(obj).unwrap_or(""),
+            &errors,
+        ))
+    }
+}
+
+fn apply(d: &Default, obj: &mut Value) {
+    if let Some((pointer, expected)) = d.when {
+        let holds = match obj.pointer(pointer) {
+            // An empty expectation means "unset".
+            None => expected.is_empty(),
+            Some(v) => v.as_str() == Some(expected),
+        };
+        if !holds {
+            return;
+        }
+    }
+    if obj.pointer(d.at).is_some_and(|v| !v.is_null()) {
+        return;
+    }
+    if let Ok(value) = serde_json::from_str(d.value) {
+        set_pointer(obj, d.at, value);
+    }
+}
+
+/// Set `value` at the JSON pointer `at`, creating objects on the way.
+fn set_pointer(obj: &mut Value, at: &str, value: Value) {
+    let mut cursor = obj;
+    let mut segments = at.trim_start_matches('/').split('/').peekable();
+    while let Some(segment) = segments.next() {
+        if !cursor.is_object() {
+            *cursor = json!({});
+        }
+        let Some(map) = cursor.as_object_mut() else {
+            return;
+        };
+        // RFC 6901 escapes, as `Value::pointer` reads them.
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        if segments.peek().is_none() {
+            map.insert(segment, value);
+            return;
+        }
+        cursor = map.entry(segment).or_insert_with(|| json!({}));
+    }
+}
+
+fn default_if_missing(map: &mut Value, field: &str, value: Value) {
+    if let Some(m) = map.as_object_mut() {
+        m.entry(field).or_insert(value);
+    }
+}
+
+/// The defaults of a pod spec, in a pod or in a template (kube's `SetDefaults_PodSpec` and
+/// `SetDefaults_Container`).
+pub fn pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    default_if_missing(spec, "restartPolicy", json!("Always"));
+    default_if_missing(spec, "terminationGracePeriodSeconds", json!(30));
+    default_if_missing(spec, "dnsPolicy", json!("ClusterFirst"));
+    default_if_missing(spec, "schedulerName", json!("default-scheduler"));
+    default_if_missing(spec, "securityContext", json!({}));
+    for list in ["containers", "initContainers"] {
+        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            containers.iter_mut().for_each(container);
+        }
+    }
+}
+
+fn container(c: &mut Value) {
+    let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+    let untagged = !image.rsplit('/').next().unwrap_or("").contains(':');
+    let pull = if image.ends_with(":latest") || untagged {
+        "Always"
+    } else {
+        "IfNotPresent"
+    };
+    default_if_missing(c, "imagePullPolicy", json!(pull));
+    default_if_missing(c, "terminationMessagePath", json!("/dev/termination-log"));
+    default_if_missing(c, "terminationMessagePolicy", json!("File"));
+    default_if_missing(c, "resources", json!({}));
+    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            default_if_missing(p, "protocol", json!("TCP"));
+        }
+    }
+}
+
+fn template_labels(obj: &Value, template: &str) -> Map<String, Value> {
+    obj.pointer(&format!("{template}/metadata/labels"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A ReplicationController without a selector selects its template's labels, and a
+/// controller (RC or Job) without labels takes its template's. `selector` "" only labels.
+fn default_from_template_labels(obj: &mut Value, selector: &str) {
+    let labels = template_labels(obj, "/spec/template");
+    if labels.is_empty() {
+        return;
+    }
+    if !selector.is_empty()
+        && obj
+            .pointer(selector)
+            .is_none_or(|s| s.as_object().is_none_or(Map::is_empty))
+    {
+        set_pointer(obj, selector, Value::Object(labels.clone()));
+    }
+    let own = meta::metadata_mut(obj)
+        .entry("labels")
+        .or_insert_with(|| json!({}));
+    if own.as_object().is_none_or(Map::is_empty) {
+        *own = Value::Object(labels);
+    }
+}
+
+/// A Job selects its pods by its own uid (unless `manualSelector`), as kube's job strategy
+/// generates it, and labels its template to match.
+fn generate_job_selector(obj: &mut Value) {
+    if obj.pointer("/spec/manualSelector") == Some(&json!(true)) {
+        return;
+    }
+    let uid = meta::uid(obj).unwrap_or("").to_string();
+    let name = meta::name(obj).unwrap_or("").to_string();
+    set_pointer(
+        obj,
+        "/spec/selector",
+        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+    );
+    for (label, value) in [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("job-name", &name),
+    ] {
+        set_pointer(
+            obj,
+            &format!(
+                "/spec/template/metadata/labels/{}",
+                label.replace('/', "~1")
+            ),
+            json!(value),
+        );
+    }
+}
+
+fn field_error(field: &str, reason: FieldErrorReason, message: String) -> FieldError {
+    FieldError {
+        field: field.to_string(),
+        reason,
+        message,
+    }
+}
+
+/// Go's `%#v` of a `map[string]string`, as kube's messages print label sets.
+fn go_map(labels: &Map<String, Value>) -> String {
+    let sorted: BTreeMap<&String, &str> = labels
+        .iter()
+        .map(|(k, v)| (k, v.as_str().unwrap_or("")))
+        .collect();
+    let entries: Vec<String> = sorted.iter().map(|(k, v)| format!("{k:?}:{v:?}")).collect();
+    format!("map[string]string{{{}}}", entries.join(", "))
+}
+
+fn mismatch(template: &str, labels: &Map<String, Value>) -> FieldError {
+    field_error(
+        &format!(
+            "{}.metadata.labels",
+            template.trim_start_matches('/').replace('/', ".")
+        ),
+        FieldErrorReason::Invalid,
+        format!(
+            "Invalid value: {}: `selector` does not match template `labels`",
+            go_map(labels)
+        ),
+    )
+}
+
+/// `spec.selector` (a LabelSelector) is required, not empty, and selects the template.
+fn selector_matches_template(obj: &Value, template: &str) -> Option<FieldError> {
+    let Some(selector) = obj.pointer("/spec/selector").filter(|s| !s.is_null()) else {
+        return Some(field_error(
+            "spec.selector",
+            FieldErrorReason::Required,
+            "Required value".into(),
+        ));
+    };
+    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
+    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
+    if match_labels.is_none_or(Map::is_empty) && expressions.is_none_or(Vec::is_empty) {
+        return Some(field_error(
+            "spec.selector",
+            FieldErrorReason::Invalid,
+            "Invalid value: \"null\": empty selector is invalid for deployment".into(),
+        ));
+    }
+    let labels = template_labels(obj, template);
+    let labels_match = match_labels
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let expressions_match = expressions
+        .into_iter()
+        .flatten()
+        .all(|e| expression_matches(e, &labels));
+    (!(labels_match && expressions_match)).then(|| mismatch(template, &labels))
+}
+
+fn expression_matches(expression: &Value, labels: &Map<String, Value>) -> bool {
+    let key = expression.get("key").and_then(Value::as_str).unwrap_or("");
+    let values: Vec<&str> = expression
+        .get("values")
+        .and_then(Value::as_array)
+        .map(|v| v.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let value = labels.get(key).and_then(Value::as_str);
+    match expression
+        .get("operator")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+    {
+        "In" => value.is_some_and(|v| values.contains(&v)),
+        "NotIn" => value.is_none_or(|v| !values.contains(&v)),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        _ => false,
+    }
+}
+
+/// A ReplicationController's selector is a plain map that must match its template.
+fn map_selector_matches_template(obj: &Value) -> Option<FieldError> {
+    let selector = obj.pointer("/spec/selector").and_then(Value::as_object)?;
+    let labels = template_labels(obj, "/spec/template");
+    let matches = selector.iter().all(|(k, v)| labels.get(k) == Some(v));
+    (!matches).then(|| mismatch("/spec/template", &labels))
+}
+
+/// A Job's pods must not restart in place: `Never` or `OnFailure`.
+fn job_restart_policy(obj: &Value, template: &str) -> Option<FieldError> {
+    let policy = obj
+        .pointer(&format!("{template}/spec/restartPolicy"))
+        .and_then(Value::as_str)?;
+    (!matches!(policy, "Never" | "OnFailure")).then(|| {
+        field_error(
+            &format!(
+                "{}.spec.restartPolicy",
+                template.trim_start_matches('/').replace('/', ".")
+            ),
+            FieldErrorReason::NotSupported,
+            format!("Unsupported value: {policy:?}: supported values: \"OnFailure\", \"Never\""),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(selector: Value, labels: Value) -> Value {
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {"selector": selector, "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}},
+        })
+    }
+
+    #[test]
+    fn a_deployment_gets_kubes_defaults() {
+        let mut d = deployment(
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"app": "web"}),
+        );
+        workload("apps", "deployments", "Deployment", true, &mut d).expect("valid");
+        assert_eq!(d["spec"]["replicas"], 1);
+        assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+    }
+
+    #[test]
+    fn a_recreate_strategy_gets_no_rolling_update() {
+        let mut d = deployment(
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"app": "web"}),
+        );
+        d["spec"]["strategy"] = json!({"type": "Recreate"});
+        workload("apps", "deployments", "Deployment", true, &mut d).expect("valid");
+        assert!(d.pointer("/spec/strategy/rollingUpdate").is_none());
+    }
+
+    #[test]
+    fn a_selector_that_misses_the_template_is_invalid() {
+        let mut d = deployment(
+            json!({"matchLabels": {"app": "other"}}),
+            json!({"app": "web"}),
+        );
+        let err = workload("apps", "deployments", "Deployment", true, &mut d).expect_err("invalid");
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.message,
+            "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`"
+        );
+        let mut expr = deployment(
+            json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}),
+            json!({"tier": "a"}),
+        );
+        workload("apps", "deployments", "Deployment", true, &mut expr).expect("In matches");
+    }
+
+    #[test]
+    fn job_completions_follow_parallelism() {
+        let template = json!({"spec": {"restartPolicy": "Never", "containers": []}});
+        let mut job =
+            json!({"metadata": {"name": "j", "uid": "u1"}, "spec": {"template": template}});
+        workload("batch", "jobs", "Job", true, &mut job).expect("valid");
+        assert_eq!(
+            (
+                job["spec"]["completions"].clone(),
+                job["spec"]["parallelism"].clone()
+            ),
+            (json!(1), json!(1))
+        );
+        assert_eq!(
+            job["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"],
+            "u1"
+        );
+        assert_eq!(
+            job["spec"]["template"]["metadata"]["labels"]["job-name"],
+            "j"
+        );
+        let mut parallel = json!({"metadata": {"name": "p", "uid": "u2"}, "spec": {"parallelism": 3, "template": template}});
+        workload("batch", "jobs", "Job", true, &mut parallel).expect("valid");
+        assert!(parallel.pointer("/spec/completions").is_none());
+    }
+
+    #[test]
+    fn a_job_that_restarts_always_is_invalid() {
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"}, "spec": {"template": {"spec": {"containers": []}}}});
+        let err = workload("batch", "jobs", "Job", true, &mut job).expect_err("Always");
+        assert!(
+            err.message
+                .contains("spec.template.spec.restartPolicy: Unsupported value: \"Always\""),
+            "{}",
+            err.message
+        );
+    }
+}

@@ -1,0 +1,642 @@
+//! The built-in API of Kubernetes 1.32 through kube-rs: discovery of every group, CRUD on
+//! every listable kind, workload defaults and selector validation, bootstrap objects, the
+//! review APIs and TokenRequest, eviction, and the small fidelity items (409
+//! `details.group`, unset boolean field selectors, exec refused with a Status).
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{api_code, eventually, raw, server};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolumeClaim, Pod, Service, ServiceAccount,
+};
+use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::{Discovery, Scope, verbs};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// The groups a default kube-apiserver 1.32 serves ("" is the core group).
+const GROUPS_1_32: &[&str] = &[
+    "",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
+    "apps",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "networking.k8s.io",
+    "node.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+];
+
+fn pod_template(labels: Value, restart: &str) -> Value {
+    json!({
+        "metadata": {"labels": labels},
+        "spec": {"restartPolicy": restart, "containers": [{"name": "c", "image": "busybox:1"}]},
+    })
+}
+
+/// The least a kind needs beyond its name to be valid.
+fn minimal_body(kind: &str) -> Value {
+    let labels = json!({"app": "x"});
+    let selector = json!({"matchLabels": {"app": "x"}});
+    match kind {
+        "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" => {
+            json!({"spec": {"selector": selector, "template": pod_template(labels, "Always")}})
+        }
+        "Job" => json!({"spec": {"template": pod_template(labels, "Never")}}),
+        "CronJob" => {
+            json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": pod_template(labels, "Never")}}}})
+        }
+        _ => json!({}),
+    }
+}
+
+#[tokio::test]
+async fn discovery_finds_every_group_with_its_verbs_and_subresources() {
+    let server = server().await;
+    let discovery = Discovery::new(server.client())
+        .run()
+        .await
+        .expect("discovery");
+    let found: BTreeSet<&str> = discovery.groups().map(|g| g.name()).collect();
+    let expected: BTreeSet<&str> = GROUPS_1_32.iter().copied().collect();
+    assert_eq!(found, expected);
+
+    let apps = discovery.get("apps").expect("apps");
+    let (deployments, caps) = apps
+        .recommended_resources()
+        .into_iter()
+        .find(|(r, _)| r.plural == "deployments")
+        .expect("deployments");
+    assert_eq!(deployments.kind, "Deployment");
+    assert_eq!(caps.scope, Scope::Namespaced);
+    let subresources: BTreeSet<String> = caps
+        .subresources
+        .iter()
+        .map(|(r, _)| r.plural.clone())
+        .collect();
+    assert!(
+        subresources.contains("scale") && subresources.contains("status"),
+        "{subresources:?}"
+    );
+    let authorization = discovery.get("authorization.k8s.io").expect("authz");
+    for (resource, caps) in authorization.recommended_resources() {
+        assert_eq!(caps.operations, vec!["create"], "{}", resource.plural);
+    }
+    assert_eq!(
+        discovery
+            .get("autoscaling")
+            .expect("autoscaling")
+            .preferred_version_or_latest(),
+        "v2"
+    );
+}
+
+/// Create, get, list and delete one minimal object of every kind that can be listed.
+#[tokio::test]
+async fn every_listable_builtin_kind_round_trips() {
+    let server = server().await;
+    let client = server.client();
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let mut exercised = 0;
+    for group in discovery.groups() {
+        for (resource, caps) in group.recommended_resources() {
+            let skip = resource.group == "apiextensions.k8s.io"
+                || !caps.supports_operation(verbs::CREATE)
+                || !caps.supports_operation(verbs::LIST);
+            if skip {
+                continue;
+            }
+            let api: Api<DynamicObject> = match caps.scope {
+                Scope::Namespaced => Api::namespaced_with(client.clone(), "default", &resource),
+                Scope::Cluster => Api::all_with(client.clone(), &resource),
+            };
+            let name = format!("min-{}", resource.plural);
+            let mut body = minimal_body(&resource.kind);
+            body["apiVersion"] = json!(resource.api_version);
+            body["kind"] = json!(resource.kind);
+            body["metadata"] = json!({"name": name});
+            let object: DynamicObject = serde_json::from_value(body).expect("object");
+            api.create(&PostParams::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("create {}: {e}", resource.plural));
+            let got = api.get(&name).await.expect("get");
+            assert_eq!(
+                got.types.as_ref().map(|t| t.kind.as_str()),
+                Some(resource.kind.as_str())
+            );
+            let listed = api.list(&ListParams::default()).await.expect("list");
+            assert!(
+                listed
+                    .items
+                    .iter()
+                    .any(|o| o.metadata.name.as_deref() == Some(&name))
+            );
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("delete {}: {e}", resource.plural));
+            exercised += 1;
+        }
+    }
+    assert!(exercised >= 45, "only {exercised} kinds exercised");
+}
+
+async fn round_trip<K>(api: Api<K>, object: Value) -> K
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let typed: K = serde_json::from_value(object).expect("typed object");
+    let created = api
+        .create(&PostParams::default(), &typed)
+        .await
+        .expect("create");
+    let name = created.meta().name.clone().expect("name");
+    api.get(&name).await.expect("get");
+    assert_eq!(
+        api.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    created
+}
+
+#[tokio::test]
+async fn typed_clients_round_trip_the_workload_and_network_kinds() {
+    let server = server().await;
+    let c = server.client();
+    let meta = json!({"name": "one", "namespace": "default"});
+    let labels = json!({"app": "one"});
+    let sts: StatefulSet = round_trip(
+        Api::default_namespaced(c.clone()),
+        json!({"metadata": meta, "spec": {"serviceName": "one", "selector": {"matchLabels": labels}, "template": pod_template(labels.clone(), "Always")}}),
+    )
+    .await;
+    let spec = sts.spec.expect("spec");
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.pod_management_policy.as_deref(), Some("OrderedReady"));
+    let job: Job = round_trip(
+        Api::default_namespaced(c.clone()),
+        json!({"metadata": meta, "spec": {"template": pod_template(json!({}), "Never")}}),
+    )
+    .await;
+    let spec = job.spec.expect("spec");
+    assert_eq!(
+        (spec.completions, spec.parallelism, spec.backoff_limit),
+        (Some(1), Some(1), Some(6))
+    );
+    let cron: CronJob = round_trip(
+        Api::default_namespaced(c.clone()),
+        json!({"metadata": meta, "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": pod_template(json!({}), "OnFailure")}}}}),
+    )
+    .await;
+    assert_eq!(
+        cron.spec.expect("spec").concurrency_policy.as_deref(),
+        Some("Allow")
+    );
+    round_trip::<PersistentVolumeClaim>(
+        Api::default_namespaced(c.clone()),
+        json!({"metadata": meta, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await;
+    round_trip::<Ingress>(
+        Api::default_namespaced(c.clone()),
+        json!({"metadata": meta, "spec": {"defaultBackend": {"service": {"name": "one", "port": {"number": 80}}}}}),
+    )
+    .await;
+    round_trip::<NetworkPolicy>(
+        Api::default_namespaced(c.clone()),
+        json!({"metadata": meta, "spec": {"podSelector": {}}}),
+    )
+    .await;
+    round_trip::<PodDisruptionBudget>(
+        Api::default_namespaced(c.clone()),
+        json!({"metadata": meta, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_deployment_gets_defaults_and_a_selector_must_match_its_template() {
+    let server = server().await;
+    let api: Api<Deployment> = Api::default_namespaced(server.client());
+    let deployment = |selector: Value| -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": selector}, "template": pod_template(json!({"app": "web"}), "Always")},
+        }))
+        .expect("deployment")
+    };
+    match api
+        .create(&PostParams::default(), &deployment(json!({"app": "other"})))
+        .await
+    {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+            assert_eq!(
+                status.message,
+                "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`"
+            );
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
+    let created = api
+        .create(&PostParams::default(), &deployment(json!({"app": "web"})))
+        .await
+        .expect("a matching selector is valid");
+    let spec = created.spec.expect("spec");
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.revision_history_limit, Some(10));
+    assert_eq!(
+        spec.strategy.and_then(|s| s.type_).as_deref(),
+        Some("RollingUpdate")
+    );
+    let scale = api.get_scale("web").await.expect("scale");
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(1));
+    assert_eq!(
+        scale.status.and_then(|s| s.selector).as_deref(),
+        Some("app=web")
+    );
+}
+
+#[tokio::test]
+async fn bootstrap_objects_exist_and_every_namespace_gets_a_default_service_account() {
+    let server = server().await;
+    let c = server.client();
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        namespaces.get(name).await.expect(name);
+    }
+    let kubernetes = Api::<Service>::default_namespaced(c.clone())
+        .get("kubernetes")
+        .await
+        .expect("default/kubernetes");
+    let port = &kubernetes.spec.expect("spec").ports.expect("ports")[0];
+    assert_eq!((port.name.as_deref(), port.port), (Some("https"), 443));
+    let roles: Api<ClusterRole> = Api::all(c.clone());
+    for name in ["cluster-admin", "admin", "edit", "view"] {
+        roles.get(name).await.expect(name);
+    }
+    let binding = Api::<ClusterRoleBinding>::all(c.clone())
+        .get("cluster-admin")
+        .await
+        .expect("binding");
+    assert_eq!(
+        binding.subjects.expect("subjects")[0].name,
+        "system:masters"
+    );
+
+    let new: Namespace = serde_json::from_value(json!({"metadata": {"name": "fresh"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &new)
+        .await
+        .expect("namespace");
+    for ns in ["default", "kube-system", "fresh"] {
+        let accounts: Api<ServiceAccount> = Api::namespaced(c.clone(), ns);
+        eventually(&format!("the default ServiceAccount of {ns}"), || {
+            let accounts = accounts.clone();
+            async move { accounts.get_opt("default").await.expect("get").map(|_| ()) }
+        })
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn the_administrator_may_do_anything() {
+    let server = server().await;
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(server.client());
+    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
+        "spec": {"resourceAttributes": {"verb": "create", "group": "apps", "resource": "deployments", "namespace": "default"}},
+    }))
+    .unwrap();
+    let answered = reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .expect("review");
+    assert!(answered.status.expect("status").allowed);
+    let listed = raw(
+        &server,
+        "GET",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        None,
+        "",
+    )
+    .await;
+    listed.assert_status(405, "MethodNotAllowed");
+}
+
+#[tokio::test]
+async fn a_requested_token_passes_a_token_review_and_a_forged_one_does_not() {
+    let server = server().await;
+    let c = server.client();
+    let accounts: Api<ServiceAccount> = Api::default_namespaced(c.clone());
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &sa)
+        .await
+        .expect("sa");
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": ["steady"]}})).unwrap();
+    let issued: TokenRequest = accounts
+        .create_subresource("token", "robot", &PostParams::default(), &request)
+        .await
+        .expect("token");
+    let token = issued.status.expect("status").token;
+    let reviews: Api<TokenReview> = Api::all(c.clone());
+    let review = |token: &str| -> TokenReview {
+        serde_json::from_value(json!({"spec": {"token": token}})).unwrap()
+    };
+    let status = reviews
+        .create(&PostParams::default(), &review(&token))
+        .await
+        .expect("review")
+        .status
+        .expect("status");
+    assert_eq!(status.authenticated, Some(true));
+    assert_eq!(
+        status.user.and_then(|u| u.username).as_deref(),
+        Some("system:serviceaccount:default:robot")
+    );
+    let forged = format!("{}x", token);
+    let status = reviews
+        .create(&PostParams::default(), &review(&forged))
+        .await
+        .expect("review")
+        .status
+        .expect("status");
+    assert_eq!(status.authenticated, Some(false));
+
+    let missing = accounts
+        .create_subresource::<TokenRequest, TokenRequest>(
+            "token",
+            "nobody",
+            &PostParams::default(),
+            &request,
+        )
+        .await;
+    assert_eq!(api_code(missing).0, 404);
+}
+
+#[tokio::test]
+async fn a_conflict_names_the_group() {
+    let server = server().await;
+    let uri = "/apis/apps/v1/namespaces/default/deployments";
+    let body = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "twice"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": pod_template(json!({"a": "b"}), "Always")},
+    })
+    .to_string();
+    let first = raw(&server, "POST", uri, Some("application/json"), body.clone()).await;
+    assert_eq!(first.status.as_u16(), 201);
+    let second = raw(&server, "POST", uri, Some("application/json"), body).await;
+    let status = second.assert_status(409, "AlreadyExists");
+    assert_eq!(
+        status["details"],
+        json!({"name": "twice", "group": "apps", "kind": "deployments"})
+    );
+}
+
+#[tokio::test]
+async fn an_unset_boolean_field_selects_as_false() {
+    let server = server().await;
+    let nodes: Api<Node> = Api::all(server.client());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "plain"}})).unwrap();
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("node");
+    let names = |selector: &'static str| {
+        let nodes = nodes.clone();
+        async move {
+            nodes
+                .list(&ListParams::default().fields(selector))
+                .await
+                .expect("list")
+                .items
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(names("spec.unschedulable=false").await, ["plain"]);
+    assert!(names("spec.unschedulable=true").await.is_empty());
+}
+
+#[tokio::test]
+async fn exec_is_refused_with_a_status_and_eviction_deletes_the_pod() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    for what in ["exec", "attach", "portforward"] {
+        let answer = raw(
+            &server,
+            "POST",
+            &format!("/api/v1/namespaces/default/pods/p/{what}"),
+            None,
+            "",
+        )
+        .await;
+        let status = answer.assert_status(400, "BadRequest");
+        assert_eq!(
+            status["message"],
+            format!(
+                "steady's simulated node runs no containers; {what} is not supported (use a real cluster)"
+            )
+        );
+    }
+    let absent = raw(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/pods/nope/exec",
+        None,
+        "",
+    )
+    .await;
+    absent.assert_status(404, "NotFound");
+
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "default"}, "deleteOptions": {"gracePeriodSeconds": 0}});
+    let answer = raw(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/pods/p/eviction",
+        Some("application/json"),
+        eviction.to_string(),
+    )
+    .await;
+    assert_eq!(answer.status.as_u16(), 201, "{}", answer.json());
+    eventually("the evicted pod to go", || {
+        let pods = pods.clone();
+        async move {
+            pods.get_opt("p")
+                .await
+                .expect("get")
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "labels": {"a": "b"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    let patch = json!({
+        "metadata": {"labels": {"a": "ignored"}},
+        "spec": {"ephemeralContainers": [{"name": "debug", "image": "busybox:1"}]},
+    });
+    let patched = pods
+        .patch_subresource(
+            "ephemeralcontainers",
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("ephemeral containers");
+    let spec = patched.spec.expect("spec");
+    assert_eq!(spec.ephemeral_containers.expect("added")[0].name, "debug");
+    assert_eq!(patched.metadata.labels.expect("labels")["a"], "b");
+
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "node-1"}});
+    let bound = raw(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/pods/p/binding",
+        Some("application/json"),
+        binding.to_string(),
+    )
+    .await;
+    assert_eq!(bound.status.as_u16(), 201, "{}", bound.json());
+    let node = pods
+        .get("p")
+        .await
+        .expect("pod")
+        .spec
+        .expect("spec")
+        .node_name;
+    assert_eq!(node.as_deref(), Some("node-1"));
+    let again = raw(
+        &server,
+        "POST",
+        "/api/v1/namespaces/default/pods/p/binding",
+        Some("application/json"),
+        binding.to_string(),
+    )
+    .await;
+    again.assert_status(409, "Conflict");
+}
+
+#[tokio::test]
+async fn a_subject_access_review_follows_the_stored_rbac_objects() {
+    let server = server().await;
+    let c = server.client();
+    let post = |uri: &'static str, body: Value| {
+        let server = server.clone();
+        async move {
+            raw(
+                &server,
+                "POST",
+                uri,
+                Some("application/json"),
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pod-reader", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]});
+    assert_eq!(
+        post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+            role
+        )
+        .await
+        .status
+        .as_u16(),
+        201
+    );
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "robot-reads", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "robot"}]});
+    assert_eq!(
+        post(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            binding
+        )
+        .await
+        .status
+        .as_u16(),
+        201
+    );
+    let reviews: Api<k8s_openapi::api::authorization::v1::SubjectAccessReview> = Api::all(c);
+    let ask = |verb: &str, resource: &str, subresource: &str, namespace: &str| {
+        serde_json::from_value(json!({"spec": {
+            "user": "system:serviceaccount:default:robot",
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "resourceAttributes": {"verb": verb, "resource": resource, "subresource": subresource, "namespace": namespace},
+        }}))
+        .unwrap()
+    };
+    let allowed = |review| {
+        let reviews = reviews.clone();
+        async move {
+            reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .expect("review")
+                .status
+                .expect("status")
+                .allowed
+        }
+    };
+    assert!(allowed(ask("list", "pods", "", "default")).await);
+    assert!(allowed(ask("get", "pods", "log", "default")).await);
+    assert!(!allowed(ask("delete", "pods", "", "default")).await);
+    assert!(!allowed(ask("list", "pods", "", "kube-system")).await);
+    assert!(!allowed(ask("list", "secrets", "", "default")).await);
+}
