@@ -808,14 +808,6 @@ impl FieldSelector {
     pub fn is_empty(&self) -> bool {
         self.reqs.is_empty()
     }
-
-    /// The name pinned by a `metadata.name=` / `metadata.name==` term, if any.
-    pub fn pinned_name(&self) -> Option<&str> {
-        self.reqs
-            .iter()
-            .find(|r| !r.negated && r.field == "metadata.name")
-            .map(|r| r.value.as_str())
-    }
 }
 
 impl fmt::Display for FieldSelector {
@@ -1093,22 +1085,10 @@ mod tests {
         let obj = json!({"metadata": {"name": "a,b=c\\d"}});
         let f = fsel("metadata.name=a\\,b\\=c\\\\d");
         assert!(f.matches(&obj));
-        assert_eq!(f.pinned_name(), Some("a,b=c\\d"));
+        assert_eq!(f.reqs[0].value, "a,b=c\\d");
         assert_eq!(f.to_string(), "metadata.name=a\\,b\\=c\\\\d");
         let f2 = fsel("metadata.name=x\\,y,status.phase=Running");
-        assert_eq!(f2.pinned_name(), Some("x,y"));
+        assert_eq!(f2.reqs[0].value, "x,y");
         assert_eq!(f2.reqs.len(), 2);
-    }
-
-    #[test]
-    fn pinned_name() {
-        assert_eq!(fsel("metadata.name=foo").pinned_name(), Some("foo"));
-        assert_eq!(
-            fsel("status.phase=Running,metadata.name==foo").pinned_name(),
-            Some("foo")
-        );
-        assert_eq!(fsel("metadata.name!=foo").pinned_name(), None);
-        assert_eq!(fsel("status.phase=Running").pinned_name(), None);
-        assert_eq!(fsel("").pinned_name(), None);
     }
 }
