@@ -203,6 +203,11 @@ pub fn strategic_merge_key(kind: &str, path: &[&str]) -> Option<&'static str> {
     }
 }
 
+/// Whether the list at `path` merges as a set of scalars (`metadata.finalizers`).
+pub fn strategic_set_list(kind: &str, path: &[&str]) -> bool {
+    list_strategy(kind, path) == ListStrategy::Set
+}
+
 /// Applies `patch` (the raw request body) of type `patch_type` to `current`,
 /// an object of kind `kind`, and returns the patched object.
 ///
