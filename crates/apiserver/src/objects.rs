@@ -996,7 +996,7 @@ fn apply_error(e: ApplyError) -> ApiError {
                 .fields
                 .iter()
                 .map(|(manager, field)| {
-                    json!({"type": "FieldManagerConflict", "message": format!("conflict with {manager}"), "field": field})
+                    json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager}"), "field": field})
                 })
                 .collect();
             ApiError::conflict("", "", "")
