@@ -532,6 +532,7 @@ impl ApiServer {
             let (now, api_version) = (self.timestamp(), rt.api_version());
             let writer = writer(&api_version, opts, subresource, &now);
             apply::record_update(old, new, &writer, shape(rt));
+            drop_managed_fields_if_too_deep(new);
         }
     }
 
@@ -737,7 +738,10 @@ impl ApiServer {
         };
         let (now, api_version) = (self.timestamp(), rt.api_version());
         let writer = writer(&api_version, opts, sub.unwrap_or(""), &now);
-        apply::apply(current, config, &writer, opts.force, shape(rt)).map_err(apply_error)
+        let mut applied =
+            apply::apply(current, config, &writer, opts.force, shape(rt)).map_err(apply_error)?;
+        drop_managed_fields_if_too_deep(&mut applied);
+        Ok(applied)
     }
 
     /// DELETE of one object, with preconditions, finalizers, propagation and grace periods.
@@ -984,6 +988,15 @@ fn writer<'a>(
         api_version,
         subresource,
         now,
+    }
+}
+
+/// `managedFields` nest about as deep as the fields they describe: an object near the
+/// nesting limit is stored without them rather than refused (kube-apiserver, too, drops
+/// them when its field manager fails).
+fn drop_managed_fields_if_too_deep(obj: &mut Value) {
+    if deeper_than(obj, MAX_NESTING_DEPTH) {
+        meta::metadata_mut(obj).remove("managedFields");
     }
 }
 
