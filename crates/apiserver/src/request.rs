@@ -600,6 +600,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn the_default_manager_is_the_user_agent_before_its_slash() {
+        let opts = WriteOptions::default();
+        let kubectl = opts.with_user_agent(Some("kubectl/v1.32.4 (linux/amd64) kubernetes/abc"));
+        assert_eq!(kubectl.manager(), "kubectl");
+        let long = "x".repeat(200);
+        assert_eq!(
+            WriteOptions::default()
+                .with_user_agent(Some(&long))
+                .manager()
+                .len(),
+            128
+        );
+        assert_eq!(WriteOptions::default().with_user_agent(None).manager(), "");
+        let named = WriteOptions {
+            field_manager: Some("mine".into()),
+            ..WriteOptions::default()
+        };
+        assert_eq!(named.with_user_agent(Some("kubectl/1")).manager(), "mine");
+    }
+
     fn object(
         group: &str,
         ns: Option<&str>,

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{api_code, server};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -254,4 +254,31 @@ async fn crd_list_maps_merge_by_key_between_managers() {
         left.data["spec"]["ports"],
         json!([{"name": "ssh", "port": 22}])
     );
+}
+
+#[tokio::test]
+async fn a_status_write_is_recorded_for_the_status_subresource() {
+    let s = server().await;
+    let api: Api<Pod> = Api::namespaced(s.client(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &pod).await.unwrap();
+    let status = json!({"status": {"message": "hello"}});
+    let patched = api
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let raw = serde_json::to_value(&patched).unwrap();
+    let status_entry = raw["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["subresource"] == "status")
+        .cloned()
+        .expect("an entry for the status subresource");
+    assert_eq!(status_entry["operation"], "Update");
+    assert_eq!(status_entry["fieldsV1"]["f:status"]["f:message"], json!({}));
 }
