@@ -3,6 +3,8 @@
 //! null values are leaves (an empty object is still compared field by field); items of set and map lists are members as well as their
 //! fields; an object's fields are walked one by one.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::{Map, Value};
 
 use super::fieldset::{self, FieldSet};
@@ -221,24 +223,23 @@ fn diff(
             return;
         }
     };
+    // Lookups by element keep large maps and lists linear-logarithmic, not quadratic.
+    let old_by_element: BTreeMap<&str, &Value> = old_children
+        .iter()
+        .map(|c| (c.element.as_str(), c.value))
+        .collect();
+    let new_elements: BTreeSet<&str> = new_children.iter().map(|c| c.element.as_str()).collect();
     for child in &new_children {
-        let before = old_children.iter().find(|c| c.element == child.element);
+        let before = old_by_element.get(child.element.as_str()).copied();
         descend(names, path, child, |names, path| {
-            diff(
-                before.map(|c| c.value),
-                Some(child.value),
-                names,
-                path,
-                shape,
-                out,
-            );
+            diff(before, Some(child.value), names, path, shape, out);
             if before.is_none() {
                 insert(&mut out.added, path);
             }
         });
     }
     for child in &old_children {
-        if new_children.iter().all(|c| c.element != child.element) {
+        if !new_elements.contains(child.element.as_str()) {
             descend(names, path, child, |names, path| {
                 diff(Some(child.value), None, names, path, shape, out);
                 insert(&mut out.removed, path);

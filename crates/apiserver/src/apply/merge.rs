@@ -2,6 +2,8 @@
 //! applier gave up. Objects merge field by field, set and map lists item by item (live
 //! items keep their place, new ones follow), everything else is replaced.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::Value;
 
 use super::fields::item_key;
@@ -63,21 +65,25 @@ fn merge_items(
     let (Some(live_keys), Some(config_keys)) = (keyed(live), keyed(config)) else {
         return Value::Array(config.to_vec());
     };
+    let config_index: BTreeMap<&String, usize> = config_keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k, i))
+        .collect();
+    let live_set: BTreeSet<&String> = live_keys.iter().collect();
     let mut out: Vec<Value> = live
         .iter()
         .zip(&live_keys)
-        .map(
-            |(item, key)| match config_keys.iter().position(|k| k == key) {
-                Some(i) => merge_item(item, &config[i], names),
-                None => item.clone(),
-            },
-        )
+        .map(|(item, key)| match config_index.get(key) {
+            Some(&i) => merge_item(item, &config[i], names),
+            None => item.clone(),
+        })
         .collect();
     out.extend(
         config
             .iter()
             .zip(&config_keys)
-            .filter(|(_, key)| !live_keys.contains(key))
+            .filter(|(_, key)| !live_set.contains(key))
             .map(|(item, _)| item.clone()),
     );
     Value::Array(out)
