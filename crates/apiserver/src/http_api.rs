@@ -285,7 +285,10 @@ async fn object_request(
     let ns = target.namespace.as_deref();
     let sub = target.subresource.as_deref();
     let name = target.name.as_deref();
-    let write_options = || WriteOptions::from_params(params);
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    let write_options = || WriteOptions::from_params(params).map(|o| o.with_user_agent(user_agent));
     if let Some(action) = review::Action::of(&rt, sub) {
         let body = match method {
             &Method::POST if action.reads_body() => decode_body(headers, body).await?,

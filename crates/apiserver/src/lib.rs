@@ -11,6 +11,7 @@
 //! It must not know about controllers, operators or the simulator: those sit above it and
 //! talk to it only through the Kubernetes API.
 
+pub mod apply;
 pub mod auth;
 mod bootstrap;
 mod builtin;

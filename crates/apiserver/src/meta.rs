@@ -94,13 +94,14 @@ pub fn spec_part(obj: &Value) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-/// Equal apart from `resourceVersion` and `managedFields`: a write of `new` would change nothing.
+/// Equal apart from `resourceVersion`: a write of `new` would change nothing. A change of
+/// field ownership alone is a change (kube-apiserver writes it); an unchanged write leaves
+/// `managedFields`, timestamps included, as they were.
 pub fn same_content(old: &Value, new: &Value) -> bool {
     fn strip(v: &Value) -> Value {
         let mut v = v.clone();
         if let Some(Value::Object(m)) = v.get_mut("metadata") {
             m.remove("resourceVersion");
-            m.remove("managedFields");
         }
         v
     }

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use steady_store::{ListOptions, Object, Revision, StoreError};
 
 use crate::ApiServer;
+use crate::apply::{self, ApplyError, Shape, Writer};
 use crate::crd;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
@@ -300,8 +301,20 @@ impl ApiServer {
         &self,
         rt: &ResourceType,
         ns: Option<&str>,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        self.create_as(rt, ns, obj, opts, Ownership::Update { subresource: "" })
+            .await
+    }
+
+    async fn create_as(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
         mut obj: Value,
         opts: &WriteOptions,
+        ownership: Ownership<'_>,
     ) -> ApiResult<Written> {
         check_type(rt, &mut obj)?;
         let ns = self.resolve_namespace(rt, ns, &obj)?;
@@ -333,6 +346,7 @@ impl ApiServer {
         let attrs = Attributes::new(rt, Operation::Create, ns.as_deref(), &name, opts);
         self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
             .await?;
+        self.record_ownership(rt, None, &mut obj, opts, ownership);
         check_storable(rt, &obj)?;
         if opts.dry_run {
             return Ok(Written {
@@ -511,8 +525,39 @@ impl ApiServer {
             return Err(ApiError::modified(&rt.qualified_name(), name));
         }
         let old = self.convert_object(rt, parse_stored(&stored)?).await?;
-        self.commit_update(rt, ns, name, sub, &old, stored.revision, obj, opts)
-            .await
+        let ownership = Ownership::Update {
+            subresource: sub.unwrap_or(""),
+        };
+        self.commit_update(
+            rt,
+            ns,
+            name,
+            sub,
+            &old,
+            stored.revision,
+            obj,
+            opts,
+            ownership,
+        )
+        .await
+    }
+
+    /// Records in `new`'s `managedFields` what a non-apply write changed (an apply has
+    /// recorded its own).
+    fn record_ownership(
+        &self,
+        rt: &ResourceType,
+        old: Option<&Value>,
+        new: &mut Value,
+        opts: &WriteOptions,
+        ownership: Ownership,
+    ) {
+        if let Ownership::Update { subresource } = ownership {
+            let (now, api_version) = (self.timestamp(), rt.api_version());
+            let writer = writer(&api_version, opts, subresource, &now);
+            apply::record_update(old, new, &writer, shape(rt));
+            drop_managed_fields_if_too_deep(new);
+        }
     }
 
     /// Apply the update rules to `new` against `old` (at revision `rev`) and store it.
@@ -527,6 +572,7 @@ impl ApiServer {
         rev: Revision,
         new: Value,
         opts: &WriteOptions,
+        ownership: Ownership<'_>,
     ) -> ApiResult<Written> {
         let mut new = match sub {
             Some("status") => with_status_of(old, &new),
@@ -572,6 +618,7 @@ impl ApiServer {
         let attrs = Attributes::new(rt, Operation::Update, ns, name, opts).on_subresource(sub);
         self.admit_by_webhooks(&attrs, &mut new, Some(old), opts, &mut warnings)
             .await?;
+        self.record_ownership(rt, Some(old), &mut new, opts, ownership);
         meta::metadata_mut(&mut new)
             .insert("resourceVersion".into(), Value::String(rev.to_string()));
         if meta::same_content(old, &new) {
@@ -646,11 +693,13 @@ impl ApiServer {
             let stored = match self.get_stored(rt, ns, name) {
                 Ok(stored) => stored,
                 Err(e) if e.code == 404 && patch_type == PatchType::Apply && sub.is_none() => {
-                    let applied = patch.apply(&rt.kind, &Value::Null).map_err(patch_error)?;
-                    let mut applied = applied;
+                    let mut applied = self.patched(rt, sub, patch, &Value::Null, opts)?;
                     meta::metadata_mut(&mut applied)
                         .insert("name".into(), Value::String(name.to_string()));
-                    return match self.create(rt, ns, applied, opts).await {
+                    return match self
+                        .create_as(rt, ns, applied, opts, Ownership::Applied)
+                        .await
+                    {
                         Err(e) if e.reason == "AlreadyExists" => continue,
                         other => other,
                     };
@@ -658,7 +707,7 @@ impl ApiServer {
                 Err(e) => return Err(e),
             };
             let old = self.convert_object(rt, parse_stored(&stored)?).await?;
-            let new = patch.apply(&rt.kind, &old).map_err(patch_error)?;
+            let new = self.patched(rt, sub, patch, &old, opts)?;
             if !new.is_object() {
                 return Err(ApiError::unprocessable(
                     "the patched object is not a JSON object",
@@ -677,8 +726,24 @@ impl ApiServer {
                     "metadata.name cannot be changed by a patch",
                 ));
             }
+            let ownership = match patch_type {
+                PatchType::Apply => Ownership::Applied,
+                _ => Ownership::Update {
+                    subresource: sub.unwrap_or(""),
+                },
+            };
             match self
-                .commit_update(rt, ns, name, sub, &old, stored.revision, new, opts)
+                .commit_update(
+                    rt,
+                    ns,
+                    name,
+                    sub,
+                    &old,
+                    stored.revision,
+                    new,
+                    opts,
+                    ownership,
+                )
                 .await
             {
                 Err(e) if e.reason == "Conflict" && !patch.names_resource_version() => continue,
@@ -686,6 +751,26 @@ impl ApiServer {
             }
         }
         Err(ApiError::modified(&rt.qualified_name(), name))
+    }
+
+    /// `current` patched; an apply also records its ownership (server-side apply).
+    fn patched(
+        &self,
+        rt: &ResourceType,
+        sub: Option<&str>,
+        patch: &DecodedPatch,
+        current: &Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Value> {
+        let DecodedPatch::Apply(config) = patch else {
+            return patch.apply(&rt.kind, current).map_err(patch_error);
+        };
+        let (now, api_version) = (self.timestamp(), rt.api_version());
+        let writer = writer(&api_version, opts, sub.unwrap_or(""), &now);
+        let mut applied =
+            apply::apply(current, config, &writer, opts.force, shape(rt)).map_err(apply_error)?;
+        drop_managed_fields_if_too_deep(&mut applied);
+        Ok(applied)
     }
 
     /// DELETE of one object, with preconditions, finalizers, propagation and grace periods.
@@ -899,8 +984,70 @@ impl ApiServer {
         }
         let mut new = old.clone();
         set_path(&mut new, &scale.spec_replicas_path, json!(replicas));
-        self.commit_update(rt, ns, name, None, old, rev, new, opts)
+        let ownership = Ownership::Update {
+            subresource: "scale",
+        };
+        self.commit_update(rt, ns, name, None, old, rev, new, opts, ownership)
             .await
+    }
+}
+
+/// How a write's field ownership is recorded.
+#[derive(Clone, Copy)]
+enum Ownership<'a> {
+    /// A create, update or non-apply patch, through `subresource` ("" for the object).
+    Update { subresource: &'a str },
+    /// An apply, whose `managedFields` are already in the object.
+    Applied,
+}
+
+fn shape(rt: &ResourceType) -> Shape<'_> {
+    Shape {
+        kind: &rt.kind,
+        schema: rt.schema.as_ref(),
+    }
+}
+
+fn writer<'a>(
+    api_version: &'a str,
+    opts: &'a WriteOptions,
+    subresource: &'a str,
+    now: &'a str,
+) -> Writer<'a> {
+    Writer {
+        manager: opts.manager(),
+        api_version,
+        subresource,
+        now,
+    }
+}
+
+/// `managedFields` nest about as deep as the fields they describe: an object near the
+/// nesting limit is stored without them rather than refused (kube-apiserver, too, drops
+/// them when its field manager fails).
+fn drop_managed_fields_if_too_deep(obj: &mut Value) {
+    if deeper_than(obj, MAX_NESTING_DEPTH) {
+        meta::metadata_mut(obj).remove("managedFields");
+    }
+}
+
+/// kube-apiserver's answers to a refused apply: a 409 naming each conflicting manager
+/// and field (cause `FieldManagerConflict`), or a 400.
+fn apply_error(e: ApplyError) -> ApiError {
+    match &e {
+        ApplyError::Conflicts(conflicts) => {
+            let causes: Vec<Value> = conflicts
+                .fields
+                .iter()
+                .map(|(manager, field)| {
+                    json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager}"), "field": field})
+                })
+                .collect();
+            ApiError::conflict("", "", "")
+                .with_message(e.to_string())
+                .with_details(json!({"causes": causes}))
+        }
+        ApplyError::ManagedFieldsInConfig => ApiError::bad_request(e.to_string()),
     }
 }
 

@@ -8,8 +8,9 @@
 //! * strategic merge patch (`application/strategic-merge-patch+json`), with a
 //!   built-in table of list merge keys for the core kinds (see
 //!   [`strategic_merge_key`]);
-//! * apply patch (`application/apply-patch+yaml`), an approximation of
-//!   server-side apply (see [`apply_patch`]).
+//! * apply patch (`application/apply-patch+yaml`): decoded here; server-side apply with
+//!   field ownership is [`crate::apply`]. Applied to a `Scale`, it is merged the
+//!   strategic way (see [`apply_patch`]).
 //!
 //! Errors are split in two: [`PatchError::Malformed`] when the request body
 //! cannot be decoded (HTTP 400) and [`PatchError::Invalid`] when it decoded but
@@ -203,6 +204,11 @@ pub fn strategic_merge_key(kind: &str, path: &[&str]) -> Option<&'static str> {
     }
 }
 
+/// Whether the list at `path` merges as a set of scalars (`metadata.finalizers`).
+pub fn strategic_set_list(kind: &str, path: &[&str]) -> bool {
+    list_strategy(kind, path) == ListStrategy::Set
+}
+
 /// Applies `patch` (the raw request body) of type `patch_type` to `current`,
 /// an object of kind `kind`, and returns the patched object.
 ///
@@ -217,11 +223,11 @@ pub fn strategic_merge_key(kind: &str, path: &[&str]) -> Option<&'static str> {
 /// lists are replaced. When `current` is `Null` the result is the applied
 /// object itself.
 ///
-/// This only approximates server-side apply: there is no `managedFields`
-/// ownership tracking and no conflict detection, so a field that was removed
-/// from the applied configuration since the previous apply is **not** removed
-/// from the object (a known limitation). Explicit `null`s in the applied
-/// configuration delete the field, as in a strategic merge patch.
+/// This is not server-side apply: no ownership, no conflicts, no removal of
+/// fields dropped from the configuration. Object writes go through
+/// [`crate::apply`]; only the `scale` subresource still uses this merge.
+/// Explicit `null`s in the applied configuration delete the field, as in a
+/// strategic merge patch.
 pub fn apply_patch(
     patch_type: PatchType,
     kind: &str,

@@ -453,6 +453,8 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     pub field_manager: Option<String>,
     pub force: bool,
+    /// The manager of a write that names none: the User-Agent up to its first '/'.
+    pub user_agent_manager: String,
 }
 
 impl Default for WriteOptions {
@@ -462,6 +464,7 @@ impl Default for WriteOptions {
             field_validation: FieldValidation::Warn,
             field_manager: None,
             force: false,
+            user_agent_manager: String::new(),
         }
     }
 }
@@ -482,7 +485,26 @@ impl WriteOptions {
             field_validation: FieldValidation::from_params(params)?,
             field_manager: params.non_empty("fieldManager").map(str::to_string),
             force: params.flag("force"),
+            user_agent_manager: String::new(),
         })
+    }
+
+    /// Takes the default manager from a User-Agent, as kube-apiserver does (at most 128 bytes).
+    pub fn with_user_agent(mut self, user_agent: Option<&str>) -> Self {
+        let prefix = user_agent.unwrap_or("").split('/').next().unwrap_or("");
+        let end = (0..=prefix.len().min(128))
+            .rev()
+            .find(|i| prefix.is_char_boundary(*i))
+            .unwrap_or(0);
+        self.user_agent_manager = prefix[..end].to_owned();
+        self
+    }
+
+    /// The manager a write is recorded under in `managedFields`.
+    pub fn manager(&self) -> &str {
+        self.field_manager
+            .as_deref()
+            .unwrap_or(&self.user_agent_manager)
     }
 }
 
@@ -577,6 +599,27 @@ impl DeleteOptions {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_default_manager_is_the_user_agent_before_its_slash() {
+        let opts = WriteOptions::default();
+        let kubectl = opts.with_user_agent(Some("kubectl/v1.32.4 (linux/amd64) kubernetes/abc"));
+        assert_eq!(kubectl.manager(), "kubectl");
+        let long = "x".repeat(200);
+        assert_eq!(
+            WriteOptions::default()
+                .with_user_agent(Some(&long))
+                .manager()
+                .len(),
+            128
+        );
+        assert_eq!(WriteOptions::default().with_user_agent(None).manager(), "");
+        let named = WriteOptions {
+            field_manager: Some("mine".into()),
+            ..WriteOptions::default()
+        };
+        assert_eq!(named.with_user_agent(Some("kubectl/1")).manager(), "mine");
+    }
 
     fn object(
         group: &str,

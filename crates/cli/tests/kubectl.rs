@@ -727,3 +727,55 @@ async fn steady_manifests_pass_kubectl_client_side_dry_run() {
         assert_contains(&applied, line);
     }
 }
+
+fn settings(data: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: ssa}}\ndata: {{{data}}}\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_conflicts_and_force() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let file = dir.path().join("ssa.yaml");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let apply = |data: &str, extra: &[&str]| {
+        std::fs::write(&file, settings(data)).expect("write manifest");
+        let mut args = vec!["apply", "--server-side", "-f", file_arg];
+        args.extend_from_slice(extra);
+        k.try_run(&args)
+    };
+
+    let first = apply("mode: fast, extra: x", &[]);
+    assert!(first.success, "{}", first.stderr);
+    assert_contains(&first.stdout, "configmap/ssa serverside-applied");
+    assert!(apply("mode: fast", &[]).success);
+    let data = k.run(&["get", "configmap", "ssa", "-o", "jsonpath={.data}"]);
+    assert_eq!(data, r#"{"mode":"fast"}"#, "the dropped field is removed");
+
+    let conflict = apply("mode: slow", &["--field-manager=other"]);
+    assert!(!conflict.success, "{}", conflict.stdout);
+    assert_contains(
+        &conflict.stderr,
+        r#"Apply failed with 1 conflict: conflict with "kubectl": .data.mode"#,
+    );
+    assert_contains(&conflict.stderr, "--force-conflicts");
+
+    let forced = apply(
+        "mode: slow",
+        &["--field-manager=other", "--force-conflicts"],
+    );
+    assert!(forced.success, "{}", forced.stderr);
+    assert_contains(&forced.stdout, "configmap/ssa serverside-applied");
+    let shown = k.run(&[
+        "get",
+        "configmap",
+        "ssa",
+        "-o",
+        "yaml",
+        "--show-managed-fields",
+    ]);
+    assert_contains(&shown, "mode: slow");
+    assert_contains(&shown, "manager: other");
+    assert_contains(&shown, "operation: Apply");
+    assert_contains(&shown, "f:mode: {}");
+}

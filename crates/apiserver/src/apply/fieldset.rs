@@ -1,0 +1,303 @@
+//! Sets of field paths as a tree, and their `FieldsV1` JSON encoding.
+//!
+//! A path is a sequence of elements written as `FieldsV1` keys: `f:<name>` (a field of an
+//! object), `k:<json object>` (an item of a list of objects, by its key fields),
+//! `v:<json value>` (an item of a list of scalars) and `i:<index>`. A node is a member
+//! when its own path is in the set; in the encoding a member with children carries a `.`
+//! entry and a member without children is `{}`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+/// The element of a path that names a field of an object.
+pub fn field(name: &str) -> String {
+    format!("f:{name}")
+}
+
+/// The element naming an item of a list of objects by its key fields.
+pub fn key(keys: &Map<String, Value>) -> String {
+    format!("k:{}", Value::Object(keys.clone()))
+}
+
+/// The element naming an item of a list of scalars by its value.
+pub fn value(item: &Value) -> String {
+    format!("v:{item}")
+}
+
+/// A set of field paths.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldSet {
+    member: bool,
+    children: BTreeMap<String, FieldSet>,
+}
+
+/// Why a `FieldsV1` document could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid FieldsV1: {0}")]
+pub struct FieldsV1Error(String);
+
+impl FieldSet {
+    pub fn is_empty(&self) -> bool {
+        !self.member && self.children.is_empty()
+    }
+
+    /// Adds `path` to the set.
+    pub fn insert(&mut self, path: &[String]) {
+        match path.split_first() {
+            None => self.member = true,
+            Some((head, rest)) => self.children.entry(head.clone()).or_default().insert(rest),
+        }
+    }
+
+    pub fn contains(&self, path: &[String]) -> bool {
+        match path.split_first() {
+            None => self.member,
+            Some((head, rest)) => self.children.get(head).is_some_and(|c| c.contains(rest)),
+        }
+    }
+
+    /// Whether `path` or any path below it is in the set.
+    pub fn has_at_or_below(&self, path: &[String]) -> bool {
+        match path.split_first() {
+            None => !self.is_empty(),
+            Some((head, rest)) => self
+                .children
+                .get(head)
+                .is_some_and(|c| c.has_at_or_below(rest)),
+        }
+    }
+
+    pub fn union(&self, other: &FieldSet) -> FieldSet {
+        let mut out = self.clone();
+        out.member |= other.member;
+        for (k, child) in &other.children {
+            let merged = match out.children.get(k) {
+                Some(mine) => mine.union(child),
+                None => child.clone(),
+            };
+            out.children.insert(k.clone(), merged);
+        }
+        out
+    }
+
+    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+        self.combine(other, |mine, theirs| mine && !theirs, true)
+    }
+
+    pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+        self.combine(other, |mine, theirs| mine && theirs, false)
+    }
+
+    /// Node-wise combination; `keep_unmatched` keeps children `other` lacks.
+    fn combine(
+        &self,
+        other: &FieldSet,
+        member: fn(bool, bool) -> bool,
+        keep_unmatched: bool,
+    ) -> FieldSet {
+        let children = self
+            .children
+            .iter()
+            .filter_map(|(k, mine)| {
+                let child = match other.children.get(k) {
+                    Some(theirs) => mine.combine(theirs, member, keep_unmatched),
+                    None if keep_unmatched => mine.clone(),
+                    None => return None,
+                };
+                (!child.is_empty()).then(|| (k.clone(), child))
+            })
+            .collect();
+        FieldSet {
+            member: member(self.member, other.member),
+            children,
+        }
+    }
+
+    /// Every member path, parents before their children.
+    pub fn paths(&self) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        self.collect_paths(&mut Vec::new(), &mut out);
+        out
+    }
+
+    fn collect_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        if self.member {
+            out.push(prefix.clone());
+        }
+        for (k, child) in &self.children {
+            prefix.push(k.clone());
+            child.collect_paths(prefix, out);
+            prefix.pop();
+        }
+    }
+
+    /// The `FieldsV1` JSON of the set.
+    pub fn to_fields_v1(&self) -> Value {
+        let mut map: Map<String, Value> = self
+            .children
+            .iter()
+            .map(|(k, child)| (k.clone(), child.to_fields_v1()))
+            .collect();
+        if self.member && !map.is_empty() {
+            map.insert(".".into(), Value::Object(Map::new()));
+        }
+        Value::Object(map)
+    }
+
+    /// Reads `FieldsV1` JSON, checking every key is a well-formed path element.
+    pub fn from_fields_v1(fields: &Value) -> Result<FieldSet, FieldsV1Error> {
+        let map = fields
+            .as_object()
+            .ok_or_else(|| FieldsV1Error("expected an object".into()))?;
+        let mut set = FieldSet::default();
+        for (k, child) in map {
+            if k == "." {
+                set.member = true;
+                continue;
+            }
+            check_element(k)?;
+            let mut child_set = FieldSet::from_fields_v1(child)?;
+            if child_set.children.is_empty() {
+                child_set.member = true;
+            }
+            set.children.insert(k.clone(), child_set);
+        }
+        Ok(set)
+    }
+}
+
+fn check_element(element: &str) -> Result<(), FieldsV1Error> {
+    let bad = || FieldsV1Error(format!("unexpected key {element:?}"));
+    let (prefix, rest) = element.split_once(':').ok_or_else(bad)?;
+    let well_formed = match prefix {
+        "f" => true,
+        "k" => serde_json::from_str::<Value>(rest).is_ok_and(|v| v.is_object()),
+        "v" => serde_json::from_str::<Value>(rest).is_ok(),
+        "i" => rest.parse::<usize>().is_ok(),
+        _ => false,
+    };
+    if well_formed { Ok(()) } else { Err(bad()) }
+}
+
+/// A path as kube-apiserver prints it in conflicts: `.spec.containers[name="app"].image`.
+pub fn display_path(path: &[String]) -> String {
+    path.iter().map(|e| display_element(e)).collect()
+}
+
+fn display_element(element: &str) -> String {
+    let Some((prefix, rest)) = element.split_once(':') else {
+        return element.to_owned();
+    };
+    match prefix {
+        "f" => format!(".{rest}"),
+        "k" => match serde_json::from_str::<Map<String, Value>>(rest) {
+            Ok(keys) => {
+                let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("[{}]", parts.join(","))
+            }
+            Err(_) => format!("[{rest}]"),
+        },
+        "v" => format!("[={rest}]"),
+        _ => format!("[{rest}]"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The managedFields sample of the Kubernetes server-side apply documentation.
+    fn documented_sample() -> Value {
+        json!({
+            "f:data": {"f:key": {}},
+            "f:metadata": {"f:labels": {"f:test-label": {}}}
+        })
+    }
+
+    fn path(elements: &[&str]) -> Vec<String> {
+        elements.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn fields_v1_round_trip() {
+        let deployment = json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {
+                "f:replicas": {},
+                "f:selector": {},
+                "f:template": {"f:spec": {"f:containers": {
+                    "k:{\"name\":\"nginx\"}": {".": {}, "f:image": {}, "f:name": {}}
+                }}},
+                "f:finalizers": {"v:\"a\"": {}},
+                "f:list": {"i:0": {}}
+            }
+        });
+        for sample in [documented_sample(), deployment] {
+            let set = FieldSet::from_fields_v1(&sample).unwrap();
+            assert_eq!(set.to_fields_v1(), sample);
+        }
+    }
+
+    #[test]
+    fn decoded_members() {
+        let set = FieldSet::from_fields_v1(&documented_sample()).unwrap();
+        assert!(set.contains(&path(&["f:data", "f:key"])));
+        assert!(!set.contains(&path(&["f:data"])));
+        assert!(set.has_at_or_below(&path(&["f:data"])));
+        assert_eq!(set.paths().len(), 2);
+    }
+
+    #[test]
+    fn malformed_fields_v1() {
+        for bad in [
+            json!([]),
+            json!({"spec": {}}),
+            json!({"k:[1]": {}}),
+            json!({"i:x": {}}),
+            json!({"f:a": 1}),
+        ] {
+            assert!(FieldSet::from_fields_v1(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn set_algebra() {
+        let mut a = FieldSet::default();
+        a.insert(&path(&["f:spec", "f:replicas"]));
+        a.insert(&path(&["f:spec", "f:paused"]));
+        let mut b = FieldSet::default();
+        b.insert(&path(&["f:spec", "f:replicas"]));
+        b.insert(&path(&["f:data"]));
+        assert_eq!(
+            a.intersection(&b).paths(),
+            vec![path(&["f:spec", "f:replicas"])]
+        );
+        assert_eq!(
+            a.difference(&b).paths(),
+            vec![path(&["f:spec", "f:paused"])]
+        );
+        assert_eq!(a.union(&b).paths().len(), 3);
+        assert!(a.difference(&a).is_empty());
+    }
+
+    #[test]
+    fn printed_paths() {
+        let p = path(&[
+            "f:spec",
+            "f:containers",
+            "k:{\"name\":\"app\"}",
+            "f:ports",
+            "k:{\"containerPort\":80,\"protocol\":\"TCP\"}",
+        ]);
+        assert_eq!(
+            display_path(&p),
+            ".spec.containers[name=\"app\"].ports[containerPort=80,protocol=\"TCP\"]"
+        );
+        assert_eq!(
+            display_path(&path(&["f:finalizers", "v:\"x\""])),
+            ".finalizers[=\"x\"]"
+        );
+    }
+}

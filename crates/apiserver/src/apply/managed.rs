@@ -1,0 +1,538 @@
+//! `metadata.managedFields`: who owns which fields. Decoding and encoding the entries,
+//! recording an `Update` (a create, update or non-apply patch) and performing an `Apply`
+//! with its conflicts, as kube-apiserver's field manager does.
+
+use serde_json::{Map, Value, json};
+
+use super::fields::{self, Comparison};
+use super::fieldset::{FieldSet, display_path};
+use super::merge;
+use super::shape::Shape;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// One `managedFields` entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub manager: String,
+    pub operation: Operation,
+    pub api_version: String,
+    pub subresource: String,
+    pub time: Option<String>,
+    pub fields: FieldSet,
+}
+
+impl Entry {
+    /// kube-apiserver keys managers by name, operation and subresource, and updaters also
+    /// by apiVersion (an applier keeps one entry whatever version it applies through).
+    fn same_owner(&self, other: &Entry) -> bool {
+        self.manager == other.manager
+            && self.operation == other.operation
+            && self.subresource == other.subresource
+            && (self.operation == Operation::Apply || self.api_version == other.api_version)
+    }
+
+    /// The manager as conflicts name it: `"mgr"`, `"mgr" using apps/v1`, with its subresource.
+    fn describe(&self) -> String {
+        let mut out = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            out.push_str(&format!(" with subresource {:?}", self.subresource));
+        }
+        if self.operation == Operation::Update {
+            out.push_str(&format!(" using {}", self.api_version));
+        }
+        out
+    }
+
+    fn to_json(&self) -> Value {
+        let mut entry = json!({
+            "manager": self.manager,
+            "operation": self.operation.as_str(),
+            "apiVersion": self.api_version,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": self.fields.to_fields_v1(),
+        });
+        if let Some(time) = &self.time {
+            entry["time"] = Value::String(time.clone());
+        }
+        if !self.subresource.is_empty() {
+            entry["subresource"] = Value::String(self.subresource.clone());
+        }
+        entry
+    }
+
+    fn from_json(entry: &Value) -> Option<Entry> {
+        let text = |name: &str| entry.get(name).and_then(Value::as_str);
+        let operation = match text("operation")? {
+            "Apply" => Operation::Apply,
+            "Update" => Operation::Update,
+            _ => return None,
+        };
+        if text("fieldsType")? != "FieldsV1" || text("apiVersion")?.is_empty() {
+            return None;
+        }
+        let fields = match entry.get("fieldsV1") {
+            None => FieldSet::default(),
+            Some(f) => FieldSet::from_fields_v1(f).ok()?,
+        };
+        Some(Entry {
+            manager: text("manager").unwrap_or_default().to_owned(),
+            operation,
+            api_version: text("apiVersion")?.to_owned(),
+            subresource: text("subresource").unwrap_or_default().to_owned(),
+            time: text("time").map(str::to_owned),
+            fields,
+        })
+    }
+}
+
+/// The entries of `obj`, or none when they cannot be read.
+fn decode(obj: &Value) -> Option<Vec<Entry>> {
+    match obj.pointer("/metadata/managedFields") {
+        None | Some(Value::Null) => Some(Vec::new()),
+        Some(Value::Array(entries)) => entries.iter().map(Entry::from_json).collect(),
+        Some(_) => None,
+    }
+}
+
+/// Writes `entries` into `obj`, in kube-apiserver's order (Apply first, then by time,
+/// manager, apiVersion, subresource); no entries, no field.
+fn encode(obj: &mut Value, mut entries: Vec<Entry>) {
+    entries.retain(|e| !e.fields.is_empty());
+    entries.sort_by(|a, b| {
+        (
+            a.operation,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                b.operation,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
+    });
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if entries.is_empty() {
+        meta.remove("managedFields");
+    } else {
+        meta.insert(
+            "managedFields".into(),
+            Value::Array(entries.iter().map(Entry::to_json).collect()),
+        );
+    }
+}
+
+/// Who writes, through which version and subresource, and when.
+#[derive(Clone, Debug)]
+pub struct Writer<'a> {
+    pub manager: &'a str,
+    pub api_version: &'a str,
+    pub subresource: &'a str,
+    pub now: &'a str,
+}
+
+impl Writer<'_> {
+    fn entry(&self, operation: Operation, fields: FieldSet) -> Entry {
+        Entry {
+            manager: self.manager.to_owned(),
+            operation,
+            api_version: self.api_version.to_owned(),
+            subresource: self.subresource.to_owned(),
+            time: Some(self.now.to_owned()),
+            fields,
+        }
+    }
+}
+
+/// The entries a write starts from: those `new` carries if it carries readable ones (a
+/// client may edit them; a single empty entry, `[{}]`, resets them), else `old`'s, so a
+/// client that does not know the field cannot drop or corrupt it.
+fn base_entries(old: Option<&Value>, new: &Value) -> Vec<Entry> {
+    let requested = new
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array);
+    if requested.is_some_and(|r| {
+        !r.is_empty() && r.iter().all(|e| e.as_object().is_some_and(Map::is_empty))
+    }) {
+        return Vec::new();
+    }
+    match decode(new) {
+        Some(entries) if !entries.is_empty() => entries,
+        _ => old.and_then(decode).unwrap_or_default(),
+    }
+}
+
+/// Records a non-apply write of `new` over `old` (`None` for a create): the writer owns
+/// the fields it added or changed, which no other manager owns any longer, and fields it
+/// removed leave every manager.
+pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, shape: Shape) {
+    let mut entries = base_entries(old, new);
+    let empty = json!({"metadata": {}, "spec": {}});
+    let comparison = fields::compare(old.unwrap_or(&empty), new, shape);
+    let taken = comparison.changed();
+    for entry in &mut entries {
+        entry.fields = entry
+            .fields
+            .difference(&taken)
+            .difference(&comparison.removed);
+    }
+    if !taken.is_empty() {
+        let mine = writer.entry(Operation::Update, taken);
+        match entries.iter_mut().find(|e| e.same_owner(&mine)) {
+            Some(previous) => {
+                previous.fields = previous.fields.union(&mine.fields);
+                previous.time = mine.time;
+            }
+            None => entries.push(mine),
+        }
+    }
+    encode(new, entries);
+}
+
+/// An apply refused because it would change fields other managers own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflicts {
+    /// `(manager as described, field path)`, sorted by manager.
+    pub fields: Vec<(String, String)>,
+}
+
+impl Conflicts {
+    /// kube-apiserver's message: `Apply failed with 1 conflict: conflict with "m": .a`.
+    pub fn message(&self) -> String {
+        if let [(manager, field)] = self.fields.as_slice() {
+            return format!("Apply failed with 1 conflict: conflict with {manager}: {field}");
+        }
+        let mut lines = Vec::new();
+        let mut current: Option<&str> = None;
+        for (manager, field) in &self.fields {
+            if current != Some(manager) {
+                lines.push(format!("conflicts with {manager}:"));
+                current = Some(manager);
+            }
+            lines.push(format!("- {field}"));
+        }
+        format!(
+            "Apply failed with {} conflicts: {}",
+            self.fields.len(),
+            lines.join("\n")
+        )
+    }
+}
+
+/// Why an apply could not be performed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{}", .0.message())]
+    Conflicts(Conflicts),
+    #[error("metadata.managedFields must be nil")]
+    ManagedFieldsInConfig,
+}
+
+/// The manager kube-apiserver credits with what an object held before its first apply.
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// Applies `config` by `writer` to `live` (`Null` when the object does not exist): the
+/// merged object with its new `managedFields`. Fields the writer applied before and no
+/// longer applies are removed unless another manager owns them; changing a field another
+/// manager owns is a conflict unless `force`, which takes it over.
+pub fn apply(
+    live: &Value,
+    config: &Value,
+    writer: &Writer,
+    force: bool,
+    shape: Shape,
+) -> Result<Value, ApplyError> {
+    if config
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApplyError::ManagedFieldsInConfig);
+    }
+    let mut entries = decode(live).unwrap_or_default();
+    if entries.is_empty() && live.is_object() {
+        let mut owner = writer.entry(Operation::Update, fields::field_set(live, shape));
+        owner.manager = BEFORE_FIRST_APPLY.to_owned();
+        entries.push(owner);
+    }
+    let applied = fields::field_set(config, shape);
+    let mine = writer.entry(Operation::Apply, applied.clone());
+    let previous = entries
+        .iter()
+        .position(|e| e.same_owner(&mine))
+        .map(|i| entries.remove(i));
+    let base = if live.is_object() {
+        live.clone()
+    } else {
+        json!({})
+    };
+    let mut merged = merge::merge(&base, config, shape);
+    if let Some(previous) = &previous {
+        let owned = entries
+            .iter()
+            .fold(applied.clone(), |all, e| all.union(&e.fields));
+        merge::remove_unowned(&mut merged, &previous.fields.difference(&applied), &owned);
+    }
+    let comparison = fields::compare(&base, &merged, shape);
+    take_over(&mut entries, &comparison, force)?;
+    let changed = !comparison.is_same() || previous.is_none();
+    entries.push(Entry {
+        time: if changed {
+            mine.time.clone()
+        } else {
+            previous.and_then(|p| p.time)
+        },
+        ..mine
+    });
+    encode(&mut merged, entries);
+    Ok(merged)
+}
+
+/// Other managers lose the fields the apply changes (a conflict unless forced) or removes.
+fn take_over(
+    entries: &mut [Entry],
+    comparison: &Comparison,
+    force: bool,
+) -> Result<(), ApplyError> {
+    let changed = comparison.changed();
+    if !force {
+        let mut conflicts: Vec<(String, String)> = entries
+            .iter()
+            .flat_map(|e| {
+                let who = e.describe();
+                e.fields
+                    .intersection(&changed)
+                    .paths()
+                    .into_iter()
+                    .map(move |p| (who.clone(), display_path(&p)))
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            conflicts.sort();
+            return Err(ApplyError::Conflicts(Conflicts { fields: conflicts }));
+        }
+    }
+    for entry in entries.iter_mut() {
+        entry.fields = entry
+            .fields
+            .difference(&changed)
+            .difference(&comparison.removed);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CM: Shape = Shape {
+        kind: "ConfigMap",
+        schema: None,
+    };
+
+    fn writer(manager: &str) -> Writer<'_> {
+        Writer {
+            manager,
+            api_version: "v1",
+            subresource: "",
+            now: "2024-01-01T00:00:00Z",
+        }
+    }
+
+    fn cm(data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data})
+    }
+
+    fn managers(obj: &Value) -> Vec<(String, String, Value)> {
+        decode(obj)
+            .unwrap()
+            .into_iter()
+            .map(|e| {
+                (
+                    e.manager,
+                    e.operation.as_str().to_owned(),
+                    e.fields.to_fields_v1(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn create_records_an_update_entry() {
+        let mut obj = cm(json!({"a": "1"}));
+        record_update(None, &mut obj, &writer("kubectl-create"), CM);
+        assert_eq!(
+            obj["metadata"]["managedFields"],
+            json!([{"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kubectl-create",
+                "operation": "Update", "time": "2024-01-01T00:00:00Z",
+                "fieldsV1": {"f:data": {".": {}, "f:a": {}}}}])
+        );
+    }
+
+    #[test]
+    fn update_takes_fields_from_others_and_unchanged_writes_change_nothing() {
+        let mut old = cm(json!({"a": "1", "b": "1"}));
+        record_update(None, &mut old, &writer("one"), CM);
+        let mut new = old.clone();
+        new["data"]["a"] = json!("2");
+        record_update(Some(&old), &mut new, &writer("two"), CM);
+        assert_eq!(
+            managers(&new),
+            vec![
+                (
+                    "one".into(),
+                    "Update".into(),
+                    json!({"f:data": {".": {}, "f:b": {}}})
+                ),
+                (
+                    "two".into(),
+                    "Update".into(),
+                    json!({"f:data": {"f:a": {}}})
+                ),
+            ]
+        );
+        let mut again = new.clone();
+        record_update(
+            Some(&new),
+            &mut again,
+            &Writer {
+                now: "later",
+                ..writer("two")
+            },
+            CM,
+        );
+        assert_eq!(again, new);
+    }
+
+    #[test]
+    fn clients_cannot_drop_or_corrupt_entries() {
+        let mut old = cm(json!({"a": "1"}));
+        record_update(None, &mut old, &writer("one"), CM);
+        for sent in [
+            json!(null),
+            json!([]),
+            json!([{"manager": "x"}]),
+            json!("junk"),
+        ] {
+            let mut new = old.clone();
+            new["metadata"]["managedFields"] = sent;
+            record_update(Some(&old), &mut new, &writer("two"), CM);
+            assert_eq!(
+                new["metadata"]["managedFields"],
+                old["metadata"]["managedFields"]
+            );
+        }
+        let mut reset = old.clone();
+        reset["metadata"]["managedFields"] = json!([{}]);
+        record_update(Some(&old), &mut reset, &writer("two"), CM);
+        assert!(reset["metadata"].get("managedFields").is_none());
+    }
+
+    #[test]
+    fn apply_removes_what_it_stops_applying() {
+        let first = apply(
+            &Value::Null,
+            &cm(json!({"a": "1", "b": "2"})),
+            &writer("app"),
+            false,
+            CM,
+        )
+        .unwrap();
+        let second = apply(&first, &cm(json!({"a": "1"})), &writer("app"), false, CM).unwrap();
+        assert_eq!(second["data"], json!({"a": "1"}));
+        assert_eq!(
+            managers(&second),
+            vec![("app".into(), "Apply".into(), json!({"f:data": {"f:a": {}}}))]
+        );
+    }
+
+    #[test]
+    fn conflicts_and_force() {
+        let live = apply(
+            &Value::Null,
+            &cm(json!({"a": "1"})),
+            &writer("one"),
+            false,
+            CM,
+        )
+        .unwrap();
+        let err = apply(&live, &cm(json!({"a": "2"})), &writer("two"), false, CM).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"one\": .data.a"
+        );
+        let forced = apply(&live, &cm(json!({"a": "2"})), &writer("two"), true, CM).unwrap();
+        assert_eq!(forced["data"]["a"], "2");
+        assert_eq!(
+            managers(&forced),
+            vec![("two".into(), "Apply".into(), json!({"f:data": {"f:a": {}}}))]
+        );
+    }
+
+    #[test]
+    fn shared_fields_survive_one_applier_leaving() {
+        let one = apply(
+            &Value::Null,
+            &cm(json!({"a": "1", "b": "1"})),
+            &writer("one"),
+            false,
+            CM,
+        )
+        .unwrap();
+        let both = apply(&one, &cm(json!({"a": "1"})), &writer("two"), false, CM).unwrap();
+        let left = apply(&both, &cm(json!({"b": "1"})), &writer("one"), false, CM).unwrap();
+        assert_eq!(left["data"], json!({"a": "1", "b": "1"}));
+        let gone = apply(&left, &cm(json!({})), &writer("two"), false, CM).unwrap();
+        assert_eq!(gone["data"], json!({"b": "1"}));
+    }
+
+    #[test]
+    fn an_update_owner_conflicts_with_an_applier() {
+        let mut live = cm(json!({"a": "1"}));
+        record_update(None, &mut live, &writer("kubectl-edit"), CM);
+        let err = apply(&live, &cm(json!({"a": "2"})), &writer("app"), false, CM).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using v1: .data.a"
+        );
+        let mut config = cm(json!({}));
+        config["metadata"]["managedFields"] = json!([]);
+        assert_eq!(
+            apply(&live, &config, &writer("app"), false, CM),
+            Err(ApplyError::ManagedFieldsInConfig)
+        );
+    }
+
+    #[test]
+    fn several_conflicts_are_grouped_by_manager() {
+        let conflicts = Conflicts {
+            fields: vec![
+                ("\"a\"".into(), ".x".into()),
+                ("\"a\"".into(), ".y".into()),
+                ("\"b\" using v1".into(), ".z".into()),
+            ],
+        };
+        assert_eq!(
+            conflicts.message(),
+            "Apply failed with 3 conflicts: conflicts with \"a\":\n- .x\n- .y\nconflicts with \"b\" using v1:\n- .z"
+        );
+    }
+}
