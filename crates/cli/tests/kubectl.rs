@@ -417,6 +417,107 @@ async fn kubectl_aggregated_discovery_and_typed_workload_creates() {
     );
 }
 
+/// `kubectl auth` sends its reviews as protobuf, and so do `create job|cronjob|token`;
+/// the administrator may do anything, as `system:masters` on a cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_can_i_whoami_and_typed_job_and_token_creates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+
+    assert_eq!(
+        k.run(&["auth", "can-i", "create", "deployments"]).trim(),
+        "yes"
+    );
+    assert_eq!(
+        k.run(&[
+            "auth",
+            "can-i",
+            "get",
+            "pods",
+            "--subresource=log",
+            "-n",
+            "kube-system"
+        ])
+        .trim(),
+        "yes"
+    );
+    assert_eq!(k.run(&["auth", "can-i", "get", "/logs"]).trim(), "yes");
+    let rules = rows(&k.run(&["auth", "can-i", "--list"]));
+    assert_eq!(
+        rules[0],
+        [
+            "Resources",
+            "Non-Resource",
+            "URLs",
+            "Resource",
+            "Names",
+            "Verbs"
+        ]
+    );
+    assert_eq!(rules[1], ["*.*", "[]", "[]", "[*]"]);
+    let whoami = rows(&k.run(&["auth", "whoami"]));
+    assert_eq!(whoami[1], ["Username", "kubernetes-admin"]);
+
+    assert_eq!(
+        k.run(&["create", "job", "j", "--image=busybox"]).trim(),
+        "job.batch/j created"
+    );
+    assert_eq!(
+        k.run(&[
+            "create",
+            "cronjob",
+            "c",
+            "--image=busybox",
+            "--schedule=*/1 * * * *"
+        ])
+        .trim(),
+        "cronjob.batch/c created"
+    );
+    let jsonpath = |kind: &str, name: &str, path: &str| {
+        k.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
+    };
+    assert_eq!(
+        jsonpath(
+            "job",
+            "j",
+            "{.spec.template.spec.containers[0].name} {.spec.template.spec.containers[0].image} {.spec.template.spec.restartPolicy}"
+        ),
+        "j busybox Never"
+    );
+    let job_template = ".spec.jobTemplate.spec.template.spec";
+    assert_eq!(
+        jsonpath(
+            "cronjob",
+            "c",
+            &format!(
+                "{{.spec.schedule}}|{{.spec.jobTemplate.metadata.name}} {{{job_template}.containers[0].image}} {{{job_template}.restartPolicy}}"
+            )
+        ),
+        "*/1 * * * *|c busybox OnFailure"
+    );
+
+    // The token kubectl prints is one the server then authenticates as the service account.
+    let token = k.run(&["create", "token", "default"]);
+    let token = token.trim();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let review = format!(
+        "{{\"apiVersion\": \"authentication.k8s.io/v1\", \"kind\": \"TokenReview\", \"spec\": {{\"token\": \"{token}\"}}}}"
+    );
+    assert_eq!(
+        k.run_with_input(
+            &[
+                "create",
+                "-f",
+                "-",
+                "-o",
+                "jsonpath={.status.authenticated} {.status.user.username}"
+            ],
+            &review
+        ),
+        "true system:serviceaccount:default:default"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_get_patch_scale_and_delete() {
     let dir = tempfile::tempdir().expect("tempdir");
