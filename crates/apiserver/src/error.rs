@@ -104,7 +104,8 @@ impl ApiError {
             .collect();
         let causes: Vec<Value> = errors
             .iter()
-            .map(|e| json!({"reason": e.reason.as_str(), "message": format!("{}: {}", e.field, e.message), "field": e.field}))
+            // kube's cause message is the error body alone: kubectl prints `field: message`.
+            .map(|e| json!({"reason": e.reason.as_str(), "message": e.message, "field": e.field}))
             .collect();
         let summary = match summary.len() {
             1 => summary[0].clone(),

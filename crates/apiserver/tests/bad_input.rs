@@ -345,6 +345,15 @@ async fn invalid_labels_and_annotations_are_422() {
         let field = status["details"]["causes"][0]["field"]
             .as_str()
             .unwrap_or_default();
+        // As kube-apiserver: the cause's message is the error body alone (kubectl prints
+        // `field: message`), not prefixed with the field again.
+        let message = status["details"]["causes"][0]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            message.starts_with("Invalid value") || message.starts_with("Too long"),
+            "{status}"
+        );
         assert!(
             field.starts_with("metadata.labels") || field.starts_with("metadata.annotations"),
             "{status}"
