@@ -1,5 +1,6 @@
 """The official Python `kubernetes` client (v37) against a live `steady server`."""
 
+import json
 import threading
 import time
 
@@ -614,3 +615,35 @@ def test_builtin_kinds_of_every_group(api_client, namespace, unique):
         "spec": {"resourceAttributes": {"verb": "create", "group": "apps", "resource": "deployments"}}})
     assert review.status.allowed is True
     assert client.CoreV1Api(api_client).read_namespaced_service_account("default", namespace)
+
+
+def test_server_side_apply_with_the_dynamic_client(api_client, namespace, unique):
+    """Field ownership as on a cluster: apply removes what its manager stopped applying,
+    a second manager's change to an owned field is a 409 naming the owner, force takes
+    it over, and managedFields say who owns what."""
+    from kubernetes.dynamic import DynamicClient
+
+    configmaps = DynamicClient(api_client).resources.get(api_version="v1", kind="ConfigMap")
+    name = f"ssa-{unique}"
+
+    def apply(data, manager, force=None):
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name}, "data": data}
+        return configmaps.server_side_apply(body=body, namespace=namespace,
+                                            field_manager=manager, force_conflicts=force)
+
+    try:
+        apply({"a": "1", "b": "2"}, "first")
+        applied = apply({"a": "1"}, "first")
+        assert applied.data.to_dict() == {"a": "1"}, "b was dropped by its only applier"
+
+        conflict = json.loads(expect_status(409, apply, {"a": "changed"}, "second").body)
+        assert conflict["message"] == 'Apply failed with 1 conflict: conflict with "first": .data.a'
+        assert conflict["details"]["causes"][0]["field"] == ".data.a"
+
+        forced = apply({"a": "changed"}, "second", force=True)
+        assert forced.data.a == "changed"
+        owners = {entry.manager: entry.operation for entry in forced.metadata.managedFields}
+        assert owners.get("second") == "Apply", owners
+    finally:
+        configmaps.delete(name=name, namespace=namespace)
