@@ -17,8 +17,8 @@
 //! cannot be applied to the current object (HTTP 422).
 //!
 //! Here: the patch types, decoding and applying a decoded patch, and the merge patch (the
-//! `json-patch` crate's). Beside it: [`json`] (RFC 6902), [`strategic`] (the strategic
-//! merge and its directives) and [`merge_keys`] (how each built-in kind's lists merge).
+//! `json-patch` crate's). Beside it: `json` (RFC 6902), `strategic` (the strategic
+//! merge and its directives) and `merge_keys` (how each built-in kind's lists merge).
 
 mod json;
 mod merge_keys;

@@ -3,8 +3,8 @@
 //! fields, defaulting, validation and a structural sanity check of the schema
 //! itself. Error messages follow kube-apiserver's wording.
 //!
-//! One file per concern: [`prune`], [`defaults`], [`validate`] (an object against a
-//! schema) and [`structural`] (the schema itself); what is here is their shared vocabulary:
+//! One file per concern: `prune`, `defaults`, `validate` (an object against a
+//! schema) and `structural` (the schema itself); what is here is their shared vocabulary:
 //! field errors, paths and how values are named in messages.
 
 mod defaults;
