@@ -1,13 +1,16 @@
-//! Defaulting and validation of the built-in workload kinds, where clients depend on them:
-//! the defaults kube-apiserver 1.32 fills in (Deployment strategy, replicas, history
-//! limits, Job completions and parallelism, pod template defaults, ...), the selector a Job
-//! generates for itself, and the rule that a controller's selector matches its template.
+//! Defaulting of the built-in kinds, and validation of the workload kinds where clients
+//! depend on it: the defaults kube-apiserver 1.32 fills in (Deployment strategy, replicas,
+//! history limits, Job completions and parallelism, pod template defaults, a pod's service
+//! account, a service's cluster IP and ports, a namespace's finalizer, a secret's
+//! `stringData`, ...), the selector a Job generates for itself, and the rule that a
+//! controller's selector matches its template.
 //!
 //! The defaults are a table of (JSON pointer, value) per kind, applied where the field is
 //! missing. Only JSON: this module knows nothing of storage or HTTP.
 
 use std::collections::BTreeMap;
 
+use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
@@ -164,7 +167,7 @@ const WORKLOADS: &[Workload] = &[
 ];
 
 /// Default and validate an object of a built-in workload kind; other kinds pass untouched.
-pub fn workload(
+fn workload(
     group: &str,
     plural: &str,
     kind: &str,
@@ -238,7 +241,7 @@ fn apply(d: &Default, obj: &mut Value) {
 }
 
 /// Set `value` at the JSON pointer `at`, creating objects on the way.
-fn set_pointer(obj: &mut Value, at: &str, value: Value) {
+pub(crate) fn set_pointer(obj: &mut Value, at: &str, value: Value) {
     let mut cursor = obj;
     let mut segments = at.trim_start_matches('/').split('/').peekable();
     while let Some(segment) = segments.next() {
@@ -266,7 +269,7 @@ fn default_if_missing(map: &mut Value, field: &str, value: Value) {
 
 /// The defaults of a pod spec, in a pod or in a template (kube's `SetDefaults_PodSpec` and
 /// `SetDefaults_Container`).
-pub fn pod_spec(spec: &mut Value) {
+fn pod_spec(spec: &mut Value) {
     if !spec.is_object() {
         return;
     }
@@ -466,6 +469,119 @@ fn job_restart_policy(obj: &Value, template: &str) -> Option<FieldError> {
             format!("Unsupported value: {policy:?}: supported values: \"OnFailure\", \"Never\""),
         )
     })
+}
+
+/// The defaults kube-apiserver fills in for the built-in kinds steady serves: the workloads'
+/// ([`workload`]), pods', services', namespaces' and secrets'. `old` is the stored object on
+/// an update; a new service without a `clusterIP` gets `random_cluster_ip()`.
+pub(crate) fn builtin(
+    group: &str,
+    plural: &str,
+    kind: &str,
+    old: Option<&Value>,
+    obj: &mut Value,
+    random_cluster_ip: impl FnOnce() -> String,
+) -> ApiResult<()> {
+    workload(group, plural, kind, old.is_none(), obj)?;
+    match (group, plural) {
+        ("", "pods") => default_pod(obj, old.is_none()),
+        ("", "services") => default_service(obj, old, random_cluster_ip),
+        ("", "namespaces") => default_namespace(obj, old.is_none()),
+        ("", "secrets") => default_secret(obj)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+fn default_pod(pod: &mut Value, creating: bool) {
+    if !pod.get("spec").is_some_and(Value::is_object) {
+        pod["spec"] = json!({});
+    }
+    let spec = &mut pod["spec"];
+    pod_spec(spec);
+    default_if_missing(spec, "serviceAccountName", json!("default"));
+    default_if_missing(spec, "enableServiceLinks", json!(true));
+    if creating {
+        pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+    }
+}
+
+fn default_service(
+    svc: &mut Value,
+    old: Option<&Value>,
+    random_cluster_ip: impl FnOnce() -> String,
+) {
+    if !svc.get("spec").is_some_and(Value::is_object) {
+        svc["spec"] = json!({});
+    }
+    let old_ip = old.and_then(|o| o.pointer("/spec/clusterIP")).cloned();
+    let spec = &mut svc["spec"];
+    default_if_missing(spec, "type", json!("ClusterIP"));
+    default_if_missing(spec, "sessionAffinity", json!("None"));
+    default_if_missing(spec, "ipFamilies", json!(["IPv4"]));
+    default_if_missing(spec, "ipFamilyPolicy", json!("SingleStack"));
+    default_if_missing(spec, "internalTrafficPolicy", json!("Cluster"));
+    let ip = match old_ip {
+        Some(ip) => ip,
+        None => match spec.get("clusterIP").and_then(Value::as_str) {
+            Some(ip) if !ip.is_empty() => json!(ip),
+            _ => json!(random_cluster_ip()),
+        },
+    };
+    spec["clusterIP"] = ip.clone();
+    if ip != "None" {
+        spec["clusterIPs"] = json!([ip]);
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            default_if_missing(p, "protocol", json!("TCP"));
+            let port = p.get("port").cloned().unwrap_or(Value::Null);
+            default_if_missing(p, "targetPort", port);
+        }
+    }
+    default_if_missing(svc, "status", json!({"loadBalancer": {}}));
+}
+
+fn default_secret(secret: &mut Value) -> ApiResult<()> {
+    default_if_missing(secret, "type", json!("Opaque"));
+    if let Some(Value::Object(string_data)) =
+        secret.as_object_mut().and_then(|o| o.remove("stringData"))
+    {
+        if !secret.get("data").is_some_and(Value::is_object) {
+            secret["data"] = json!({});
+        }
+        for (k, v) in string_data {
+            let s = v.as_str().unwrap_or("");
+            secret["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(s));
+        }
+    }
+    if let Some(data) = secret.get("data").and_then(Value::as_object) {
+        for (k, v) in data {
+            let ok = v
+                .as_str()
+                .is_some_and(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok());
+            if !ok {
+                return Err(ApiError::bad_request(format!(
+                    "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data in data[{k:?}]"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn default_namespace(namespace: &mut Value, creating: bool) {
+    let name = meta::name(namespace).unwrap_or("").to_string();
+    let labels = meta::metadata_mut(namespace)
+        .entry("labels")
+        .or_insert_with(|| json!({}));
+    if let Some(l) = labels.as_object_mut() {
+        l.insert("kubernetes.io/metadata.name".into(), Value::String(name));
+    }
+    if creating {
+        namespace["spec"] = json!({"finalizers": ["kubernetes"]});
+        namespace["status"] = json!({"phase": "Active"});
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,95 @@
+//! The object operations: get, list, create, update, patch, delete, with Kubernetes'
+//! rules for metadata, generation, the status and scale subresources, finalizers and
+//! graceful deletion. HTTP-free, so the controllers inside the server use them too.
+//!
+//! One file per concern: [`read`] (get, list, paging, freshness), [`write`] (create,
+//! update, patch and the rules every write goes through), [`delete`] (preconditions,
+//! finalizers, propagation, grace periods), [`scale`] (the scale subresource) and
+//! [`ownership`] (the glue to `apply/`'s field ownership). Built-in defaulting lives in
+//! `defaults.rs`, conversion in `webhook/conversion.rs`; what is here is shared by them all.
+
+mod delete;
+mod ownership;
+mod read;
+mod scale;
+mod write;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use steady_store::{Object, Revision};
+
+use crate::ApiServer;
+use crate::error::{ApiError, ApiResult};
+use crate::registry::ResourceType;
+use crate::request::WriteOptions;
+
+pub(crate) use delete::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+pub(crate) use read::selects;
+pub(crate) use write::{Written, patch_error};
+
+/// How long a write without a resourceVersion precondition (a patch, a delete, a scale)
+/// keeps re-reading after losing a race to a concurrent writer. kube-apiserver's
+/// `GuaranteedUpdate` retries until the write applies, bounded only by the request timeout
+/// (60 s); kubectl, kopf and controllers rely on an unconditioned patch never failing with
+/// 409 just because others write the same object.
+const CONFLICT_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// One first attempt, then another for as long as the retry window lasts.
+fn attempts_until_applied() -> impl Iterator<Item = ()> {
+    let deadline = tokio::time::Instant::now() + CONFLICT_RETRY_WINDOW;
+    std::iter::once(()).chain(std::iter::from_fn(move || {
+        (tokio::time::Instant::now() < deadline).then_some(())
+    }))
+}
+
+const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+fn parse_stored(object: &Object) -> ApiResult<Value> {
+    serde_json::from_slice(&object.value)
+        .map_err(|e| ApiError::internal(format!("stored object {} is corrupt: {e}", object.key)))
+}
+
+fn to_bytes(value: &Value) -> ApiResult<Bytes> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::internal(format!("encoding failed: {e}")))
+}
+
+impl ApiServer {
+    /// [`Self::present_converted`] for an object the store has just committed: the write succeeded, so the
+    /// client gets a success whatever happens here. Every object passed [`write::check_storable`]
+    /// before it was written, so this only logs (a conversion webhook may also fail); the
+    /// stored bytes are valid JSON either way.
+    async fn present_committed(&self, rt: &ResourceType, stored: Bytes) -> Bytes {
+        match self.present_converted(rt, stored.clone()).await {
+            Ok(presented) => presented,
+            Err(e) => {
+                tracing::error!(kind = %rt.kind, error = %e, "a committed object could not be presented");
+                stored
+            }
+        }
+    }
+}
+
+/// Create the namespaces every cluster starts with.
+pub(crate) async fn ensure_default_namespaces(server: &ApiServer) -> ApiResult<()> {
+    let Some(rt) = server.registry().builtin("", "namespaces") else {
+        return Ok(());
+    };
+    for name in DEFAULT_NAMESPACES {
+        if server.get_stored(&rt, None, name).is_ok() {
+            continue;
+        }
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match server.create(&rt, None, ns, &WriteOptions::default()).await {
+            Err(e) if e.reason != "AlreadyExists" => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn parse_revision(rv: &str) -> ApiResult<Revision> {
+    rv.parse::<Revision>()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))
+}

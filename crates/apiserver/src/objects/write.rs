@@ -1,0 +1,652 @@
+//! The write rules: create, update and patch (on the object or its status, finalize and
+//! ephemeralcontainers subresources), and what every write goes through — type and name
+//! checks, the namespace's lifecycle, defaulting, pruning, validation, admission webhooks,
+//! server-owned metadata, generation, no-op detection and the storability check.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use steady_store::Revision;
+
+use super::delete::deletion_complete;
+use super::ownership::{Ownership, apply_error, drop_managed_fields_if_too_deep, shape, writer};
+use super::{attempts_until_applied, parse_revision, parse_stored, to_bytes};
+use crate::ApiServer;
+use crate::apply;
+use crate::crd;
+use crate::defaults;
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::patch::{DecodedPatch, PatchError, PatchType};
+use crate::registry::ResourceType;
+use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
+use crate::schema;
+use crate::validation::{self, NameRule};
+use crate::webhook::admission::{self, Attributes, Operation};
+
+/// The result of a write: the object as stored (or as it would be, on a dry run).
+#[derive(Debug)]
+pub struct Written {
+    pub object: Bytes,
+    pub created: bool,
+    pub warnings: Vec<String>,
+}
+
+/// The last check before an object from a client is written: the store must be able to
+/// read it back (see [`MAX_NESTING_DEPTH`]).
+fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
+    if deeper_than(obj, MAX_NESTING_DEPTH) {
+        let name = meta::name(obj).unwrap_or("");
+        return Err(ApiError::unprocessable(format!(
+            "{} \"{name}\" is invalid: {}",
+            rt.kind,
+            too_deep("the object")
+        )));
+    }
+    Ok(())
+}
+
+impl ApiServer {
+    fn namespace_key(&self, name: &str) -> String {
+        format!("/core/namespaces/{name}")
+    }
+
+    /// A namespaced write needs an existing, non-terminating namespace.
+    async fn check_namespace_for_create(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> ApiResult<()> {
+        if !rt.namespaced {
+            return Ok(());
+        }
+        let ns =
+            ns.ok_or_else(|| ApiError::bad_request("a namespace is required for this resource"))?;
+        let stored = self
+            .store()
+            .get(&self.namespace_key(ns), None)
+            .map_err(|e| ApiError::from_store(e, "namespaces", ns))?
+            .ok_or_else(|| ApiError::not_found("namespaces", ns))?;
+        let namespace = parse_stored(&stored)?;
+        if meta::deletion_timestamp(&namespace).is_some() {
+            return Err(ApiError::forbidden(format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                rt.qualified_name(),
+            )));
+        }
+        Ok(())
+    }
+    /// POST: create an object in `ns` (None for cluster-scoped kinds).
+    pub async fn create(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        self.create_as(rt, ns, obj, opts, Ownership::Update { subresource: "" })
+            .await
+    }
+
+    async fn create_as(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        mut obj: Value,
+        opts: &WriteOptions,
+        ownership: Ownership<'_>,
+    ) -> ApiResult<Written> {
+        check_type(rt, &mut obj)?;
+        let ns = self.resolve_namespace(rt, ns, &obj)?;
+        let name = self.resolve_name(rt, &mut obj)?;
+        self.check_namespace_for_create(rt, ns.as_deref(), &name)
+            .await?;
+        if meta::resource_version(&obj).is_some() {
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let now = self.timestamp();
+        {
+            let m = meta::metadata_mut(&mut obj);
+            m.insert("uid".into(), Value::String(self.new_uid()));
+            m.insert("creationTimestamp".into(), Value::String(now));
+            m.insert("generation".into(), json!(1));
+            m.remove("deletionTimestamp");
+            m.remove("deletionGracePeriodSeconds");
+            if let Some(ns) = &ns {
+                m.insert("namespace".into(), Value::String(ns.clone()));
+            }
+        }
+        if rt.status_subresource && !rt.builtin {
+            obj.as_object_mut().map(|o| o.remove("status"));
+        }
+        let mut warnings = Vec::new();
+        self.admit(rt, None, &mut obj, opts, &mut warnings)?;
+        let attrs = Attributes::new(rt, Operation::Create, ns.as_deref(), &name, opts);
+        self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
+            .await?;
+        self.record_ownership(rt, None, &mut obj, opts, ownership);
+        check_storable(rt, &obj)?;
+        if opts.dry_run {
+            return Ok(Written {
+                object: to_bytes(&obj)?,
+                created: true,
+                warnings,
+            });
+        }
+        let key = rt.key(ns.as_deref(), &name);
+        let obj = self.to_storage_version(rt, obj).await?;
+        let stored = self
+            .store()
+            .create(&key, obj)
+            .await
+            .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
+        self.after_commit(rt, &stored.value);
+        Ok(Written {
+            object: self.present_committed(rt, stored.value).await,
+            created: true,
+            warnings,
+        })
+    }
+
+    fn resolve_namespace(
+        &self,
+        rt: &ResourceType,
+        url_ns: Option<&str>,
+        obj: &Value,
+    ) -> ApiResult<Option<String>> {
+        if !rt.namespaced {
+            return Ok(None);
+        }
+        let body_ns = meta::namespace(obj);
+        match (url_ns, body_ns) {
+            (Some(u), Some(b)) if u != b => Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )),
+            (Some(u), _) => Ok(Some(u.to_string())),
+            (None, Some(b)) => Ok(Some(b.to_string())),
+            (None, None) => Err(ApiError::bad_request(
+                "a namespace is required for this resource",
+            )),
+        }
+    }
+
+    fn resolve_name(&self, rt: &ResourceType, obj: &mut Value) -> ApiResult<String> {
+        let rule = NameRule::for_kind(&rt.group, &rt.plural, rt.builtin);
+        let name = match meta::name(obj) {
+            Some(name) => name.to_string(),
+            None => match meta::meta_str(obj, "generateName").filter(|g| !g.is_empty()) {
+                Some(prefix) => {
+                    if let Some(err) = validation::validate_generate_name(prefix, rule) {
+                        return Err(ApiError::invalid(&rt.kind, "", &[err]));
+                    }
+                    let max_prefix = 58.min(prefix.len());
+                    let name = format!(
+                        "{}{}",
+                        &prefix[..floor_char_boundary(prefix, max_prefix)],
+                        self.name_suffix()
+                    );
+                    meta::metadata_mut(obj).insert("name".into(), Value::String(name.clone()));
+                    name
+                }
+                None => String::new(),
+            },
+        };
+        if let Some(err) = validation::validate_name(&name, rule) {
+            return Err(ApiError::invalid(&rt.kind, &name, &[err]));
+        }
+        Ok(name)
+    }
+
+    /// Defaulting, pruning and validation every write goes through.
+    pub(crate) fn admit(
+        &self,
+        rt: &ResourceType,
+        old: Option<&Value>,
+        obj: &mut Value,
+        opts: &WriteOptions,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<()> {
+        let errors = validation::validate_labels_and_annotations(obj);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                meta::name(obj).unwrap_or(""),
+                &errors,
+            ));
+        }
+        if let Some(schema) = &rt.schema {
+            let unknown = schema::prune(obj, schema);
+            match opts.field_validation {
+                FieldValidation::Strict if !unknown.is_empty() => {
+                    let fields: Vec<String> = unknown
+                        .iter()
+                        .map(|f| format!("unknown field \"{f}\""))
+                        .collect();
+                    return Err(ApiError::bad_request(format!(
+                        "{} in body is invalid: strict decoding error: {}",
+                        rt.kind,
+                        fields.join(", ")
+                    )));
+                }
+                FieldValidation::Warn => {
+                    warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")))
+                }
+                _ => {}
+            }
+            schema::apply_defaults(obj, schema);
+            let errors = schema::validate(obj, schema);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(
+                    &rt.kind,
+                    meta::name(obj).unwrap_or(""),
+                    &errors,
+                ));
+            }
+        }
+        if rt.builtin {
+            let random_cluster_ip = || self.random_cluster_ip();
+            defaults::builtin(&rt.group, &rt.plural, &rt.kind, old, obj, random_cluster_ip)?;
+            if let (admission::GROUP, plural @ (admission::MUTATING | admission::VALIDATING)) =
+                (rt.group.as_str(), rt.plural.as_str())
+            {
+                admission::prepare_configuration(obj, plural == admission::MUTATING)?;
+            }
+        }
+        if rt.crd_name.is_none() && rt.group == "apiextensions.k8s.io" {
+            crd::prepare(self, obj, old)?;
+        }
+        Ok(())
+    }
+
+    /// A free-looking address in kube's default service range (10.96.0.0/12), drawn from the
+    /// server's seeded RNG so a simulation run is reproducible.
+    fn random_cluster_ip(&self) -> String {
+        let (a, b) = self.with_rng(|rng| {
+            (
+                rand::Rng::random_range(rng, 0..16u8),
+                rand::Rng::random_range(rng, 1..255u8),
+            )
+        });
+        format!("10.96.{a}.{b}")
+    }
+
+    /// Side effects of a committed write that must be visible before the response:
+    /// a CRD's kinds are served as soon as its create or update returns.
+    fn after_commit(&self, rt: &ResourceType, stored: &Bytes) {
+        if rt.group == "apiextensions.k8s.io"
+            && rt.plural == "customresourcedefinitions"
+            && let Ok(value) = serde_json::from_slice::<Value>(stored)
+        {
+            crd::register(self, &value);
+        }
+    }
+
+    /// PUT, on the object or its `status` subresource.
+    pub async fn update(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        check_type(rt, &mut obj)?;
+        match meta::name(&obj) {
+            Some(n) if n != name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {}
+        }
+        if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&obj), ns)
+            && rt.namespaced
+            && body_ns != url_ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let stored = self.get_stored(rt, ns, name)?;
+        if let Some(rv) = meta::resource_version(&obj)
+            && parse_revision(rv)? != stored.revision
+        {
+            return Err(ApiError::modified(&rt.qualified_name(), name));
+        }
+        let old = self.convert_object(rt, parse_stored(&stored)?).await?;
+        let ownership = Ownership::Update {
+            subresource: sub.unwrap_or(""),
+        };
+        self.commit_update(
+            rt,
+            ns,
+            name,
+            sub,
+            &old,
+            stored.revision,
+            obj,
+            opts,
+            ownership,
+        )
+        .await
+    }
+
+    /// Apply the update rules to `new` against `old` (at revision `rev`) and store it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn commit_update(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        old: &Value,
+        rev: Revision,
+        new: Value,
+        opts: &WriteOptions,
+        ownership: Ownership<'_>,
+    ) -> ApiResult<Written> {
+        let mut new = match sub {
+            Some("status") => with_status_of(old, &new),
+            Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
+            Some(other) if other != "finalize" => {
+                return Err(ApiError::path_not_found());
+            }
+            _ if rt.status_subresource => with_status_of(&new, old),
+            _ => new,
+        };
+        if sub == Some("finalize") {
+            // Only spec.finalizers of a namespace may change through /finalize.
+            let finalizers = new.pointer("/spec/finalizers").cloned();
+            new = old.clone();
+            match finalizers {
+                Some(f) => new["spec"]["finalizers"] = f,
+                None => {
+                    new.get_mut("spec")
+                        .and_then(Value::as_object_mut)
+                        .map(|s| s.remove("finalizers"));
+                }
+            }
+        }
+        keep_server_fields(old, &mut new);
+        if meta::spec_part(old) != meta::spec_part(&new) {
+            meta::metadata_mut(&mut new)
+                .insert("generation".into(), json!(meta::generation(old) + 1));
+        }
+        if meta::deletion_timestamp(old).is_some() {
+            let old_finalizers = meta::finalizers(old);
+            if let Some(added) = meta::finalizers(&new)
+                .into_iter()
+                .find(|f| !old_finalizers.contains(f))
+            {
+                return Err(ApiError::unprocessable(format!(
+                    "{} \"{name}\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [\"{added}\"]",
+                    rt.kind
+                )));
+            }
+        }
+        let mut warnings = Vec::new();
+        self.admit(rt, Some(old), &mut new, opts, &mut warnings)?;
+        let attrs = Attributes::new(rt, Operation::Update, ns, name, opts).on_subresource(sub);
+        self.admit_by_webhooks(&attrs, &mut new, Some(old), opts, &mut warnings)
+            .await?;
+        self.record_ownership(rt, Some(old), &mut new, opts, ownership);
+        meta::metadata_mut(&mut new)
+            .insert("resourceVersion".into(), Value::String(rev.to_string()));
+        if meta::same_content(old, &new) {
+            return Ok(Written {
+                object: self.present_converted(rt, to_bytes(old)?).await?,
+                created: false,
+                warnings,
+            });
+        }
+        check_storable(rt, &new)?;
+        if opts.dry_run {
+            return Ok(Written {
+                object: to_bytes(&new)?,
+                created: false,
+                warnings,
+            });
+        }
+        let key = rt.key(ns, name);
+        if deletion_complete(&new) {
+            let stored = self
+                .store()
+                .delete(&key, Some(rev))
+                .await
+                .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
+            self.after_delete(rt, name);
+            return Ok(Written {
+                object: self.present_committed(rt, stored.value).await,
+                created: false,
+                warnings,
+            });
+        }
+        let new = self.to_storage_version(rt, new).await?;
+        let stored = self
+            .store()
+            .update(&key, new, Some(rev))
+            .await
+            .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
+        self.after_commit(rt, &stored.value);
+        Ok(Written {
+            object: self.present_committed(rt, stored.value).await,
+            created: false,
+            warnings,
+        })
+    }
+
+    /// PATCH of any type, on the object or a subresource; apply-patch creates when missing.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        sub: Option<&str>,
+        patch: &DecodedPatch,
+        opts: &WriteOptions,
+    ) -> ApiResult<Written> {
+        let patch_type = patch.patch_type();
+        if patch_type == PatchType::StrategicMerge && !rt.builtin {
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json",
+            ));
+        }
+        if patch_type == PatchType::Apply && opts.field_manager.is_none() {
+            return Err(ApiError::bad_request(
+                "PATCH /apply requires a non-empty fieldManager query parameter",
+            ));
+        }
+        if sub == Some("scale") {
+            return self.patch_scale(rt, ns, name, patch, opts).await;
+        }
+        for () in attempts_until_applied() {
+            let stored = match self.get_stored(rt, ns, name) {
+                Ok(stored) => stored,
+                Err(e) if e.code == 404 && patch_type == PatchType::Apply && sub.is_none() => {
+                    let mut applied = self.patched(rt, sub, patch, &Value::Null, opts)?;
+                    meta::metadata_mut(&mut applied)
+                        .insert("name".into(), Value::String(name.to_string()));
+                    return match self
+                        .create_as(rt, ns, applied, opts, Ownership::Applied)
+                        .await
+                    {
+                        Err(e) if e.reason == "AlreadyExists" => continue,
+                        other => other,
+                    };
+                }
+                Err(e) => return Err(e),
+            };
+            let old = self.convert_object(rt, parse_stored(&stored)?).await?;
+            let new = self.patched(rt, sub, patch, &old, opts)?;
+            if !new.is_object() {
+                return Err(ApiError::unprocessable(
+                    "the patched object is not a JSON object",
+                ));
+            }
+            let requested_rv = meta::resource_version(&new).map(str::to_string);
+            if let Some(rv) = &requested_rv
+                && parse_revision(rv)? != stored.revision
+            {
+                return Err(ApiError::modified(&rt.qualified_name(), name));
+            }
+            let mut new = new;
+            check_type(rt, &mut new)?;
+            if meta::name(&new) != Some(name) {
+                return Err(ApiError::bad_request(
+                    "metadata.name cannot be changed by a patch",
+                ));
+            }
+            let ownership = match patch_type {
+                PatchType::Apply => Ownership::Applied,
+                _ => Ownership::Update {
+                    subresource: sub.unwrap_or(""),
+                },
+            };
+            match self
+                .commit_update(
+                    rt,
+                    ns,
+                    name,
+                    sub,
+                    &old,
+                    stored.revision,
+                    new,
+                    opts,
+                    ownership,
+                )
+                .await
+            {
+                Err(e) if e.reason == "Conflict" && !patch.names_resource_version() => continue,
+                other => return other,
+            }
+        }
+        Err(ApiError::modified(&rt.qualified_name(), name))
+    }
+
+    /// `current` patched; an apply also records its ownership (server-side apply).
+    fn patched(
+        &self,
+        rt: &ResourceType,
+        sub: Option<&str>,
+        patch: &DecodedPatch,
+        current: &Value,
+        opts: &WriteOptions,
+    ) -> ApiResult<Value> {
+        let DecodedPatch::Apply(config) = patch else {
+            return patch.apply(&rt.kind, current).map_err(patch_error);
+        };
+        let (now, api_version) = (self.timestamp(), rt.api_version());
+        let writer = writer(&api_version, opts, sub.unwrap_or(""), &now);
+        let mut applied =
+            apply::apply(current, config, &writer, opts.force, shape(rt)).map_err(apply_error)?;
+        drop_managed_fields_if_too_deep(&mut applied);
+        Ok(applied)
+    }
+}
+
+pub(crate) fn patch_error(e: PatchError) -> ApiError {
+    match e {
+        PatchError::Malformed(m) => ApiError::bad_request(m),
+        PatchError::Invalid(m) => ApiError::unprocessable(m),
+    }
+}
+
+fn floor_char_boundary(s: &str, mut index: usize) -> usize {
+    while index > 0 && !s.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// `apiVersion` and `kind` in a body must name this resource; missing ones are filled in.
+fn check_type(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+    let expected_version = rt.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != expected_version => {
+            let same_group =
+                rt.crd_name.is_some() && v.split('/').next() == Some(rt.group.as_str());
+            if !same_group {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({expected_version})"
+                )));
+            }
+        }
+        _ => {}
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(k) if k != rt.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )));
+        }
+        _ => {}
+    }
+    obj["apiVersion"] = Value::String(expected_version);
+    obj["kind"] = Value::String(rt.kind.clone());
+    if obj
+        .get("metadata")
+        .is_some_and(|m| !m.is_object() && !m.is_null())
+    {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    Ok(())
+}
+
+/// `pods/ephemeralcontainers` changes only `spec.ephemeralContainers` of the stored pod.
+fn with_ephemeral_containers_of(old: &Value, new: &Value) -> Value {
+    let mut merged = old.clone();
+    match new.pointer("/spec/ephemeralContainers") {
+        Some(containers) => merged["spec"]["ephemeralContainers"] = containers.clone(),
+        None => {
+            if let Some(spec) = merged.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("ephemeralContainers");
+            }
+        }
+    }
+    merged
+}
+
+/// `target` with the `status` of `source` (or none, if `source` has none).
+fn with_status_of(target: &Value, source: &Value) -> Value {
+    let mut out = target.clone();
+    if let Some(o) = out.as_object_mut() {
+        match source.get("status") {
+            Some(status) => {
+                o.insert("status".into(), status.clone());
+            }
+            None => {
+                o.remove("status");
+            }
+        }
+    }
+    out
+}
+
+/// Fields clients cannot change with an update.
+fn keep_server_fields(old: &Value, new: &mut Value) {
+    let old_meta = meta::metadata(old).cloned().unwrap_or_default();
+    let new_meta = meta::metadata_mut(new);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "name",
+        "namespace",
+    ] {
+        match old_meta.get(field) {
+            Some(v) => {
+                new_meta.insert(field.into(), v.clone());
+            }
+            None => {
+                new_meta.remove(field);
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! CRD structural-schema handling for `apiextensions.k8s.io/v1`
+//! `openAPIV3Schema` (the JSON form of `JSONSchemaProps`): pruning of unknown
+//! fields, defaulting, validation and a structural sanity check of the schema
+//! itself. Error messages follow kube-apiserver's wording.
+//!
+//! One file per concern: `prune`, `defaults`, `validate` (an object against a
+//! schema) and `structural` (the schema itself); what is here is their shared vocabulary:
+//! field errors, paths and how values are named in messages.
+
+mod defaults;
+mod prune;
+mod structural;
+mod validate;
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+pub use defaults::apply_defaults;
+pub use prune::prune;
+pub use structural::check_structural;
+pub use validate::validate;
+
+/// One validation problem, shaped like a Kubernetes `StatusCause`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    /// JSON-path style location, e.g. `spec.replicas` or `spec.ports[0].port`.
+    pub field: String,
+    pub reason: FieldErrorReason,
+    /// The error body without the field prefix, e.g. `Required value`.
+    pub message: String,
+}
+
+impl FieldError {
+    pub(super) fn new(
+        field: impl Into<String>,
+        reason: FieldErrorReason,
+        message: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            field: field.into(),
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    /// `field: message`, like `field.Error.Error()`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldErrorReason {
+    Required,
+    Invalid,
+    NotSupported,
+    TypeInvalid,
+    TooLong,
+    TooMany,
+}
+
+impl FieldErrorReason {
+    /// The `reason` string of a Kubernetes `StatusCause`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FieldErrorReason::Required => "FieldValueRequired",
+            FieldErrorReason::Invalid => "FieldValueInvalid",
+            FieldErrorReason::NotSupported => "FieldValueNotSupported",
+            FieldErrorReason::TypeInvalid => "FieldValueTypeInvalid",
+            FieldErrorReason::TooLong => "FieldValueTooLong",
+            FieldErrorReason::TooMany => "FieldValueTooMany",
+        }
+    }
+}
+
+const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+fn child(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn index(path: &str, i: usize) -> String {
+    format!("{path}[{i}]")
+}
+
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+}
+
+/// Render a bad value the way `field.Error` does: strings quoted, scalars bare,
+/// containers as compact JSON.
+fn fmt_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => quote(s),
+        other => other.to_string(),
+    }
+}
+
+/// Like [`fmt_value`] but containers are summarised by their type name.
+fn fmt_value_short(v: &Value) -> String {
+    match v {
+        Value::Object(_) | Value::Array(_) => quote(type_name(v)),
+        other => fmt_value(other),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn flag(s: &Value, key: &str) -> bool {
+    s.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn props(s: &Value) -> Option<&Map<String, Value>> {
+    s.get("properties").and_then(Value::as_object)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    pub(super) fn fields(errs: &[FieldError]) -> Vec<String> {
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    pub(super) fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["replicas"],
+                    "properties": {
+                        "replicas": {"type": "integer", "minimum": 0, "maximum": 10, "default": 1},
+                        "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+                        "ports": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "port": {"type": "integer", "format": "int32"},
+                                    "protocol": {"type": "string", "default": "TCP"}
+                                }
+                            }
+                        },
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                                 "properties": {"known": {"type": "object", "properties": {"x": {"type": "string"}}}}},
+                        "port": {"x-kubernetes-int-or-string": true},
+                        "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                                     "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}}}
+                    }
+                },
+                "status": {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+            }
+        })
+    }
+
+    #[test]
+    fn reasons() {
+        assert_eq!(FieldErrorReason::Required.as_str(), "FieldValueRequired");
+        assert_eq!(FieldErrorReason::Invalid.as_str(), "FieldValueInvalid");
+        assert_eq!(
+            FieldErrorReason::NotSupported.as_str(),
+            "FieldValueNotSupported"
+        );
+        assert_eq!(
+            FieldErrorReason::TypeInvalid.as_str(),
+            "FieldValueTypeInvalid"
+        );
+        assert_eq!(FieldErrorReason::TooLong.as_str(), "FieldValueTooLong");
+        assert_eq!(FieldErrorReason::TooMany.as_str(), "FieldValueTooMany");
+    }
+}
