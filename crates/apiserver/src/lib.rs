@@ -11,7 +11,7 @@
 //! It must not know about controllers, operators or the simulator: those sit above it and
 //! talk to it only through the Kubernetes API.
 
-pub mod apply;
+mod apply;
 pub mod auth;
 mod bootstrap;
 mod builtin;
@@ -26,7 +26,7 @@ mod meta;
 mod negotiate;
 pub mod node;
 mod objects;
-pub mod patch;
+mod patch;
 mod protobuf;
 mod rbac;
 mod registry;

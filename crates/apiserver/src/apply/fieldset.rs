@@ -50,6 +50,7 @@ impl FieldSet {
         }
     }
 
+    #[cfg(test)]
     pub fn contains(&self, path: &[String]) -> bool {
         match path.split_first() {
             None => self.member,

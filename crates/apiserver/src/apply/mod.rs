@@ -11,5 +11,5 @@ pub mod managed;
 pub mod merge;
 pub mod shape;
 
-pub use managed::{ApplyError, Conflicts, Writer, apply, record_update};
+pub use managed::{ApplyError, Writer, apply, record_update};
 pub use shape::Shape;

@@ -10,7 +10,7 @@
 //!   [`strategic_merge_key`]);
 //! * apply patch (`application/apply-patch+yaml`): decoded here; server-side apply with
 //!   field ownership is [`crate::apply`]. Applied to a `Scale`, it is merged the
-//!   strategic way (see [`apply_patch`]).
+//!   strategic way (`DecodedPatch::apply`).
 //!
 //! Errors are split in two: [`PatchError::Malformed`] when the request body
 //! cannot be decoded (HTTP 400) and [`PatchError::Invalid`] when it decoded but
@@ -27,7 +27,6 @@ mod strategic;
 use json_patch::PatchOperation;
 use serde_json::Value;
 
-pub use json::JSON_PATCH_NOT_APPLIED;
 use json::{apply_json_patch, decode_json_patch};
 pub use merge_keys::{strategic_merge_key, strategic_set_list};
 use strategic::strategic_merge;
@@ -110,7 +109,8 @@ pub(super) fn invalid(msg: impl Into<String>) -> PatchError {
 /// fields dropped from the configuration. Object writes go through
 /// [`crate::apply`]; only the `scale` subresource still uses this merge.
 /// Explicit `null`s in the applied configuration delete the field, as in a
-/// strategic merge patch.
+/// strategic merge patch. Tests use it to apply a raw body in one call.
+#[cfg(test)]
 pub fn apply_patch(
     patch_type: PatchType,
     kind: &str,
