@@ -104,7 +104,7 @@ pub enum Error {
 
 /// The controller of Caches in every namespace, owning their pods and Services.
 pub fn controller(client: Client, config: steady_runtime::Config) -> Controller<Cache> {
-    Controller::new(Api::<Cache>::all(client.clone()), client.clone(), config)
+    Controller::new(Api::<Cache>::all(client.clone()), config)
         .owns(Api::<Pod>::all(client.clone()))
         .trim(crate::resources::trim_pod)
         .owns(Api::<Service>::all(client))
@@ -179,9 +179,9 @@ pub trait View: Sync {
 
 /// steady's runtime caches: no request to read, and every write remembered.
 struct CachedView {
-    pods: steady_runtime::Cache<Pod>,
-    services: steady_runtime::Cache<Service>,
-    caches: Option<steady_runtime::Cache<Cache>>,
+    pods: steady_runtime::ObjectCache<Pod>,
+    services: steady_runtime::ObjectCache<Service>,
+    caches: Option<steady_runtime::ObjectCache<Cache>>,
 }
 
 impl CachedView {

@@ -26,8 +26,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backoff::{Backoff, BackoffPolicy};
-use crate::cache::{Cache, ObjectKey};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
+use crate::object_cache::{ObjectCache, ObjectKey};
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
 
 /// What a reconcile asks for next.
@@ -134,10 +134,10 @@ impl<T> Context<T> {
     }
 
     /// The cache of kind `C` (the primary, an owned kind or a watched kind).
-    pub fn cache<C: 'static>(&self) -> Option<Cache<C>> {
+    pub fn cache<C: 'static>(&self) -> Option<ObjectCache<C>> {
         self.caches
             .get(&TypeId::of::<C>())
-            .and_then(|c| c.downcast_ref::<Cache<C>>())
+            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
             .cloned()
     }
 }
@@ -200,7 +200,7 @@ impl WatchBackoff {
 struct Source<C: Resource> {
     kind: String,
     api: Api<C>,
-    cache: Cache<C>,
+    cache: ObjectCache<C>,
     mappers: Vec<Mapper<C>>,
 }
 
@@ -302,7 +302,7 @@ where
 pub struct Controller<K: Resource> {
     client: Client,
     config: Config,
-    primary: Cache<K>,
+    primary: ObjectCache<K>,
     sources: BTreeMap<TypeId, Box<dyn AnySource>>,
     caches: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
     metrics: Option<Metrics>,
@@ -318,12 +318,13 @@ impl<K> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    /// Reconcile the objects `api` lists (all namespaces or one).
-    pub fn new(api: Api<K>, client: Client, config: Config) -> Self {
+    /// Reconcile the objects `api` lists (all namespaces or one). Reconcilers write with
+    /// `api`'s client ([`Context::client`]).
+    pub fn new(api: Api<K>, config: Config) -> Self {
         let mut controller = Controller {
-            client,
+            client: api.clone().into_client(),
             config,
-            primary: Cache::default(),
+            primary: ObjectCache::default(),
             sources: BTreeMap::new(),
             caches: BTreeMap::new(),
             metrics: None,
@@ -340,7 +341,7 @@ where
         controller
     }
 
-    fn add_source<C>(&mut self, api: Api<C>, cache: Option<Cache<C>>, mapper: Mapper<C>)
+    fn add_source<C>(&mut self, api: Api<C>, cache: Option<ObjectCache<C>>, mapper: Mapper<C>)
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
@@ -413,7 +414,7 @@ where
         match self
             .caches
             .get(&TypeId::of::<C>())
-            .and_then(|c| c.downcast_ref::<Cache<C>>())
+            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
         {
             Some(cache) => cache.set_trim(Arc::new(trim)),
             None => tracing::warn!(
@@ -476,7 +477,7 @@ where
     }
 
     /// The primary kind's cache.
-    pub fn cache(&self) -> Cache<K> {
+    pub fn cache(&self) -> ObjectCache<K> {
         self.primary.clone()
     }
 
@@ -672,7 +673,7 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
     fn start<K, T, R, Fut>(
         &mut self,
         popped: Popped<ObjectKey>,
-        primary: &Cache<K>,
+        primary: &ObjectCache<K>,
         reconcile: &R,
         context: &Arc<Context<T>>,
     ) where

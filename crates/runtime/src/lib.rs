@@ -72,7 +72,7 @@
 //! let server = steady_apiserver::ApiServer::start(store, Default::default()).await?;
 //! let client = server.client();
 //!
-//! let controller = Controller::new(Api::<ConfigMap>::all(client.clone()), client.clone(), Config::default())
+//! let controller = Controller::new(Api::<ConfigMap>::all(client.clone()), Config::default())
 //!     .owns(Api::<Secret>::all(client.clone()));
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
 //! let running = tokio::spawn(controller.run(reconcile, Arc::new(()), async move {
@@ -101,15 +101,15 @@
 #![deny(missing_docs)]
 
 pub mod backoff;
-pub mod cache;
 pub mod conditions;
 pub mod controller;
 pub mod events;
 pub mod finalizer;
 pub mod leader;
 pub mod metrics;
+pub mod object_cache;
 pub mod queue;
 
-pub use cache::{Cache, ObjectKey};
 pub use controller::{Action, Config, Context, Controller, Error};
+pub use object_cache::{ObjectCache, ObjectKey};
 pub use queue::Trigger;
