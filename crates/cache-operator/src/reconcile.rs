@@ -104,10 +104,11 @@ pub enum Error {
 
 /// The controller of Caches in every namespace, owning their pods and Services.
 pub fn controller(client: Client, config: steady_runtime::Config) -> Controller<Cache> {
-    Controller::new(Api::<Cache>::all(client.clone()), config)
-        .owns(Api::<Pod>::all(client.clone()))
-        .trim(crate::resources::trim_pod)
-        .owns(Api::<Service>::all(client))
+    let mut controller = Controller::new(Api::<Cache>::all(client.clone()), config);
+    controller.owns(Api::<Pod>::all(client.clone()));
+    controller.trim(crate::resources::trim_pod);
+    controller.owns(Api::<Service>::all(client));
+    controller
 }
 
 /// Run the Cache controller until `shutdown` completes.
@@ -188,9 +189,9 @@ impl CachedView {
     /// The view, or the kind whose cache the controller lacks.
     fn of(ctx: &Context<OperatorContext>) -> Result<CachedView, &'static str> {
         Ok(CachedView {
-            pods: ctx.cache::<Pod>().ok_or("Pod")?,
-            services: ctx.cache::<Service>().ok_or("Service")?,
-            caches: ctx.cache::<Cache>(),
+            pods: ctx.cache::<Pod>().map_err(|_| "Pod")?,
+            services: ctx.cache::<Service>().map_err(|_| "Service")?,
+            caches: ctx.cache::<Cache>().ok(),
         })
     }
 }

@@ -10,7 +10,8 @@
 //! For every ConfigMap, keep a Secret `<name>-copy` holding the same data. The reconciler
 //! reads the desired state (the ConfigMap) and the actual state (the Secret, from the
 //! runtime's cache), writes only when they differ, and remembers its write so its next
-//! read sees it. The Secret is *owned* (controller ownerReference), so deleting it — or
+//! read sees it. `owns` returns the typed handle of the Secrets' cache, which the
+//! reconciler receives as its data: there is no lookup that could find nothing. The Secret is *owned* (controller ownerReference), so deleting it — or
 //! the ConfigMap — triggers the right reconcile; the garbage collector removes copies of
 //! deleted ConfigMaps.
 //!
@@ -22,13 +23,17 @@
 //! use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 //! use k8s_openapi::ByteString;
 //! use kube::api::{Api, PostParams};
-//! use steady_runtime::{Action, Config, Context, Controller, ObjectKey};
+//! use kube::runtime::watcher;
+//! use steady_runtime::{Action, Config, Context, Controller, ObjectCache, ObjectKey};
 //!
 //! #[derive(Debug, thiserror::Error)]
 //! #[error(transparent)]
 //! struct Error(#[from] kube::Error);
 //!
-//! async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context<()>>) -> Result<Action, Error> {
+//! async fn reconcile(
+//!     cm: Arc<ConfigMap>,
+//!     ctx: Arc<Context<ObjectCache<Secret>>>,
+//! ) -> Result<Action, Error> {
 //!     let ns = cm.metadata.namespace.clone().unwrap_or_default();
 //!     let name = format!("{}-copy", cm.metadata.name.clone().unwrap_or_default());
 //!     let want: std::collections::BTreeMap<String, ByteString> = cm
@@ -37,13 +42,15 @@
 //!         .flatten()
 //!         .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
 //!         .collect();
-//!     let secrets = ctx.cache::<Secret>().expect("the controller owns Secrets");
+//!     let secrets = ctx.data();
 //!     let have = secrets.get(&ObjectKey::new(Some(&ns), &name));
 //!     if have.as_ref().and_then(|s| s.data.as_ref()) == Some(&want) {
 //!         return Ok(Action::done()); // the fixed point: no write at all
 //!     }
 //!     let mut secret = Secret::default();
 //!     secret.metadata.name = Some(name.clone());
+//!     secret.metadata.labels =
+//!         Some([("app.kubernetes.io/managed-by".to_string(), "copier".to_string())].into());
 //!     secret.metadata.owner_references = Some(vec![OwnerReference {
 //!         api_version: "v1".into(),
 //!         kind: "ConfigMap".into(),
@@ -72,10 +79,12 @@
 //! let server = steady_apiserver::ApiServer::start(store, Default::default()).await?;
 //! let client = server.client();
 //!
-//! let controller = Controller::new(Api::<ConfigMap>::all(client.clone()), Config::default())
-//!     .owns(Api::<Secret>::all(client.clone()));
+//! let mut controller = Controller::new(Api::<ConfigMap>::all(client.clone()), Config::default());
+//! // Only Secrets labelled as copies are watched and cached (`owns` watches them all).
+//! let copies = watcher::Config::default().labels("app.kubernetes.io/managed-by=copier");
+//! let secrets = controller.owns_with(Api::<Secret>::all(client.clone()), copies);
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-//! let running = tokio::spawn(controller.run(reconcile, Arc::new(()), async move {
+//! let running = tokio::spawn(controller.run(reconcile, Arc::new(secrets), async move {
 //!     let _ = stopped.await;
 //! }));
 //!
