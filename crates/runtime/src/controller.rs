@@ -14,11 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -29,6 +31,7 @@ use crate::backoff::{Backoff, BackoffPolicy};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
 use crate::object_cache::{ObjectCache, ObjectKey, Trim};
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
+use crate::write_through::CachingApi;
 
 /// What a reconcile asks for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -154,6 +157,36 @@ impl<T> Context<T> {
             client: self.client.clone(),
             caches: self.caches.clone(),
         }
+    }
+
+    /// Writes of kind `C` in `namespace` that update the controller's cache of `C` (if it
+    /// watches `C`) on success, so the next reconcile reads its own writes.
+    pub fn api<C>(&self, namespace: &str) -> CachingApi<C>
+    where
+        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug
+            + 'static,
+    {
+        CachingApi::new(
+            Api::namespaced(self.client(), namespace),
+            self.cache::<C>().ok(),
+        )
+    }
+
+    /// [`api`](Self::api) for a cluster-scoped kind.
+    pub fn cluster_api<C>(&self) -> CachingApi<C>
+    where
+        C: Resource<DynamicType = (), Scope = ClusterResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug
+            + 'static,
+    {
+        CachingApi::new(Api::all(self.client()), self.cache::<C>().ok())
     }
 
     /// The cache of kind `C` (the primary, an owned kind or a watched kind), for a

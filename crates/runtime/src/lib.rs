@@ -118,7 +118,9 @@ pub mod leader;
 pub mod metrics;
 pub mod object_cache;
 pub mod queue;
+pub mod write_through;
 
 pub use controller::{Action, Config, Context, Controller, Error};
 pub use object_cache::{ObjectCache, ObjectKey};
 pub use queue::Trigger;
+pub use write_through::CachingApi;
