@@ -91,23 +91,17 @@ where
         Ok(patched)
     }
 
-    /// Delete the object `name`. `Ok(Some(obj))`: finalizers keep it (now carrying its
-    /// deletionTimestamp), so `obj` is cached; `Ok(None)`: it is gone or going without
-    /// finalizers (a graceful delete), and is forgotten — remembering it could resurrect an
-    /// object whose deletion the watch already reported. A 404 forgets it too (someone else
-    /// deleted it first) and is returned as the error it is.
+    /// Delete the object `name`. `Ok(Some(obj))`: it is terminating (finalizers or a grace
+    /// period keep it, and `obj` carries its deletionTimestamp), so `obj` is cached — it
+    /// still exists, e.g. a terminating pod still holds its name. `Ok(None)`: it is gone,
+    /// and is forgotten. A 404 forgets it too (someone else deleted it first) and is
+    /// returned as the error it is.
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Option<C>, kube::Error> {
         match self.api.delete(name, dp).await {
             Ok(deleted) => match deleted.left() {
-                Some(kept)
-                    if kept
-                        .meta()
-                        .finalizers
-                        .as_ref()
-                        .is_some_and(|f| !f.is_empty()) =>
-                {
-                    self.remember(&kept);
-                    Ok(Some(kept))
+                Some(terminating) if terminating.meta().deletion_timestamp.is_some() => {
+                    self.remember(&terminating);
+                    Ok(Some(terminating))
                 }
                 _ => {
                     self.forget(name);

@@ -80,6 +80,28 @@ async fn write_patch_delete(_: Arc<ConfigMap>, ctx: Arc<Context<Data>>) -> Resul
         .await
         .map_err(|e| e.to_string())?;
     record("deleted").map_err(|e| e.to_string())?;
+    let kept: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "written", "finalizers": ["example.com/keep"]},
+        "stringData": {"v": "3"},
+    }))
+    .map_err(|e| e.to_string())?;
+    api.create(&PostParams::default(), &kept)
+        .await
+        .map_err(|e| e.to_string())?;
+    api.delete("written", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    record("terminating").map_err(|e| e.to_string())?;
+    let marked = ctx
+        .data()
+        .secrets
+        .get(&ObjectKey::new(Some("default"), "written"))
+        .map(|s| s.metadata.deletion_timestamp.is_some().to_string());
+    ctx.data()
+        .seen
+        .lock()
+        .map(|mut s| s.push(("has a deletionTimestamp", marked)))
+        .map_err(|e| e.to_string())?;
     Ok(Action::done())
 }
 
@@ -117,6 +139,8 @@ async fn writes_through_the_context_are_read_back_at_once() {
             ("created", Some("1".to_string())),
             ("patched", Some("2".to_string())),
             ("deleted", None),
+            ("terminating", Some("3".to_string())),
+            ("has a deletionTimestamp", Some("true".to_string())),
         ]
     );
     running.abort();
