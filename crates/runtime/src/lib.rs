@@ -9,11 +9,19 @@
 //!
 //! For every ConfigMap, keep a Secret `<name>-copy` holding the same data. The reconciler
 //! reads the desired state (the ConfigMap) and the actual state (the Secret, from the
-//! runtime's cache), writes only when they differ, and remembers its write so its next
-//! read sees it. `owns` returns the typed handle of the Secrets' cache, which the
-//! reconciler receives as its data: there is no lookup that could find nothing. The Secret is *owned* (controller ownerReference), so deleting it — or
-//! the ConfigMap — triggers the right reconcile; the garbage collector removes copies of
-//! deleted ConfigMaps.
+//! runtime's cache) and writes only when they differ. The Secret is *owned* (controller
+//! ownerReference), so deleting it — or the ConfigMap — triggers the right reconcile; the
+//! garbage collector removes copies of deleted ConfigMaps.
+//!
+//! - `owns_with` returns the typed handle of the Secrets' cache, which the reconciler gets
+//!   as its data: no lookup that could find nothing at reconcile time. Its
+//!   `watcher::Config` narrows the watch (and the cache) to labelled copies; `owns` watches
+//!   every Secret.
+//! - Writes go through [`Context::api`], which puts what the server returned into the
+//!   cache, so the next reconcile reads its own write even before the watch event arrives.
+//! - Each kind has one source: a second `owns`/`watches` of one kind, or a `trim` of a
+//!   kind never watched, makes `run` fail at start ([`Controller::validate`] says so
+//!   earlier).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -60,15 +68,14 @@
 //!         block_owner_deletion: Some(true),
 //!     }]);
 //!     secret.data = Some(want);
-//!     let api: Api<Secret> = Api::namespaced(ctx.client(), &ns);
-//!     let written = match have {
+//!     let api = ctx.api::<Secret>(&ns); // successful writes update the cache
+//!     match have {
 //!         None => api.create(&PostParams::default(), &secret).await?,
 //!         Some(existing) => {
 //!             secret.metadata.resource_version = existing.metadata.resource_version.clone();
 //!             api.replace(&name, &PostParams::default(), &secret).await?
 //!         }
 //!     };
-//!     secrets.remember(written); // read-your-own-writes
 //!     Ok(Action::done())
 //! }
 //!
