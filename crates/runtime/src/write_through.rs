@@ -27,6 +27,13 @@ pub struct CachingApi<C> {
     cache: Option<ObjectCache<C>>,
 }
 
+/// Writes that update no cache: for a reconciler shared with a runtime that has none.
+impl<C> From<Api<C>> for CachingApi<C> {
+    fn from(api: Api<C>) -> Self {
+        CachingApi { api, cache: None }
+    }
+}
+
 impl<C> CachingApi<C>
 where
     C: Resource + Clone + DeserializeOwned + Serialize + Debug,
