@@ -2,7 +2,7 @@
 //! caches) to the few API writes that move the world one step closer to the spec.
 //!
 //! The decisions ([`reconcile_with`]) read the owned objects through a [`View`]. steady's
-//! runtime answers from its caches and remembers each write ([`reconcile`]); a runtime
+//! runtime answers from its caches, and its context's writes update them ([`reconcile`]); a runtime
 //! without caches answers by asking the API server every time, which is how
 //! `steady bench operators` runs this very reconciler on kube-rs's `Controller`.
 //!
@@ -18,11 +18,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use steady_runtime::conditions::{Condition, set_condition};
-use steady_runtime::{Action, Context, Controller, ObjectKey};
+use steady_runtime::{Action, CachingApi, Context, Controller, ObjectKey};
 
 use crate::resources::{
     desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready, is_terminating,
@@ -104,10 +107,11 @@ pub enum Error {
 
 /// The controller of Caches in every namespace, owning their pods and Services.
 pub fn controller(client: Client, config: steady_runtime::Config) -> Controller<Cache> {
-    Controller::new(Api::<Cache>::all(client.clone()), client.clone(), config)
-        .owns(Api::<Pod>::all(client.clone()))
-        .trim(crate::resources::trim_pod)
-        .owns(Api::<Service>::all(client))
+    let mut controller = Controller::new(Api::<Cache>::all(client.clone()), config);
+    controller.owns(Api::<Pod>::all(client.clone()));
+    controller.trim(crate::resources::trim_pod);
+    controller.owns(Api::<Service>::all(client));
+    controller
 }
 
 /// Run the Cache controller until `shutdown` completes.
@@ -171,26 +175,34 @@ pub trait View: Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<Arc<Service>>, Error>> + Send;
-    fn remember_pod(&self, _pod: Pod) {}
-    fn forget_pod(&self, _key: &ObjectKey) {}
-    fn remember_service(&self, _service: Service) {}
-    fn remember_cache(&self, _cache: Cache) {}
+    /// Where writes of kind `C` in `namespace` go (by default plainly, through `client`).
+    fn api<C>(&self, client: &Client, namespace: &str) -> CachingApi<C>
+    where
+        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + fmt::Debug
+            + 'static,
+    {
+        CachingApi::from(Api::namespaced(client.clone(), namespace))
+    }
 }
 
-/// steady's runtime caches: no request to read, and every write remembered.
+/// steady's runtime caches: no request to read, and every write through the context.
 struct CachedView {
-    pods: steady_runtime::Cache<Pod>,
-    services: steady_runtime::Cache<Service>,
-    caches: Option<steady_runtime::Cache<Cache>>,
+    pods: steady_runtime::ObjectCache<Pod>,
+    services: steady_runtime::ObjectCache<Service>,
+    context: Context<()>,
 }
 
 impl CachedView {
     /// The view, or the kind whose cache the controller lacks.
     fn of(ctx: &Context<OperatorContext>) -> Result<CachedView, &'static str> {
         Ok(CachedView {
-            pods: ctx.cache::<Pod>().ok_or("Pod")?,
-            services: ctx.cache::<Service>().ok_or("Service")?,
-            caches: ctx.cache::<Cache>(),
+            pods: ctx.cache::<Pod>().map_err(|_| "Pod")?,
+            services: ctx.cache::<Service>().map_err(|_| "Service")?,
+            context: ctx.with_data(Arc::new(())),
         })
     }
 }
@@ -209,31 +221,24 @@ impl View for CachedView {
         Ok(self.services.get(&ObjectKey::new(Some(namespace), name)))
     }
 
-    fn remember_pod(&self, pod: Pod) {
-        self.pods.remember(pod);
-    }
-
-    fn forget_pod(&self, key: &ObjectKey) {
-        self.pods.forget(key);
-    }
-
-    fn remember_service(&self, service: Service) {
-        self.services.remember(service);
-    }
-
-    fn remember_cache(&self, cache: Cache) {
-        if let Some(caches) = &self.caches {
-            caches.remember(cache);
-        }
+    fn api<C>(&self, _client: &Client, namespace: &str) -> CachingApi<C>
+    where
+        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + fmt::Debug
+            + 'static,
+    {
+        self.context.api(namespace)
     }
 }
 
-/// The writes of one reconcile, against one namespace, remembered in the view.
-struct Writer<'a, V> {
+/// The writes of one reconcile, against one namespace, through the view.
+struct Writer<'a> {
     data: &'a OperatorContext,
-    view: &'a V,
     namespace: String,
-    pods: Api<Pod>,
+    pods: CachingApi<Pod>,
 }
 
 impl Error {
@@ -255,7 +260,7 @@ impl Error {
     }
 }
 
-impl<V: View> Writer<'_, V> {
+impl Writer<'_> {
     fn api_error(
         &self,
         action: &'static str,
@@ -272,7 +277,6 @@ impl<V: View> Writer<'_, V> {
         match self.pods.create(&PostParams::default(), pod).await {
             Ok(created) => {
                 tracing::info!(pod = %name, "created pod");
-                self.view.remember_pod(created.clone());
                 Ok(Some(created))
             }
             Err(e) if api_code(&e) == Some(409) => {
@@ -288,7 +292,6 @@ impl<V: View> Writer<'_, V> {
     /// (another pod now has the name) or 404 counts as "look again".
     async fn delete_pod(&self, pod: &Pod) -> Result<Deleted, Error> {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let key = ObjectKey::new(Some(&self.namespace), &name);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: pod.metadata.uid.clone(),
@@ -298,23 +301,14 @@ impl<V: View> Writer<'_, V> {
         };
         self.data.count_write();
         match self.pods.delete(&name, &params).await {
-            Ok(either) => {
+            Ok(terminating) => {
                 tracing::info!(pod = %name, "deleted pod");
-                match either.left() {
-                    Some(terminating) => {
-                        self.view.remember_pod(terminating.clone());
-                        Ok(Deleted::Terminating(Box::new(terminating)))
-                    }
-                    None => {
-                        self.view.forget_pod(&key);
-                        Ok(Deleted::Gone)
-                    }
-                }
+                Ok(match terminating {
+                    Some(pod) => Deleted::Terminating(Box::new(pod)),
+                    None => Deleted::Gone,
+                })
             }
-            Err(e) if api_code(&e) == Some(404) => {
-                self.view.forget_pod(&key);
-                Ok(Deleted::Gone)
-            }
+            Err(e) if api_code(&e) == Some(404) => Ok(Deleted::Gone),
             Err(e) if api_code(&e) == Some(409) => Ok(Deleted::Raced),
             Err(e) => Err(self.api_error("deleting", "Pod", &name)(e)),
         }
@@ -398,9 +392,8 @@ pub async fn reconcile_with(
     }
     let writer = Writer {
         data,
-        view,
         namespace: namespace.clone(),
-        pods: Api::namespaced(client.clone(), &namespace),
+        pods: view.api(&client, &namespace),
     };
     let hash = template_hash(&cache.spec);
     let replicas = cache.spec.replicas.max(0);
@@ -560,15 +553,13 @@ pub async fn reconcile_with(
         data.now(),
     );
     if cache.status.as_ref() != Some(&status) {
-        let api: Api<Cache> = Api::namespaced(client.clone(), &namespace);
+        let api = view.api::<Cache>(&client, &namespace);
         let patch = serde_json::json!({ "status": serde_json::to_value(&status)? });
         data.count_write();
-        let written = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map_err(writer.api_error("updating the status of", "Cache", &name))?;
         tracing::info!(cache = %name, ready = status.ready_replicas, replicas = status.replicas, "status updated");
-        view.remember_cache(written);
     }
 
     Ok(if progress.is_idle() {
@@ -589,7 +580,7 @@ async fn ensure_service(
     name: &str,
     progress: &mut Progress,
 ) -> Result<Option<(&'static str, String)>, Error> {
-    let api: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let api = view.api::<Service>(client, namespace);
     let uid = cache.meta().uid.clone().unwrap_or_default();
     let err = |action: &'static str| Error::api(action, "Service", namespace, name);
     match view.service(namespace, name).await? {
@@ -599,10 +590,7 @@ async fn ensure_service(
                 .create(&PostParams::default(), &desired_service(cache))
                 .await
             {
-                Ok(created) => {
-                    tracing::info!(service = %name, "created service");
-                    view.remember_service(created);
-                }
+                Ok(_) => tracing::info!(service = %name, "created service"),
                 Err(e) if api_code(&e) == Some(409) => progress.raced = true,
                 Err(e) => return Err(err("creating")(e)),
             }
@@ -620,10 +608,7 @@ async fn ensure_service(
             if let Some(updated) = service_update(cache, &existing) {
                 data.count_write();
                 match api.replace(name, &PostParams::default(), &updated).await {
-                    Ok(replaced) => {
-                        tracing::info!(service = %name, "updated service selector/port");
-                        view.remember_service(replaced);
-                    }
+                    Ok(_) => tracing::info!(service = %name, "updated service selector/port"),
                     Err(e) if api_code(&e) == Some(409) => progress.raced = true,
                     Err(e) => return Err(err("updating")(e)),
                 }

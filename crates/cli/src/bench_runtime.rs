@@ -86,7 +86,6 @@ async fn event_to_reconcile(updates: usize) -> anyhow::Result<(f64, f64)> {
     let recorded = seen.clone();
     let controller = Controller::new(
         api.clone(),
-        client.clone(),
         Config {
             name: "bench".into(),
             ..Config::default()

@@ -14,11 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -26,9 +28,10 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backoff::{Backoff, BackoffPolicy};
-use crate::cache::{Cache, ObjectKey};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
+use crate::object_cache::{ObjectCache, ObjectKey, Trim};
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
+use crate::write_through::CachingApi;
 
 /// What a reconcile asks for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,9 +96,32 @@ impl Default for Config {
     }
 }
 
-/// Why a controller stopped other than by shutdown.
-#[derive(Debug, thiserror::Error)]
+/// Why a controller stopped (or refused to start) other than by shutdown.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
+    /// Two sources of one kind (`owns`/`watches` twice, or of the primary kind): each kind
+    /// has one watch and one cache, so the second source's Api (namespace, selectors)
+    /// would be silently ignored.
+    #[error(
+        "{kind} has two sources (primary, owns or watches): each kind has one watch; \
+         trigger on it in several ways from one watches() mapper"
+    )]
+    DuplicateSource {
+        /// The kind added twice.
+        kind: String,
+    },
+    /// `trim` for a kind the controller neither reconciles, owns nor watches.
+    #[error("trim() for {kind}, which the controller neither reconciles, owns nor watches")]
+    TrimWithoutSource {
+        /// The Rust type trimmed.
+        kind: String,
+    },
+    /// A reconcile asked the context for the cache of a kind the controller does not watch.
+    #[error("no cache of {kind}: the controller neither reconciles, owns nor watches it")]
+    NoCache {
+        /// The kind asked for.
+        kind: String,
+    },
     /// The leader Lease was lost: another replica may be reconciling now.
     #[error("leadership was lost; stopped reconciling at once")]
     LostLeadership,
@@ -133,12 +159,47 @@ impl<T> Context<T> {
         }
     }
 
-    /// The cache of kind `C` (the primary, an owned kind or a watched kind).
-    pub fn cache<C: 'static>(&self) -> Option<Cache<C>> {
+    /// Writes of kind `C` in `namespace` that update the controller's cache of `C` (if it
+    /// watches `C`) on success, so the next reconcile reads its own writes.
+    pub fn api<C>(&self, namespace: &str) -> CachingApi<C>
+    where
+        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug
+            + 'static,
+    {
+        CachingApi::new(
+            Api::namespaced(self.client(), namespace),
+            self.cache::<C>().ok(),
+        )
+    }
+
+    /// [`api`](Self::api) for a cluster-scoped kind.
+    pub fn cluster_api<C>(&self) -> CachingApi<C>
+    where
+        C: Resource<DynamicType = (), Scope = ClusterResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug
+            + 'static,
+    {
+        CachingApi::new(Api::all(self.client()), self.cache::<C>().ok())
+    }
+
+    /// The cache of kind `C` (the primary, an owned kind or a watched kind), for a
+    /// reconciler written apart from its controller. Prefer the handle `owns`/`watches`
+    /// returned (kept in the context's data): it cannot be missing.
+    pub fn cache<C: Resource<DynamicType = ()> + 'static>(&self) -> Result<ObjectCache<C>, Error> {
         self.caches
             .get(&TypeId::of::<C>())
-            .and_then(|c| c.downcast_ref::<Cache<C>>())
+            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
             .cloned()
+            .ok_or_else(|| Error::NoCache {
+                kind: C::kind(&()).to_string(),
+            })
     }
 }
 
@@ -200,13 +261,13 @@ impl WatchBackoff {
 struct Source<C: Resource> {
     kind: String,
     api: Api<C>,
-    cache: Cache<C>,
-    mappers: Vec<Mapper<C>>,
+    watch: watcher::Config,
+    cache: ObjectCache<C>,
+    mapper: Mapper<C>,
 }
 
 trait AnySource: Send {
     fn spawn(self: Box<Self>, tx: mpsc::UnboundedSender<Message>) -> JoinHandle<()>;
-    fn as_any(&mut self) -> &mut dyn Any;
 }
 
 impl<C> AnySource for Source<C>
@@ -215,10 +276,6 @@ where
 {
     fn spawn(self: Box<Self>, tx: mpsc::UnboundedSender<Message>) -> JoinHandle<()> {
         tokio::spawn(self.run(tx))
-    }
-
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
     }
 }
 
@@ -230,18 +287,16 @@ where
     fn send(&self, tx: &mpsc::UnboundedSender<Message>, objects: &[&C]) {
         let mut sent = BTreeSet::new();
         for obj in objects {
-            for mapper in &self.mappers {
-                for (key, trigger) in mapper(obj) {
-                    if sent.insert((key.clone(), trigger.clone())) {
-                        let _ = tx.send(Message::Trigger(key, trigger, Priority::Normal));
-                    }
+            for (key, trigger) in (self.mapper)(obj) {
+                if sent.insert((key.clone(), trigger.clone())) {
+                    let _ = tx.send(Message::Trigger(key, trigger, Priority::Normal));
                 }
             }
         }
     }
 
     async fn run(self, tx: mpsc::UnboundedSender<Message>) {
-        let stream = watcher::watcher(self.api.clone(), watcher::Config::default());
+        let stream = watcher::watcher(self.api.clone(), self.watch.clone());
         futures::pin_mut!(stream);
         let mut backoff = WatchBackoff::default();
         // Keys seen by the (re)list in progress.
@@ -302,13 +357,18 @@ where
 pub struct Controller<K: Resource> {
     client: Client,
     config: Config,
-    primary: Cache<K>,
+    primary: ObjectCache<K>,
     sources: BTreeMap<TypeId, Box<dyn AnySource>>,
     caches: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
     metrics: Option<Metrics>,
     health: Option<Health>,
     leader: Option<watch::Receiver<bool>>,
     observer: Option<Observer>,
+    /// Trims of kinds not watched (yet): the type's name (for the error if it never is)
+    /// and its `Trim<C>`.
+    pending_trims: BTreeMap<TypeId, (String, Box<dyn Any + Send + Sync>)>,
+    /// The first reason `run` must refuse to start.
+    invalid: Option<Error>,
 }
 
 /// Called as each reconcile starts, with its key and why it runs (demos, traces, tests).
@@ -318,56 +378,90 @@ impl<K> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    /// Reconcile the objects `api` lists (all namespaces or one).
-    pub fn new(api: Api<K>, client: Client, config: Config) -> Self {
+    /// Reconcile the objects `api` lists (all namespaces or one). Reconcilers write with
+    /// `api`'s client ([`Context::client`]).
+    pub fn new(api: Api<K>, config: Config) -> Self {
         let mut controller = Controller {
-            client,
+            client: api.clone().into_client(),
             config,
-            primary: Cache::default(),
+            primary: ObjectCache::default(),
             sources: BTreeMap::new(),
             caches: BTreeMap::new(),
             metrics: None,
             health: None,
             leader: None,
             observer: None,
+            pending_trims: BTreeMap::new(),
+            invalid: None,
         };
         let primary = controller.primary.clone();
         controller.add_source(
             api,
-            Some(primary),
+            watcher::Config::default(),
+            primary,
             Arc::new(|obj: &K| vec![(ObjectKey::of(obj), Trigger::Primary)]),
         );
         controller
     }
 
-    fn add_source<C>(&mut self, api: Api<C>, cache: Option<Cache<C>>, mapper: Mapper<C>)
+    fn add_source<C>(
+        &mut self,
+        api: Api<C>,
+        watch: watcher::Config,
+        cache: ObjectCache<C>,
+        mapper: Mapper<C>,
+    ) -> ObjectCache<C>
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         let id = TypeId::of::<C>();
-        if let Some(existing) = self.sources.get_mut(&id)
-            && let Some(source) = existing.as_any().downcast_mut::<Source<C>>()
-        {
-            source.mappers.push(mapper);
-            return;
-        }
-        let cache = cache.unwrap_or_default();
-        self.caches.insert(id, Box::new(cache.clone()));
         let kind = C::kind(&()).to_string();
+        if let Some(existing) = self
+            .caches
+            .get(&id)
+            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
+        {
+            // The second Api (its namespace, its selectors) would be ignored: refuse it.
+            self.invalid.get_or_insert(Error::DuplicateSource { kind });
+            return existing.clone();
+        }
+        if let Some(trim) = self
+            .pending_trims
+            .remove(&id)
+            .and_then(|(_, t)| t.downcast::<Trim<C>>().ok())
+        {
+            cache.set_trim(*trim);
+        }
+        self.caches.insert(id, Box::new(cache.clone()));
         self.sources.insert(
             id,
             Box::new(Source {
                 kind,
                 api,
-                cache,
-                mappers: vec![mapper],
+                watch,
+                cache: cache.clone(),
+                mapper,
             }),
         );
+        cache
+    }
+
+    /// [`owns_with`](Self::owns_with) the default watch (every object `api` lists).
+    pub fn owns<C>(&mut self, api: Api<C>) -> ObjectCache<C>
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        self.owns_with(api, watcher::Config::default())
     }
 
     /// Reconcile the owner when an object of kind `C` it controls changes: the object's
-    /// controller ownerReference (kind and apiVersion of `K`) names the key.
-    pub fn owns<C>(mut self, api: Api<C>) -> Self
+    /// controller ownerReference (kind and apiVersion of `K`) names the key. Only objects
+    /// matching `watch` (label and field selectors) are watched and cached. Returns the
+    /// cache of `C`, for the reconciler's reads.
+    ///
+    /// Each kind has one watch: a second `owns`/`watches` of `C` (or of the primary kind)
+    /// makes [`run`](Self::run) fail with [`Error::DuplicateSource`] before watching anything.
+    pub fn owns_with<C>(&mut self, api: Api<C>, watch: watcher::Config) -> ObjectCache<C>
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
@@ -397,35 +491,53 @@ where
                 })
                 .collect()
         };
-        self.add_source(api, None, Arc::new(mapper));
-        self
+        self.add_source(api, watch, ObjectCache::default(), Arc::new(mapper))
     }
 
-    /// Cache objects of kind `C` (the primary, or a kind added with `owns` or `watches`
-    /// before this call) only after `trim` has dropped what the reconciler never reads, as
-    /// client-go's informer transforms and kube-rs's `reflector(…).modify()` do. Everything
-    /// a reconcile reads of that kind from the cache, its own remembered writes included,
-    /// is trimmed. Keep what trigger mappers read (owner references, for `owns`).
-    pub fn trim<C>(self, trim: impl Fn(&mut C) + Send + Sync + 'static) -> Self
+    /// Cache objects of kind `C` (the primary, or a kind added with `owns` or `watches`,
+    /// before or after this call) only after `trim` has dropped what the reconciler never
+    /// reads, as client-go's informer transforms and kube-rs's `reflector(…).modify()` do.
+    /// Everything a reconcile reads of that kind from the cache, its own remembered writes
+    /// included, is trimmed. Keep what trigger mappers read (owner references, for `owns`).
+    /// A trim of a kind the controller never watches makes [`run`](Self::run) fail with
+    /// [`Error::TrimWithoutSource`].
+    pub fn trim<C>(&mut self, trim: impl Fn(&mut C) + Send + Sync + 'static)
     where
         C: Resource + 'static,
     {
+        let trim: Trim<C> = Arc::new(trim);
+        let id = TypeId::of::<C>();
         match self
             .caches
-            .get(&TypeId::of::<C>())
-            .and_then(|c| c.downcast_ref::<Cache<C>>())
+            .get(&id)
+            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
         {
-            Some(cache) => cache.set_trim(Arc::new(trim)),
-            None => tracing::warn!(
-                kind = std::any::type_name::<C>(),
-                "trim() for a kind this controller does not watch yet; call it after owns() or watches()"
-            ),
+            Some(cache) => cache.set_trim(trim),
+            None => {
+                let kind = std::any::type_name::<C>().to_string();
+                self.pending_trims.insert(id, (kind, Box::new(trim)));
+            }
         }
-        self
     }
 
-    /// Reconcile the keys `mapper` names when an object of kind `C` changes.
-    pub fn watches<C, F>(mut self, api: Api<C>, mapper: F) -> Self
+    /// [`watches_with`](Self::watches_with) the default watch (every object `api` lists).
+    pub fn watches<C, F>(&mut self, api: Api<C>, mapper: F) -> ObjectCache<C>
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
+    {
+        self.watches_with(api, watcher::Config::default(), mapper)
+    }
+
+    /// Reconcile the keys `mapper` names when an object of kind `C` that matches `watch`
+    /// changes. Returns the cache of `C`; a second source of one kind is an error, as for
+    /// [`owns_with`](Self::owns_with).
+    pub fn watches_with<C, F>(
+        &mut self,
+        api: Api<C>,
+        watch: watcher::Config,
+        mapper: F,
+    ) -> ObjectCache<C>
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
@@ -446,8 +558,19 @@ where
                 })
                 .collect()
         };
-        self.add_source(api, None, Arc::new(mapped));
-        self
+        self.add_source(api, watch, ObjectCache::default(), Arc::new(mapped))
+    }
+
+    /// Why [`run`](Self::run) would refuse to start (a duplicate source, a trim of a kind
+    /// never watched), checked without running.
+    pub fn validate(&self) -> Result<(), Error> {
+        if let Some(invalid) = &self.invalid {
+            return Err(invalid.clone());
+        }
+        match self.pending_trims.values().next() {
+            Some((kind, _)) => Err(Error::TrimWithoutSource { kind: kind.clone() }),
+            None => Ok(()),
+        }
     }
 
     /// Record controller-runtime's metrics here.
@@ -476,7 +599,7 @@ where
     }
 
     /// The primary kind's cache.
-    pub fn cache(&self) -> Cache<K> {
+    pub fn primary_cache(&self) -> ObjectCache<K> {
         self.primary.clone()
     }
 
@@ -494,6 +617,7 @@ where
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
+        self.validate()?;
         let Controller {
             client,
             config,
@@ -504,6 +628,7 @@ where
             health,
             mut leader,
             observer,
+            ..
         } = self;
         let context = Arc::new(Context {
             data,
@@ -672,7 +797,7 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
     fn start<K, T, R, Fut>(
         &mut self,
         popped: Popped<ObjectKey>,
-        primary: &Cache<K>,
+        primary: &ObjectCache<K>,
         reconcile: &R,
         context: &Arc<Context<T>>,
     ) where

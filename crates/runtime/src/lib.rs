@@ -9,10 +9,19 @@
 //!
 //! For every ConfigMap, keep a Secret `<name>-copy` holding the same data. The reconciler
 //! reads the desired state (the ConfigMap) and the actual state (the Secret, from the
-//! runtime's cache), writes only when they differ, and remembers its write so its next
-//! read sees it. The Secret is *owned* (controller ownerReference), so deleting it — or
-//! the ConfigMap — triggers the right reconcile; the garbage collector removes copies of
-//! deleted ConfigMaps.
+//! runtime's cache) and writes only when they differ. The Secret is *owned* (controller
+//! ownerReference), so deleting it — or the ConfigMap — triggers the right reconcile; the
+//! garbage collector removes copies of deleted ConfigMaps.
+//!
+//! - `owns_with` returns the typed handle of the Secrets' cache, which the reconciler gets
+//!   as its data: no lookup that could find nothing at reconcile time. Its
+//!   `watcher::Config` narrows the watch (and the cache) to labelled copies; `owns` watches
+//!   every Secret.
+//! - Writes go through [`Context::api`], which puts what the server returned into the
+//!   cache, so the next reconcile reads its own write even before the watch event arrives.
+//! - Each kind has one source: a second `owns`/`watches` of one kind, or a `trim` of a
+//!   kind never watched, makes `run` fail at start ([`Controller::validate`] says so
+//!   earlier).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -22,13 +31,17 @@
 //! use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 //! use k8s_openapi::ByteString;
 //! use kube::api::{Api, PostParams};
-//! use steady_runtime::{Action, Config, Context, Controller, ObjectKey};
+//! use kube::runtime::watcher;
+//! use steady_runtime::{Action, Config, Context, Controller, ObjectCache, ObjectKey};
 //!
 //! #[derive(Debug, thiserror::Error)]
 //! #[error(transparent)]
 //! struct Error(#[from] kube::Error);
 //!
-//! async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context<()>>) -> Result<Action, Error> {
+//! async fn reconcile(
+//!     cm: Arc<ConfigMap>,
+//!     ctx: Arc<Context<ObjectCache<Secret>>>,
+//! ) -> Result<Action, Error> {
 //!     let ns = cm.metadata.namespace.clone().unwrap_or_default();
 //!     let name = format!("{}-copy", cm.metadata.name.clone().unwrap_or_default());
 //!     let want: std::collections::BTreeMap<String, ByteString> = cm
@@ -37,13 +50,15 @@
 //!         .flatten()
 //!         .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
 //!         .collect();
-//!     let secrets = ctx.cache::<Secret>().expect("the controller owns Secrets");
+//!     let secrets = ctx.data();
 //!     let have = secrets.get(&ObjectKey::new(Some(&ns), &name));
 //!     if have.as_ref().and_then(|s| s.data.as_ref()) == Some(&want) {
 //!         return Ok(Action::done()); // the fixed point: no write at all
 //!     }
 //!     let mut secret = Secret::default();
 //!     secret.metadata.name = Some(name.clone());
+//!     secret.metadata.labels =
+//!         Some([("app.kubernetes.io/managed-by".to_string(), "copier".to_string())].into());
 //!     secret.metadata.owner_references = Some(vec![OwnerReference {
 //!         api_version: "v1".into(),
 //!         kind: "ConfigMap".into(),
@@ -53,15 +68,14 @@
 //!         block_owner_deletion: Some(true),
 //!     }]);
 //!     secret.data = Some(want);
-//!     let api: Api<Secret> = Api::namespaced(ctx.client(), &ns);
-//!     let written = match have {
+//!     let api = ctx.api::<Secret>(&ns); // successful writes update the cache
+//!     match have {
 //!         None => api.create(&PostParams::default(), &secret).await?,
 //!         Some(existing) => {
 //!             secret.metadata.resource_version = existing.metadata.resource_version.clone();
 //!             api.replace(&name, &PostParams::default(), &secret).await?
 //!         }
 //!     };
-//!     secrets.remember(written); // read-your-own-writes
 //!     Ok(Action::done())
 //! }
 //!
@@ -72,10 +86,12 @@
 //! let server = steady_apiserver::ApiServer::start(store, Default::default()).await?;
 //! let client = server.client();
 //!
-//! let controller = Controller::new(Api::<ConfigMap>::all(client.clone()), client.clone(), Config::default())
-//!     .owns(Api::<Secret>::all(client.clone()));
+//! let mut controller = Controller::new(Api::<ConfigMap>::all(client.clone()), Config::default());
+//! // Only Secrets labelled as copies are watched and cached (`owns` watches them all).
+//! let copies = watcher::Config::default().labels("app.kubernetes.io/managed-by=copier");
+//! let secrets = controller.owns_with(Api::<Secret>::all(client.clone()), copies);
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-//! let running = tokio::spawn(controller.run(reconcile, Arc::new(()), async move {
+//! let running = tokio::spawn(controller.run(reconcile, Arc::new(secrets), async move {
 //!     let _ = stopped.await;
 //! }));
 //!
@@ -101,15 +117,17 @@
 #![deny(missing_docs)]
 
 pub mod backoff;
-pub mod cache;
 pub mod conditions;
 pub mod controller;
 pub mod events;
 pub mod finalizer;
 pub mod leader;
 pub mod metrics;
+pub mod object_cache;
 pub mod queue;
+pub mod write_through;
 
-pub use cache::{Cache, ObjectKey};
 pub use controller::{Action, Config, Context, Controller, Error};
+pub use object_cache::{ObjectCache, ObjectKey};
 pub use queue::Trigger;
+pub use write_through::CachingApi;

@@ -145,7 +145,7 @@ where
     Fut: std::future::Future<Output = Result<Action, String>> + Send + 'static,
 {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let controller = Controller::new(api, client.clone(), config);
+    let controller = Controller::new(api, config);
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(controller.run(reconcile, Arc::new(()), async move {
         let _ = stop_rx.await;
@@ -451,7 +451,8 @@ async fn deleting_an_owned_object_triggers_its_owner() {
     let log = Arc::new(Log::default());
     let l = log.clone();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let controller = Controller::new(api, client.clone(), config("owns")).owns(secrets.clone());
+    let mut controller = Controller::new(api, config("owns"));
+    controller.owns(secrets.clone());
     let (_stop_tx, stop_rx) = oneshot::channel::<()>();
     tokio::spawn(controller.run(
         move |cm: Arc<ConfigMap>, ctx: Arc<Context<()>>| {
@@ -567,7 +568,7 @@ async fn copy_reconcile(
     let name = format!("{}-copy", cm.metadata.name.clone().unwrap_or_default());
     let want: BTreeMap<String, String> = cm.data.clone().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client(), "default");
-    let cache = ctx.cache::<Secret>().ok_or("no secret cache")?;
+    let cache = ctx.cache::<Secret>().map_err(|e| e.to_string())?;
     let have = cache.get(&ObjectKey::new(Some("default"), &name));
     let current = have
         .as_ref()
@@ -623,7 +624,8 @@ async fn a_cold_restart_on_a_converged_world_makes_zero_writes() {
     let run = |writes: Arc<Mutex<u32>>| {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
         let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
-        let controller = Controller::new(api, client.clone(), config("copy")).owns(secrets);
+        let mut controller = Controller::new(api, config("copy"));
+        controller.owns(secrets);
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let handle = tokio::spawn(controller.run(copy_reconcile, writes, async move {
             let _ = stop_rx.await;
@@ -725,7 +727,7 @@ async fn metrics_and_probes_report_controller_runtime_series() {
     );
     assert_eq!(status_of("/healthz").await, 200);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let controller = Controller::new(api, client.clone(), config("metered"))
+    let controller = Controller::new(api, config("metered"))
         .with_metrics(metrics.clone())
         .with_health(health.clone());
     let (_stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -802,8 +804,7 @@ async fn only_the_leader_reconciles_and_a_successor_takes_over_on_release() {
             LeaderElectionConfig::new("default", "cm-controller", format!("replica-{i}")),
         );
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-        let controller = Controller::new(api, client.clone(), config("elected"))
-            .with_leader(elector.subscribe());
+        let controller = Controller::new(api, config("elected")).with_leader(elector.subscribe());
         let l = log.clone();
         handles.push(tokio::spawn(controller.run(
             move |cm: Arc<ConfigMap>, _ctx: Arc<Context<()>>| {
@@ -897,17 +898,15 @@ async fn a_mapped_watch_triggers_the_keys_its_mapper_names() {
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     // A Secret labelled `target: <name>` concerns the ConfigMap of that name.
-    let controller = Controller::new(configmaps, client.clone(), config("mapped")).watches(
-        secrets.clone(),
-        |s: &Secret| {
-            s.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("target"))
-                .map(|t| vec![ObjectKey::new(Some("default"), t)])
-                .unwrap_or_default()
-        },
-    );
+    let mut controller = Controller::new(configmaps, config("mapped"));
+    controller.watches(secrets.clone(), |s: &Secret| {
+        s.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("target"))
+            .map(|t| vec![ObjectKey::new(Some("default"), t)])
+            .unwrap_or_default()
+    });
     let (_stop_tx, stop_rx) = oneshot::channel::<()>();
     tokio::spawn(controller.run(
         move |cm: Arc<ConfigMap>, _ctx: Arc<Context<()>>| {

@@ -251,7 +251,7 @@ impl World {
     /// From the runtime's Pod cache.
     fn observe(cache: &Cache, ctx: &Ctx) -> Outcome<World> {
         let uid = cache.metadata.uid.clone().unwrap_or_default();
-        let pod_cache = ctx.cache::<Pod>().ok_or("no Pod cache")?;
+        let pod_cache = ctx.cache::<Pod>().map_err(|e| e.to_string())?;
         World::of(cache, pod_cache.owned_by(&uid))
     }
 
@@ -356,7 +356,7 @@ async fn delete_pod(ctx: &Ctx, namespace: &str, pod: &Pod) -> Outcome<()> {
 
 async fn ensure_service(cache: &Cache, ctx: &Ctx) -> Outcome<()> {
     let (name, namespace) = names(cache)?;
-    let services = ctx.cache::<Service>().ok_or("no Service cache")?;
+    let services = ctx.cache::<Service>().map_err(|e| e.to_string())?;
     if services
         .get(&ObjectKey::new(Some(&namespace), &name))
         .is_some()
@@ -461,7 +461,7 @@ async fn report_status(cache: &Cache, ctx: &Ctx) -> Outcome<()> {
         .patch_status(&world.name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map_err(|e| format!("writing status: {e}"))?;
-    if let Some(primary) = ctx.cache::<Cache>() {
+    if let Ok(primary) = ctx.cache::<Cache>() {
         primary.remember(written);
     }
     Ok(())
@@ -490,7 +490,7 @@ async fn write_record(ctx: &Ctx, world: &World, record: &BTreeSet<String>) -> Ou
         .patch(&world.name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map_err(|e| format!("recording created pods: {e}"))?;
-    if let Some(primary) = ctx.cache::<Cache>() {
+    if let Ok(primary) = ctx.cache::<Cache>() {
         primary.remember(written);
     }
     Ok(())

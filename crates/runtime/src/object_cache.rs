@@ -1,8 +1,13 @@
-//! Caches: one per watched kind, fed by its watch, read by reconcilers.
+//! Object caches: one per watched kind, fed by its watch, read by reconcilers.
+//!
+//! [`ObjectCache`] plays the part of kube-runtime's reflector `Store` and
+//! controller-runtime's informer cache. It is not called `Cache` (that is the Cache custom
+//! resource, `steady_cache_operator::Cache`) nor `Store` (that is the embedded API server's
+//! storage, `steady_store::Store`, which tests and the simulator import beside the runtime).
 //!
 //! Objects are kept in key order (namespace, name) and indexed by owner uid, so
 //! "the pods this Cache owns" is a lookup, not a scan. A reconciler's own writes can be
-//! remembered ([`Cache::remember`]) so its next read sees them before the watch event
+//! remembered ([`ObjectCache::remember`]) so its next read sees them before the watch event
 //! arrives (read-your-own-writes); a watch event never replaces a newer remembered state.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,22 +62,23 @@ struct Inner<K> {
     trim: Option<Trim<K>>,
 }
 
-/// A shared, cheaply cloned cache of one kind.
-pub struct Cache<K> {
+/// A shared, cheaply cloned cache of the objects of one kind, as its watch last saw them
+/// plus the reconciler's remembered writes.
+pub struct ObjectCache<K> {
     inner: Arc<RwLock<Inner<K>>>,
 }
 
-impl<K> Clone for Cache<K> {
+impl<K> Clone for ObjectCache<K> {
     fn clone(&self) -> Self {
-        Cache {
+        ObjectCache {
             inner: self.inner.clone(),
         }
     }
 }
 
-impl<K: Resource> Default for Cache<K> {
+impl<K: Resource> Default for ObjectCache<K> {
     fn default() -> Self {
-        Cache {
+        ObjectCache {
             inner: Arc::new(RwLock::new(Inner {
                 objects: BTreeMap::new(),
                 by_owner: BTreeMap::new(),
@@ -102,7 +108,7 @@ fn owner_uids<K: Resource>(obj: &K) -> impl Iterator<Item = &str> {
         .map(|r| r.uid.as_str())
 }
 
-impl<K: Resource> Cache<K> {
+impl<K: Resource> ObjectCache<K> {
     fn read(&self) -> RwLockReadGuard<'_, Inner<K>> {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -291,7 +297,7 @@ mod tests {
 
     #[test]
     fn remembered_writes_are_not_overwritten_by_older_events() {
-        let cache = Cache::<ConfigMap>::default();
+        let cache = ObjectCache::<ConfigMap>::default();
         cache.remember(cm("a", "10", None));
         assert_eq!(cache.apply(cm("a", "9", None)), Err(Stale));
         let key = ObjectKey::new(Some("ns"), "a");
@@ -307,7 +313,7 @@ mod tests {
 
     #[test]
     fn trimmed_objects_are_cached_without_what_was_trimmed() {
-        let cache = Cache::<ConfigMap>::default();
+        let cache = ObjectCache::<ConfigMap>::default();
         cache.set_trim(Arc::new(|cm: &mut ConfigMap| cm.data = None));
         let mut full = cm("a", "1", Some("o1"));
         full.data = Some([("big".to_string(), "x".repeat(1000))].into());
@@ -323,7 +329,7 @@ mod tests {
 
     #[test]
     fn owner_index_follows_updates_and_deletes() {
-        let cache = Cache::<ConfigMap>::default();
+        let cache = ObjectCache::<ConfigMap>::default();
         cache.apply(cm("a", "1", Some("o1"))).ok();
         cache.apply(cm("b", "2", Some("o1"))).ok();
         assert_eq!(cache.owned_by("o1").len(), 2);
@@ -335,7 +341,7 @@ mod tests {
     }
 
     /// A whole list, as the watch delivers it.
-    fn relist(cache: &Cache<ConfigMap>, objects: Vec<ConfigMap>) -> Vec<Arc<ConfigMap>> {
+    fn relist(cache: &ObjectCache<ConfigMap>, objects: Vec<ConfigMap>) -> Vec<Arc<ConfigMap>> {
         let listed: BTreeSet<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
         let mut changed: Vec<Arc<ConfigMap>> = objects
             .into_iter()
@@ -347,7 +353,7 @@ mod tests {
 
     #[test]
     fn a_relist_reports_every_difference_and_keeps_unchanged_copies() {
-        let cache = Cache::<ConfigMap>::default();
+        let cache = ObjectCache::<ConfigMap>::default();
         relist(
             &cache,
             vec![
@@ -382,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_relist_does_not_undo_a_newer_remembered_write() {
-        let cache = Cache::<ConfigMap>::default();
+        let cache = ObjectCache::<ConfigMap>::default();
         relist(&cache, vec![cm("a", "1", None)]);
         cache.remember(cm("a", "5", None));
         relist(&cache, vec![cm("a", "4", None)]);

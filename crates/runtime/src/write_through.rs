@@ -1,0 +1,125 @@
+//! Writes that update the controller's cache on success (read-your-own-writes without
+//! bookkeeping).
+//!
+//! A reconcile that writes through [`crate::Context::api`] sees its write in the cache of
+//! that kind as soon as the call returns, before the watch event arrives: the next
+//! reconcile cannot act on the older state and write again. controller-runtime leaves
+//! this to the author (its cache lags its client); kube-runtime too (its `Store` is
+//! read-only).
+
+use std::fmt::Debug;
+
+use kube::Resource;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::object_cache::{ObjectCache, ObjectKey};
+
+/// An [`Api`] whose successful writes update the controller's cache of `C`, if it has one
+/// (the primary kind, an owned or a watched kind); reads go to the cache handle instead.
+///
+/// The cache keeps what a write returned until a newer state arrives from the watch. Write
+/// through this only objects the kind's watch would see: an object its selectors exclude
+/// stays cached (as written) because no watch event will ever replace or remove it.
+pub struct CachingApi<C> {
+    api: Api<C>,
+    cache: Option<ObjectCache<C>>,
+}
+
+/// Writes that update no cache: for a reconciler shared with a runtime that has none.
+impl<C> From<Api<C>> for CachingApi<C> {
+    fn from(api: Api<C>) -> Self {
+        CachingApi { api, cache: None }
+    }
+}
+
+impl<C> CachingApi<C>
+where
+    C: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    pub(crate) fn new(api: Api<C>, cache: Option<ObjectCache<C>>) -> Self {
+        CachingApi { api, cache }
+    }
+
+    /// The plain `Api`, for calls whose results are not cached (get, list, subresources).
+    pub fn inner(&self) -> &Api<C> {
+        &self.api
+    }
+
+    fn remember(&self, written: &C) {
+        if let Some(cache) = &self.cache {
+            cache.remember(written.clone());
+        }
+    }
+
+    fn forget(&self, name: &str) {
+        if let Some(cache) = &self.cache {
+            let namespace = self.api.namespace();
+            cache.forget(&ObjectKey::new(namespace, name));
+        }
+    }
+
+    /// Create `obj`; the created object is cached.
+    pub async fn create(&self, pp: &PostParams, obj: &C) -> Result<C, kube::Error> {
+        let created = self.api.create(pp, obj).await?;
+        self.remember(&created);
+        Ok(created)
+    }
+
+    /// Replace the object `name` with `obj`; the stored result is cached.
+    pub async fn replace(&self, name: &str, pp: &PostParams, obj: &C) -> Result<C, kube::Error> {
+        let replaced = self.api.replace(name, pp, obj).await?;
+        self.remember(&replaced);
+        Ok(replaced)
+    }
+
+    /// Patch the object `name`; the patched object is cached.
+    pub async fn patch<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<C, kube::Error> {
+        let patched = self.api.patch(name, pp, patch).await?;
+        self.remember(&patched);
+        Ok(patched)
+    }
+
+    /// Patch the status of the object `name`; the patched object is cached.
+    pub async fn patch_status<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<C, kube::Error> {
+        let patched = self.api.patch_status(name, pp, patch).await?;
+        self.remember(&patched);
+        Ok(patched)
+    }
+
+    /// Delete the object `name`. `Ok(Some(obj))`: it is terminating (finalizers or a grace
+    /// period keep it, and `obj` carries its deletionTimestamp), so `obj` is cached — it
+    /// still exists, e.g. a terminating pod still holds its name. `Ok(None)`: it is gone,
+    /// and is forgotten. A 404 forgets it too (someone else deleted it first) and is
+    /// returned as the error it is.
+    pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Option<C>, kube::Error> {
+        match self.api.delete(name, dp).await {
+            Ok(deleted) => match deleted.left() {
+                Some(terminating) if terminating.meta().deletion_timestamp.is_some() => {
+                    self.remember(&terminating);
+                    Ok(Some(terminating))
+                }
+                _ => {
+                    self.forget(name);
+                    Ok(None)
+                }
+            },
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                self.forget(name);
+                Err(kube::Error::Api(status))
+            }
+            Err(error) => Err(error),
+        }
+    }
+}

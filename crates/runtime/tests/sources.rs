@@ -1,0 +1,296 @@
+//! How a controller's sources are declared: typed cache handles, selectors on owned kinds,
+//! one source per kind, and `trim` in any order. steady's in-process API server, a paused
+//! clock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde_json::json;
+use steady_runtime::{Action, Config, Context, Controller, Error, ObjectCache, ObjectKey};
+
+async fn client() -> (steady_apiserver::ApiServer, Client) {
+    let store = steady_store::Store::in_memory(Default::default())
+        .await
+        .expect("store");
+    let server = steady_apiserver::ApiServer::start(store, Default::default())
+        .await
+        .expect("server");
+    let client = server.client();
+    (server, client)
+}
+
+fn config() -> Config {
+    Config {
+        name: "sources".into(),
+        concurrency: 1,
+        resync_period: None,
+        seed: Some(1),
+        ..Config::default()
+    }
+}
+
+fn configmaps(client: &Client) -> Api<ConfigMap> {
+    Api::namespaced(client.clone(), "default")
+}
+
+fn secrets(client: &Client) -> Api<Secret> {
+    Api::namespaced(client.clone(), "default")
+}
+
+/// A Secret `name` labelled `app=<app>`, controlled by `owner`, holding `v=<value>`.
+fn owned_secret(name: &str, app: &str, owner: &ConfigMap, value: &str) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "labels": {"app": app},
+            "ownerReferences": [{
+                "apiVersion": "v1",
+                "kind": ConfigMap::kind(&()),
+                "name": owner.metadata.name,
+                "uid": owner.metadata.uid,
+                "controller": true,
+            }],
+        },
+        "stringData": {"v": value},
+    }))
+    .expect("secret")
+}
+
+fn names<K: Resource>(objects: &[Arc<K>]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|o| o.meta().name.clone().unwrap_or_default())
+        .collect()
+}
+
+/// `run` must refuse at once: it never waits for this shutdown.
+async fn start_error(controller: Controller<ConfigMap>) -> Error {
+    let run = controller.run(
+        |_: Arc<ConfigMap>, _: Arc<Context<()>>| async { Ok::<_, String>(Action::done()) },
+        Arc::new(()),
+        std::future::pending(),
+    );
+    match tokio::time::timeout(Duration::from_secs(60), run).await {
+        Ok(Err(error)) => error,
+        Ok(Ok(())) => panic!("run stopped without an error"),
+        Err(_) => panic!("run started instead of refusing"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_source_of_one_kind_is_an_error_at_start() {
+    let (_server, client) = client().await;
+    let mut controller = Controller::new(configmaps(&client), config());
+    let first = controller.owns(secrets(&client));
+    // Another namespace: merged into the first watch, this Api would be silently ignored.
+    let second = controller.watches(Api::<Secret>::namespaced(client.clone(), "other"), |_| {
+        Vec::new()
+    });
+    first.remember(owned_secret("s", "web", &ConfigMap::default(), "1"));
+    assert_eq!(second.len(), 1, "both handles are the one cache of Secrets");
+    assert!(matches!(
+        controller.validate(),
+        Err(Error::DuplicateSource { kind }) if kind == "Secret"
+    ));
+    let error = start_error(controller).await;
+    assert!(matches!(&error, Error::DuplicateSource { kind } if kind == "Secret"));
+    assert!(
+        error.to_string().contains("Secret has two sources"),
+        "{error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn owning_the_primary_kind_is_a_duplicate_source() {
+    let (_server, client) = client().await;
+    let mut controller = Controller::new(configmaps(&client), config());
+    controller.owns(configmaps(&client));
+    let error = start_error(controller).await;
+    assert!(matches!(&error, Error::DuplicateSource { kind } if kind == "ConfigMap"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trim_of_a_kind_never_watched_is_an_error_at_start() {
+    let (_server, client) = client().await;
+    let mut controller = Controller::new(configmaps(&client), config());
+    controller.trim(|s: &mut Secret| s.data = None);
+    assert!(controller.validate().is_err());
+    let error = start_error(controller).await;
+    assert!(
+        matches!(&error, Error::TrimWithoutSource { kind } if kind.ends_with("Secret")),
+        "{error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trim_before_its_owns_still_applies() {
+    let (_server, client) = client().await;
+    let owner = configmaps(&client)
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("owner".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("owner");
+    secrets(&client)
+        .create(
+            &PostParams::default(),
+            &owned_secret("s", "web", &owner, "secret"),
+        )
+        .await
+        .expect("secret");
+    let mut controller = Controller::new(configmaps(&client), config());
+    controller.trim(|s: &mut Secret| s.data = None);
+    let cache = controller.owns(secrets(&client));
+    assert!(controller.validate().is_ok());
+    let running = tokio::spawn(controller.run(
+        |_: Arc<ConfigMap>, _: Arc<Context<()>>| async { Ok::<_, String>(Action::done()) },
+        Arc::new(()),
+        std::future::pending(),
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let cached = cache
+        .get(&ObjectKey::new(Some("default"), "s"))
+        .expect("the secret is cached");
+    assert_eq!(cached.data, None, "cached trimmed");
+    running.abort();
+}
+
+/// What each reconcile of the owner saw through its typed handle.
+type Seen = Mutex<Vec<Vec<String>>>;
+
+struct Data {
+    secrets: ObjectCache<Secret>,
+    seen: Seen,
+}
+
+async fn record_owned(cm: Arc<ConfigMap>, ctx: Arc<Context<Data>>) -> Result<Action, String> {
+    let uid = cm.metadata.uid.clone().unwrap_or_default();
+    let owned = names(&ctx.data().secrets.owned_by(&uid));
+    ctx.data()
+        .seen
+        .lock()
+        .map_err(|e| e.to_string())?
+        .push(owned);
+    Ok(Action::done())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_selector_filtered_owns_sees_and_triggers_on_matching_objects_only() {
+    let (_server, client) = client().await;
+    let owner = configmaps(&client)
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("owner".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("owner");
+    for (name, app) in [("web-config", "web"), ("db-config", "db")] {
+        secrets(&client)
+            .create(
+                &PostParams::default(),
+                &owned_secret(name, app, &owner, "1"),
+            )
+            .await
+            .expect("secret");
+    }
+    let mut controller = Controller::new(configmaps(&client), config());
+    let handle = controller.owns_with(
+        secrets(&client),
+        watcher::Config::default().labels("app=web"),
+    );
+    let data = Arc::new(Data {
+        secrets: handle.clone(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let running = tokio::spawn(controller.run(record_owned, data.clone(), std::future::pending()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        names(&handle.list()),
+        ["web-config"],
+        "only matching objects are cached"
+    );
+    let seen = || data.seen.lock().expect("seen").clone();
+    assert_eq!(seen(), [["web-config"]], "the reconciler reads the handle");
+
+    let change = |value: &str| Patch::Merge(json!({"stringData": {"v": value}}));
+    secrets(&client)
+        .patch("db-config", &PatchParams::default(), &change("2"))
+        .await
+        .expect("patch db");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        seen().len(),
+        1,
+        "a non-matching owned object does not trigger"
+    );
+
+    secrets(&client)
+        .patch("web-config", &PatchParams::default(), &change("2"))
+        .await
+        .expect("patch web");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(seen().len(), 2, "a matching owned object does");
+    running.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_context_names_a_kind_it_has_no_cache_of() {
+    let (_server, client) = client().await;
+    let controller = Controller::new(configmaps(&client), config());
+    configmaps(&client)
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("cm".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("configmap");
+    let answers: Arc<Mutex<BTreeMap<&'static str, String>>> = Arc::default();
+    let record = answers.clone();
+    let running = tokio::spawn(controller.run(
+        move |_: Arc<ConfigMap>, ctx: Arc<Context<()>>| {
+            let record = record.clone();
+            async move {
+                let mut answers = record.lock().map_err(|e| e.to_string())?;
+                let primary = ctx.cache::<ConfigMap>().map(|c| c.len().to_string());
+                answers.insert("ConfigMap", primary.unwrap_or_else(|e| e.to_string()));
+                let secrets = ctx.cache::<Secret>().map(|c| c.len().to_string());
+                answers.insert("Secret", secrets.unwrap_or_else(|e| e.to_string()));
+                Ok::<_, String>(Action::done())
+            }
+        },
+        Arc::new(()),
+        std::future::pending(),
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let answers = answers.lock().expect("answers").clone();
+    assert_eq!(answers["ConfigMap"], "1");
+    assert!(
+        answers["Secret"].contains("no cache of Secret"),
+        "{answers:?}"
+    );
+    running.abort();
+}

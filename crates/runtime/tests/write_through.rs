@@ -1,0 +1,147 @@
+//! Writes through `Context::api` update the controller's cache as they return, so a
+//! reconcile reads its own writes without remember/forget. steady's in-process API server
+//! on a paused clock, behind a client whose watch requests never get an answer: the
+//! caches hold the initial list and nothing else, so only the writes can update them.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use steady_runtime::{Action, Config, Context, Controller, ObjectCache, ObjectKey};
+use tower::ServiceExt;
+
+/// A client of a fresh server on which lists work and watches hang.
+async fn client_without_watch_events() -> (steady_apiserver::ApiServer, Client) {
+    let store = steady_store::Store::in_memory(Default::default())
+        .await
+        .expect("store");
+    let server = steady_apiserver::ApiServer::start(store, Default::default())
+        .await
+        .expect("server");
+    let router = server.router();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let router = router.clone();
+        async move {
+            let watch = request
+                .uri()
+                .query()
+                .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+            if watch {
+                std::future::pending::<()>().await;
+            }
+            router.oneshot(request.map(axum::body::Body::new)).await
+        }
+    });
+    (server, Client::new(service, "default"))
+}
+
+struct Data {
+    secrets: ObjectCache<Secret>,
+    /// What the cache held right after each write: (step, the secret's value if cached).
+    seen: Mutex<Vec<(&'static str, Option<String>)>>,
+}
+
+fn value(cache: &ObjectCache<Secret>) -> Option<String> {
+    let secret = cache.get(&ObjectKey::new(Some("default"), "written"))?;
+    let from_string = secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get("v").cloned());
+    let from_data = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("v"))
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned());
+    Some(from_string.or(from_data).unwrap_or_default())
+}
+
+async fn write_patch_delete(_: Arc<ConfigMap>, ctx: Arc<Context<Data>>) -> Result<Action, String> {
+    let api = ctx.api::<Secret>("default");
+    let record = |step| {
+        let now = value(&ctx.data().secrets);
+        ctx.data().seen.lock().map(|mut s| s.push((step, now)))
+    };
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "written"}, "stringData": {"v": "1"}}))
+            .map_err(|e| e.to_string())?;
+    api.create(&PostParams::default(), &secret)
+        .await
+        .map_err(|e| e.to_string())?;
+    record("created").map_err(|e| e.to_string())?;
+    let patch = Patch::Merge(json!({"stringData": {"v": "2"}}));
+    api.patch("written", &PatchParams::default(), &patch)
+        .await
+        .map_err(|e| e.to_string())?;
+    record("patched").map_err(|e| e.to_string())?;
+    api.delete("written", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    record("deleted").map_err(|e| e.to_string())?;
+    let kept: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "written", "finalizers": ["example.com/keep"]},
+        "stringData": {"v": "3"},
+    }))
+    .map_err(|e| e.to_string())?;
+    api.create(&PostParams::default(), &kept)
+        .await
+        .map_err(|e| e.to_string())?;
+    api.delete("written", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    record("terminating").map_err(|e| e.to_string())?;
+    let marked = ctx
+        .data()
+        .secrets
+        .get(&ObjectKey::new(Some("default"), "written"))
+        .map(|s| s.metadata.deletion_timestamp.is_some().to_string());
+    ctx.data()
+        .seen
+        .lock()
+        .map(|mut s| s.push(("has a deletionTimestamp", marked)))
+        .map_err(|e| e.to_string())?;
+    Ok(Action::done())
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_through_the_context_are_read_back_at_once() {
+    let (_server, client) = client_without_watch_events().await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut trigger = ConfigMap::default();
+    trigger.metadata.name = Some("trigger".into());
+    configmaps
+        .create(&PostParams::default(), &trigger)
+        .await
+        .expect("configmap");
+    let config = Config {
+        concurrency: 1,
+        resync_period: None,
+        seed: Some(3),
+        ..Config::default()
+    };
+    let mut controller = Controller::new(configmaps, config);
+    let secrets = controller.watches(Api::<Secret>::namespaced(client.clone(), "default"), |_| {
+        Vec::new()
+    });
+    let data = Arc::new(Data {
+        secrets,
+        seen: Mutex::new(Vec::new()),
+    });
+    let running =
+        tokio::spawn(controller.run(write_patch_delete, data.clone(), std::future::pending()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = data.seen.lock().expect("seen").clone();
+    assert_eq!(
+        seen,
+        [
+            ("created", Some("1".to_string())),
+            ("patched", Some("2".to_string())),
+            ("deleted", None),
+            ("terminating", Some("3".to_string())),
+            ("has a deletionTimestamp", Some("true".to_string())),
+        ]
+    );
+    running.abort();
+}
