@@ -8,6 +8,8 @@ use std::time::Duration;
 use axum::body::Body;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 use steady_apiserver::{ApiServer, Config};
 use tower::ServiceExt;
@@ -99,4 +101,81 @@ pub async fn raw(
         headers: parts.headers,
         body,
     }
+}
+
+pub const JSON: Option<&str> = Some("application/json");
+pub const MERGE_PATCH: Option<&str> = Some("application/merge-patch+json");
+
+/// A request a test sends raw and expects refused.
+pub struct Write {
+    pub method: &'static str,
+    pub uri: String,
+    pub content_type: Option<&'static str>,
+    pub body: String,
+}
+
+pub fn write(
+    method: &'static str,
+    uri: impl Into<String>,
+    content_type: Option<&'static str>,
+    body: impl Into<String>,
+) -> Write {
+    Write {
+        method,
+        uri: uri.into(),
+        content_type,
+        body: body.into(),
+    }
+}
+
+/// Send a write that must be rejected; check its Status and that nothing was written.
+pub async fn rejected(server: &ApiServer, request: Write, code: u16, reason: &str) -> Value {
+    let Write {
+        method,
+        uri,
+        content_type,
+        body,
+    } = request;
+    let before = server.store().revision();
+    let status = raw(server, method, &uri, content_type, body)
+        .await
+        .assert_status(code, reason);
+    assert_eq!(
+        server.store().revision(),
+        before,
+        "{method} {uri} was rejected but changed the store"
+    );
+    status
+}
+
+/// [`rejected`] for each request, all refused with the same code and reason.
+pub async fn all_rejected(
+    server: &ApiServer,
+    requests: impl IntoIterator<Item = Write>,
+    code: u16,
+    reason: &str,
+) {
+    for request in requests {
+        rejected(server, request, code, reason).await;
+    }
+}
+
+/// Install a namespaced `widgets.example.steady.dev` (kind Widget, version v1) whose objects
+/// follow `schema`.
+pub async fn install_widgets(server: &ApiServer, schema: Value) {
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.steady.dev"},
+        "spec": {
+            "group": "example.steady.dev", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema}}],
+        },
+    }))
+    .expect("CRD");
+    Api::<CustomResourceDefinition>::all(server.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("CRD created");
 }
