@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{api_code, eventually, server};
+use common::{api_code, clear_finalizers, eventually, server};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
@@ -494,13 +494,7 @@ async fn deleting_the_crd_removes_its_objects_and_the_kind() {
     let crd = crds.get("widgets.example.steady.dev").await.unwrap();
     assert!(crd.metadata.deletion_timestamp.is_some(), "CRD waits");
 
-    api.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    clear_finalizers(&api, "held").await;
     eventually("the CRD is gone", || async {
         crds.get_opt("widgets.example.steady.dev")
             .await

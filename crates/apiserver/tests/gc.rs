@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{api_code, eventually, server};
+use common::{api_code, clear_finalizers, eventually, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
@@ -313,13 +313,7 @@ async fn namespace_deletion_removes_contents_then_namespace() {
             .deletion_timestamp
             .is_some()
     );
-    cms.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    clear_finalizers(&cms, "held").await;
     gone(&namespaces, "doomed").await;
     assert!(kept.get("cm-0").await.is_ok(), "other namespaces untouched");
     // Creating into the deleted namespace is 404.

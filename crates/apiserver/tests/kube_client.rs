@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{api_code, server};
+use common::{api_code, clear_finalizers, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
@@ -482,13 +482,7 @@ async fn finalizers_hold_deletion_until_removed() {
     assert_eq!(code, 422);
 
     // Removing the last finalizer deletes it.
-    api.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    clear_finalizers(&api, "held").await;
     assert_eq!(api_code(api.get("held").await).0, 404);
 }
 

@@ -6,9 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, server};
+use common::{clear_finalizers, eventually, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
 use steady_apiserver::request::{DeleteOptions, WriteOptions};
@@ -119,13 +119,7 @@ async fn deleting_namespaces_removes_only_their_contents() {
             .deletion_timestamp
             .is_some()
     );
-    held.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    clear_finalizers(&held, "held").await;
     eventually("drop-d to be gone", || async {
         namespaces
             .get_opt("drop-d")

@@ -17,8 +17,8 @@ use tower::ServiceExt;
 /// Overall guard for anything asynchronous (virtual time under a paused clock).
 pub const GUARD: Duration = Duration::from_secs(30);
 
-#[allow(unused_imports)] // not every suite reads API errors
-pub use steady_test_support::api_code;
+#[allow(unused_imports)] // not every suite reads API errors or clears finalizers
+pub use steady_test_support::{api_code, clear_finalizers};
 
 pub async fn server() -> ApiServer {
     ApiServer::in_memory(Config::default())
