@@ -88,7 +88,11 @@ pub async fn raw(
     if let Some(ct) = content_type {
         request = request.header(http::header::CONTENT_TYPE, ct);
     }
-    let request = request.body(body.into()).expect("request");
+    send(server, request.body(body.into()).expect("request")).await
+}
+
+/// Send `request` straight into the Router (no socket); read the body in full under the guard.
+pub async fn send(server: &ApiServer, request: Request<Body>) -> Raw {
     let response = server.router().oneshot(request).await.expect("infallible");
     let (parts, body) = response.into_parts();
     let body = tokio::time::timeout(GUARD, body.collect())
@@ -160,10 +164,19 @@ pub async fn all_rejected(
     }
 }
 
+/// Install the CRD `crd` (JSON, as a user writes it) and return once the server accepted it.
+pub async fn install_crd(server: &ApiServer, crd: Value) {
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).expect("a CRD");
+    Api::<CustomResourceDefinition>::all(server.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("CRD created");
+}
+
 /// Install a namespaced `widgets.example.steady.dev` (kind Widget, version v1) whose objects
 /// follow `schema`.
 pub async fn install_widgets(server: &ApiServer, schema: Value) {
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+    let crd = serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.steady.dev"},
         "spec": {
@@ -172,10 +185,6 @@ pub async fn install_widgets(server: &ApiServer, schema: Value) {
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": schema}}],
         },
-    }))
-    .expect("CRD");
-    Api::<CustomResourceDefinition>::all(server.client())
-        .create(&PostParams::default(), &crd)
-        .await
-        .expect("CRD created");
+    });
+    install_crd(server, crd).await;
 }
