@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Raw, install_widgets, raw, rejected, server, write};
+use common::{JSON, Raw, install_widgets, raw, rejected, server, write};
 use http::Request;
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
@@ -116,7 +116,7 @@ async fn patches_cannot_make_a_stored_object_too_deep() {
         &s,
         "POST",
         CMS,
-        Some("application/json"),
+        JSON,
         deep_configmap("grown", 72).to_string(),
     )
     .await;
@@ -249,7 +249,7 @@ async fn extreme_durations_are_clamped() {
         "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": i64::MAX,
             "containers": [{"name": "c", "image": "i"}]}});
     let pods = "/api/v1/namespaces/default/pods";
-    let created = raw(&s, "POST", pods, Some("application/json"), pod.to_string()).await;
+    let created = raw(&s, "POST", pods, JSON, pod.to_string()).await;
     assert_eq!(
         created.status,
         201,
@@ -290,44 +290,16 @@ fn widget(meta: Value) -> String {
 #[tokio::test]
 async fn custom_resource_names_are_rfc_1123_subdomains() {
     let s = with_widgets().await;
-    for name in [
-        "has space".to_string(),
-        "what?".to_string(),
-        "UPPER".to_string(),
-        "a".repeat(5000),
-    ] {
-        let status = rejected(
-            &s,
-            write(
-                "POST",
-                WIDGETS,
-                Some("application/json"),
-                widget(json!({"name": name})),
-            ),
-            422,
-            "Invalid",
-        )
-        .await;
-        assert_eq!(status["details"]["causes"][0]["field"], "metadata.name");
+    let bad_names = ["has space", "what?", "UPPER", &"a".repeat(5000)]
+        .map(|name| (json!({ "name": name }), "metadata.name"));
+    let bad_prefix = (json!({"generateName": "Bad_"}), "metadata.generateName");
+    for (meta, field) in bad_names.into_iter().chain([bad_prefix]) {
+        let create = write("POST", WIDGETS, JSON, widget(meta));
+        let status = rejected(&s, create, 422, "Invalid").await;
+        assert_eq!(status["details"]["causes"][0]["field"], field);
     }
-    let status = rejected(
-        &s,
-        write(
-            "POST",
-            WIDGETS,
-            Some("application/json"),
-            widget(json!({"generateName": "Bad_"})),
-        ),
-        422,
-        "Invalid",
-    )
-    .await;
-    assert_eq!(
-        status["details"]["causes"][0]["field"],
-        "metadata.generateName"
-    );
     for meta in [json!({"name": "ok.name-1"}), json!({"generateName": "w-"})] {
-        let created = raw(&s, "POST", WIDGETS, Some("application/json"), widget(meta)).await;
+        let created = raw(&s, "POST", WIDGETS, JSON, widget(meta)).await;
         assert_eq!(created.status, 201);
     }
 }
@@ -336,7 +308,7 @@ async fn custom_resource_names_are_rfc_1123_subdomains() {
 async fn path_segments_are_percent_decoded() {
     let s = server().await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a.b"}});
-    let created = raw(&s, "POST", CMS, Some("application/json"), cm.to_string()).await;
+    let created = raw(&s, "POST", CMS, JSON, cm.to_string()).await;
     assert_eq!(created.status, 201);
     let got = raw(&s, "GET", &format!("{CMS}/a%2Eb"), None, "").await;
     assert_eq!(got.status, 200);
@@ -401,14 +373,7 @@ async fn reads_of_a_future_revision_wait_then_answer_504() {
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}});
-        raw(
-            &writer,
-            "POST",
-            CMS,
-            Some("application/json"),
-            cm.to_string(),
-        )
-        .await
+        raw(&writer, "POST", CMS, JSON, cm.to_string()).await
     });
     let listed = raw(
         &s,
