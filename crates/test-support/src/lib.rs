@@ -62,6 +62,18 @@ where
         .unwrap_or_else(|e| panic!("clearing the finalizers of {name}: {e}"));
 }
 
+/// How many objects `api` lists with `params`.
+pub async fn list_count<K>(api: &kube::Api<K>, params: &kube::api::ListParams) -> usize
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.list(params)
+        .await
+        .unwrap_or_else(|e| panic!("list {params:?}: {e}"))
+        .items
+        .len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
