@@ -242,6 +242,10 @@ fn configmap(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
 }
 
+fn default_configmaps(client: &Client) -> Api<ConfigMap> {
+    Api::namespaced(client.clone(), "default")
+}
+
 async fn create_configmap(api: &Api<ConfigMap>, name: &str) -> kube::Result<ConfigMap> {
     api.create(&PostParams::default(), &configmap(name)).await
 }
@@ -262,19 +266,13 @@ async fn setup() -> (ApiServer, Client, WebhookServer) {
 #[tokio::test]
 async fn a_validating_webhook_denies_with_its_own_status() {
     let (_server, client, hooks) = setup().await;
-    let config = hooks.at("/deny");
-    configure(
-        &client,
-        VALIDATING,
-        "deny",
-        json!([webhook(
-            "deny.steady.dev",
-            config,
-            configmap_rule(&["CREATE", "DELETE"])
-        )]),
-    )
-    .await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let hook = webhook(
+        "deny.steady.dev",
+        hooks.at("/deny"),
+        configmap_rule(&["CREATE", "DELETE"]),
+    );
+    configure(&client, VALIDATING, "deny", json!([hook])).await;
+    let configmaps = default_configmaps(&client);
 
     let denied = api_error(create_configmap(&configmaps, "bad-one").await);
     assert_eq!(denied.code, 403);
@@ -325,19 +323,13 @@ async fn a_validating_webhook_denies_with_its_own_status() {
 #[tokio::test]
 async fn a_mutating_webhook_patches_what_is_stored() {
     let (_server, client, hooks) = setup().await;
-    let config = hooks.at("/label");
-    configure(
-        &client,
-        MUTATING,
-        "label",
-        json!([webhook(
-            "label.steady.dev",
-            config,
-            configmap_rule(&["CREATE", "UPDATE"])
-        )]),
-    )
-    .await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let hook = webhook(
+        "label.steady.dev",
+        hooks.at("/label"),
+        configmap_rule(&["CREATE", "UPDATE"]),
+    );
+    configure(&client, MUTATING, "label", json!([hook])).await;
+    let configmaps = default_configmaps(&client);
     let created = create_configmap(&configmaps, "plain").await.unwrap();
     assert_eq!(
         created
@@ -385,7 +377,7 @@ async fn failure_policy_ignore_survives_a_dead_webhook_and_fail_answers_500() {
     );
     ignored["failurePolicy"] = json!("Ignore");
     configure(&client, VALIDATING, "a-ignored", json!([ignored])).await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let configmaps = default_configmaps(&client);
     create_configmap(&configmaps, "survives").await.unwrap();
 
     let failing = webhook(
@@ -414,7 +406,7 @@ async fn a_webhook_that_does_not_answer_in_time_fails_the_write() {
     );
     slow["timeoutSeconds"] = json!(1);
     configure(&client, VALIDATING, "slow", json!([slow])).await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let configmaps = default_configmaps(&client);
     let error = api_error(create_configmap(&configmaps, "late").await);
     assert_eq!(error.code, 500);
     assert_eq!(
@@ -721,7 +713,7 @@ async fn a_webhook_without_v1_reviews_is_a_call_failure() {
     let mut old = webhook("old.steady.dev", config, configmap_rule(&["CREATE"]));
     old["admissionReviewVersions"] = json!(["v1beta1"]);
     configure(&client, VALIDATING, "old", json!([old])).await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let configmaps = default_configmaps(&client);
     let error = api_error(create_configmap(&configmaps, "any").await);
     assert_eq!(error.code, 500);
     assert!(
@@ -810,7 +802,7 @@ async fn an_if_needed_webhook_runs_again_after_a_later_change() {
     );
     configure(&client, MUTATING, "b-stamp", json!([second])).await;
 
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let configmaps = default_configmaps(&client);
     let created = create_configmap(&configmaps, "twice").await.unwrap();
     let annotations = created.metadata.annotations.unwrap_or_default();
     assert_eq!(annotations.get("stamped").map(String::as_str), Some("yes"));
