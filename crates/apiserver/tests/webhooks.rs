@@ -24,7 +24,7 @@ use kube::api::{
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
 
-use common::server;
+use common::{install_crd, server};
 
 /// Every AdmissionReview and ConversionReview request the webhook server received.
 type Seen = Arc<Mutex<Vec<Value>>>;
@@ -509,28 +509,21 @@ fn gadgets(client: &Client, version: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), "default", &resource)
 }
 
+/// A v2 Gadget `name` whose spec says `colour: red` (v1 spells it `color`).
+fn red_v2_gadget(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
+        "metadata": {"name": name}, "spec": {"colour": "red"},
+    }))
+    .expect("a Gadget")
+}
+
 #[tokio::test]
 async fn a_conversion_webhook_converts_on_write_and_read() {
     let (server, client, hooks) = setup().await;
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        ),
-    );
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(gadget_crd(&hooks)).unwrap(),
-    )
-    .await
-    .unwrap();
+    install_crd(&server, gadget_crd(&hooks)).await;
     let (v1, v2) = (gadgets(&client, "v1"), gadgets(&client, "v2"));
-    let gadget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
-        "metadata": {"name": "g"}, "spec": {"colour": "red"},
-    }))
-    .unwrap();
+    let gadget = red_v2_gadget("g");
     let created = v2.create(&PostParams::default(), &gadget).await.unwrap();
     assert_eq!(
         created.data["spec"],
@@ -617,28 +610,12 @@ async fn a_conversion_webhook_converts_on_write_and_read() {
 
 #[tokio::test]
 async fn a_dead_conversion_webhook_answers_500() {
-    let (_server, client, hooks) = setup().await;
+    let (server, client, hooks) = setup().await;
     let mut crd = gadget_crd(&hooks);
     crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"] =
         json!(format!("https://127.0.0.1:{}/convert", dead_port().await));
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        ),
-    );
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(crd).unwrap(),
-    )
-    .await
-    .unwrap();
-    let gadget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
-        "metadata": {"name": "g"}, "spec": {"colour": "red"},
-    }))
-    .unwrap();
+    install_crd(&server, crd).await;
+    let gadget = red_v2_gadget("g");
     let error = api_error(
         gadgets(&client, "v2")
             .create(&PostParams::default(), &gadget)
@@ -654,20 +631,8 @@ async fn a_dead_conversion_webhook_answers_500() {
 
 #[tokio::test]
 async fn an_equivalent_match_sends_the_version_the_rules_name() {
-    let (_server, client, hooks) = setup().await;
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        ),
-    );
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(gadget_crd(&hooks)).unwrap(),
-    )
-    .await
-    .unwrap();
+    let (server, client, hooks) = setup().await;
+    install_crd(&server, gadget_crd(&hooks)).await;
     let rules = json!([{"operations": ["CREATE"], "apiGroups": ["example.steady.dev"],
         "apiVersions": ["v1"], "resources": ["gadgets"]}]);
     let config = hooks.at("/deny");
@@ -678,11 +643,7 @@ async fn an_equivalent_match_sends_the_version_the_rules_name() {
         json!([webhook("gadgets.steady.dev", config, rules)]),
     )
     .await;
-    let gadget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
-        "metadata": {"name": "bad-gadget"}, "spec": {"colour": "red"},
-    }))
-    .unwrap();
+    let gadget = red_v2_gadget("bad-gadget");
     let error = api_error(
         gadgets(&client, "v2")
             .create(&PostParams::default(), &gadget)
