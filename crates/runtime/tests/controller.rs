@@ -97,17 +97,27 @@ impl Log {
             .filter(|c| c.name == name)
             .collect()
     }
-    fn record(&self, cm: &ConfigMap) {
+    /// The calls of `name` from `since` on.
+    fn calls_of_since(&self, name: &str, since: Instant) -> Vec<Call> {
+        self.calls_of(name)
+            .into_iter()
+            .filter(|c| c.at >= since)
+            .collect()
+    }
+    /// Record a reconcile of `cm`; returns the value it saw (`data.v`, empty if none).
+    fn record(&self, cm: &ConfigMap) -> String {
+        let value = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("v").cloned())
+            .unwrap_or_default();
         let call = Call {
             name: cm.metadata.name.clone().unwrap_or_default(),
-            value: cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get("v").cloned())
-                .unwrap_or_default(),
+            value: value.clone(),
             at: Instant::now(),
         };
         self.calls.lock().expect("log").push(call);
+        value
     }
     /// Enter a reconcile of `name`; records an overlap if one is already running.
     fn enter(&self, name: &str) {
@@ -276,12 +286,7 @@ async fn errors_back_off_exponentially_and_reset_on_success_and_generation_chang
     let (_stop, _handle) = spawn(&client, config("backoff"), move |cm, _| {
         let log = l.clone();
         async move {
-            log.record(&cm);
-            let value = cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get("v").cloned())
-                .unwrap_or_default();
+            let value = log.record(&cm);
             if value.starts_with("fail") {
                 Err(format!("told to fail ({value})"))
             } else {
@@ -307,11 +312,7 @@ async fn errors_back_off_exponentially_and_reset_on_success_and_generation_chang
     set_value(&client, "flaky", "fail-again").await;
     let changed_at = Instant::now();
     run_for(Duration::from_millis(100)).await;
-    let after: Vec<Call> = log
-        .calls_of("flaky")
-        .into_iter()
-        .filter(|c| c.at >= changed_at)
-        .collect();
+    let after: Vec<Call> = log.calls_of_since("flaky", changed_at);
     assert_eq!(after[0].value, "fail-again");
     assert_eq!(
         gaps(&after)[..3],
@@ -325,11 +326,7 @@ async fn errors_back_off_exponentially_and_reset_on_success_and_generation_chang
     set_value(&client, "flaky", "fail-once-more").await;
     let failed_at = Instant::now();
     run_for(Duration::from_millis(100)).await;
-    let last: Vec<Call> = log
-        .calls_of("flaky")
-        .into_iter()
-        .filter(|c| c.at >= failed_at)
-        .collect();
+    let last: Vec<Call> = log.calls_of_since("flaky", failed_at);
     assert_eq!(gaps(&last)[0], 5, "reset after success");
 }
 
@@ -343,15 +340,9 @@ async fn a_requested_requeue_survives_a_later_error() {
     let (_stop, _handle) = spawn(&client, config("requeue"), move |cm, _| {
         let log = l.clone();
         async move {
-            log.record(&cm);
-            match cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get("v").cloned())
-                .as_deref()
-            {
-                Some("requeue") => Ok(Action::requeue_after(Duration::from_secs(60))),
-                Some("error") => Err("transient".to_string()),
+            match log.record(&cm).as_str() {
+                "requeue" => Ok(Action::requeue_after(Duration::from_secs(60))),
+                "error" => Err("transient".to_string()),
                 _ => Ok(Action::done()),
             }
         }
@@ -363,11 +354,7 @@ async fn a_requested_requeue_survives_a_later_error() {
     run_for(Duration::from_millis(2)).await;
     set_value(&client, "r", "fine").await;
     run_for(Duration::from_secs(70)).await;
-    let late: Vec<Call> = log
-        .calls_of("r")
-        .into_iter()
-        .filter(|c| c.at >= start + Duration::from_secs(60))
-        .collect();
+    let late: Vec<Call> = log.calls_of_since("r", start + Duration::from_secs(60));
     assert!(
         !late.is_empty(),
         "the requeue asked for at t=0 must still run at t=60s: {:?}",
