@@ -163,10 +163,12 @@ where
     (stop_tx, handle)
 }
 
-/// A controller whose reconcile only records what it saw; keep the sender to keep it running.
-fn spawn_recorder(
+/// A controller whose reconcile records what it saw and answers what `answer` makes of the
+/// value it saw; keep the sender to keep it running.
+fn spawn_answering(
     client: &Client,
     config: Config,
+    answer: fn(&str) -> Result<Action, String>,
 ) -> (
     Arc<Log>,
     oneshot::Sender<()>,
@@ -176,12 +178,21 @@ fn spawn_recorder(
     let l = log.clone();
     let (stop, handle) = spawn(client, config, move |cm, _| {
         let log = l.clone();
-        async move {
-            log.record(&cm);
-            Ok(Action::done())
-        }
+        async move { answer(&log.record(&cm)) }
     });
     (log, stop, handle)
+}
+
+/// A controller whose reconcile only records what it saw; keep the sender to keep it running.
+fn spawn_recorder(
+    client: &Client,
+    config: Config,
+) -> (
+    Arc<Log>,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), steady_runtime::Error>>,
+) {
+    spawn_answering(client, config, |_| Ok(Action::done()))
 }
 
 #[tokio::test(start_paused = true)]
@@ -281,17 +292,11 @@ async fn errors_back_off_exponentially_and_reset_on_success_and_generation_chang
     let server = server().await;
     let client = server.client();
     create(&client, "flaky", "fail").await;
-    let log = Arc::new(Log::default());
-    let l = log.clone();
-    let (_stop, _handle) = spawn(&client, config("backoff"), move |cm, _| {
-        let log = l.clone();
-        async move {
-            let value = log.record(&cm);
-            if value.starts_with("fail") {
-                Err(format!("told to fail ({value})"))
-            } else {
-                Ok(Action::done())
-            }
+    let (log, _stop, _handle) = spawn_answering(&client, config("backoff"), |value| {
+        if value.starts_with("fail") {
+            Err(format!("told to fail ({value})"))
+        } else {
+            Ok(Action::done())
         }
     });
     run_for(Duration::from_millis(700)).await;
@@ -335,17 +340,10 @@ async fn a_requested_requeue_survives_a_later_error() {
     let server = server().await;
     let client = server.client();
     create(&client, "r", "requeue").await;
-    let log = Arc::new(Log::default());
-    let l = log.clone();
-    let (_stop, _handle) = spawn(&client, config("requeue"), move |cm, _| {
-        let log = l.clone();
-        async move {
-            match log.record(&cm).as_str() {
-                "requeue" => Ok(Action::requeue_after(Duration::from_secs(60))),
-                "error" => Err("transient".to_string()),
-                _ => Ok(Action::done()),
-            }
-        }
+    let (log, _stop, _handle) = spawn_answering(&client, config("requeue"), |value| match value {
+        "requeue" => Ok(Action::requeue_after(Duration::from_secs(60))),
+        "error" => Err("transient".to_string()),
+        _ => Ok(Action::done()),
     });
     run_for(Duration::from_secs(1)).await;
     let start = log.calls_of("r")[0].at;
