@@ -609,65 +609,61 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
     assert_contains(&events, "pod/web");
 
     // label, annotate, patch (three types), scale.
-    assert_eq!(
-        k.run(&["label", "configmap", "settings", "env=dev"]).trim(),
-        "configmap/settings labeled"
-    );
-    assert_eq!(
-        k.run(&["annotate", "configmap", "settings", "owner=team-a"])
-            .trim(),
-        "configmap/settings annotated"
-    );
-    assert_eq!(
-        k.run(&[
-            "patch",
-            "configmap",
-            "settings",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"extra":"1"}}"#
-        ])
-        .trim(),
-        "configmap/settings patched"
-    );
-    assert_eq!(
-        k.run(&[
-            "patch",
-            "configmap",
-            "settings",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"extra":"1"}}"#
-        ])
-        .trim(),
-        "configmap/settings patched (no change)"
-    );
-    assert_eq!(
-        k.run(&[
-            "patch",
-            "configmap",
-            "settings",
-            "--type",
-            "json",
-            "-p",
-            r#"[{"op":"remove","path":"/data/extra"}]"#
-        ])
-        .trim(),
-        "configmap/settings patched"
-    );
-    assert_eq!(
-        k.run(&[
-            "patch",
-            "pod",
-            "web",
-            "-p",
-            r#"{"metadata":{"labels":{"release":"1"}}}"#
-        ])
-        .trim(),
-        "pod/web patched"
-    );
+    let merge_extra = r#"{"data":{"extra":"1"}}"#;
+    let remove_extra = r#"[{"op":"remove","path":"/data/extra"}]"#;
+    let label_release = r#"{"metadata":{"labels":{"release":"1"}}}"#;
+    for (args, answer) in [
+        (
+            &["label", "configmap", "settings", "env=dev"][..],
+            "configmap/settings labeled",
+        ),
+        (
+            &["annotate", "configmap", "settings", "owner=team-a"],
+            "configmap/settings annotated",
+        ),
+        (
+            &[
+                "patch",
+                "configmap",
+                "settings",
+                "--type",
+                "merge",
+                "-p",
+                merge_extra,
+            ],
+            "configmap/settings patched",
+        ),
+        (
+            &[
+                "patch",
+                "configmap",
+                "settings",
+                "--type",
+                "merge",
+                "-p",
+                merge_extra,
+            ],
+            "configmap/settings patched (no change)",
+        ),
+        (
+            &[
+                "patch",
+                "configmap",
+                "settings",
+                "--type",
+                "json",
+                "-p",
+                remove_extra,
+            ],
+            "configmap/settings patched",
+        ),
+        (
+            &["patch", "pod", "web", "-p", label_release],
+            "pod/web patched",
+        ),
+    ] {
+        assert_eq!(k.run(args).trim(), answer, "kubectl {args:?}");
+    }
     assert_eq!(
         k.run(&[
             "get",
