@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{clear_finalizers, eventually, server};
+use common::{eventually, release_held, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -111,15 +111,7 @@ async fn deleting_namespaces_removes_only_their_contents() {
         Some("Terminating")
     );
     let held: Api<ConfigMap> = Api::namespaced(s.client(), "drop-d");
-    assert!(
-        held.get("held")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_some()
-    );
-    clear_finalizers(&held, "held").await;
+    release_held(&held, "held").await;
     eventually("drop-d to be gone", || async {
         namespaces
             .get_opt("drop-d")

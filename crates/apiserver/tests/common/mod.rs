@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::body::Body;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
@@ -162,6 +163,16 @@ pub async fn all_rejected(
     for request in requests {
         rejected(server, request, code, reason).await;
     }
+}
+
+/// `name` is marked for deletion and held by its finalizers: clear them, so that it goes.
+pub async fn release_held(api: &Api<ConfigMap>, name: &str) {
+    let held = api.get(name).await.expect("the held object");
+    assert!(
+        held.metadata.deletion_timestamp.is_some(),
+        "{name} is marked for deletion"
+    );
+    clear_finalizers(api, name).await;
 }
 
 /// Install the CRD `crd` (JSON, as a user writes it) and return once the server accepted it.
