@@ -26,6 +26,28 @@ struct Ran {
     success: bool,
 }
 
+impl From<std::process::Output> for Ran {
+    fn from(output: std::process::Output) -> Ran {
+        Ran {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            success: output.status.success(),
+        }
+    }
+}
+
+impl Ran {
+    /// Stdout of a run that must have succeeded.
+    fn succeeded(self, args: &[&str]) -> String {
+        assert!(
+            self.success,
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self.stdout
+    }
+}
+
 impl Kubectl {
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new("kubectl");
@@ -57,22 +79,12 @@ impl Kubectl {
         });
         let output = child.wait_with_output().expect("kubectl ran");
         let _ = tx.send(());
-        Ran {
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-            success: output.status.success(),
-        }
+        Ran::from(output)
     }
 
     /// Run kubectl; it must succeed. Returns stdout.
     fn run(&self, args: &[&str]) -> String {
-        let ran = self.try_run(args);
-        assert!(
-            ran.success,
-            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
-            ran.stdout, ran.stderr
-        );
-        ran.stdout
+        self.try_run(args).succeeded(args)
     }
 
     /// Run kubectl with `input` on stdin (for `apply -f -`).
@@ -92,13 +104,7 @@ impl Kubectl {
             .write_all(input.as_bytes())
             .expect("write stdin");
         let output = child.wait_with_output().expect("kubectl ran");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        Ran::from(output).succeeded(args)
     }
 }
 
