@@ -197,26 +197,13 @@ async fn configmap_every_patch_type() {
 
     // Server-side apply with a field manager.
     let apply = PatchParams::apply("test-manager").force();
-    let applied = api
-        .patch(
-            "p",
-            &apply,
-            &Patch::Apply(config_map_with("p", json!({"applied": "yes"}))),
-        )
-        .await
-        .unwrap();
+    let configuration = Patch::Apply(config_map_with("p", json!({"applied": "yes"})));
+    let applied = api.patch("p", &apply, &configuration).await.unwrap();
     assert!(rv(&applied) > last);
     assert_eq!(applied.data.as_ref().unwrap()["applied"], "yes");
     // Applying the same configuration again changes nothing.
     let revision = s.store().revision();
-    let reapplied = api
-        .patch(
-            "p",
-            &apply,
-            &Patch::Apply(config_map_with("p", json!({"applied": "yes"}))),
-        )
-        .await
-        .unwrap();
+    let reapplied = api.patch("p", &apply, &configuration).await.unwrap();
     assert_eq!(rv(&reapplied), rv(&applied));
     assert_eq!(s.store().revision(), revision);
 
