@@ -11,6 +11,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How often a condition is checked again (on tokio's clock).
@@ -60,6 +61,18 @@ where
     api.patch(name, &kube::api::PatchParams::default(), &patch)
         .await
         .unwrap_or_else(|e| panic!("clearing the finalizers of {name}: {e}"));
+}
+
+/// Create `object` (JSON as a user writes it) through `api`; returns what the server stored.
+pub async fn create_json<K>(api: &kube::Api<K>, object: serde_json::Value) -> K
+where
+    K: Clone + DeserializeOwned + Serialize + Debug,
+{
+    let typed: K = serde_json::from_value(object)
+        .unwrap_or_else(|e| panic!("not a {}: {e}", std::any::type_name::<K>()));
+    api.create(&kube::api::PostParams::default(), &typed)
+        .await
+        .unwrap_or_else(|e| panic!("create {typed:?}: {e}"))
 }
 
 /// How many objects `api` lists with `params`.

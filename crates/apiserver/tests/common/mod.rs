@@ -19,7 +19,7 @@ use tower::ServiceExt;
 pub const GUARD: Duration = Duration::from_secs(30);
 
 #[allow(unused_imports)] // not every suite reads API errors or clears finalizers
-pub use steady_test_support::{api_code, clear_finalizers, list_count};
+pub use steady_test_support::{api_code, clear_finalizers, create_json, list_count};
 
 pub async fn server() -> ApiServer {
     ApiServer::in_memory(Config::default())
