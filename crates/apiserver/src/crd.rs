@@ -186,17 +186,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
             .unwrap_or("")
             .to_string()
     };
-    let strings = |p: &str| -> Vec<String> {
-        crd.pointer(p)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let strings = |p: &str| meta::string_list(crd.pointer(p));
     let kind = text("/spec/names/kind");
     let versions = crd
         .pointer("/spec/versions")

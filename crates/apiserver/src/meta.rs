@@ -42,8 +42,13 @@ pub fn deletion_timestamp(obj: &Value) -> Option<&str> {
 }
 
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    metadata(obj)
-        .and_then(|m| m.get("finalizers"))
+    string_list(metadata(obj).and_then(|m| m.get("finalizers")))
+}
+
+/// The strings of a JSON array (other items skipped); empty when `value` is missing or not an
+/// array.
+pub fn string_list(value: Option<&Value>) -> Vec<String> {
+    value
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()

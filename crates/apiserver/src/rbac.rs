@@ -51,16 +51,7 @@ impl<'a> Access<'a> {
 }
 
 fn strings(value: &Value, field: &str) -> Vec<String> {
-    value
-        .get(field)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::meta::string_list(value.get(field))
 }
 
 fn allows_value(allowed: &[String], wanted: &str) -> bool {
