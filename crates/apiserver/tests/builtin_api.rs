@@ -622,3 +622,59 @@ async fn a_subject_access_review_follows_the_stored_rbac_objects() {
     assert!(!allowed(ask("list", "pods", "", "kube-system")).await);
     assert!(!allowed(ask("list", "secrets", "", "default")).await);
 }
+
+/// The simulated node reports each container as a kubelet does: Pulled, Created, Started,
+/// naming the container in `involvedObject.fieldPath`.
+#[tokio::test(start_paused = true)]
+async fn the_simulated_node_reports_container_events_in_kubelet_order() {
+    let config = steady_apiserver::Config {
+        node: Some(steady_apiserver::node::NodeConfig::default()),
+        ..Default::default()
+    };
+    let server = steady_apiserver::ApiServer::in_memory(config)
+        .await
+        .expect("server");
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    create_json(
+        &pods,
+        json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}),
+    )
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(server.client());
+    let container_events = eventually("the container's events", || async {
+        let listed = events.list(&ListParams::default()).await.expect("events");
+        let mut found: Vec<_> = listed
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.field_path.as_deref() == Some("spec.containers{c}"))
+            .collect();
+        // Written in order: the resourceVersion orders them (their timestamps are equal).
+        found.sort_by_key(|e| {
+            let version = e.metadata.resource_version.as_deref().unwrap_or("0");
+            version.parse::<u64>().expect("numeric resourceVersion")
+        });
+        (found.len() >= 3).then_some(found)
+    })
+    .await;
+    let seen: Vec<(&str, &str)> = container_events
+        .iter()
+        .map(|e| {
+            (
+                e.reason.as_deref().unwrap_or(""),
+                e.message.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "Pulled",
+                "Container image \"busybox:1\" already present on machine"
+            ),
+            ("Created", "Created container: c"),
+            ("Started", "Started container c"),
+        ]
+    );
+}
