@@ -252,33 +252,18 @@ impl NodeSimulator {
             let cname = c["name"].as_str().unwrap_or("");
             let image = c["image"].as_str().unwrap_or("");
             let field = format!("spec.containers{{{cname}}}");
-            self.record(
-                pod,
-                "Normal",
-                "Pulled",
-                &format!("Container image \"{image}\" already present on machine"),
-                "kubelet",
-                Some(&field),
-            )
-            .await;
-            self.record(
-                pod,
-                "Normal",
-                "Created",
-                &format!("Created container: {cname}"),
-                "kubelet",
-                Some(&field),
-            )
-            .await;
-            self.record(
-                pod,
-                "Normal",
-                "Started",
-                &format!("Started container {cname}"),
-                "kubelet",
-                Some(&field),
-            )
-            .await;
+            // What a kubelet reports for a container whose image is already pulled.
+            for (reason, message) in [
+                (
+                    "Pulled",
+                    format!("Container image \"{image}\" already present on machine"),
+                ),
+                ("Created", format!("Created container: {cname}")),
+                ("Started", format!("Started container {cname}")),
+            ] {
+                self.record(pod, "Normal", reason, &message, "kubelet", Some(&field))
+                    .await;
+            }
             if failed {
                 self.record(
                     pod,
