@@ -47,9 +47,7 @@ pub fn prepare(_server: &ApiServer, crd: &mut Value, old: Option<&Value>) -> Api
             }
         }
     }
-    let kind = crd
-        .pointer("/spec/names/kind")
-        .and_then(Value::as_str)
+    let kind = meta::str_at(crd, "/spec/names/kind")
         .unwrap_or("")
         .to_string();
     let names = crd["spec"]["names"].as_object_mut();

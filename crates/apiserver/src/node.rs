@@ -173,14 +173,8 @@ impl NodeSimulator {
 
     /// Decide and take the pod's next step.
     async fn examine(&mut self, key: &str, pod: &Value) -> ApiResult<()> {
-        let node = pod
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let phase = pod
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or("Pending");
+        let node = meta::str_at(pod, "/spec/nodeName").unwrap_or("");
+        let phase = meta::str_at(pod, "/status/phase").unwrap_or("Pending");
         if let Some(deletion) = meta::deletion_timestamp(pod) {
             if node == self.config.name {
                 // A pod whose containers already exited has nothing left to stop.

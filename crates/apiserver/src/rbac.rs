@@ -6,6 +6,7 @@
 //! steady itself does not enforce RBAC (one identity holds every request); this only
 //! answers reviews. Aggregation rules are not evaluated: a ClusterRole's own rules count.
 
+use crate::meta;
 use serde_json::Value;
 
 use crate::ApiServer;
@@ -127,10 +128,7 @@ pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
         );
     }
     for (binding, roles) in &bindings {
-        let binding_ns = binding
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let binding_ns = meta::str_at(binding, "/metadata/namespace").unwrap_or("");
         let Some(subject) = binding["subjects"]
             .as_array()
             .into_iter()
@@ -139,14 +137,8 @@ pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
         else {
             continue;
         };
-        let role_kind = binding
-            .pointer("/roleRef/kind")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let role_name = binding
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let role_kind = meta::str_at(binding, "/roleRef/kind").unwrap_or("");
+        let role_name = meta::str_at(binding, "/roleRef/name").unwrap_or("");
         let role = match role_kind {
             "ClusterRole" => find_named(&cluster_roles, role_name),
             "Role" => find_named(roles, role_name),
@@ -157,10 +149,7 @@ pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
             .is_some_and(|rules| rules.iter().any(|rule| rule_allows(rule, access)));
         if allows {
             let binding_kind = binding["kind"].as_str().unwrap_or("RoleBinding");
-            let binding_name = binding
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let binding_name = meta::str_at(binding, "/metadata/name").unwrap_or("");
             let subject_kind = subject["kind"].as_str().unwrap_or("");
             let subject_name = subject["name"].as_str().unwrap_or("");
             let scope = match binding_ns {
