@@ -87,6 +87,11 @@ impl Kubectl {
         self.try_run(args).succeeded(args)
     }
 
+    /// `kubectl get KIND NAME -o jsonpath=PATH`, which must succeed.
+    fn jsonpath(&self, kind: &str, name: &str, path: &str) -> String {
+        self.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
+    }
+
     /// Run kubectl with `input` on stdin (for `apply -f -`).
     fn run_with_input(&self, args: &[&str], input: &str) -> String {
         use std::io::Write;
@@ -386,11 +391,8 @@ async fn kubectl_aggregated_discovery_and_typed_workload_creates() {
     for (args, printed) in created {
         assert_eq!(k.run(&args).trim(), printed);
     }
-    let jsonpath = |kind: &str, name: &str, path: &str| {
-        k.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
-    };
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "deployment",
             "web",
             "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.selector.matchLabels.app}"
@@ -398,11 +400,11 @@ async fn kubectl_aggregated_discovery_and_typed_workload_creates() {
         "2 nginx web"
     );
     assert_eq!(
-        jsonpath("role", "reader", "{.rules[0].verbs} {.rules[0].resources}"),
+        k.jsonpath("role", "reader", "{.rules[0].verbs} {.rules[0].resources}"),
         r#"["get","list"] ["pods"]"#
     );
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "rolebinding",
             "read",
             "{.subjects[0].kind}/{.subjects[0].name} {.roleRef.name}"
@@ -410,11 +412,11 @@ async fn kubectl_aggregated_discovery_and_typed_workload_creates() {
         "ServiceAccount/bot reader"
     );
     assert_eq!(
-        jsonpath("clusterrole", "node-reader", "{.rules[0].resources}"),
+        k.jsonpath("clusterrole", "node-reader", "{.rules[0].resources}"),
         r#"["nodes"]"#
     );
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "clusterrolebinding",
             "node-read",
             "{.subjects[0].kind}/{.subjects[0].name} {.roleRef.kind}"
@@ -479,11 +481,8 @@ async fn kubectl_auth_can_i_whoami_and_typed_job_and_token_creates() {
         .trim(),
         "cronjob.batch/c created"
     );
-    let jsonpath = |kind: &str, name: &str, path: &str| {
-        k.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
-    };
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "job",
             "j",
             "{.spec.template.spec.containers[0].name} {.spec.template.spec.containers[0].image} {.spec.template.spec.restartPolicy}"
@@ -492,7 +491,7 @@ async fn kubectl_auth_can_i_whoami_and_typed_job_and_token_creates() {
     );
     let job_template = ".spec.jobTemplate.spec.template.spec";
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "cronjob",
             "c",
             &format!(
@@ -546,10 +545,7 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
     let reapplied = k.run_with_input(&["apply", "-f", "-"], &workloads("safe"));
     assert_contains(&reapplied, "pod/web unchanged");
     assert_contains(&reapplied, "configmap/settings configured");
-    assert_eq!(
-        k.run(&["get", "cm", "settings", "-o", "jsonpath={.data.mode}"]),
-        "safe"
-    );
+    assert_eq!(k.jsonpath("cm", "settings", "{.data.mode}"), "safe");
 
     // The simulated node runs the pod.
     assert_eq!(
@@ -670,16 +666,7 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
     ] {
         assert_eq!(k.run(args).trim(), answer, "kubectl {args:?}");
     }
-    assert_eq!(
-        k.run(&[
-            "get",
-            "pod",
-            "web",
-            "-o",
-            "jsonpath={.metadata.labels.release}"
-        ]),
-        "1"
-    );
+    assert_eq!(k.jsonpath("pod", "web", "{.metadata.labels.release}"), "1");
     let strategic_cr = k.try_run(&[
         "patch",
         "widget",
@@ -696,10 +683,7 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
         k.run(&["scale", "widget/w1", "--replicas=3"]).trim(),
         "widget.example.steady.dev/w1 scaled"
     );
-    assert_eq!(
-        k.run(&["get", "widget", "w1", "-o", "jsonpath={.spec.replicas}"]),
-        "3"
-    );
+    assert_eq!(k.jsonpath("widget", "w1", "{.spec.replicas}"), "3");
     // --sort-by orders by a field, not by name.
     k.run(&["create", "configmap", "zeta", "--from-literal=rank=1"]);
     k.run(&["create", "configmap", "alpha", "--from-literal=rank=2"]);
