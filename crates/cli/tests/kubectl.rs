@@ -611,7 +611,15 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
     assert_contains(&events, "pod/web");
 
     // label, annotate, patch (three types), scale.
-    let merge_extra = r#"{"data":{"extra":"1"}}"#;
+    let merge_extra = [
+        "patch",
+        "configmap",
+        "settings",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"extra":"1"}}"#,
+    ];
     let remove_extra = r#"[{"op":"remove","path":"/data/extra"}]"#;
     let label_release = r#"{"metadata":{"labels":{"release":"1"}}}"#;
     for (args, answer) in [
@@ -623,30 +631,9 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
             &["annotate", "configmap", "settings", "owner=team-a"],
             "configmap/settings annotated",
         ),
-        (
-            &[
-                "patch",
-                "configmap",
-                "settings",
-                "--type",
-                "merge",
-                "-p",
-                merge_extra,
-            ],
-            "configmap/settings patched",
-        ),
-        (
-            &[
-                "patch",
-                "configmap",
-                "settings",
-                "--type",
-                "merge",
-                "-p",
-                merge_extra,
-            ],
-            "configmap/settings patched (no change)",
-        ),
+        (&merge_extra, "configmap/settings patched"),
+        // The same patch again changes nothing.
+        (&merge_extra, "configmap/settings patched (no change)"),
         (
             &[
                 "patch",
