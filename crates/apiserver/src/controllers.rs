@@ -91,14 +91,8 @@ impl Node {
         let crd_prefix = key
             .starts_with("/apiextensions.k8s.io/customresourcedefinitions/")
             .then(|| {
-                let group = obj
-                    .pointer("/spec/group")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let plural = obj
-                    .pointer("/spec/names/plural")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+                let group = meta::str_at(obj, "/spec/group").unwrap_or("");
+                let plural = meta::str_at(obj, "/spec/names/plural").unwrap_or("");
                 format!("/{group}/{plural}/")
             });
         let namespace_finalizer = key.starts_with(NAMESPACE_PREFIX)

@@ -47,9 +47,7 @@ pub fn prepare(_server: &ApiServer, crd: &mut Value, old: Option<&Value>) -> Api
             }
         }
     }
-    let kind = crd
-        .pointer("/spec/names/kind")
-        .and_then(Value::as_str)
+    let kind = meta::str_at(crd, "/spec/names/kind")
         .unwrap_or("")
         .to_string();
     let names = crd["spec"]["names"].as_object_mut();
@@ -186,17 +184,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
             .unwrap_or("")
             .to_string()
     };
-    let strings = |p: &str| -> Vec<String> {
-        crd.pointer(p)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let strings = |p: &str| meta::string_list(crd.pointer(p));
     let kind = text("/spec/names/kind");
     let versions = crd
         .pointer("/spec/versions")

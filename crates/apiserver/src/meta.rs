@@ -42,8 +42,18 @@ pub fn deletion_timestamp(obj: &Value) -> Option<&str> {
 }
 
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    metadata(obj)
-        .and_then(|m| m.get("finalizers"))
+    string_list(metadata(obj).and_then(|m| m.get("finalizers")))
+}
+
+/// The string at JSON `pointer` in `value`, if there is one.
+pub fn str_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
+    value.pointer(pointer).and_then(Value::as_str)
+}
+
+/// The strings of a JSON array (other items skipped); empty when `value` is missing or not an
+/// array.
+pub fn string_list(value: Option<&Value>) -> Vec<String> {
+    value
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()

@@ -173,14 +173,8 @@ impl NodeSimulator {
 
     /// Decide and take the pod's next step.
     async fn examine(&mut self, key: &str, pod: &Value) -> ApiResult<()> {
-        let node = pod
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let phase = pod
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or("Pending");
+        let node = meta::str_at(pod, "/spec/nodeName").unwrap_or("");
+        let phase = meta::str_at(pod, "/status/phase").unwrap_or("Pending");
         if let Some(deletion) = meta::deletion_timestamp(pod) {
             if node == self.config.name {
                 // A pod whose containers already exited has nothing left to stop.
@@ -252,33 +246,18 @@ impl NodeSimulator {
             let cname = c["name"].as_str().unwrap_or("");
             let image = c["image"].as_str().unwrap_or("");
             let field = format!("spec.containers{{{cname}}}");
-            self.record(
-                pod,
-                "Normal",
-                "Pulled",
-                &format!("Container image \"{image}\" already present on machine"),
-                "kubelet",
-                Some(&field),
-            )
-            .await;
-            self.record(
-                pod,
-                "Normal",
-                "Created",
-                &format!("Created container: {cname}"),
-                "kubelet",
-                Some(&field),
-            )
-            .await;
-            self.record(
-                pod,
-                "Normal",
-                "Started",
-                &format!("Started container {cname}"),
-                "kubelet",
-                Some(&field),
-            )
-            .await;
+            // What a kubelet reports for a container whose image is already pulled.
+            for (reason, message) in [
+                (
+                    "Pulled",
+                    format!("Container image \"{image}\" already present on machine"),
+                ),
+                ("Created", format!("Created container: {cname}")),
+                ("Started", format!("Started container {cname}")),
+            ] {
+                self.record(pod, "Normal", reason, &message, "kubelet", Some(&field))
+                    .await;
+            }
             if failed {
                 self.record(
                     pod,

@@ -6,6 +6,7 @@
 //! steady itself does not enforce RBAC (one identity holds every request); this only
 //! answers reviews. Aggregation rules are not evaluated: a ClusterRole's own rules count.
 
+use crate::meta;
 use serde_json::Value;
 
 use crate::ApiServer;
@@ -51,16 +52,7 @@ impl<'a> Access<'a> {
 }
 
 fn strings(value: &Value, field: &str) -> Vec<String> {
-    value
-        .get(field)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::meta::string_list(value.get(field))
 }
 
 fn allows_value(allowed: &[String], wanted: &str) -> bool {
@@ -136,10 +128,7 @@ pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
         );
     }
     for (binding, roles) in &bindings {
-        let binding_ns = binding
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let binding_ns = meta::str_at(binding, "/metadata/namespace").unwrap_or("");
         let Some(subject) = binding["subjects"]
             .as_array()
             .into_iter()
@@ -148,14 +137,8 @@ pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
         else {
             continue;
         };
-        let role_kind = binding
-            .pointer("/roleRef/kind")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let role_name = binding
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let role_kind = meta::str_at(binding, "/roleRef/kind").unwrap_or("");
+        let role_name = meta::str_at(binding, "/roleRef/name").unwrap_or("");
         let role = match role_kind {
             "ClusterRole" => find_named(&cluster_roles, role_name),
             "Role" => find_named(roles, role_name),
@@ -166,10 +149,7 @@ pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
             .is_some_and(|rules| rules.iter().any(|rule| rule_allows(rule, access)));
         if allows {
             let binding_kind = binding["kind"].as_str().unwrap_or("RoleBinding");
-            let binding_name = binding
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let binding_name = meta::str_at(binding, "/metadata/name").unwrap_or("");
             let subject_kind = subject["kind"].as_str().unwrap_or("");
             let subject_name = subject["name"].as_str().unwrap_or("");
             let scope = match binding_ns {

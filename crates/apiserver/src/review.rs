@@ -403,9 +403,7 @@ async fn bind(
         (None, Some(named)) => named,
         (None, None) => return Err(ApiError::bad_request("Binding has no metadata.name")),
     };
-    let node = body
-        .pointer("/target/name")
-        .and_then(Value::as_str)
+    let node = meta::str_at(body, "/target/name")
         .filter(|n| !n.is_empty())
         .ok_or_else(|| ApiError::bad_request("Binding has no target.name"))?;
     let pods = server

@@ -3,49 +3,43 @@
 
 mod common;
 
-use common::{Raw, raw, server};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use common::{JSON, MERGE_PATCH, all_rejected, install_widgets, raw, rejected, server, write};
 use serde_json::json;
 use steady_apiserver::ApiServer;
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const WIDGETS: &str = "/apis/example.steady.dev/v1/namespaces/default/widgets";
+/// Selectors that do not parse (or name a field ConfigMaps do not have).
+const BAD_SELECTORS: [&str; 3] = [
+    "labelSelector=a%20in%20(b",
+    "labelSelector=%21%21",
+    "fieldSelector=spec.unknown%3Dx",
+];
+
+fn configmap(name: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).to_string()
+}
+
+fn existing() -> String {
+    format!("{CMS}/existing")
+}
 
 async fn with_widgets() -> ApiServer {
     let s = server().await;
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.steady.dev"},
-        "spec": {
-            "group": "example.steady.dev", "scope": "Namespaced",
-            "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "properties": {"size": {"type": "string"}}},
-                }}}}],
-        },
-    }))
-    .unwrap();
-    Api::<CustomResourceDefinition>::all(s.client())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let created = raw(
+    install_widgets(
         &s,
-        "POST",
-        CMS,
-        Some("application/json"),
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "existing"}})
-            .to_string(),
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"size": {"type": "string"}}},
+        }}),
     )
     .await;
+    let created = raw(&s, "POST", CMS, JSON, configmap("existing")).await;
     assert_eq!(created.status, 201);
     let created = raw(
         &s,
         "POST",
         WIDGETS,
-        Some("application/json"),
+        JSON,
         json!({"apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": "s"}}).to_string(),
     )
     .await;
@@ -58,101 +52,27 @@ async fn with_widgets() -> ApiServer {
     s
 }
 
-/// Send a write that must be rejected; check the Status and that nothing was written.
-async fn rejected(
-    s: &ApiServer,
-    method: &str,
-    uri: &str,
-    content_type: Option<&str>,
-    body: impl Into<axum::body::Body>,
-    code: u16,
-    reason: &str,
-) -> serde_json::Value {
-    let before = s.store().revision();
-    let response: Raw = raw(s, method, uri, content_type, body).await;
-    let status = response.assert_status(code, reason);
-    assert_eq!(
-        s.store().revision(),
-        before,
-        "{method} {uri} was rejected but changed the store"
-    );
-    status
-}
-
 #[tokio::test]
 async fn malformed_bodies_are_400() {
     let s = with_widgets().await;
-    let status = rejected(
-        &s,
-        "POST",
-        CMS,
-        Some("application/json"),
-        r#"{"metadata": {"name": "x"}"#,
-        400,
-        "BadRequest",
-    )
-    .await;
+    let truncated = write("POST", CMS, JSON, r#"{"metadata": {"name": "x"}"#);
+    let status = rejected(&s, truncated, 400, "BadRequest").await;
     assert!(
         status["message"].as_str().unwrap().contains("line"),
         "says where: {status}"
     );
-    rejected(&s, "POST", CMS, None, "not json", 400, "BadRequest").await;
-    rejected(
+    let json_patch = Some("application/json-patch+json");
+    all_rejected(
         &s,
-        "POST",
-        CMS,
-        Some("application/json"),
-        "[1, 2]",
-        400,
-        "BadRequest",
-    )
-    .await;
-    rejected(
-        &s,
-        "PUT",
-        &format!("{CMS}/existing"),
-        Some("application/json"),
-        "{",
-        400,
-        "BadRequest",
-    )
-    .await;
-    rejected(
-        &s,
-        "PATCH",
-        &format!("{CMS}/existing"),
-        Some("application/merge-patch+json"),
-        "{",
-        400,
-        "BadRequest",
-    )
-    .await;
-    rejected(
-        &s,
-        "PATCH",
-        &format!("{CMS}/existing"),
-        Some("application/json-patch+json"),
-        r#"{"op": "add"}"#,
-        400,
-        "BadRequest",
-    )
-    .await;
-    rejected(
-        &s,
-        "DELETE",
-        &format!("{CMS}/existing"),
-        Some("application/json"),
-        "{oops",
-        400,
-        "BadRequest",
-    )
-    .await;
-    rejected(
-        &s,
-        "POST",
-        WIDGETS,
-        Some("application/json"),
-        "{",
+        [
+            write("POST", CMS, None, "not json"),
+            write("POST", CMS, JSON, "[1, 2]"),
+            write("PUT", existing(), JSON, "{"),
+            write("PATCH", existing(), MERGE_PATCH, "{"),
+            write("PATCH", existing(), json_patch, r#"{"op": "add"}"#),
+            write("DELETE", existing(), JSON, "{oops"),
+            write("POST", WIDGETS, JSON, "{"),
+        ],
         400,
         "BadRequest",
     )
@@ -168,68 +88,54 @@ async fn wrong_kind_or_api_version_is_400() {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "x"}),
     ];
     for body in cases {
-        rejected(
+        let body = body.to_string();
+        all_rejected(
             &s,
-            "POST",
-            CMS,
-            Some("application/json"),
-            body.to_string(),
-            400,
-            "BadRequest",
-        )
-        .await;
-        rejected(
-            &s,
-            "PUT",
-            &format!("{CMS}/existing"),
-            Some("application/json"),
-            body.to_string(),
+            [
+                write("POST", CMS, JSON, body.clone()),
+                write("PUT", existing(), JSON, body),
+            ],
             400,
             "BadRequest",
         )
         .await;
     }
-    rejected(
+    all_rejected(
         &s,
-        "POST",
-        WIDGETS,
-        Some("application/json"),
-        json!({"apiVersion": "example.steady.dev/v1", "kind": "Gadget", "metadata": {"name": "x"}})
-            .to_string(),
+        [
+            write(
+                "POST",
+                WIDGETS,
+                JSON,
+                json!({"apiVersion": "example.steady.dev/v1", "kind": "Gadget", "metadata": {"name": "x"}}).to_string(),
+            ),
+            write(
+                "POST",
+                WIDGETS,
+                JSON,
+                json!({"apiVersion": "other.steady.dev/v1", "kind": "Widget", "metadata": {"name": "x"}}).to_string(),
+            ),
+            // Namespace in the body differs from the URL.
+            write(
+                "POST",
+                CMS,
+                JSON,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "kube-system"}}).to_string(),
+            ),
+        ],
         400,
         "BadRequest",
     )
     .await;
-    rejected(
-        &s,
-        "POST",
-        WIDGETS,
-        Some("application/json"),
-        json!({"apiVersion": "other.steady.dev/v1", "kind": "Widget", "metadata": {"name": "x"}})
-            .to_string(),
-        400,
-        "BadRequest",
-    )
-    .await;
-    // Namespace in the body differs from the URL.
-    rejected(
-        &s, "POST", CMS, Some("application/json"),
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "kube-system"}}).to_string(),
-        400, "BadRequest",
-    ).await;
 }
 
 #[tokio::test]
 async fn invalid_names_are_422_with_causes() {
     let s = with_widgets().await;
     for name in ["Bad_Name", "-leading", "a..b", "", &"x".repeat(254)] {
-        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
         let status = rejected(
             &s,
-            "POST",
-            CMS,
-            Some("application/json"),
-            body.to_string(),
+            write("POST", CMS, JSON, configmap(name)),
             422,
             "Invalid",
         )
@@ -246,74 +152,55 @@ async fn invalid_names_are_422_with_causes() {
         );
         assert_eq!(status["details"]["kind"], "ConfigMap");
     }
-    // A namespace name must be a DNS label (no dots).
-    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}});
-    rejected(
-        &s,
-        "POST",
-        "/api/v1/namespaces",
-        Some("application/json"),
-        body.to_string(),
-        422,
-        "Invalid",
-    )
-    .await;
-    // Creating into a missing namespace is 404.
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
-    rejected(
-        &s,
-        "POST",
-        "/api/v1/namespaces/nope/configmaps",
-        Some("application/json"),
-        body.to_string(),
-        404,
-        "NotFound",
-    )
-    .await;
-    // Duplicates and stale writes.
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "existing"}});
-    rejected(
-        &s,
-        "POST",
-        CMS,
-        Some("application/json"),
-        body.to_string(),
-        409,
-        "AlreadyExists",
-    )
-    .await;
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "existing", "resourceVersion": "1"}, "data": {"a": "b"}});
-    rejected(
-        &s,
-        "PUT",
-        &format!("{CMS}/existing"),
-        Some("application/json"),
-        body.to_string(),
-        409,
-        "Conflict",
-    )
-    .await;
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}});
-    rejected(
-        &s,
-        "PUT",
-        &format!("{CMS}/existing"),
-        Some("application/json"),
-        body.to_string(),
-        400,
-        "BadRequest",
-    )
-    .await;
-    rejected(
-        &s,
-        "PUT",
-        &format!("{CMS}/missing"),
-        Some("application/json"),
-        body.to_string().replace("other", "missing"),
-        404,
-        "NotFound",
-    )
-    .await;
+    let stale = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "existing", "resourceVersion": "1"}, "data": {"a": "b"}});
+    for (request, code, reason) in [
+        // A namespace name must be a DNS label (no dots).
+        (
+            write(
+                "POST",
+                "/api/v1/namespaces",
+                JSON,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}})
+                    .to_string(),
+            ),
+            422,
+            "Invalid",
+        ),
+        // Creating into a missing namespace is 404.
+        (
+            write(
+                "POST",
+                "/api/v1/namespaces/nope/configmaps",
+                JSON,
+                configmap("x"),
+            ),
+            404,
+            "NotFound",
+        ),
+        // Duplicates and stale writes.
+        (
+            write("POST", CMS, JSON, configmap("existing")),
+            409,
+            "AlreadyExists",
+        ),
+        (
+            write("PUT", existing(), JSON, stale.to_string()),
+            409,
+            "Conflict",
+        ),
+        (
+            write("PUT", existing(), JSON, configmap("other")),
+            400,
+            "BadRequest",
+        ),
+        (
+            write("PUT", format!("{CMS}/missing"), JSON, configmap("missing")),
+            404,
+            "NotFound",
+        ),
+    ] {
+        rejected(&s, request, code, reason).await;
+    }
 }
 
 /// Label keys and values and annotation keys follow kube's qualified-name rules, and
@@ -334,10 +221,7 @@ async fn invalid_labels_and_annotations_are_422() {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata});
         let status = rejected(
             &s,
-            "POST",
-            CMS,
-            Some("application/json"),
-            body.to_string(),
+            write("POST", CMS, JSON, body.to_string()),
             422,
             "Invalid",
         )
@@ -361,24 +245,13 @@ async fn invalid_labels_and_annotations_are_422() {
 
         let widget =
             json!({"apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": metadata});
-        rejected(
-            &s,
-            "POST",
-            WIDGETS,
-            Some("application/json"),
-            widget.to_string(),
-            422,
-            "Invalid",
-        )
-        .await;
-
         let patch = json!({"metadata": {"labels": metadata.get("labels"), "annotations": metadata.get("annotations")}});
-        rejected(
+        all_rejected(
             &s,
-            "PATCH",
-            &format!("{CMS}/existing"),
-            Some("application/merge-patch+json"),
-            patch.to_string(),
+            [
+                write("POST", WIDGETS, JSON, widget.to_string()),
+                write("PATCH", existing(), MERGE_PATCH, patch.to_string()),
+            ],
             422,
             "Invalid",
         )
@@ -390,12 +263,10 @@ async fn invalid_labels_and_annotations_are_422() {
 async fn strict_field_validation_on_custom_resources() {
     let s = with_widgets().await;
     let body = json!({"apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": {"name": "x"}, "spec": {"size": "s", "bogus": 1}});
+    let strict = format!("{WIDGETS}?fieldValidation=Strict");
     let status = rejected(
         &s,
-        "POST",
-        &format!("{WIDGETS}?fieldValidation=Strict"),
-        Some("application/json"),
-        body.to_string(),
+        write("POST", strict, JSON, body.to_string()),
         400,
         "BadRequest",
     )
@@ -407,22 +278,19 @@ async fn strict_field_validation_on_custom_resources() {
             .contains("unknown field \"spec.bogus\""),
         "{status}"
     );
-    rejected(
-        &s,
+    let strict_patch = write(
         "PATCH",
-        &format!("{WIDGETS}/w?fieldValidation=Strict"),
-        Some("application/merge-patch+json"),
+        format!("{WIDGETS}/w?fieldValidation=Strict"),
+        MERGE_PATCH,
         json!({"spec": {"bogus": 1}}).to_string(),
-        400,
-        "BadRequest",
-    )
-    .await;
+    );
+    rejected(&s, strict_patch, 400, "BadRequest").await;
     // Warn: accepted with a Warning header; Ignore (and the default): silently dropped.
     let warned = raw(
         &s,
         "POST",
         &format!("{WIDGETS}?fieldValidation=Warn"),
-        Some("application/json"),
+        JSON,
         body.to_string(),
     )
     .await;
@@ -434,7 +302,7 @@ async fn strict_field_validation_on_custom_resources() {
         &s,
         "POST",
         &format!("{WIDGETS}?fieldValidation=Ignore"),
-        Some("application/json"),
+        JSON,
         body,
     )
     .await;
@@ -447,22 +315,13 @@ async fn oversized_body_is_413() {
     let s = with_widgets().await;
     let big = "x".repeat(3 * 1024 * 1024 + 1);
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"x": big}});
-    rejected(
+    let body = body.to_string();
+    all_rejected(
         &s,
-        "POST",
-        CMS,
-        Some("application/json"),
-        body.to_string(),
-        413,
-        "RequestEntityTooLarge",
-    )
-    .await;
-    rejected(
-        &s,
-        "PUT",
-        &format!("{CMS}/existing"),
-        Some("application/json"),
-        body.to_string(),
+        [
+            write("POST", CMS, JSON, body.clone()),
+            write("PUT", existing(), JSON, body),
+        ],
         413,
         "RequestEntityTooLarge",
     )
@@ -472,101 +331,63 @@ async fn oversized_body_is_413() {
 #[tokio::test]
 async fn unsupported_patch_types_are_415() {
     let s = with_widgets().await;
-    rejected(
+    let strategic_merge = Some("application/strategic-merge-patch+json");
+    all_rejected(
         &s,
-        "PATCH",
-        &format!("{CMS}/existing"),
-        Some("text/plain"),
-        "{}",
-        415,
-        "UnsupportedMediaType",
-    )
-    .await;
-    rejected(
-        &s,
-        "PATCH",
-        &format!("{CMS}/existing"),
-        None,
-        "{}",
-        415,
-        "UnsupportedMediaType",
-    )
-    .await;
-    rejected(
-        &s,
-        "PATCH",
-        &format!("{WIDGETS}/w"),
-        Some("application/strategic-merge-patch+json"),
-        json!({"spec": {"size": "m"}}).to_string(),
-        415,
-        "UnsupportedMediaType",
-    )
-    .await;
-    rejected(
-        &s,
-        "POST",
-        CMS,
-        Some("application/xml"),
-        "<x/>",
+        [
+            write("PATCH", existing(), Some("text/plain"), "{}"),
+            write("PATCH", existing(), None, "{}"),
+            write(
+                "PATCH",
+                format!("{WIDGETS}/w"),
+                strategic_merge,
+                json!({"spec": {"size": "m"}}).to_string(),
+            ),
+            write("POST", CMS, Some("application/xml"), "<x/>"),
+        ],
         415,
         "UnsupportedMediaType",
     )
     .await;
     // Apply needs a field manager.
-    rejected(
-        &s,
+    let apply = write(
         "PATCH",
-        &format!("{CMS}/existing"),
+        existing(),
         Some("application/apply-patch+yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: existing\n",
-        400,
-        "BadRequest",
-    )
-    .await;
+    );
+    rejected(&s, apply, 400, "BadRequest").await;
 }
 
 #[tokio::test]
 async fn bad_query_parameters_are_400() {
     let s = with_widgets().await;
-    for query in [
-        "labelSelector=a%20in%20(b",
-        "labelSelector=%21%21",
-        "fieldSelector=spec.unknown%3Dx",
-        "limit=abc",
-        "continue=garbage",
-    ] {
+    for query in BAD_SELECTORS
+        .into_iter()
+        .chain(["limit=abc", "continue=garbage"])
+    {
         raw(&s, "GET", &format!("{CMS}?{query}"), None, "")
             .await
             .assert_status(400, "BadRequest");
     }
     // A watch validates its selectors before the 200.
-    for query in [
-        "labelSelector=a%20in%20(b",
-        "labelSelector=%21%21",
-        "fieldSelector=spec.unknown%3Dx",
-    ] {
+    for query in BAD_SELECTORS {
         raw(&s, "GET", &format!("{CMS}?watch=true&{query}"), None, "")
             .await
             .assert_status(400, "BadRequest");
     }
-    raw(
-        &s,
-        "GET",
-        &format!("{CMS}?resourceVersionMatch=Exact"),
-        None,
-        "",
-    )
-    .await
-    .assert_status(422, "Invalid");
-    raw(
-        &s,
-        "GET",
-        &format!("{CMS}?resourceVersion=notanumber&resourceVersionMatch=Exact"),
-        None,
-        "",
-    )
-    .await
-    .assert_status(400, "BadRequest");
+    for (query, code, reason) in [
+        ("resourceVersionMatch=Exact", 422, "Invalid"),
+        (
+            "resourceVersion=notanumber&resourceVersionMatch=Exact",
+            400,
+            "BadRequest",
+        ),
+    ] {
+        raw(&s, "GET", &format!("{CMS}?{query}"), None, "")
+            .await
+            .assert_status(code, reason);
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -643,58 +464,33 @@ async fn unknown_paths_and_methods() {
             .await
             .assert_status(404, "NotFound");
     }
-    let body =
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}).to_string();
-    rejected(
-        &s,
-        "POST",
-        "/api/v1/namespaces/default/foos",
-        Some("application/json"),
-        body.clone(),
-        404,
-        "NotFound",
-    )
-    .await;
-    rejected(
-        &s,
-        "POST",
-        &format!("{CMS}/existing"),
-        Some("application/json"),
-        body.clone(),
-        405,
-        "MethodNotAllowed",
-    )
-    .await;
-    rejected(
-        &s,
-        "PUT",
-        CMS,
-        Some("application/json"),
-        body.clone(),
-        405,
-        "MethodNotAllowed",
-    )
-    .await;
-    rejected(
-        &s,
-        "DELETE",
-        "/api/v1/namespaces/default/configmaps/missing",
-        None,
-        "",
-        404,
-        "NotFound",
-    )
-    .await;
-    rejected(
-        &s,
-        "PATCH",
-        "/api/v1/namespaces/default/configmaps/missing",
-        Some("application/merge-patch+json"),
-        "{}",
-        404,
-        "NotFound",
-    )
-    .await;
+    let missing = "/api/v1/namespaces/default/configmaps/missing";
+    for (request, code, reason) in [
+        (
+            write(
+                "POST",
+                "/api/v1/namespaces/default/foos",
+                JSON,
+                configmap("x"),
+            ),
+            404,
+            "NotFound",
+        ),
+        (
+            write("POST", existing(), JSON, configmap("x")),
+            405,
+            "MethodNotAllowed",
+        ),
+        (
+            write("PUT", CMS, JSON, configmap("x")),
+            405,
+            "MethodNotAllowed",
+        ),
+        (write("DELETE", missing, None, ""), 404, "NotFound"),
+        (write("PATCH", missing, MERGE_PATCH, "{}"), 404, "NotFound"),
+    ] {
+        rejected(&s, request, code, reason).await;
+    }
     raw(&s, "POST", "/version", None, "")
         .await
         .assert_status(405, "MethodNotAllowed");

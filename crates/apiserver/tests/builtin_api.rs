@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{api_code, eventually, raw, server};
+use common::{api_code, create_json, eventually, raw, server};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
@@ -314,11 +314,7 @@ async fn bootstrap_objects_exist_and_every_namespace_gets_a_default_service_acco
         "system:masters"
     );
 
-    let new: Namespace = serde_json::from_value(json!({"metadata": {"name": "fresh"}})).unwrap();
-    namespaces
-        .create(&PostParams::default(), &new)
-        .await
-        .expect("namespace");
+    create_json(&namespaces, json!({"metadata": {"name": "fresh"}})).await;
     for ns in ["default", "kube-system", "fresh"] {
         let accounts: Api<ServiceAccount> = Api::namespaced(c.clone(), ns);
         eventually(&format!("the default ServiceAccount of {ns}"), || {
@@ -333,14 +329,9 @@ async fn bootstrap_objects_exist_and_every_namespace_gets_a_default_service_acco
 async fn the_administrator_may_do_anything() {
     let server = server().await;
     let reviews: Api<SelfSubjectAccessReview> = Api::all(server.client());
-    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
+    let answered = create_json(&reviews, json!({
         "spec": {"resourceAttributes": {"verb": "create", "group": "apps", "resource": "deployments", "namespace": "default"}},
-    }))
-    .unwrap();
-    let answered = reviews
-        .create(&PostParams::default(), &review)
-        .await
-        .expect("review");
+    })).await;
     assert!(answered.status.expect("status").allowed);
     let listed = raw(
         &server,
@@ -358,12 +349,7 @@ async fn a_requested_token_passes_a_token_review_and_a_forged_one_does_not() {
     let server = server().await;
     let c = server.client();
     let accounts: Api<ServiceAccount> = Api::default_namespaced(c.clone());
-    let sa: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
-    accounts
-        .create(&PostParams::default(), &sa)
-        .await
-        .expect("sa");
+    create_json(&accounts, json!({"metadata": {"name": "robot"}})).await;
     let request: TokenRequest =
         serde_json::from_value(json!({"spec": {"audiences": ["steady"]}})).unwrap();
     let issued: TokenRequest = accounts
@@ -429,11 +415,7 @@ async fn a_conflict_names_the_group() {
 async fn an_unset_boolean_field_selects_as_false() {
     let server = server().await;
     let nodes: Api<Node> = Api::all(server.client());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "plain"}})).unwrap();
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("node");
+    create_json(&nodes, json!({"metadata": {"name": "plain"}})).await;
     let names = |selector: &'static str| {
         let nodes = nodes.clone();
         async move {
@@ -455,14 +437,14 @@ async fn an_unset_boolean_field_selects_as_false() {
 async fn exec_is_refused_with_a_status_and_eviction_deletes_the_pod() {
     let server = server().await;
     let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "p"},
-        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("pod");
+    create_json(
+        &pods,
+        json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+        }),
+    )
+    .await;
     for what in ["exec", "attach", "portforward"] {
         let answer = raw(
             &server,
@@ -517,14 +499,14 @@ async fn exec_is_refused_with_a_status_and_eviction_deletes_the_pod() {
 async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
     let server = server().await;
     let pods: Api<Pod> = Api::default_namespaced(server.client());
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "p", "labels": {"a": "b"}},
-        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .expect("pod");
+    create_json(
+        &pods,
+        json!({
+            "metadata": {"name": "p", "labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+        }),
+    )
+    .await;
     let patch = json!({
         "metadata": {"labels": {"a": "ignored"}},
         "spec": {"ephemeralContainers": [{"name": "debug", "image": "busybox:1"}]},
@@ -639,4 +621,60 @@ async fn a_subject_access_review_follows_the_stored_rbac_objects() {
     assert!(!allowed(ask("delete", "pods", "", "default")).await);
     assert!(!allowed(ask("list", "pods", "", "kube-system")).await);
     assert!(!allowed(ask("list", "secrets", "", "default")).await);
+}
+
+/// The simulated node reports each container as a kubelet does: Pulled, Created, Started,
+/// naming the container in `involvedObject.fieldPath`.
+#[tokio::test(start_paused = true)]
+async fn the_simulated_node_reports_container_events_in_kubelet_order() {
+    let config = steady_apiserver::Config {
+        node: Some(steady_apiserver::node::NodeConfig::default()),
+        ..Default::default()
+    };
+    let server = steady_apiserver::ApiServer::in_memory(config)
+        .await
+        .expect("server");
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    create_json(
+        &pods,
+        json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}),
+    )
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(server.client());
+    let container_events = eventually("the container's events", || async {
+        let listed = events.list(&ListParams::default()).await.expect("events");
+        let mut found: Vec<_> = listed
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.field_path.as_deref() == Some("spec.containers{c}"))
+            .collect();
+        // Written in order: the resourceVersion orders them (their timestamps are equal).
+        found.sort_by_key(|e| {
+            let version = e.metadata.resource_version.as_deref().unwrap_or("0");
+            version.parse::<u64>().expect("numeric resourceVersion")
+        });
+        (found.len() >= 3).then_some(found)
+    })
+    .await;
+    let seen: Vec<(&str, &str)> = container_events
+        .iter()
+        .map(|e| {
+            (
+                e.reason.as_deref().unwrap_or(""),
+                e.message.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "Pulled",
+                "Container image \"busybox:1\" already present on machine"
+            ),
+            ("Created", "Created container: c"),
+            ("Started", "Started container c"),
+        ]
+    );
 }

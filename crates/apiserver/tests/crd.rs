@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{api_code, eventually, server};
+use common::{api_code, clear_finalizers, eventually, list_count, server};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
@@ -185,18 +185,15 @@ async fn get_list_replace_patch_delete() {
         w.metadata.labels = Some([("color".to_string(), color.to_string())].into());
         api.create(&PostParams::default(), &w).await.unwrap();
     }
-    let list = api.list(&ListParams::default()).await.unwrap();
-    assert_eq!(list.items.len(), 3);
-    let list = api
-        .list(&ListParams::default().labels("color!=red"))
-        .await
-        .unwrap();
-    assert_eq!(list.items.len(), 2);
-    let list = api
-        .list(&ListParams::default().fields("metadata.name=b"))
-        .await
-        .unwrap();
-    assert_eq!(list.items.len(), 1);
+    assert_eq!(list_count(&api, &ListParams::default()).await, 3);
+    assert_eq!(
+        list_count(&api, &ListParams::default().labels("color!=red")).await,
+        2
+    );
+    assert_eq!(
+        list_count(&api, &ListParams::default().fields("metadata.name=b")).await,
+        1
+    );
     let page = api.list(&ListParams::default().limit(2)).await.unwrap();
     assert_eq!(page.items.len(), 2);
     assert!(page.metadata.continue_.is_some_and(|c| !c.is_empty()));
@@ -494,13 +491,7 @@ async fn deleting_the_crd_removes_its_objects_and_the_kind() {
     let crd = crds.get("widgets.example.steady.dev").await.unwrap();
     assert!(crd.metadata.deletion_timestamp.is_some(), "CRD waits");
 
-    api.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    clear_finalizers(&api, "held").await;
     eventually("the CRD is gone", || async {
         crds.get_opt("widgets.example.steady.dev")
             .await

@@ -3,10 +3,12 @@
 
 mod common;
 
-use common::{api_code, eventually, server};
+use common::{api_code, eventually, release_held, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use serde_json::{Value, json};
+use steady_apiserver::ApiServer;
 
 fn owner_ref(owner: &ConfigMap, block: bool) -> Value {
     json!({
@@ -48,6 +50,29 @@ fn policy(p: PropagationPolicy) -> DeleteParams {
     }
 }
 
+async fn create<K>(api: &Api<K>, object: &K) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), object)
+        .await
+        .expect("created")
+}
+
+/// A fresh server (kept alive by the caller) and its `default` ConfigMaps and Pods.
+async fn default_apis() -> (ApiServer, Api<ConfigMap>, Api<Pod>) {
+    let s = server().await;
+    let cms = Api::namespaced(s.client(), "default");
+    let pods = Api::namespaced(s.client(), "default");
+    (s, cms, pods)
+}
+
+fn has_finalizer(meta: &ObjectMeta, finalizer: &str) -> bool {
+    meta.finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == finalizer))
+}
+
 async fn gone<K>(api: &Api<K>, name: &str)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -60,54 +85,41 @@ where
 
 #[tokio::test(start_paused = true)]
 async fn background_deletes_dependents() {
-    let s = server().await;
-    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    let pods: Api<Pod> = Api::namespaced(s.client(), "default");
-    let owner = cms
-        .create(&PostParams::default(), &plain_cm("owner"))
-        .await
-        .unwrap();
-    let other = cms
-        .create(&PostParams::default(), &plain_cm("other"))
-        .await
-        .unwrap();
-    cms.create(
-        &PostParams::default(),
+    let (_s, cms, pods) = default_apis().await;
+    let owner = create(&cms, &plain_cm("owner")).await;
+    let other = create(&cms, &plain_cm("other")).await;
+    create(
+        &cms,
         &dependent_cm("dep-cm", vec![owner_ref(&owner, false)], &[]),
     )
-    .await
-    .unwrap();
-    pods.create(
-        &PostParams::default(),
+    .await;
+    create(
+        &pods,
         &dependent_pod("dep-pod", vec![owner_ref(&owner, true)]),
     )
-    .await
-    .unwrap();
+    .await;
     // Two owners: survives while one of them exists, losing the reference to the gone one.
-    cms.create(
-        &PostParams::default(),
+    create(
+        &cms,
         &dependent_cm(
             "two-owners",
             vec![owner_ref(&owner, false), owner_ref(&other, false)],
             &[],
         ),
     )
-    .await
-    .unwrap();
+    .await;
     // A reference to the owner's name with a different uid is not a dependent.
     let mut impostor = owner.clone();
     impostor.metadata.uid = Some("11111111-1111-1111-1111-111111111111".into());
-    let survivor = cms
-        .create(
-            &PostParams::default(),
-            &dependent_cm(
-                "not-mine",
-                vec![owner_ref(&impostor, false), owner_ref(&other, false)],
-                &[],
-            ),
-        )
-        .await
-        .unwrap();
+    let survivor = create(
+        &cms,
+        &dependent_cm(
+            "not-mine",
+            vec![owner_ref(&impostor, false), owner_ref(&other, false)],
+            &[],
+        ),
+    )
+    .await;
     let _ = survivor;
 
     cms.delete("owner", &policy(PropagationPolicy::Background))
@@ -133,16 +145,12 @@ async fn background_deletes_dependents() {
     assert!(cms.get("other").await.is_ok());
 
     // The default propagation is Background too.
-    let owner = cms
-        .create(&PostParams::default(), &plain_cm("owner2"))
-        .await
-        .unwrap();
-    cms.create(
-        &PostParams::default(),
+    let owner = create(&cms, &plain_cm("owner2")).await;
+    create(
+        &cms,
         &dependent_cm("dep2", vec![owner_ref(&owner, false)], &[]),
     )
-    .await
-    .unwrap();
+    .await;
     cms.delete("owner2", &DeleteParams::default())
         .await
         .unwrap();
@@ -151,51 +159,37 @@ async fn background_deletes_dependents() {
 
 #[tokio::test(start_paused = true)]
 async fn dependent_of_a_missing_owner_is_collected() {
-    let s = server().await;
-    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, cms, _) = default_apis().await;
     let mut ghost = plain_cm("ghost");
     ghost.metadata.uid = Some("22222222-2222-2222-2222-222222222222".into());
-    cms.create(
-        &PostParams::default(),
+    create(
+        &cms,
         &dependent_cm("orphaned", vec![owner_ref(&ghost, false)], &[]),
     )
-    .await
-    .unwrap();
+    .await;
     gone(&cms, "orphaned").await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn foreground_waits_for_blocking_dependents() {
-    let s = server().await;
-    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    let pods: Api<Pod> = Api::namespaced(s.client(), "default");
-    let owner = cms
-        .create(&PostParams::default(), &plain_cm("owner"))
-        .await
-        .unwrap();
+    let (_s, cms, pods) = default_apis().await;
+    let owner = create(&cms, &plain_cm("owner")).await;
     // A blocking dependent held by its own finalizer, so the wait is observable.
-    cms.create(
-        &PostParams::default(),
+    create(
+        &cms,
         &dependent_cm(
             "blocker",
             vec![owner_ref(&owner, true)],
             &["example.steady.dev/hold"],
         ),
     )
-    .await
-    .unwrap();
-    cms.create(
-        &PostParams::default(),
+    .await;
+    create(
+        &cms,
         &dependent_cm("free", vec![owner_ref(&owner, false)], &[]),
     )
-    .await
-    .unwrap();
-    pods.create(
-        &PostParams::default(),
-        &dependent_pod("pod", vec![owner_ref(&owner, true)]),
-    )
-    .await
-    .unwrap();
+    .await;
+    create(&pods, &dependent_pod("pod", vec![owner_ref(&owner, true)])).await;
 
     let pending = cms
         .delete("owner", &policy(PropagationPolicy::Foreground))
@@ -204,13 +198,7 @@ async fn foreground_waits_for_blocking_dependents() {
         .left()
         .expect("the owner is still there");
     assert!(pending.metadata.deletion_timestamp.is_some());
-    assert!(
-        pending
-            .metadata
-            .finalizers
-            .unwrap_or_default()
-            .contains(&"foregroundDeletion".to_string())
-    );
+    assert!(has_finalizer(&pending.metadata, "foregroundDeletion"));
 
     gone(&cms, "free").await;
     gone(&pods, "pod").await;
@@ -219,13 +207,7 @@ async fn foreground_waits_for_blocking_dependents() {
         c.metadata.deletion_timestamp.is_some().then_some(c)
     })
     .await;
-    assert!(
-        blocker
-            .metadata
-            .finalizers
-            .unwrap()
-            .contains(&"example.steady.dev/hold".to_string())
-    );
+    assert!(has_finalizer(&blocker.metadata, "example.steady.dev/hold"));
     // Let the collector settle; the owner must still be there, waiting.
     for _ in 0..50 {
         tokio::task::yield_now().await;
@@ -233,13 +215,7 @@ async fn foreground_waits_for_blocking_dependents() {
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let waiting = cms.get("owner").await.unwrap();
     assert!(waiting.metadata.deletion_timestamp.is_some());
-    assert!(
-        waiting
-            .metadata
-            .finalizers
-            .unwrap()
-            .contains(&"foregroundDeletion".to_string())
-    );
+    assert!(has_finalizer(&waiting.metadata, "foregroundDeletion"));
 
     // Release the blocker: then the owner goes.
     cms.patch(
@@ -258,33 +234,19 @@ async fn foreground_waits_for_blocking_dependents() {
 
 #[tokio::test(start_paused = true)]
 async fn orphan_keeps_dependents_and_strips_references() {
-    let s = server().await;
-    let cms: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    let pods: Api<Pod> = Api::namespaced(s.client(), "default");
-    let owner = cms
-        .create(&PostParams::default(), &plain_cm("owner"))
-        .await
-        .unwrap();
-    let keep = cms
-        .create(&PostParams::default(), &plain_cm("keep"))
-        .await
-        .unwrap();
-    cms.create(
-        &PostParams::default(),
+    let (_s, cms, pods) = default_apis().await;
+    let owner = create(&cms, &plain_cm("owner")).await;
+    let keep = create(&cms, &plain_cm("keep")).await;
+    create(
+        &cms,
         &dependent_cm(
             "dep",
             vec![owner_ref(&owner, true), owner_ref(&keep, false)],
             &[],
         ),
     )
-    .await
-    .unwrap();
-    pods.create(
-        &PostParams::default(),
-        &dependent_pod("pod", vec![owner_ref(&owner, true)]),
-    )
-    .await
-    .unwrap();
+    .await;
+    create(&pods, &dependent_pod("pod", vec![owner_ref(&owner, true)])).await;
 
     cms.delete("owner", &policy(PropagationPolicy::Orphan))
         .await
@@ -309,27 +271,18 @@ async fn namespace_deletion_removes_contents_then_namespace() {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}}),
     )
     .unwrap();
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    create(&namespaces, &ns).await;
     let cms: Api<ConfigMap> = Api::namespaced(s.client(), "doomed");
     let pods: Api<Pod> = Api::namespaced(s.client(), "doomed");
     let kept: Api<ConfigMap> = Api::namespaced(s.client(), "default");
     for i in 0..3 {
-        cms.create(&PostParams::default(), &plain_cm(&format!("cm-{i}")))
-            .await
-            .unwrap();
+        create(&cms, &plain_cm(&format!("cm-{i}"))).await;
     }
-    pods.create(&PostParams::default(), &dependent_pod("p", vec![]))
-        .await
-        .unwrap();
+    create(&pods, &dependent_pod("p", vec![])).await;
     let mut held = plain_cm("held");
     held.metadata.finalizers = Some(vec!["example.steady.dev/hold".into()]);
-    cms.create(&PostParams::default(), &held).await.unwrap();
-    kept.create(&PostParams::default(), &plain_cm("cm-0"))
-        .await
-        .unwrap();
+    create(&cms, &held).await;
+    create(&kept, &plain_cm("cm-0")).await;
 
     namespaces
         .delete("doomed", &DeleteParams::default())
@@ -352,21 +305,7 @@ async fn namespace_deletion_removes_contents_then_namespace() {
     // The namespace waits for the object with a finalizer.
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     assert!(namespaces.get("doomed").await.is_ok());
-    assert!(
-        cms.get("held")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_some()
-    );
-    cms.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    release_held(&cms, "held").await;
     gone(&namespaces, "doomed").await;
     assert!(kept.get("cm-0").await.is_ok(), "other namespaces untouched");
     // Creating into the deleted namespace is 404.

@@ -6,10 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Raw, raw, server};
+use common::{JSON, Raw, install_widgets, raw, rejected, server, write};
 use http::Request;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
 use tower::ServiceExt;
@@ -52,26 +50,6 @@ fn message(status: &Value) -> &str {
     status["message"].as_str().unwrap_or("")
 }
 
-async fn rejected(
-    s: &ApiServer,
-    method: &str,
-    uri: &str,
-    content_type: Option<&str>,
-    body: String,
-    code: u16,
-    reason: &str,
-) -> Value {
-    let before = s.store().revision();
-    let response: Raw = raw(s, method, uri, content_type, body).await;
-    let status = response.assert_status(code, reason);
-    assert_eq!(
-        s.store().revision(),
-        before,
-        "{method} {uri} changed the store"
-    );
-    status
-}
-
 #[tokio::test]
 async fn bodies_nested_past_the_limit_are_400_in_every_format() {
     let s = server().await;
@@ -84,7 +62,7 @@ async fn bodies_nested_past_the_limit_are_400_in_every_format() {
             deep_configmap("deep", LIMIT + 1).to_string(),
         ),
     ] {
-        let status = rejected(&s, "POST", CMS, Some(ct), body, 400, "BadRequest").await;
+        let status = rejected(&s, write("POST", CMS, Some(ct), body), 400, "BadRequest").await;
         assert!(
             message(&status).contains("nested too deeply: more than 100 levels"),
             "{status}"
@@ -119,7 +97,13 @@ async fn a_too_deep_apply_is_rejected_before_commit() {
     let s = server().await;
     let uri = format!("{CMS}/applied?fieldManager=test");
     let body = yaml(&deep_configmap("applied", 128));
-    rejected(&s, "PATCH", &uri, Some(APPLY), body, 400, "BadRequest").await;
+    rejected(
+        &s,
+        write("PATCH", uri, Some(APPLY), body),
+        400,
+        "BadRequest",
+    )
+    .await;
     let missing = raw(&s, "GET", &format!("{CMS}/applied"), None, "").await;
     missing.assert_status(404, "NotFound");
     configmaps_read_back(&s).await;
@@ -132,7 +116,7 @@ async fn patches_cannot_make_a_stored_object_too_deep() {
         &s,
         "POST",
         CMS,
-        Some("application/json"),
+        JSON,
         deep_configmap("grown", 72).to_string(),
     )
     .await;
@@ -143,10 +127,12 @@ async fn patches_cannot_make_a_stored_object_too_deep() {
     let json_patch = json!([{"op": "add", "path": format!("{deep_path}/b"), "value": nested(70)}]);
     let status = rejected(
         &s,
-        "PATCH",
-        &format!("{CMS}/grown"),
-        Some("application/json-patch+json"),
-        json_patch.to_string(),
+        write(
+            "PATCH",
+            format!("{CMS}/grown"),
+            Some("application/json-patch+json"),
+            json_patch.to_string(),
+        ),
         422,
         "Invalid",
     )
@@ -166,10 +152,7 @@ async fn adversarial_yaml_is_rejected_by_its_depth() {
     ] {
         let status = rejected(
             &s,
-            "POST",
-            CMS,
-            Some("application/yaml"),
-            body,
+            write("POST", CMS, Some("application/yaml"), body),
             400,
             "BadRequest",
         )
@@ -185,20 +168,19 @@ async fn adversarial_yaml_is_rejected_by_its_depth() {
         .collect();
     rejected(
         &s,
-        "POST",
-        CMS,
-        Some("application/yaml"),
-        block,
+        write("POST", CMS, Some("application/yaml"), block),
         400,
         "BadRequest",
     )
     .await;
     rejected(
         &s,
-        "PATCH",
-        &format!("{CMS}/x?fieldManager=m"),
-        Some(APPLY),
-        "{a: ".repeat(50_000),
+        write(
+            "PATCH",
+            format!("{CMS}/x?fieldManager=m"),
+            Some(APPLY),
+            "{a: ".repeat(50_000),
+        ),
         400,
         "BadRequest",
     )
@@ -267,7 +249,7 @@ async fn extreme_durations_are_clamped() {
         "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": i64::MAX,
             "containers": [{"name": "c", "image": "i"}]}});
     let pods = "/api/v1/namespaces/default/pods";
-    let created = raw(&s, "POST", pods, Some("application/json"), pod.to_string()).await;
+    let created = raw(&s, "POST", pods, JSON, pod.to_string()).await;
     assert_eq!(
         created.status,
         201,
@@ -293,22 +275,11 @@ async fn extreme_durations_are_clamped() {
 
 async fn with_widgets() -> ApiServer {
     let s = server().await;
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.steady.dev"},
-        "spec": {
-            "group": "example.steady.dev", "scope": "Namespaced",
-            "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }))
-    .expect("CRD");
-    Api::<CustomResourceDefinition>::all(s.client())
-        .create(&PostParams::default(), &crd)
-        .await
-        .expect("CRD created");
+    install_widgets(
+        &s,
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    )
+    .await;
     s
 }
 
@@ -319,40 +290,16 @@ fn widget(meta: Value) -> String {
 #[tokio::test]
 async fn custom_resource_names_are_rfc_1123_subdomains() {
     let s = with_widgets().await;
-    for name in [
-        "has space".to_string(),
-        "what?".to_string(),
-        "UPPER".to_string(),
-        "a".repeat(5000),
-    ] {
-        let status = rejected(
-            &s,
-            "POST",
-            WIDGETS,
-            Some("application/json"),
-            widget(json!({"name": name})),
-            422,
-            "Invalid",
-        )
-        .await;
-        assert_eq!(status["details"]["causes"][0]["field"], "metadata.name");
+    let bad_names = ["has space", "what?", "UPPER", &"a".repeat(5000)]
+        .map(|name| (json!({ "name": name }), "metadata.name"));
+    let bad_prefix = (json!({"generateName": "Bad_"}), "metadata.generateName");
+    for (meta, field) in bad_names.into_iter().chain([bad_prefix]) {
+        let create = write("POST", WIDGETS, JSON, widget(meta));
+        let status = rejected(&s, create, 422, "Invalid").await;
+        assert_eq!(status["details"]["causes"][0]["field"], field);
     }
-    let status = rejected(
-        &s,
-        "POST",
-        WIDGETS,
-        Some("application/json"),
-        widget(json!({"generateName": "Bad_"})),
-        422,
-        "Invalid",
-    )
-    .await;
-    assert_eq!(
-        status["details"]["causes"][0]["field"],
-        "metadata.generateName"
-    );
     for meta in [json!({"name": "ok.name-1"}), json!({"generateName": "w-"})] {
-        let created = raw(&s, "POST", WIDGETS, Some("application/json"), widget(meta)).await;
+        let created = raw(&s, "POST", WIDGETS, JSON, widget(meta)).await;
         assert_eq!(created.status, 201);
     }
 }
@@ -361,7 +308,7 @@ async fn custom_resource_names_are_rfc_1123_subdomains() {
 async fn path_segments_are_percent_decoded() {
     let s = server().await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a.b"}});
-    let created = raw(&s, "POST", CMS, Some("application/json"), cm.to_string()).await;
+    let created = raw(&s, "POST", CMS, JSON, cm.to_string()).await;
     assert_eq!(created.status, 201);
     let got = raw(&s, "GET", &format!("{CMS}/a%2Eb"), None, "").await;
     assert_eq!(got.status, 200);
@@ -426,14 +373,7 @@ async fn reads_of_a_future_revision_wait_then_answer_504() {
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}});
-        raw(
-            &writer,
-            "POST",
-            CMS,
-            Some("application/json"),
-            cm.to_string(),
-        )
-        .await
+        raw(&writer, "POST", CMS, JSON, cm.to_string()).await
     });
     let listed = raw(
         &s,

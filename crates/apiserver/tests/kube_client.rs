@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{api_code, server};
+use common::{api_code, clear_finalizers, list_count, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
@@ -33,6 +33,11 @@ fn rv<K: kube::Resource>(obj: &K) -> u64 {
         .expect("resourceVersion")
         .parse()
         .expect("numeric resourceVersion")
+}
+
+/// A ConfigMap `name` holding `data`, as an apply configuration.
+fn config_map_with(name: &str, data: serde_json::Value) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
 }
 
 #[tokio::test]
@@ -192,34 +197,13 @@ async fn configmap_every_patch_type() {
 
     // Server-side apply with a field manager.
     let apply = PatchParams::apply("test-manager").force();
-    let applied = api
-        .patch(
-            "p",
-            &apply,
-            &Patch::Apply(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "p"},
-                "data": {"applied": "yes"},
-            })),
-        )
-        .await
-        .unwrap();
+    let configuration = Patch::Apply(config_map_with("p", json!({"applied": "yes"})));
+    let applied = api.patch("p", &apply, &configuration).await.unwrap();
     assert!(rv(&applied) > last);
     assert_eq!(applied.data.as_ref().unwrap()["applied"], "yes");
     // Applying the same configuration again changes nothing.
     let revision = s.store().revision();
-    let reapplied = api
-        .patch(
-            "p",
-            &apply,
-            &Patch::Apply(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "p"},
-                "data": {"applied": "yes"},
-            })),
-        )
-        .await
-        .unwrap();
+    let reapplied = api.patch("p", &apply, &configuration).await.unwrap();
     assert_eq!(rv(&reapplied), rv(&applied));
     assert_eq!(s.store().revision(), revision);
 
@@ -228,11 +212,7 @@ async fn configmap_every_patch_type() {
         .patch(
             "applied-new",
             &apply,
-            &Patch::Apply(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "applied-new"},
-                "data": {"a": "b"},
-            })),
+            &Patch::Apply(config_map_with("applied-new", json!({"a": "b"}))),
         )
         .await
         .unwrap();
@@ -307,22 +287,24 @@ async fn configmap_list_selectors_and_paging() {
         .await
         .unwrap();
     assert_eq!(names(&set), ["cm-5"].map(String::from).into());
-    let none = api
-        .list(&ListParams::default().labels("missing"))
-        .await
-        .unwrap();
-    assert!(none.items.is_empty());
+    assert_eq!(
+        list_count(&api, &ListParams::default().labels("missing")).await,
+        0
+    );
 
     let by_name = api
         .list(&ListParams::default().fields("metadata.name=cm-3"))
         .await
         .unwrap();
     assert_eq!(names(&by_name), ["cm-3"].map(String::from).into());
-    let not_name = api
-        .list(&ListParams::default().fields("metadata.name!=cm-3,metadata.namespace=default"))
-        .await
-        .unwrap();
-    assert_eq!(not_name.items.len(), 6);
+    assert_eq!(
+        list_count(
+            &api,
+            &ListParams::default().fields("metadata.name!=cm-3,metadata.namespace=default")
+        )
+        .await,
+        6
+    );
 
     // limit + continue: every object exactly once, from the first page's snapshot.
     let mut seen = Vec::new();
@@ -425,21 +407,18 @@ async fn pod_crud_strategic_merge_and_field_selectors() {
         .unwrap();
     assert_eq!(labelled.metadata.generation, Some(2));
 
-    let listed = api
-        .list(&ListParams::default().fields("status.phase=Pending"))
-        .await
-        .unwrap();
-    assert_eq!(listed.items.len(), 1);
-    let listed = api
-        .list(&ListParams::default().fields("status.phase=Running"))
-        .await
-        .unwrap();
-    assert!(listed.items.is_empty());
-    let listed = api
-        .list(&ListParams::default().labels("app=web,x=y"))
-        .await
-        .unwrap();
-    assert_eq!(listed.items.len(), 1);
+    assert_eq!(
+        list_count(&api, &ListParams::default().fields("status.phase=Pending")).await,
+        1
+    );
+    assert_eq!(
+        list_count(&api, &ListParams::default().fields("status.phase=Running")).await,
+        0
+    );
+    assert_eq!(
+        list_count(&api, &ListParams::default().labels("app=web,x=y")).await,
+        1
+    );
 
     // An unbound pod is deleted at once.
     api.delete("web", &DeleteParams::default()).await.unwrap();
@@ -482,13 +461,7 @@ async fn finalizers_hold_deletion_until_removed() {
     assert_eq!(code, 422);
 
     // Removing the last finalizer deletes it.
-    api.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    clear_finalizers(&api, "held").await;
     assert_eq!(api_code(api.get("held").await).0, 404);
 }
 

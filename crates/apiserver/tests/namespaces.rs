@@ -6,9 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, server};
+use common::{eventually, release_held, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
 use steady_apiserver::request::{DeleteOptions, WriteOptions};
@@ -111,21 +111,7 @@ async fn deleting_namespaces_removes_only_their_contents() {
         Some("Terminating")
     );
     let held: Api<ConfigMap> = Api::namespaced(s.client(), "drop-d");
-    assert!(
-        held.get("held")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_some()
-    );
-    held.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    release_held(&held, "held").await;
     eventually("drop-d to be gone", || async {
         namespaces
             .get_opt("drop-d")

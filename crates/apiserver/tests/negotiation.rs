@@ -7,10 +7,9 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{GUARD, Raw, server};
+use common::{GUARD, Raw, install_crd, send, server};
 use futures::StreamExt;
 use http::Request;
-use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 use kube::core::PartialObjectMeta;
@@ -18,7 +17,6 @@ use kube::discovery::{ApiGroup, Discovery};
 use kube::runtime::watcher::{self, Event};
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
-use tower::ServiceExt;
 
 /// kubectl's and kube-rs' header: v2, then v2beta1, then the legacy document.
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
@@ -30,18 +28,7 @@ async fn get(server: &ApiServer, uri: &str, accept: &str) -> Raw {
         .header(http::header::ACCEPT, accept)
         .body(axum::body::Body::empty())
         .expect("request");
-    let response = server.router().oneshot(request).await.expect("infallible");
-    let (parts, body) = response.into_parts();
-    let body = tokio::time::timeout(GUARD, body.collect())
-        .await
-        .expect("response body ends")
-        .expect("body")
-        .to_bytes();
-    Raw {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
+    send(server, request).await
 }
 
 fn content_type(raw: &Raw) -> &str {
@@ -345,9 +332,8 @@ async fn unsupported_conversions_are_not_acceptable() {
 
 #[tokio::test]
 async fn aggregated_discovery_follows_crds() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let s = server().await;
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+    let crd = json!({
         "metadata": {"name": "gadgets.example.steady.dev"},
         "spec": {
             "group": "example.steady.dev",
@@ -359,12 +345,8 @@ async fn aggregated_discovery_follows_crds() {
                 "subresources": {"scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
             }],
         },
-    }))
-    .unwrap();
-    Api::<CustomResourceDefinition>::all(s.client())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    });
+    install_crd(&s, crd).await;
     let document = get(&s, "/apis", AGGREGATED).await.json();
     let gadgets = resource(&document, Some("example.steady.dev"), "gadgets");
     assert_eq!(gadgets["scope"], "Cluster");

@@ -24,7 +24,7 @@ use kube::api::{
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
 
-use common::server;
+use common::{install_crd, server};
 
 /// Every AdmissionReview and ConversionReview request the webhook server received.
 type Seen = Arc<Mutex<Vec<Value>>>;
@@ -34,6 +34,18 @@ struct WebhookServer {
     port: u16,
     ca_bundle: String,
     seen: Seen,
+}
+
+impl WebhookServer {
+    /// A webhook `clientConfig` for `url`, trusting this server's CA.
+    fn client_config(&self, url: &str) -> Value {
+        json!({"url": url, "caBundle": self.ca_bundle})
+    }
+
+    /// A webhook `clientConfig` for `path` on this server.
+    fn at(&self, path: &str) -> Value {
+        self.client_config(&format!("{}{path}", self.base))
+    }
 }
 
 fn allow(request: &Value) -> Value {
@@ -200,9 +212,12 @@ fn configmap_rule(operations: &[&str]) -> Value {
     json!([{"operations": operations, "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}])
 }
 
+const VALIDATING: &str = "validatingwebhookconfigurations";
+const MUTATING: &str = "mutatingwebhookconfigurations";
+
 async fn configure(client: &Client, plural: &str, name: &str, webhooks: Value) {
     let kind = match plural {
-        "mutatingwebhookconfigurations" => "MutatingWebhookConfiguration",
+        MUTATING => "MutatingWebhookConfiguration",
         _ => "ValidatingWebhookConfiguration",
     };
     let resource = ApiResource::from_gvk_with_plural(
@@ -227,6 +242,14 @@ fn configmap(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
 }
 
+fn default_configmaps(client: &Client) -> Api<ConfigMap> {
+    Api::namespaced(client.clone(), "default")
+}
+
+async fn create_configmap(api: &Api<ConfigMap>, name: &str) -> kube::Result<ConfigMap> {
+    api.create(&PostParams::default(), &configmap(name)).await
+}
+
 fn api_error(result: Result<impl std::fmt::Debug, kube::Error>) -> kube::core::Status {
     match result {
         Err(kube::Error::Api(status)) => *status,
@@ -243,25 +266,15 @@ async fn setup() -> (ApiServer, Client, WebhookServer) {
 #[tokio::test]
 async fn a_validating_webhook_denies_with_its_own_status() {
     let (_server, client, hooks) = setup().await;
-    let config = json!({"url": format!("{}/deny", hooks.base), "caBundle": hooks.ca_bundle});
-    configure(
-        &client,
-        "validatingwebhookconfigurations",
-        "deny",
-        json!([webhook(
-            "deny.steady.dev",
-            config,
-            configmap_rule(&["CREATE", "DELETE"])
-        )]),
-    )
-    .await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-
-    let denied = api_error(
-        configmaps
-            .create(&PostParams::default(), &configmap("bad-one"))
-            .await,
+    let hook = webhook(
+        "deny.steady.dev",
+        hooks.at("/deny"),
+        configmap_rule(&["CREATE", "DELETE"]),
     );
+    configure(&client, VALIDATING, "deny", json!([hook])).await;
+    let configmaps = default_configmaps(&client);
+
+    let denied = api_error(create_configmap(&configmaps, "bad-one").await);
     assert_eq!(denied.code, 403);
     assert_eq!(denied.reason, "Forbidden");
     assert_eq!(
@@ -273,10 +286,7 @@ async fn a_validating_webhook_denies_with_its_own_status() {
         "nothing stored"
     );
 
-    configmaps
-        .create(&PostParams::default(), &configmap("keep-me"))
-        .await
-        .unwrap();
+    create_configmap(&configmaps, "keep-me").await.unwrap();
     let refused = api_error(configmaps.delete("keep-me", &DeleteParams::default()).await);
     assert_eq!(refused.code, 403);
     assert!(
@@ -313,23 +323,14 @@ async fn a_validating_webhook_denies_with_its_own_status() {
 #[tokio::test]
 async fn a_mutating_webhook_patches_what_is_stored() {
     let (_server, client, hooks) = setup().await;
-    let config = json!({"url": format!("{}/label", hooks.base), "caBundle": hooks.ca_bundle});
-    configure(
-        &client,
-        "mutatingwebhookconfigurations",
-        "label",
-        json!([webhook(
-            "label.steady.dev",
-            config,
-            configmap_rule(&["CREATE", "UPDATE"])
-        )]),
-    )
-    .await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let created = configmaps
-        .create(&PostParams::default(), &configmap("plain"))
-        .await
-        .unwrap();
+    let hook = webhook(
+        "label.steady.dev",
+        hooks.at("/label"),
+        configmap_rule(&["CREATE", "UPDATE"]),
+    );
+    configure(&client, MUTATING, "label", json!([hook])).await;
+    let configmaps = default_configmaps(&client);
+    let created = create_configmap(&configmaps, "plain").await.unwrap();
     assert_eq!(
         created
             .metadata
@@ -371,40 +372,21 @@ async fn failure_policy_ignore_survives_a_dead_webhook_and_fail_answers_500() {
     let dead = format!("https://127.0.0.1:{}/deny", dead_port().await);
     let mut ignored = webhook(
         "dead-ignored.steady.dev",
-        json!({"url": dead, "caBundle": hooks.ca_bundle}),
+        hooks.client_config(&dead),
         configmap_rule(&["CREATE"]),
     );
     ignored["failurePolicy"] = json!("Ignore");
-    configure(
-        &client,
-        "validatingwebhookconfigurations",
-        "a-ignored",
-        json!([ignored]),
-    )
-    .await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    configmaps
-        .create(&PostParams::default(), &configmap("survives"))
-        .await
-        .unwrap();
+    configure(&client, VALIDATING, "a-ignored", json!([ignored])).await;
+    let configmaps = default_configmaps(&client);
+    create_configmap(&configmaps, "survives").await.unwrap();
 
     let failing = webhook(
         "dead.steady.dev",
-        json!({"url": dead, "caBundle": hooks.ca_bundle}),
+        hooks.client_config(&dead),
         configmap_rule(&["CREATE"]),
     );
-    configure(
-        &client,
-        "validatingwebhookconfigurations",
-        "b-failing",
-        json!([failing]),
-    )
-    .await;
-    let error = api_error(
-        configmaps
-            .create(&PostParams::default(), &configmap("fails"))
-            .await,
-    );
+    configure(&client, VALIDATING, "b-failing", json!([failing])).await;
+    let error = api_error(create_configmap(&configmaps, "fails").await);
     assert_eq!(error.code, 500);
     assert_eq!(error.reason, "InternalError");
     let expected = format!(
@@ -419,23 +401,13 @@ async fn a_webhook_that_does_not_answer_in_time_fails_the_write() {
     let url = format!("{}/hang", hooks.base);
     let mut slow = webhook(
         "slow.steady.dev",
-        json!({"url": url, "caBundle": hooks.ca_bundle}),
+        hooks.client_config(&url),
         configmap_rule(&["CREATE"]),
     );
     slow["timeoutSeconds"] = json!(1);
-    configure(
-        &client,
-        "validatingwebhookconfigurations",
-        "slow",
-        json!([slow]),
-    )
-    .await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let error = api_error(
-        configmaps
-            .create(&PostParams::default(), &configmap("late"))
-            .await,
-    );
+    configure(&client, VALIDATING, "slow", json!([slow])).await;
+    let configmaps = default_configmaps(&client);
+    let error = api_error(create_configmap(&configmaps, "late").await);
     assert_eq!(error.code, 500);
     assert_eq!(
         error.message,
@@ -466,7 +438,7 @@ async fn object_and_namespace_selectors_choose_what_is_sent() {
     by_namespace["namespaceSelector"] = json!({"matchLabels": {"webhooks": "on"}});
     configure(
         &client,
-        "validatingwebhookconfigurations",
+        VALIDATING,
         "selective",
         json!([by_object, by_namespace]),
     )
@@ -483,8 +455,7 @@ async fn object_and_namespace_selectors_choose_what_is_sent() {
         .unwrap();
 
     let default: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    default
-        .create(&PostParams::default(), &configmap("bad-unchecked"))
+    create_configmap(&default, "bad-unchecked")
         .await
         .expect("no selector matches");
     let mut checked = configmap("bad-checked");
@@ -499,11 +470,7 @@ async fn object_and_namespace_selectors_choose_what_is_sent() {
     );
 
     let in_watched: Api<ConfigMap> = Api::namespaced(client.clone(), "watched");
-    let error = api_error(
-        in_watched
-            .create(&PostParams::default(), &configmap("bad-anything"))
-            .await,
-    );
+    let error = api_error(create_configmap(&in_watched, "bad-anything").await);
     assert!(
         error
             .message
@@ -528,7 +495,7 @@ fn gadget_crd(hooks: &WebhookServer) -> Value {
             ],
             "conversion": {"strategy": "Webhook", "webhook": {
                 "conversionReviewVersions": ["v1"],
-                "clientConfig": {"url": format!("{}/convert", hooks.base), "caBundle": hooks.ca_bundle},
+                "clientConfig": hooks.at("/convert"),
             }},
         },
     })
@@ -542,28 +509,21 @@ fn gadgets(client: &Client, version: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), "default", &resource)
 }
 
+/// A v2 Gadget `name` whose spec says `colour: red` (v1 spells it `color`).
+fn red_v2_gadget(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
+        "metadata": {"name": name}, "spec": {"colour": "red"},
+    }))
+    .expect("a Gadget")
+}
+
 #[tokio::test]
 async fn a_conversion_webhook_converts_on_write_and_read() {
     let (server, client, hooks) = setup().await;
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        ),
-    );
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(gadget_crd(&hooks)).unwrap(),
-    )
-    .await
-    .unwrap();
+    install_crd(&server, gadget_crd(&hooks)).await;
     let (v1, v2) = (gadgets(&client, "v1"), gadgets(&client, "v2"));
-    let gadget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
-        "metadata": {"name": "g"}, "spec": {"colour": "red"},
-    }))
-    .unwrap();
+    let gadget = red_v2_gadget("g");
     let created = v2.create(&PostParams::default(), &gadget).await.unwrap();
     assert_eq!(
         created.data["spec"],
@@ -650,28 +610,12 @@ async fn a_conversion_webhook_converts_on_write_and_read() {
 
 #[tokio::test]
 async fn a_dead_conversion_webhook_answers_500() {
-    let (_server, client, hooks) = setup().await;
+    let (server, client, hooks) = setup().await;
     let mut crd = gadget_crd(&hooks);
     crd["spec"]["conversion"]["webhook"]["clientConfig"]["url"] =
         json!(format!("https://127.0.0.1:{}/convert", dead_port().await));
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        ),
-    );
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(crd).unwrap(),
-    )
-    .await
-    .unwrap();
-    let gadget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
-        "metadata": {"name": "g"}, "spec": {"colour": "red"},
-    }))
-    .unwrap();
+    install_crd(&server, crd).await;
+    let gadget = red_v2_gadget("g");
     let error = api_error(
         gadgets(&client, "v2")
             .create(&PostParams::default(), &gadget)
@@ -687,35 +631,19 @@ async fn a_dead_conversion_webhook_answers_500() {
 
 #[tokio::test]
 async fn an_equivalent_match_sends_the_version_the_rules_name() {
-    let (_server, client, hooks) = setup().await;
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        ),
-    );
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(gadget_crd(&hooks)).unwrap(),
-    )
-    .await
-    .unwrap();
+    let (server, client, hooks) = setup().await;
+    install_crd(&server, gadget_crd(&hooks)).await;
     let rules = json!([{"operations": ["CREATE"], "apiGroups": ["example.steady.dev"],
         "apiVersions": ["v1"], "resources": ["gadgets"]}]);
-    let config = json!({"url": format!("{}/deny", hooks.base), "caBundle": hooks.ca_bundle});
+    let config = hooks.at("/deny");
     configure(
         &client,
-        "validatingwebhookconfigurations",
+        VALIDATING,
         "gadgets",
         json!([webhook("gadgets.steady.dev", config, rules)]),
     )
     .await;
-    let gadget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "example.steady.dev/v2", "kind": "Gadget",
-        "metadata": {"name": "bad-gadget"}, "spec": {"colour": "red"},
-    }))
-    .unwrap();
+    let gadget = red_v2_gadget("bad-gadget");
     let error = api_error(
         gadgets(&client, "v2")
             .create(&PostParams::default(), &gadget)
@@ -742,22 +670,12 @@ async fn an_equivalent_match_sends_the_version_the_rules_name() {
 #[tokio::test]
 async fn a_webhook_without_v1_reviews_is_a_call_failure() {
     let (_server, client, hooks) = setup().await;
-    let config = json!({"url": format!("{}/deny", hooks.base), "caBundle": hooks.ca_bundle});
+    let config = hooks.at("/deny");
     let mut old = webhook("old.steady.dev", config, configmap_rule(&["CREATE"]));
     old["admissionReviewVersions"] = json!(["v1beta1"]);
-    configure(
-        &client,
-        "validatingwebhookconfigurations",
-        "old",
-        json!([old]),
-    )
-    .await;
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let error = api_error(
-        configmaps
-            .create(&PostParams::default(), &configmap("any"))
-            .await,
-    );
+    configure(&client, VALIDATING, "old", json!([old])).await;
+    let configmaps = default_configmaps(&client);
+    let error = api_error(create_configmap(&configmaps, "any").await);
     assert_eq!(error.code, 500);
     assert!(
         error.message.contains("does not accept v1 AdmissionReview"),
@@ -813,7 +731,7 @@ async fn webhook_configurations_are_defaulted_and_validated() {
 
     let good = webhook(
         "good.steady.dev",
-        json!({"url": format!("{}/deny", hooks.base), "caBundle": hooks.ca_bundle}),
+        hooks.at("/deny"),
         configmap_rule(&["CREATE"]),
     );
     let created = api
@@ -831,39 +749,22 @@ async fn webhook_configurations_are_defaulted_and_validated() {
 #[tokio::test]
 async fn an_if_needed_webhook_runs_again_after_a_later_change() {
     let (_server, client, hooks) = setup().await;
-    let at =
-        |path: &str| json!({"url": format!("{}{path}", hooks.base), "caBundle": hooks.ca_bundle});
     let mut first = webhook(
         "label.steady.dev",
-        at("/label"),
+        hooks.at("/label"),
         configmap_rule(&["CREATE"]),
     );
     first["reinvocationPolicy"] = json!("IfNeeded");
-    configure(
-        &client,
-        "mutatingwebhookconfigurations",
-        "a-label",
-        json!([first]),
-    )
-    .await;
+    configure(&client, MUTATING, "a-label", json!([first])).await;
     let second = webhook(
         "stamp.steady.dev",
-        at("/stamp"),
+        hooks.at("/stamp"),
         configmap_rule(&["CREATE"]),
     );
-    configure(
-        &client,
-        "mutatingwebhookconfigurations",
-        "b-stamp",
-        json!([second]),
-    )
-    .await;
+    configure(&client, MUTATING, "b-stamp", json!([second])).await;
 
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let created = configmaps
-        .create(&PostParams::default(), &configmap("twice"))
-        .await
-        .unwrap();
+    let configmaps = default_configmaps(&client);
+    let created = create_configmap(&configmaps, "twice").await.unwrap();
     let annotations = created.metadata.annotations.unwrap_or_default();
     assert_eq!(annotations.get("stamped").map(String::as_str), Some("yes"));
     let labelled = hooks.seen.lock().unwrap().clone();

@@ -104,13 +104,7 @@ async fn rejected(
     name: &str,
     spec: serde_json::Value,
 ) -> kube::core::Status {
-    let cache: Cache = serde_json::from_value(json!({
-        "apiVersion": "steady.dev/v1alpha1",
-        "kind": "Cache",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": spec,
-    }))
-    .expect("a Cache");
+    let cache = cache_object(name, spec);
     match caches(client).create(&PostParams::default(), &cache).await {
         Err(kube::Error::Api(status)) => *status,
         other => panic!("{name}: expected a rejection, got {other:?}"),

@@ -11,16 +11,77 @@ use common::*;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
+use steady_cache_operator::Cache;
 use steady_cache_operator::resources::{
     CACHE_LABEL, TEMPLATE_HASH_LABEL, hash_of, is_ready, is_terminating, template_hash,
 };
+use steady_runtime::conditions::Condition;
+
+/// A world whose operator has converged Cache `x` with `spec`.
+async fn converged_x(spec: serde_json::Value) -> (World, Operator, Cache) {
+    let w = world().await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", spec).await;
+    let cache = wait_converged(&w.client, "x").await;
+    (w, op, cache)
+}
+
+/// Merge `spec` into Cache `x`'s spec.
+async fn patch_spec(client: &kube::Client, spec: serde_json::Value, what: &str) {
+    caches(client)
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// Cache `x`'s Degraded condition, once it is True.
+async fn degraded_x(client: &kube::Client) -> Condition {
+    eventually("Degraded=True", Duration::from_secs(10), || async {
+        let cache = caches(client).get("x").await.ok()?;
+        condition(&cache, "Degraded")
+            .filter(|c| c.status == "True")
+            .cloned()
+    })
+    .await
+}
+
+/// Over `window` of virtual time the operator reconciles at least `min_reconciles` more
+/// times (so the check cannot pass on an operator that does nothing), yet writes nothing
+/// and the store does not move.
+async fn assert_reconciles_without_writes(
+    w: &World,
+    op: &Operator,
+    window: Duration,
+    min_reconciles: u64,
+) {
+    let revision = w.server.store().revision();
+    let (writes, reconciles) = (op.writes(), op.reconciles());
+    tokio::time::sleep(window).await;
+    assert!(
+        op.reconciles() >= reconciles + min_reconciles,
+        "reconciles at the fixed point ({} -> {})",
+        reconciles,
+        op.reconciles()
+    );
+    assert_eq!(
+        op.writes(),
+        writes,
+        "a reconcile at the fixed point writes nothing"
+    );
+    assert_eq!(
+        w.server.store().revision(),
+        revision,
+        "and the store did not move"
+    );
+}
 
 #[tokio::test(start_paused = true)]
 async fn two_replicas_become_ready_with_status_and_service() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 2})).await;
-    let cache = wait_converged(&w.client, "x").await;
+    let (w, op, cache) = converged_x(json!({"replicas": 2})).await;
 
     let pods = pods_of(&w.client, "x").await;
     assert_eq!(names(&pods), ["x-0", "x-1"]);
@@ -91,41 +152,17 @@ async fn two_replicas_become_ready_with_status_and_service() {
 
 #[tokio::test(start_paused = true)]
 async fn the_fixed_point_makes_zero_writes() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 2})).await;
-    wait_converged(&w.client, "x").await;
+    let (w, op, _) = converged_x(json!({"replicas": 2})).await;
     // Let every pending requeue and event play out.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let revision = w.server.store().revision();
-    let (writes, reconciles) = (op.writes(), op.reconciles());
     // Resync (every ~10 s) reconciles the converged Cache several times meanwhile.
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    assert!(
-        op.reconciles() >= reconciles + 4,
-        "resync ran reconciles at the fixed point ({} -> {})",
-        reconciles,
-        op.reconciles()
-    );
-    assert_eq!(
-        op.writes(),
-        writes,
-        "a reconcile at the fixed point writes nothing"
-    );
-    assert_eq!(
-        w.server.store().revision(),
-        revision,
-        "and the store did not move"
-    );
+    assert_reconciles_without_writes(&w, &op, Duration::from_secs(60), 4).await;
     op.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_deleted_pod_is_recreated() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 2})).await;
-    wait_converged(&w.client, "x").await;
+    let (w, op, _) = converged_x(json!({"replicas": 2})).await;
     let old = pods_api(&w.client).get("x-1").await.expect("x-1");
     pods_api(&w.client)
         .delete("x-1", &DeleteParams::default())
@@ -143,10 +180,7 @@ async fn a_deleted_pod_is_recreated() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_pod_is_replaced_and_reported() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 2})).await;
-    wait_converged(&w.client, "x").await;
+    let (w, op, _) = converged_x(json!({"replicas": 2})).await;
     let old = pods_api(&w.client).get("x-0").await.expect("x-0");
     pods_api(&w.client)
         .patch_status(
@@ -158,13 +192,7 @@ async fn a_failed_pod_is_replaced_and_reported() {
         )
         .await
         .expect("fail x-0");
-    let degraded = eventually("Degraded=True", Duration::from_secs(10), || async {
-        let cache = caches(&w.client).get("x").await.ok()?;
-        condition(&cache, "Degraded")
-            .filter(|c| c.status == "True")
-            .cloned()
-    })
-    .await;
+    let degraded = degraded_x(&w.client).await;
     assert_eq!(degraded.reason, "PodFailed");
     assert!(degraded.message.contains("x-0"), "{}", degraded.message);
     let cache = wait_converged(&w.client, "x").await;
@@ -179,10 +207,7 @@ async fn a_failed_pod_is_replaced_and_reported() {
 
 #[tokio::test(start_paused = true)]
 async fn scaling_up_and_down_keeps_the_right_ordinals() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 2})).await;
-    wait_converged(&w.client, "x").await;
+    let (w, op, _) = converged_x(json!({"replicas": 2})).await;
 
     // Through the scale subresource, as `kubectl scale` does.
     caches(&w.client)
@@ -199,27 +224,13 @@ async fn scaling_up_and_down_keeps_the_right_ordinals() {
         ["x-0", "x-1", "x-2", "x-3"]
     );
 
-    caches(&w.client)
-        .patch(
-            "x",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 1}})),
-        )
-        .await
-        .expect("scale to 1");
+    patch_spec(&w.client, json!({"replicas": 1}), "scale to 1").await;
     let cache = wait_converged(&w.client, "x").await;
     assert_eq!(names(&pods_of(&w.client, "x").await), ["x-0"]);
     let status = cache.status.expect("status");
     assert_eq!((status.replicas, status.ready_replicas), (1, 1));
 
-    caches(&w.client)
-        .patch(
-            "x",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await
-        .expect("scale to 0");
+    patch_spec(&w.client, json!({"replicas": 0}), "scale to 0").await;
     let cache = wait_converged(&w.client, "x").await;
     assert!(pods_of(&w.client, "x").await.is_empty());
     assert!(
@@ -238,10 +249,7 @@ async fn scaling_up_and_down_keeps_the_right_ordinals() {
 
 #[tokio::test(start_paused = true)]
 async fn an_image_change_rolls_pods_one_at_a_time() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 3})).await;
-    let before = wait_converged(&w.client, "x").await;
+    let (w, op, before) = converged_x(json!({"replicas": 3})).await;
     let old_hash = template_hash(&before.spec);
     let old_uids: BTreeMap<String, String> = pods_of(&w.client, "x")
         .await
@@ -249,14 +257,12 @@ async fn an_image_change_rolls_pods_one_at_a_time() {
         .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
         .collect();
 
-    caches(&w.client)
-        .patch(
-            "x",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"image": "memcached:1.7", "memoryMiB": 128}})),
-        )
-        .await
-        .expect("change the image");
+    patch_spec(
+        &w.client,
+        json!({"image": "memcached:1.7", "memoryMiB": 128}),
+        "change the image",
+    )
+    .await;
     let new_hash = template_hash(&steady_cache_operator::CacheSpec {
         replicas: 3,
         image: "memcached:1.7".into(),
@@ -326,18 +332,8 @@ async fn an_image_change_rolls_pods_one_at_a_time() {
 
 #[tokio::test(start_paused = true)]
 async fn a_port_change_updates_the_service() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 1})).await;
-    wait_converged(&w.client, "x").await;
-    caches(&w.client)
-        .patch(
-            "x",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"port": 11311}})),
-        )
-        .await
-        .expect("change the port");
+    let (w, op, _) = converged_x(json!({"replicas": 1})).await;
+    patch_spec(&w.client, json!({"port": 11311}), "change the port").await;
     wait_converged(&w.client, "x").await;
     let service = services(&w.client).get("x").await.expect("service");
     let ports = service.spec.and_then(|s| s.ports).unwrap_or_default();
@@ -348,10 +344,7 @@ async fn a_port_change_updates_the_service() {
 
 #[tokio::test(start_paused = true)]
 async fn deleting_the_cache_collects_its_pods_and_service() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 2})).await;
-    wait_converged(&w.client, "x").await;
+    let (w, op, _) = converged_x(json!({"replicas": 2})).await;
     caches(&w.client)
         .delete("x", &DeleteParams::default())
         .await
@@ -381,46 +374,22 @@ async fn a_cold_restart_on_a_converged_world_makes_zero_writes() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     op.stop().await;
 
-    let revision = w.server.store().revision();
+    // Started fresh, its counters begin at zero: both Caches reconciled, nothing written.
     let op = start_operator(&w.client);
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    assert!(
-        op.reconciles() >= 2,
-        "the restarted operator reconciled both Caches"
-    );
-    assert_eq!(
-        op.writes(),
-        0,
-        "converged: a restarted operator writes nothing"
-    );
-    assert_eq!(
-        w.server.store().revision(),
-        revision,
-        "and the store did not move"
-    );
+    assert_reconciles_without_writes(&w, &op, Duration::from_secs(30), 2).await;
     op.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn changes_while_the_operator_is_down_converge_from_observed_state() {
-    let w = world().await;
-    let op = start_operator(&w.client);
-    create_cache(&w.client, "x", json!({"replicas": 2})).await;
-    wait_converged(&w.client, "x").await;
+    let (w, op, _) = converged_x(json!({"replicas": 2})).await;
     op.stop().await;
 
     pods_api(&w.client)
         .delete("x-0", &DeleteParams::default())
         .await
         .expect("delete x-0");
-    caches(&w.client)
-        .patch(
-            "x",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
-        .await
-        .expect("scale");
+    patch_spec(&w.client, json!({"replicas": 3}), "scale").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let op = start_operator(&w.client);
@@ -443,13 +412,7 @@ async fn a_service_name_taken_by_someone_else_is_reported_not_overwritten() {
         .expect("create a foreign service");
     let op = start_operator(&w.client);
     create_cache(&w.client, "x", json!({"replicas": 1})).await;
-    let degraded = eventually("Degraded=True", Duration::from_secs(10), || async {
-        let cache = caches(&w.client).get("x").await.ok()?;
-        condition(&cache, "Degraded")
-            .filter(|c| c.status == "True")
-            .cloned()
-    })
-    .await;
+    let degraded = degraded_x(&w.client).await;
     assert_eq!(degraded.reason, "ServiceNameTaken");
     let service = services(&w.client).get("x").await.expect("service");
     assert_eq!(

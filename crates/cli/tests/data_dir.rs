@@ -59,9 +59,7 @@ fn assert_private(data_dir: &Path) {
 #[cfg(unix)]
 #[tokio::test]
 async fn data_directory_and_database_are_private_from_the_start_and_narrowed_on_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let kubeconfig = dir.path().join("client.kubeconfig");
+    let (_dir, data_dir, kubeconfig) = common::workdir();
     let mut server = Server::start(&data_dir, &kubeconfig).await;
     create_configmap(&server.client().await, "first", "1").await;
     // While it runs, the WAL and shared-memory files exist: SQLite made them too.
@@ -102,9 +100,7 @@ async fn run_to_exit(subcommand: &str, data_dir: &Path, kubeconfig: &Path) -> st
 
 #[tokio::test]
 async fn a_second_server_on_the_same_data_directory_fails_at_once_and_the_first_keeps_serving() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let kubeconfig = dir.path().join("client.kubeconfig");
+    let (dir, data_dir, kubeconfig) = common::workdir();
     let first = Server::start(&data_dir, &kubeconfig).await;
     let client = first.client().await;
     create_configmap(&client, "before", "1").await;
@@ -145,9 +141,7 @@ async fn a_second_server_on_the_same_data_directory_fails_at_once_and_the_first_
 
 #[tokio::test]
 async fn a_killed_servers_data_directory_can_be_reopened_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let kubeconfig = dir.path().join("client.kubeconfig");
+    let (_dir, data_dir, kubeconfig) = common::workdir();
     let mut server = Server::start(&data_dir, &kubeconfig).await;
     create_configmap(&server.client().await, "kept", "1").await;
     server.kill().await;

@@ -206,9 +206,7 @@ async fn verify(client: &kube::Client, records: &Records, round: usize) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_during_acknowledged_writes_loses_nothing_acknowledged() {
     let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let kubeconfig = dir.path().join("client.kubeconfig");
+    let (_dir, data_dir, kubeconfig) = common::workdir();
     let records: Records = Arc::default();
     let mut all_acked_rvs: Vec<u64> = Vec::new();
     let mut max_rv_before = 0u64;

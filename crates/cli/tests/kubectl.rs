@@ -26,6 +26,28 @@ struct Ran {
     success: bool,
 }
 
+impl From<std::process::Output> for Ran {
+    fn from(output: std::process::Output) -> Ran {
+        Ran {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            success: output.status.success(),
+        }
+    }
+}
+
+impl Ran {
+    /// Stdout of a run that must have succeeded.
+    fn succeeded(self, args: &[&str]) -> String {
+        assert!(
+            self.success,
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self.stdout
+    }
+}
+
 impl Kubectl {
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new("kubectl");
@@ -57,22 +79,17 @@ impl Kubectl {
         });
         let output = child.wait_with_output().expect("kubectl ran");
         let _ = tx.send(());
-        Ran {
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-            success: output.status.success(),
-        }
+        Ran::from(output)
     }
 
     /// Run kubectl; it must succeed. Returns stdout.
     fn run(&self, args: &[&str]) -> String {
-        let ran = self.try_run(args);
-        assert!(
-            ran.success,
-            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
-            ran.stdout, ran.stderr
-        );
-        ran.stdout
+        self.try_run(args).succeeded(args)
+    }
+
+    /// `kubectl get KIND NAME -o jsonpath=PATH`, which must succeed.
+    fn jsonpath(&self, kind: &str, name: &str, path: &str) -> String {
+        self.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
     }
 
     /// Run kubectl with `input` on stdin (for `apply -f -`).
@@ -92,13 +109,7 @@ impl Kubectl {
             .write_all(input.as_bytes())
             .expect("write stdin");
         let output = child.wait_with_output().expect("kubectl ran");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        Ran::from(output).succeeded(args)
     }
 }
 
@@ -380,11 +391,8 @@ async fn kubectl_aggregated_discovery_and_typed_workload_creates() {
     for (args, printed) in created {
         assert_eq!(k.run(&args).trim(), printed);
     }
-    let jsonpath = |kind: &str, name: &str, path: &str| {
-        k.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
-    };
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "deployment",
             "web",
             "{.spec.replicas} {.spec.template.spec.containers[0].image} {.spec.selector.matchLabels.app}"
@@ -392,11 +400,11 @@ async fn kubectl_aggregated_discovery_and_typed_workload_creates() {
         "2 nginx web"
     );
     assert_eq!(
-        jsonpath("role", "reader", "{.rules[0].verbs} {.rules[0].resources}"),
+        k.jsonpath("role", "reader", "{.rules[0].verbs} {.rules[0].resources}"),
         r#"["get","list"] ["pods"]"#
     );
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "rolebinding",
             "read",
             "{.subjects[0].kind}/{.subjects[0].name} {.roleRef.name}"
@@ -404,11 +412,11 @@ async fn kubectl_aggregated_discovery_and_typed_workload_creates() {
         "ServiceAccount/bot reader"
     );
     assert_eq!(
-        jsonpath("clusterrole", "node-reader", "{.rules[0].resources}"),
+        k.jsonpath("clusterrole", "node-reader", "{.rules[0].resources}"),
         r#"["nodes"]"#
     );
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "clusterrolebinding",
             "node-read",
             "{.subjects[0].kind}/{.subjects[0].name} {.roleRef.kind}"
@@ -473,11 +481,8 @@ async fn kubectl_auth_can_i_whoami_and_typed_job_and_token_creates() {
         .trim(),
         "cronjob.batch/c created"
     );
-    let jsonpath = |kind: &str, name: &str, path: &str| {
-        k.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
-    };
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "job",
             "j",
             "{.spec.template.spec.containers[0].name} {.spec.template.spec.containers[0].image} {.spec.template.spec.restartPolicy}"
@@ -486,7 +491,7 @@ async fn kubectl_auth_can_i_whoami_and_typed_job_and_token_creates() {
     );
     let job_template = ".spec.jobTemplate.spec.template.spec";
     assert_eq!(
-        jsonpath(
+        k.jsonpath(
             "cronjob",
             "c",
             &format!(
@@ -540,10 +545,7 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
     let reapplied = k.run_with_input(&["apply", "-f", "-"], &workloads("safe"));
     assert_contains(&reapplied, "pod/web unchanged");
     assert_contains(&reapplied, "configmap/settings configured");
-    assert_eq!(
-        k.run(&["get", "cm", "settings", "-o", "jsonpath={.data.mode}"]),
-        "safe"
-    );
+    assert_eq!(k.jsonpath("cm", "settings", "{.data.mode}"), "safe");
 
     // The simulated node runs the pod.
     assert_eq!(
@@ -609,75 +611,49 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
     assert_contains(&events, "pod/web");
 
     // label, annotate, patch (three types), scale.
-    assert_eq!(
-        k.run(&["label", "configmap", "settings", "env=dev"]).trim(),
-        "configmap/settings labeled"
-    );
-    assert_eq!(
-        k.run(&["annotate", "configmap", "settings", "owner=team-a"])
-            .trim(),
-        "configmap/settings annotated"
-    );
-    assert_eq!(
-        k.run(&[
-            "patch",
-            "configmap",
-            "settings",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"extra":"1"}}"#
-        ])
-        .trim(),
-        "configmap/settings patched"
-    );
-    assert_eq!(
-        k.run(&[
-            "patch",
-            "configmap",
-            "settings",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"data":{"extra":"1"}}"#
-        ])
-        .trim(),
-        "configmap/settings patched (no change)"
-    );
-    assert_eq!(
-        k.run(&[
-            "patch",
-            "configmap",
-            "settings",
-            "--type",
-            "json",
-            "-p",
-            r#"[{"op":"remove","path":"/data/extra"}]"#
-        ])
-        .trim(),
-        "configmap/settings patched"
-    );
-    assert_eq!(
-        k.run(&[
-            "patch",
-            "pod",
-            "web",
-            "-p",
-            r#"{"metadata":{"labels":{"release":"1"}}}"#
-        ])
-        .trim(),
-        "pod/web patched"
-    );
-    assert_eq!(
-        k.run(&[
-            "get",
-            "pod",
-            "web",
-            "-o",
-            "jsonpath={.metadata.labels.release}"
-        ]),
-        "1"
-    );
+    let merge_extra = [
+        "patch",
+        "configmap",
+        "settings",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"extra":"1"}}"#,
+    ];
+    let remove_extra = r#"[{"op":"remove","path":"/data/extra"}]"#;
+    let label_release = r#"{"metadata":{"labels":{"release":"1"}}}"#;
+    for (args, answer) in [
+        (
+            &["label", "configmap", "settings", "env=dev"][..],
+            "configmap/settings labeled",
+        ),
+        (
+            &["annotate", "configmap", "settings", "owner=team-a"],
+            "configmap/settings annotated",
+        ),
+        (&merge_extra, "configmap/settings patched"),
+        // The same patch again changes nothing.
+        (&merge_extra, "configmap/settings patched (no change)"),
+        (
+            &[
+                "patch",
+                "configmap",
+                "settings",
+                "--type",
+                "json",
+                "-p",
+                remove_extra,
+            ],
+            "configmap/settings patched",
+        ),
+        (
+            &["patch", "pod", "web", "-p", label_release],
+            "pod/web patched",
+        ),
+    ] {
+        assert_eq!(k.run(args).trim(), answer, "kubectl {args:?}");
+    }
+    assert_eq!(k.jsonpath("pod", "web", "{.metadata.labels.release}"), "1");
     let strategic_cr = k.try_run(&[
         "patch",
         "widget",
@@ -694,10 +670,7 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
         k.run(&["scale", "widget/w1", "--replicas=3"]).trim(),
         "widget.example.steady.dev/w1 scaled"
     );
-    assert_eq!(
-        k.run(&["get", "widget", "w1", "-o", "jsonpath={.spec.replicas}"]),
-        "3"
-    );
+    assert_eq!(k.jsonpath("widget", "w1", "{.spec.replicas}"), "3");
     // --sort-by orders by a field, not by name.
     k.run(&["create", "configmap", "zeta", "--from-literal=rank=1"]);
     k.run(&["create", "configmap", "alpha", "--from-literal=rank=2"]);

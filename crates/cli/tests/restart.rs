@@ -65,9 +65,7 @@ fn rv_of(v: &Value) -> u64 {
 
 #[tokio::test]
 async fn objects_credentials_and_revisions_survive_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let kubeconfig = dir.path().join("client.kubeconfig");
+    let (dir, data_dir, kubeconfig) = common::workdir();
     let mut server = Server::start(&data_dir, &kubeconfig).await;
     let client = server.client().await;
     let mut max_rv = 0u64;

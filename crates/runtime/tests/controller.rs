@@ -97,17 +97,27 @@ impl Log {
             .filter(|c| c.name == name)
             .collect()
     }
-    fn record(&self, cm: &ConfigMap) {
+    /// The calls of `name` from `since` on.
+    fn calls_of_since(&self, name: &str, since: Instant) -> Vec<Call> {
+        self.calls_of(name)
+            .into_iter()
+            .filter(|c| c.at >= since)
+            .collect()
+    }
+    /// Record a reconcile of `cm`; returns the value it saw (`data.v`, empty if none).
+    fn record(&self, cm: &ConfigMap) -> String {
+        let value = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("v").cloned())
+            .unwrap_or_default();
         let call = Call {
             name: cm.metadata.name.clone().unwrap_or_default(),
-            value: cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get("v").cloned())
-                .unwrap_or_default(),
+            value: value.clone(),
             at: Instant::now(),
         };
         self.calls.lock().expect("log").push(call);
+        value
     }
     /// Enter a reconcile of `name`; records an overlap if one is already running.
     fn enter(&self, name: &str) {
@@ -153,10 +163,12 @@ where
     (stop_tx, handle)
 }
 
-/// A controller whose reconcile only records what it saw; keep the sender to keep it running.
-fn spawn_recorder(
+/// A controller whose reconcile records what it saw and answers what `answer` makes of the
+/// value it saw; keep the sender to keep it running.
+fn spawn_answering(
     client: &Client,
     config: Config,
+    answer: fn(&str) -> Result<Action, String>,
 ) -> (
     Arc<Log>,
     oneshot::Sender<()>,
@@ -166,12 +178,21 @@ fn spawn_recorder(
     let l = log.clone();
     let (stop, handle) = spawn(client, config, move |cm, _| {
         let log = l.clone();
-        async move {
-            log.record(&cm);
-            Ok(Action::done())
-        }
+        async move { answer(&log.record(&cm)) }
     });
     (log, stop, handle)
+}
+
+/// A controller whose reconcile only records what it saw; keep the sender to keep it running.
+fn spawn_recorder(
+    client: &Client,
+    config: Config,
+) -> (
+    Arc<Log>,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), steady_runtime::Error>>,
+) {
+    spawn_answering(client, config, |_| Ok(Action::done()))
 }
 
 #[tokio::test(start_paused = true)]
@@ -271,22 +292,11 @@ async fn errors_back_off_exponentially_and_reset_on_success_and_generation_chang
     let server = server().await;
     let client = server.client();
     create(&client, "flaky", "fail").await;
-    let log = Arc::new(Log::default());
-    let l = log.clone();
-    let (_stop, _handle) = spawn(&client, config("backoff"), move |cm, _| {
-        let log = l.clone();
-        async move {
-            log.record(&cm);
-            let value = cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get("v").cloned())
-                .unwrap_or_default();
-            if value.starts_with("fail") {
-                Err(format!("told to fail ({value})"))
-            } else {
-                Ok(Action::done())
-            }
+    let (log, _stop, _handle) = spawn_answering(&client, config("backoff"), |value| {
+        if value.starts_with("fail") {
+            Err(format!("told to fail ({value})"))
+        } else {
+            Ok(Action::done())
         }
     });
     run_for(Duration::from_millis(700)).await;
@@ -307,11 +317,7 @@ async fn errors_back_off_exponentially_and_reset_on_success_and_generation_chang
     set_value(&client, "flaky", "fail-again").await;
     let changed_at = Instant::now();
     run_for(Duration::from_millis(100)).await;
-    let after: Vec<Call> = log
-        .calls_of("flaky")
-        .into_iter()
-        .filter(|c| c.at >= changed_at)
-        .collect();
+    let after: Vec<Call> = log.calls_of_since("flaky", changed_at);
     assert_eq!(after[0].value, "fail-again");
     assert_eq!(
         gaps(&after)[..3],
@@ -325,11 +331,7 @@ async fn errors_back_off_exponentially_and_reset_on_success_and_generation_chang
     set_value(&client, "flaky", "fail-once-more").await;
     let failed_at = Instant::now();
     run_for(Duration::from_millis(100)).await;
-    let last: Vec<Call> = log
-        .calls_of("flaky")
-        .into_iter()
-        .filter(|c| c.at >= failed_at)
-        .collect();
+    let last: Vec<Call> = log.calls_of_since("flaky", failed_at);
     assert_eq!(gaps(&last)[0], 5, "reset after success");
 }
 
@@ -338,23 +340,10 @@ async fn a_requested_requeue_survives_a_later_error() {
     let server = server().await;
     let client = server.client();
     create(&client, "r", "requeue").await;
-    let log = Arc::new(Log::default());
-    let l = log.clone();
-    let (_stop, _handle) = spawn(&client, config("requeue"), move |cm, _| {
-        let log = l.clone();
-        async move {
-            log.record(&cm);
-            match cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get("v").cloned())
-                .as_deref()
-            {
-                Some("requeue") => Ok(Action::requeue_after(Duration::from_secs(60))),
-                Some("error") => Err("transient".to_string()),
-                _ => Ok(Action::done()),
-            }
-        }
+    let (log, _stop, _handle) = spawn_answering(&client, config("requeue"), |value| match value {
+        "requeue" => Ok(Action::requeue_after(Duration::from_secs(60))),
+        "error" => Err("transient".to_string()),
+        _ => Ok(Action::done()),
     });
     run_for(Duration::from_secs(1)).await;
     let start = log.calls_of("r")[0].at;
@@ -363,11 +352,7 @@ async fn a_requested_requeue_survives_a_later_error() {
     run_for(Duration::from_millis(2)).await;
     set_value(&client, "r", "fine").await;
     run_for(Duration::from_secs(70)).await;
-    let late: Vec<Call> = log
-        .calls_of("r")
-        .into_iter()
-        .filter(|c| c.at >= start + Duration::from_secs(60))
-        .collect();
+    let late: Vec<Call> = log.calls_of_since("r", start + Duration::from_secs(60));
     assert!(
         !late.is_empty(),
         "the requeue asked for at t=0 must still run at t=60s: {:?}",

@@ -7,6 +7,7 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use steady_runtime::finalizer::{FinalizerError, FinalizerEvent, finalizer};
+use steady_test_support::clear_finalizers;
 
 const FIN: &str = "example.com/cleanup";
 const OTHER: &str = "other.example.com/hold";
@@ -214,13 +215,7 @@ async fn removal_never_touches_a_recreated_object() {
 
     // Someone else finishes the deletion, and a new object of the same name appears,
     // also carrying our finalizer.
-    api.patch(
-        "cm",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    clear_finalizers(&api, "cm").await;
     assert!(api.get_opt("cm").await.unwrap().is_none());
     let recreated = create(&api, "cm", &[FIN]).await;
 

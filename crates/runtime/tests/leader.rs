@@ -53,14 +53,14 @@ fn leaders(watches: &[&watch::Receiver<bool>]) -> Vec<usize> {
         .collect()
 }
 
-/// Advances the paused clock by `total` in small steps, asserting after each step that at
-/// most one candidate leads. Returns how long it took until `until` held (checked after
-/// every step), or `None` if it never did.
-async fn step_until(
+/// Advances the paused clock in steps of [`STEP`], asserting at every step that at most one
+/// candidate leads and handing `visit` the leaders and the time passed; stops once `visit`
+/// returns false or `total` has passed.
+async fn step_while(
     watches: &[&watch::Receiver<bool>],
     total: Duration,
-    until: impl Fn(&[usize]) -> bool,
-) -> Option<Duration> {
+    mut visit: impl FnMut(Vec<usize>, Duration) -> bool,
+) {
     let start = Instant::now();
     loop {
         let now = leaders(watches);
@@ -69,34 +69,40 @@ async fn step_until(
             "two leaders at {:?}: {now:?}",
             start.elapsed()
         );
-        if until(&now) {
-            return Some(start.elapsed());
-        }
-        if start.elapsed() >= total {
-            return None;
+        if !visit(now, start.elapsed()) || start.elapsed() >= total {
+            return;
         }
         tokio::time::sleep(STEP).await;
     }
 }
 
-/// Steps for `total`, asserting at most one leader throughout; returns the leader set
-/// observed at every step.
-async fn step_for(watches: &[&watch::Receiver<bool>], total: Duration) -> Vec<Vec<usize>> {
-    let start = Instant::now();
-    let mut seen = Vec::new();
-    loop {
-        let now = leaders(watches);
-        assert!(
-            now.len() <= 1,
-            "two leaders at {:?}: {now:?}",
-            start.elapsed()
-        );
-        seen.push(now);
-        if start.elapsed() >= total {
-            return seen;
+/// Steps for at most `total` (see [`step_while`]); returns how long it took until `until`
+/// held, or `None` if it never did.
+async fn step_until(
+    watches: &[&watch::Receiver<bool>],
+    total: Duration,
+    until: impl Fn(&[usize]) -> bool,
+) -> Option<Duration> {
+    let mut took = None;
+    step_while(watches, total, |now, elapsed| {
+        if until(&now) {
+            took = Some(elapsed);
         }
-        tokio::time::sleep(STEP).await;
-    }
+        took.is_none()
+    })
+    .await;
+    took
+}
+
+/// Steps for `total` (see [`step_while`]); returns the leader set observed at every step.
+async fn step_for(watches: &[&watch::Receiver<bool>], total: Duration) -> Vec<Vec<usize>> {
+    let mut seen = Vec::new();
+    step_while(watches, total, |now, _| {
+        seen.push(now);
+        true
+    })
+    .await;
+    seen
 }
 
 /// Starts `a`, waits until it leads, then starts `b` (so the winner is known).

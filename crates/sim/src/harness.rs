@@ -438,12 +438,10 @@ async fn simulate(seed: u64, options: Options, reconciler: ReconcileFn) -> Repor
             }
         }
         let warm = faults.writes() - writes_before;
-        if warm > 0 {
-            violations.push(Violation {
-                property: "idempotent",
-                message: format!("{warm} writes at the fixed point with warm caches"),
-            });
-        }
+        violations.extend(writes_at_fixed_point(
+            warm,
+            "at the fixed point with warm caches",
+        ));
         // 2. Idempotent after a cold restart.
         controller.task.abort();
         let writes_before = faults.writes();
@@ -451,12 +449,10 @@ async fn simulate(seed: u64, options: Options, reconciler: ReconcileFn) -> Repor
         controller = start_controller(&server, &faults, &reconciler, seed, &clock, &invariants);
         tokio::time::sleep(Duration::from_secs(10)).await;
         let cold = faults.writes() - writes_before;
-        if cold > 0 {
-            violations.push(Violation {
-                property: "idempotent",
-                message: format!("{cold} writes after a cold restart on a converged world"),
-            });
-        }
+        violations.extend(writes_at_fixed_point(
+            cold,
+            "after a cold restart on a converged world",
+        ));
     }
     controller.task.abort();
     if invariants.overlap.load(Ordering::SeqCst) {
@@ -483,6 +479,14 @@ async fn simulate(seed: u64, options: Options, reconciler: ReconcileFn) -> Repor
         end_state,
         writes_in_window,
     }
+}
+
+/// The `idempotent` violation of a converged world that still saw `writes` writes `when`.
+fn writes_at_fixed_point(writes: u64, when: &str) -> Option<Violation> {
+    (writes > 0).then(|| Violation {
+        property: "idempotent",
+        message: format!("{writes} writes {when}"),
+    })
 }
 
 fn failed(seed: u64, trace: Trace, message: String) -> Report {

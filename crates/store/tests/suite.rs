@@ -77,6 +77,14 @@ fn data(o: &Object) -> i64 {
     parse(&o.value)["data"].as_i64().expect("data")
 }
 
+/// List options that read at `revision`.
+fn at(revision: Revision) -> ListOptions<'static> {
+    ListOptions {
+        at: Some(revision),
+        ..Default::default()
+    }
+}
+
 fn keys(items: &[Object]) -> Vec<String> {
     items.iter().map(|o| o.key.to_string()).collect()
 }
@@ -228,16 +236,7 @@ async fn snapshot_reads(kind: Kind) {
     assert!(s.get("/p/c", Some(snap)).unwrap().is_none());
     assert!(s.get("/p/a", Some(a1.revision - 1)).unwrap().is_none());
 
-    let page = s
-        .list(
-            "/p/",
-            &ListOptions {
-                at: Some(snap),
-                ..Default::default()
-            },
-            &|_| true,
-        )
-        .unwrap();
+    let page = s.list("/p/", &at(snap), &|_| true).unwrap();
     assert_eq!(page.revision, snap);
     assert_eq!(keys(&page.items), ["/p/a", "/p/b"]);
     assert_eq!(data(&page.items[0]), 1);
@@ -254,14 +253,7 @@ async fn snapshot_reads(kind: Kind) {
         Err(StoreError::TooLarge { .. })
     ));
     assert!(matches!(
-        s.list(
-            "/p/",
-            &ListOptions {
-                at: Some(future),
-                ..Default::default()
-            },
-            &|_| true
-        ),
+        s.list("/p/", &at(future), &|_| true),
         Err(StoreError::TooLarge { .. })
     ));
     s.compact(snap + 1).await.unwrap();
@@ -270,14 +262,7 @@ async fn snapshot_reads(kind: Kind) {
         Err(StoreError::Expired { .. })
     ));
     assert!(matches!(
-        s.list(
-            "/p/",
-            &ListOptions {
-                at: Some(snap),
-                ..Default::default()
-            },
-            &|_| true
-        ),
+        s.list("/p/", &at(snap), &|_| true),
         Err(StoreError::Expired { .. })
     ));
 }
@@ -594,17 +579,8 @@ async fn compaction_keeps_latest(kind: Kind) {
     assert_eq!(keys(&after.items), keys(&before.items));
     assert_eq!(keys(&after.items), ["/a", "/c"]);
     assert_eq!(data(&after.items[0]), 2);
-    let at = s
-        .list(
-            "/",
-            &ListOptions {
-                at: Some(cur),
-                ..Default::default()
-            },
-            &|_| true,
-        )
-        .unwrap();
-    assert_eq!(at.items.len(), 2);
+    let listed_at = s.list("/", &at(cur), &|_| true).unwrap();
+    assert_eq!(listed_at.items.len(), 2);
     assert!(s.get("/b", None).unwrap().is_none());
     // Compacted deleted key can be re-created; compacted live key can be updated.
     s.create("/b", obj("b", 2)).await.unwrap();

@@ -1,7 +1,8 @@
 //! What steady's integration tests share, so each test file states only what it checks.
 //!
 //! Owns the waiting rule (poll a condition, bounded by a limit on tokio's clock, which is
-//! virtual under a paused runtime and real otherwise) and the reading of API errors. Knows
+//! virtual under a paused runtime and real otherwise), the reading of API errors and the
+//! few client calls every suite spells the same way. Knows
 //! nothing of steady's crates: servers are started by each suite through
 //! `steady_apiserver::ApiServer::in_memory` or the binary, so this crate sits below all of
 //! them and any crate's tests can use it.
@@ -9,6 +10,9 @@
 use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// How often a condition is checked again (on tokio's clock).
 const POLL: Duration = Duration::from_millis(10);
@@ -45,6 +49,42 @@ pub fn api_code<T: Debug>(result: Result<T, kube::Error>) -> (u16, String) {
         Err(kube::Error::Api(status)) => (status.code, status.reason.clone()),
         other => panic!("expected an API error, got {other:?}"),
     }
+}
+
+/// Remove every finalizer from `name`, as the controller that set them would once done, so
+/// that a deletion waiting on them can finish.
+pub async fn clear_finalizers<K>(api: &kube::Api<K>, name: &str)
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    let patch = kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    api.patch(name, &kube::api::PatchParams::default(), &patch)
+        .await
+        .unwrap_or_else(|e| panic!("clearing the finalizers of {name}: {e}"));
+}
+
+/// Create `object` (JSON as a user writes it) through `api`; returns what the server stored.
+pub async fn create_json<K>(api: &kube::Api<K>, object: serde_json::Value) -> K
+where
+    K: Clone + DeserializeOwned + Serialize + Debug,
+{
+    let typed: K = serde_json::from_value(object)
+        .unwrap_or_else(|e| panic!("not a {}: {e}", std::any::type_name::<K>()));
+    api.create(&kube::api::PostParams::default(), &typed)
+        .await
+        .unwrap_or_else(|e| panic!("create {typed:?}: {e}"))
+}
+
+/// How many objects `api` lists with `params`.
+pub async fn list_count<K>(api: &kube::Api<K>, params: &kube::api::ListParams) -> usize
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.list(params)
+        .await
+        .unwrap_or_else(|e| panic!("list {params:?}: {e}"))
+        .items
+        .len()
 }
 
 #[cfg(test)]

@@ -253,10 +253,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const POD: Shape = Shape {
-        kind: "Pod",
-        schema: None,
-    };
+    const POD: Shape = Shape::POD;
 
     #[test]
     fn applied_fields_of_a_pod() {

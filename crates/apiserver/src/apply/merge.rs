@@ -186,10 +186,7 @@ mod tests {
     use crate::apply::fields::field_set;
     use serde_json::json;
 
-    const POD: Shape = Shape {
-        kind: "Pod",
-        schema: None,
-    };
+    const POD: Shape = Shape::POD;
 
     #[test]
     fn merges_by_list_type() {

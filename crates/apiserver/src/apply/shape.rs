@@ -28,6 +28,15 @@ pub struct Shape<'a> {
     pub schema: Option<&'a Value>,
 }
 
+impl Shape<'static> {
+    /// A Pod, known by its built-in rules alone: the shape the apply unit tests work on.
+    #[cfg(test)]
+    pub const POD: Shape<'static> = Shape {
+        kind: "Pod",
+        schema: None,
+    };
+}
+
 /// Workload kinds whose `spec.selector` is a `LabelSelector`, an atomic struct.
 const LABEL_SELECTOR_KINDS: &[&str] = &["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"];
 

@@ -193,10 +193,7 @@ fn converted_object(
         )));
     }
     if response.pointer("/result/status").and_then(Value::as_str) != Some("Success") {
-        let message = response
-            .pointer("/result/message")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let message = meta::str_at(response, "/result/message").unwrap_or("");
         return Err(ApiError {
             message: match message {
                 "" => format!(

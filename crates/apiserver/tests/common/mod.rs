@@ -8,6 +8,9 @@ use std::time::Duration;
 use axum::body::Body;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 use steady_apiserver::{ApiServer, Config};
 use tower::ServiceExt;
@@ -15,8 +18,8 @@ use tower::ServiceExt;
 /// Overall guard for anything asynchronous (virtual time under a paused clock).
 pub const GUARD: Duration = Duration::from_secs(30);
 
-#[allow(unused_imports)] // not every suite reads API errors
-pub use steady_test_support::api_code;
+#[allow(unused_imports)] // not every suite reads API errors or clears finalizers
+pub use steady_test_support::{api_code, clear_finalizers, create_json, list_count};
 
 pub async fn server() -> ApiServer {
     ApiServer::in_memory(Config::default())
@@ -86,7 +89,11 @@ pub async fn raw(
     if let Some(ct) = content_type {
         request = request.header(http::header::CONTENT_TYPE, ct);
     }
-    let request = request.body(body.into()).expect("request");
+    send(server, request.body(body.into()).expect("request")).await
+}
+
+/// Send `request` straight into the Router (no socket); read the body in full under the guard.
+pub async fn send(server: &ApiServer, request: Request<Body>) -> Raw {
     let response = server.router().oneshot(request).await.expect("infallible");
     let (parts, body) = response.into_parts();
     let body = tokio::time::timeout(GUARD, body.collect())
@@ -99,4 +106,96 @@ pub async fn raw(
         headers: parts.headers,
         body,
     }
+}
+
+pub const JSON: Option<&str> = Some("application/json");
+pub const MERGE_PATCH: Option<&str> = Some("application/merge-patch+json");
+
+/// A request a test sends raw and expects refused.
+pub struct Write {
+    pub method: &'static str,
+    pub uri: String,
+    pub content_type: Option<&'static str>,
+    pub body: String,
+}
+
+pub fn write(
+    method: &'static str,
+    uri: impl Into<String>,
+    content_type: Option<&'static str>,
+    body: impl Into<String>,
+) -> Write {
+    Write {
+        method,
+        uri: uri.into(),
+        content_type,
+        body: body.into(),
+    }
+}
+
+/// Send a write that must be rejected; check its Status and that nothing was written.
+pub async fn rejected(server: &ApiServer, request: Write, code: u16, reason: &str) -> Value {
+    let Write {
+        method,
+        uri,
+        content_type,
+        body,
+    } = request;
+    let before = server.store().revision();
+    let status = raw(server, method, &uri, content_type, body)
+        .await
+        .assert_status(code, reason);
+    assert_eq!(
+        server.store().revision(),
+        before,
+        "{method} {uri} was rejected but changed the store"
+    );
+    status
+}
+
+/// [`rejected`] for each request, all refused with the same code and reason.
+pub async fn all_rejected(
+    server: &ApiServer,
+    requests: impl IntoIterator<Item = Write>,
+    code: u16,
+    reason: &str,
+) {
+    for request in requests {
+        rejected(server, request, code, reason).await;
+    }
+}
+
+/// `name` is marked for deletion and held by its finalizers: clear them, so that it goes.
+pub async fn release_held(api: &Api<ConfigMap>, name: &str) {
+    let held = api.get(name).await.expect("the held object");
+    assert!(
+        held.metadata.deletion_timestamp.is_some(),
+        "{name} is marked for deletion"
+    );
+    clear_finalizers(api, name).await;
+}
+
+/// Install the CRD `crd` (JSON, as a user writes it) and return once the server accepted it.
+pub async fn install_crd(server: &ApiServer, crd: Value) {
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).expect("a CRD");
+    Api::<CustomResourceDefinition>::all(server.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("CRD created");
+}
+
+/// Install a namespaced `widgets.example.steady.dev` (kind Widget, version v1) whose objects
+/// follow `schema`.
+pub async fn install_widgets(server: &ApiServer, schema: Value) {
+    let crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.steady.dev"},
+        "spec": {
+            "group": "example.steady.dev", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema}}],
+        },
+    });
+    install_crd(server, crd).await;
 }

@@ -128,16 +128,20 @@ pub fn services(client: &Client) -> Api<Service> {
     Api::namespaced(client.clone(), NS)
 }
 
-pub async fn create_cache(client: &Client, name: &str, spec: Value) -> Cache {
-    let cache: Cache = serde_json::from_value(json!({
+/// Cache `name` in [`NS`] with `spec` as the user writes it (not yet sent).
+pub fn cache_object(name: &str, spec: Value) -> Cache {
+    serde_json::from_value(json!({
         "apiVersion": "steady.dev/v1alpha1",
         "kind": "Cache",
         "metadata": {"name": name, "namespace": NS},
         "spec": spec,
     }))
-    .expect("a Cache");
+    .expect("a Cache")
+}
+
+pub async fn create_cache(client: &Client, name: &str, spec: Value) -> Cache {
     caches(client)
-        .create(&PostParams::default(), &cache)
+        .create(&PostParams::default(), &cache_object(name, spec))
         .await
         .expect("create the Cache")
 }

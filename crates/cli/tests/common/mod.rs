@@ -390,14 +390,18 @@ pub fn rss_of(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// A fresh temporary directory (kept alive by the returned guard), with the paths of a
+/// server's data directory and of the kubeconfig it writes, both inside it.
+pub fn workdir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().join("data");
+    let kubeconfig = dir.path().join("client.kubeconfig");
+    (dir, data_dir, kubeconfig)
+}
+
 /// A server with `options` in a fresh temporary directory (kept alive by the returned guard).
 pub async fn start_in_tempdir(options: Options) -> (tempfile::TempDir, Server) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start_with(
-        &dir.path().join("data"),
-        &dir.path().join("client.kubeconfig"),
-        options,
-    )
-    .await;
+    let (dir, data_dir, kubeconfig) = workdir();
+    let server = Server::start_with(&data_dir, &kubeconfig, options).await;
     (dir, server)
 }
