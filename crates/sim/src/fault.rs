@@ -103,7 +103,7 @@ impl fmt::Display for FaultKind {
 }
 
 /// Probability of each fault at each opportunity (an event, a request, a tick).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultRates {
     rates: BTreeMap<FaultKind, f64>,
 }
@@ -146,6 +146,16 @@ impl FaultRates {
     /// The probability of `kind` at each opportunity.
     pub fn rate(&self, kind: FaultKind) -> f64 {
         self.rates.get(&kind).copied().unwrap_or(0.0)
+    }
+
+    /// The `--faults` flag of `steady sim` naming these kinds (`none` for no fault).
+    pub fn flag(&self) -> String {
+        let kinds: Vec<&str> = self.kinds().into_iter().map(FaultKind::name).collect();
+        if kinds.is_empty() {
+            "none".into()
+        } else {
+            kinds.join(",")
+        }
     }
 
     /// The kinds with a rate above zero.

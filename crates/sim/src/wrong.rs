@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crate::harness::{ReconcileFn, Subject, steady_cache_operator_context};
+use crate::cache::{ReconcileFn, Subject, operator_context};
 use chrono::{DateTime, TimeZone, Utc};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
@@ -37,8 +37,8 @@ type Outcome<T> = Result<T, String>;
 /// remember its own writes, so a pod it created a moment ago that the lagging read does
 /// not show yet looks missing: the ordinal name collides, and the fallback creates an
 /// extra pod. Extra pods are removed once a read shows more pods than `replicas`, so the
-/// world ends right — but the run created more pods than the fault-free run plus what
-/// the injected faults justify: **no-duplicates**.
+/// world ends right — but while it lasted a live pod was not one of the Cache's ordinals:
+/// the Cache invariant, **cache-ordinals**.
 pub fn generate_name_trusting_stale_cache() -> ReconcileFn {
     Arc::new(|cache, ctx| {
         Box::pin(async move {
@@ -83,8 +83,8 @@ pub fn generate_name_trusting_stale_cache() -> ReconcileFn {
 /// carried the edge does not act on it — its create is refused with 409 (read as "it
 /// exists already") or fails with 500 and is retried on a `backoff` trigger, which names
 /// no pod — nothing will ever say "recreate sim-1" again (the cache is right, so no
-/// relist or resync brings a trigger naming it), and the pod stays missing:
-/// **eventually-stable**.
+/// relist or resync brings a trigger naming it), and the pod stays missing: the writes
+/// stop, but the world ends unlike the fault-free run's: **same-end-state**.
 pub fn edge_triggered() -> ReconcileFn {
     let memory = Arc::new(Memory::default());
     Arc::new(move |cache, ctx| {
@@ -152,7 +152,7 @@ pub const CREATED_ANNOTATION: &str = "steady.dev/created-pods";
 /// between: a crash after the record write and before the create (or a committed record
 /// write whose response is lost, so the reconcile fails and retries) leaves a pod the
 /// record says exists and the world does not. Every later reconcile trusts the record and
-/// never creates it: **eventually-stable**.
+/// never creates it: **same-end-state**.
 pub fn record_then_create() -> ReconcileFn {
     Arc::new(|cache, ctx| {
         Box::pin(async move {
@@ -203,12 +203,9 @@ pub fn record_then_create() -> ReconcileFn {
 pub fn status_on_every_reconcile() -> ReconcileFn {
     Arc::new(|cache, ctx| {
         Box::pin(async move {
-            let action = steady_cache_operator::reconcile(
-                cache.clone(),
-                steady_cache_operator_context(&ctx),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            let action = steady_cache_operator::reconcile(cache.clone(), operator_context(&ctx))
+                .await
+                .map_err(|e| e.to_string())?;
             let (name, namespace) = names(&cache)?;
             let patch = serde_json::json!({
                 "status": {"observedGeneration": cache.metadata.generation}
