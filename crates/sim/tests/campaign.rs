@@ -7,7 +7,7 @@ use steady_sim::{FaultKind, Simulation, cache};
 
 /// Seeds of the campaign: enough that every fault kind fires many times, few enough for
 /// CI's debug build.
-const SEEDS: u64 = 80;
+const SEEDS: u64 = 60;
 
 #[test]
 fn every_fault_kind_across_many_seeds_without_a_violation() {
