@@ -53,6 +53,11 @@ fn run_all(
         .clamp(1, seeds.len().max(1));
     // The fault-free reference does not depend on the seed: compute it once.
     let reference = simulation.reference(scenario, seeds.first().copied().unwrap_or(0));
+    if !reference.passed() {
+        // The fault-free run itself fails: that is the finding, whatever the faults do.
+        eprintln!("the fault-free run of seed {} fails", reference.seed);
+        return vec![reference];
+    }
     let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     let failing = AtomicUsize::new(0);
@@ -63,12 +68,7 @@ fn run_all(
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(seed) = seeds.get(i) else { break };
-                    let report = if reference.passed() {
-                        simulation.run_against(scenario, *seed, &reference)
-                    } else {
-                        // The fault-free run itself fails: every seed reports that.
-                        reference.clone()
-                    };
+                    let report = simulation.run_against(scenario, *seed, &reference);
                     if !report.passed() {
                         failing.fetch_add(1, Ordering::SeqCst);
                     }
