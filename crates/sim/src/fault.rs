@@ -380,6 +380,20 @@ fn status(code: u16, reason: &str, message: &str) -> http::Response<Body> {
     response
 }
 
+/// A list's simulated latency, a few milliseconds fixed per path. The runtime starts one
+/// watch task per kind in the order of the kinds' `TypeId`s, which differs between builds
+/// (a debug test binary and a release `steady`): without this, their first lists reach the
+/// server, and draw their faults, in a build-dependent order. Distinct milliseconds per
+/// path put them in one order everywhere (tokio's timer orders only by millisecond).
+fn list_latency(path: &str) -> std::time::Duration {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in path.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    std::time::Duration::from_millis(1 + hash % 47)
+}
+
 fn is_list(path: &str) -> bool {
     matches!(
         steady_apiserver::request::parse_route(path),
@@ -415,6 +429,9 @@ impl tower::Service<http::Request<kube::client::Body>> for FaultService {
                 .any(|p| p == "watch=true" || p == "watch=1");
             let writing = method != http::Method::GET;
             let what = format!("{method} {path}");
+            if !writing && !watching && is_list(&path) {
+                tokio::time::sleep(list_latency(&path)).await;
+            }
             if writing {
                 for (kind, code, reason) in [
                     (FaultKind::Conflict, 409, "Conflict"),
