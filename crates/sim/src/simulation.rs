@@ -385,6 +385,8 @@ struct Run<'a> {
     faults: Arc<Faults>,
     launch: Launch,
     controller: Option<tokio::task::JoinHandle<()>>,
+    /// The store revision the invariants last held at: an unchanged world needs no check.
+    checked_at: Option<u64>,
     report: Report,
 }
 
@@ -428,6 +430,7 @@ impl<'a> Run<'a> {
             faults,
             launch,
             controller: None,
+            checked_at: None,
             report,
         };
         run.go().await;
@@ -541,9 +544,8 @@ impl<'a> Run<'a> {
                         }
                         next_step += 1;
                     }
-                    let world = self.world();
-                    self.pod_faults(&world).await;
-                    self.check_invariants(&world);
+                    self.pod_faults().await;
+                    self.check_invariants_now();
                 }
             }
         }
@@ -619,13 +621,15 @@ impl<'a> Run<'a> {
 
     /// Check the invariants on the world as it is now (reading it only if there are any).
     fn check_invariants_now(&mut self) {
-        if !self.scenario.invariants.is_empty() {
+        let revision = self.server.store().revision();
+        if !self.scenario.invariants.is_empty() && self.checked_at != Some(revision) {
             let world = self.world();
             self.check_invariants(&world);
         }
     }
 
     fn check_invariants(&mut self, world: &World) {
+        self.checked_at = Some(self.server.store().revision());
         for (name, invariant) in &self.scenario.invariants {
             if let Err(why) = invariant(world) {
                 let at = self.launch.trace.lines().len();
@@ -639,11 +643,12 @@ impl<'a> Run<'a> {
     }
 
     /// Someone else deletes a pod, or a pod fails: among live pods a controller owns.
-    async fn pod_faults(&self, world: &World) {
+    async fn pod_faults(&self) {
         let rates = &self.options.faults;
         if rates.rate(FaultKind::PodDeletion) <= 0.0 && rates.rate(FaultKind::PodFailure) <= 0.0 {
             return;
         }
+        let world = self.world();
         let owned: Vec<(String, String)> = world
             .list::<Pod>()
             .into_iter()
