@@ -163,12 +163,15 @@ const DEFAULT: KindColumns = KindColumns {
     row_conditions: None,
 };
 
+/// Every built-in kind with a printer.
+pub(super) fn all_kinds() -> impl Iterator<Item = &'static KindColumns> {
+    core_kinds::KINDS.iter().chain(group_kinds::KINDS)
+}
+
 /// The columns of a built-in kind; NAME and AGE for one without a printer.
 pub(super) fn of_kind(group: &str, kind: &str) -> &'static KindColumns {
     let group = if group == "core" { "" } else { group };
-    core_kinds::KINDS
-        .iter()
-        .chain(group_kinds::KINDS)
+    all_kinds()
         .find(|k| k.group == group && k.kind == kind)
         .unwrap_or(&DEFAULT)
 }

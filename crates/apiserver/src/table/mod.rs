@@ -17,6 +17,8 @@ mod computed;
 mod core_kinds;
 mod custom;
 mod format;
+#[cfg(test)]
+mod golden;
 mod group_kinds;
 mod jsonpath;
 mod network;
