@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::RBAC_V1;
-use super::tests::decode_ok;
+use super::decode_ok;
 
 // Request bodies captured from kubectl v1.32.4 (`kubectl create ...` against
 // a recording HTTP server), byte for byte.
