@@ -1,7 +1,7 @@
 //! The cells kube's printers compute rather than read from one field:
 //! service addresses and ports, node status and roles, event times, counts
 //! and sources, namespace status, a CRD's creation time and `ready/desired`.
-//! Each is a `columns::Compute`, named in the column lists.
+//! Each is a `columns::Compute`, named in `kinds.txt`.
 
 use std::collections::BTreeSet;
 

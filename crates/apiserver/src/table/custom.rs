@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::columns::{AGE_DESC, definition};
+use super::columns::{definition, shared};
 use super::format::{UNKNOWN, human_duration, int_at, nonempty, parse_time, str_at, value_text};
 use super::jsonpath::JsonPath;
 
@@ -26,7 +26,9 @@ pub(super) fn columns(defs: &[Value]) -> Vec<Column> {
             name: "Age".to_string(),
             ty: "date".to_string(),
             format: String::new(),
-            description: AGE_DESC.to_string(),
+            description: shared("AGE")
+                .map(|age| age.description.clone())
+                .unwrap_or_default(),
             priority: 0,
             path: JsonPath::parse(".metadata.creationTimestamp"),
         }];
