@@ -19,8 +19,6 @@ mod format;
 #[cfg(test)]
 mod golden;
 mod jsonpath;
-#[cfg(test)]
-mod kinds_tests;
 mod network;
 mod pod;
 mod storage;
