@@ -68,14 +68,32 @@ fn compute(name: &str) -> Option<Compute> {
     })
 }
 
-/// One column: its `TableColumnDefinition` and where its cells come from.
+/// A `TableColumnDefinition`, of a built-in or a custom column.
 #[derive(Clone)]
-pub(super) struct Column {
+pub(super) struct Definition {
     pub(super) name: String,
     pub(super) ty: String,
     pub(super) format: String,
     pub(super) priority: i64,
     pub(super) description: String,
+}
+
+impl Definition {
+    pub(super) fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "type": self.ty,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        })
+    }
+}
+
+/// One column: its definition and where its cells come from.
+#[derive(Clone)]
+pub(super) struct Column {
+    pub(super) definition: Definition,
     pub(super) cell: Cell,
 }
 
@@ -226,15 +244,17 @@ fn parse_column(text: &str, shared: &HashMap<String, Column>) -> Result<Column, 
         .map_err(|_| "a column has five parts")?;
     let (ty, format) = ty.split_once(':').unwrap_or((ty, ""));
     let description = match description.strip_prefix('@') {
-        Some(name) => lookup(name)?.description.clone(),
+        Some(name) => lookup(name)?.definition.description.clone(),
         None => description.replace("\\n", "\n"),
     };
     Ok(Column {
-        name: name.to_string(),
-        ty: ty.to_string(),
-        format: format.to_string(),
-        priority: priority.parse().map_err(|_| "priority is a number")?,
-        description,
+        definition: Definition {
+            name: name.to_string(),
+            ty: ty.to_string(),
+            format: format.to_string(),
+            priority: priority.parse().map_err(|_| "priority is a number")?,
+            description,
+        },
         cell: parse_cell(cell)?,
     })
 }
@@ -277,34 +297,7 @@ fn parse_cell(text: &str) -> Result<Cell, String> {
     })
 }
 
-/// A `TableColumnDefinition`.
-pub(super) fn definition(
-    name: &str,
-    ty: &str,
-    format: &str,
-    description: &str,
-    priority: i64,
-) -> Value {
-    json!({
-        "name": name,
-        "type": ty,
-        "format": format,
-        "description": description,
-        "priority": priority,
-    })
-}
-
 impl Column {
-    pub(super) fn definition(&self) -> Value {
-        definition(
-            &self.name,
-            &self.ty,
-            &self.format,
-            &self.description,
-            self.priority,
-        )
-    }
-
     /// Parses the column's paths once per table, in the order `value` reads them.
     pub(super) fn compile(&self) -> Vec<JsonPath> {
         let paths: &[String] = match &self.cell {
@@ -393,7 +386,7 @@ mod tests {
             assert!(
                 k.columns
                     .iter()
-                    .any(|c| c.name == "Name" && c.format == "name"),
+                    .any(|c| c.definition.name == "Name" && c.definition.format == "name"),
                 "{}/{}",
                 k.group,
                 k.kind

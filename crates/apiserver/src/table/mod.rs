@@ -157,14 +157,14 @@ impl Printer {
     fn column_definitions(&self) -> Vec<Value> {
         match self {
             Printer::Builtin { columns, .. } => {
-                columns.iter().map(columns::Column::definition).collect()
+                columns.iter().map(|c| c.definition.to_json()).collect()
             }
             Printer::Custom(cols) => {
                 let mut defs: Vec<Value> = columns::shared("NAME")
-                    .map(columns::Column::definition)
+                    .map(|name| name.definition.to_json())
                     .into_iter()
                     .collect();
-                defs.extend(cols.iter().map(custom::Column::definition));
+                defs.extend(cols.iter().map(|c| c.definition.to_json()));
                 defs
             }
         }

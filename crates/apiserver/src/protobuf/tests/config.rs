@@ -4,7 +4,7 @@ use k8s_pb::api::core::v1 as core;
 use prost::Message;
 use serde_json::json;
 
-use crate::protobuf::tests::{body, config_map_body, decode_ok, go_meta, s};
+use crate::protobuf::tests::{assert_decodes, body, config_map_body, decode_ok, go_meta, s};
 
 #[test]
 fn config_map_decodes() {
@@ -52,17 +52,16 @@ fn secret_decodes() {
         string_data: [("extra".to_string(), "plain".to_string())].into(),
         r#type: s("kubernetes.io/tls"),
     };
-    assert_eq!(
-        decode_ok(&body("v1", "Secret", secret.encode_to_vec())),
-        json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "tls", "namespace": "default"},
+    assert_decodes(
+        "v1",
+        "Secret",
+        &secret,
+        json!({"metadata": {"name": "tls", "namespace": "default"},
             "immutable": true,
             "data": {"tls.crt": "Y2VydA==", "tls.key": "a2V5"},
             "stringData": {"extra": "plain"},
             "type": "kubernetes.io/tls",
-        })
+        }),
     );
 }
 
@@ -73,9 +72,11 @@ fn secret_with_empty_type_omits_it() {
         r#type: s(""),
         ..Default::default()
     };
-    assert_eq!(
-        decode_ok(&body("v1", "Secret", secret.encode_to_vec())),
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "generic"}})
+    assert_decodes(
+        "v1",
+        "Secret",
+        &secret,
+        json!({"metadata": {"name": "generic"}}),
     );
 }
 
@@ -91,14 +92,13 @@ fn namespace_decodes() {
             conditions: vec![],
         }),
     };
-    assert_eq!(
-        decode_ok(&body("v1", "Namespace", ns.encode_to_vec())),
-        json!({
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": "team-a"},
+    assert_decodes(
+        "v1",
+        "Namespace",
+        &ns,
+        json!({"metadata": {"name": "team-a"},
             "spec": {"finalizers": ["kubernetes"]},
-        })
+        }),
     );
 }
 
@@ -109,9 +109,11 @@ fn empty_namespace_spec_is_omitted() {
         spec: Some(core::NamespaceSpec::default()),
         status: Some(core::NamespaceStatus::default()),
     };
-    assert_eq!(
-        decode_ok(&body("v1", "Namespace", ns.encode_to_vec())),
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bare"}})
+    assert_decodes(
+        "v1",
+        "Namespace",
+        &ns,
+        json!({"metadata": {"name": "bare"}}),
     );
 }
 
@@ -128,15 +130,14 @@ fn service_account_decodes() {
         image_pull_secrets: vec![core::LocalObjectReference { name: s("regcred") }],
         automount_service_account_token: Some(false),
     };
-    assert_eq!(
-        decode_ok(&body("v1", "ServiceAccount", sa.encode_to_vec())),
-        json!({
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "bot", "namespace": "default"},
+    assert_decodes(
+        "v1",
+        "ServiceAccount",
+        &sa,
+        json!({"metadata": {"name": "bot", "namespace": "default"},
             "secrets": [{"name": "bot-token"}],
             "imagePullSecrets": [{"name": "regcred"}],
             "automountServiceAccountToken": false,
-        })
+        }),
     );
 }

@@ -56,6 +56,22 @@ pub(super) fn go_meta(name: &str, namespace: &str) -> meta::ObjectMeta {
     }
 }
 
+/// Encodes `object` as kubectl would send it and checks the JSON it decodes to;
+/// `expected` leaves out the apiVersion and kind, which the envelope carries.
+pub(super) fn assert_decodes(
+    api_version: &str,
+    kind: &str,
+    object: &impl Message,
+    mut expected: Value,
+) {
+    expected["apiVersion"] = json!(api_version);
+    expected["kind"] = json!(kind);
+    assert_eq!(
+        decode_ok(&body(api_version, kind, object.encode_to_vec())),
+        expected
+    );
+}
+
 pub(super) fn decode_ok(body: &[u8]) -> Value {
     match decode(body) {
         Ok(v) => v,

@@ -7,7 +7,7 @@ use prost::Message;
 use serde_json::json;
 
 use super::{AUTHENTICATION_V1, AUTHORIZATION_V1};
-use crate::protobuf::tests::{body, decode_ok, go_meta, s};
+use crate::protobuf::tests::{assert_decodes, body, decode_ok, go_meta, s};
 
 /// A SubjectAccessReviewSpec as Go encodes it, with every field kube-apiserver 1.32 reads.
 fn go_subject_access_spec() -> authorization::SubjectAccessReviewSpec {
@@ -74,36 +74,26 @@ fn subject_access_reviews_decode() {
             evaluation_error: s(""),
         }),
     };
-    assert_eq!(
-        decode_ok(&body(
-            AUTHORIZATION_V1,
-            "SubjectAccessReview",
-            cluster_wide.encode_to_vec()
-        )),
-        json!({
-            "apiVersion": AUTHORIZATION_V1,
-            "kind": "SubjectAccessReview",
-            "metadata": {},
+    assert_decodes(
+        AUTHORIZATION_V1,
+        "SubjectAccessReview",
+        &cluster_wide,
+        json!({"metadata": {},
             "spec": spec,
-        })
+        }),
     );
     let local = authorization::LocalSubjectAccessReview {
         metadata: Some(go_meta("", "team")),
         spec: Some(go_subject_access_spec()),
         status: None,
     };
-    assert_eq!(
-        decode_ok(&body(
-            AUTHORIZATION_V1,
-            "LocalSubjectAccessReview",
-            local.encode_to_vec()
-        )),
-        json!({
-            "apiVersion": AUTHORIZATION_V1,
-            "kind": "LocalSubjectAccessReview",
-            "metadata": {"namespace": "team"},
+    assert_decodes(
+        AUTHORIZATION_V1,
+        "LocalSubjectAccessReview",
+        &local,
+        json!({"metadata": {"namespace": "team"},
             "spec": spec,
-        })
+        }),
     );
 }
 
@@ -150,20 +140,15 @@ fn token_review_decodes_without_its_status() {
             ..Default::default()
         }),
     };
-    assert_eq!(
-        decode_ok(&body(
-            AUTHENTICATION_V1,
-            "TokenReview",
-            review.encode_to_vec()
-        )),
-        json!({
-            "apiVersion": AUTHENTICATION_V1,
-            "kind": "TokenReview",
-            "metadata": {},
+    assert_decodes(
+        AUTHENTICATION_V1,
+        "TokenReview",
+        &review,
+        json!({"metadata": {},
             "spec": {
                 "token": "eyJhbGciOi.payload.sig",
                 "audiences": ["https://kubernetes.default.svc.cluster.local"],
             },
-        })
+        }),
     );
 }

@@ -5,7 +5,7 @@ use prost::Message;
 use serde_json::json;
 
 use super::RBAC_V1;
-use crate::protobuf::tests::{body, decode_ok, go_meta, s};
+use crate::protobuf::tests::{assert_decodes, body, decode_ok, go_meta, s};
 
 #[test]
 fn rbac_kinds_decode() {
@@ -20,14 +20,13 @@ fn rbac_kinds_decode() {
         metadata: Some(go_meta("reader", "default")),
         rules: vec![rule.clone()],
     };
-    assert_eq!(
-        decode_ok(&body(RBAC_V1, "Role", role.encode_to_vec())),
-        json!({
-            "apiVersion": RBAC_V1,
-            "kind": "Role",
-            "metadata": {"name": "reader", "namespace": "default"},
+    assert_decodes(
+        RBAC_V1,
+        "Role",
+        &role,
+        json!({"metadata": {"name": "reader", "namespace": "default"},
             "rules": [rule_json],
-        })
+        }),
     );
     let cluster_role = rbac::ClusterRole {
         metadata: Some(go_meta("nodes", "")),

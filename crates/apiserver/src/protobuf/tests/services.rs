@@ -5,7 +5,7 @@ use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
 use serde_json::json;
 
-use crate::protobuf::tests::{body, decode_ok, go_meta, s};
+use crate::protobuf::tests::{assert_decodes, body, go_meta, s};
 use crate::protobuf::{ProtobufError, decode};
 
 /// Mirrors `kubectl create service nodeport web --tcp=80:8080 --node-port=30080`
@@ -62,12 +62,11 @@ fn service_decodes() {
             conditions: vec![],
         }),
     };
-    assert_eq!(
-        decode_ok(&body("v1", "Service", svc.encode_to_vec())),
-        json!({
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "web", "namespace": "default"},
+    assert_decodes(
+        "v1",
+        "Service",
+        &svc,
+        json!({"metadata": {"name": "web", "namespace": "default"},
             "spec": {
                 "ports": [
                     {"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080, "nodePort": 30080},
@@ -85,7 +84,7 @@ fn service_decodes() {
                 "ipFamilyPolicy": "SingleStack",
                 "internalTrafficPolicy": "Cluster",
             },
-        })
+        }),
     );
 }
 
@@ -111,15 +110,14 @@ fn external_name_service_and_status_decode() {
             conditions: vec![],
         }),
     };
-    assert_eq!(
-        decode_ok(&body("v1", "Service", svc.encode_to_vec())),
-        json!({
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "ext"},
+    assert_decodes(
+        "v1",
+        "Service",
+        &svc,
+        json!({"metadata": {"name": "ext"},
             "spec": {"type": "ExternalName", "externalName": "example.com"},
             "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.5"}]}},
-        })
+        }),
     );
 }
 

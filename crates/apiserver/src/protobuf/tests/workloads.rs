@@ -10,7 +10,7 @@ use prost::Message;
 use serde_json::Value;
 use serde_json::json;
 
-use crate::protobuf::tests::{body, decode_ok, go_meta, s};
+use crate::protobuf::tests::{assert_decodes, body, decode_ok, go_meta, s};
 use crate::protobuf::{ProtobufError, decode};
 
 fn go_container(name: &str, image: &str) -> core::Container {
@@ -76,12 +76,11 @@ fn pod_decodes() {
         spec: Some(go_pod_spec(vec![c])),
         status: Some(core::PodStatus::default()),
     };
-    assert_eq!(
-        decode_ok(&body("v1", "Pod", pod.encode_to_vec())),
-        json!({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "web", "namespace": "default"},
+    assert_decodes(
+        "v1",
+        "Pod",
+        &pod,
+        json!({"metadata": {"name": "web", "namespace": "default"},
             "spec": {
                 "containers": [{
                     "name": "app",
@@ -98,7 +97,7 @@ fn pod_decodes() {
                 "restartPolicy": "Always",
                 "dnsPolicy": "ClusterFirst",
             },
-        })
+        }),
     );
 }
 
@@ -191,14 +190,13 @@ fn job_and_cron_job_decode() {
         spec: Some(go_job_spec()),
         status: Some(batch::JobStatus::default()),
     };
-    assert_eq!(
-        decode_ok(&body("batch/v1", "Job", job.encode_to_vec())),
-        json!({
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": "once", "namespace": "default"},
+    assert_decodes(
+        "batch/v1",
+        "Job",
+        &job,
+        json!({"metadata": {"name": "once", "namespace": "default"},
             "spec": {"template": template},
-        })
+        }),
     );
     let cron = batch::CronJob {
         metadata: Some(go_meta("nightly", "default")),
@@ -213,17 +211,16 @@ fn job_and_cron_job_decode() {
         }),
         status: Some(batch::CronJobStatus::default()),
     };
-    assert_eq!(
-        decode_ok(&body("batch/v1", "CronJob", cron.encode_to_vec())),
-        json!({
-            "apiVersion": "batch/v1",
-            "kind": "CronJob",
-            "metadata": {"name": "nightly", "namespace": "default"},
+    assert_decodes(
+        "batch/v1",
+        "CronJob",
+        &cron,
+        json!({"metadata": {"name": "nightly", "namespace": "default"},
             "spec": {
                 "schedule": "0 3 * * *",
                 "jobTemplate": {"metadata": {"name": "nightly"}, "spec": {"template": template}},
             },
-        })
+        }),
     );
 }
 
