@@ -39,7 +39,6 @@ pub(super) enum Presence {
     Inline,
 }
 
-#[derive(Debug)]
 pub(super) struct Field {
     pub(super) number: u32,
     pub(super) json: String,
@@ -47,7 +46,7 @@ pub(super) struct Field {
     pub(super) presence: Presence,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct Message {
     /// A field it does not list refuses the body.
     pub(super) strict: bool,
@@ -62,7 +61,7 @@ impl Message {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct Schema {
     /// (apiVersion, kind) → message name.
     kinds: HashMap<(String, String), String>,

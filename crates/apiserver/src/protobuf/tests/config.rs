@@ -53,8 +53,6 @@ fn secret_decodes() {
         r#type: s("kubernetes.io/tls"),
     };
     assert_decodes(
-        "v1",
-        "Secret",
         &secret,
         json!({"metadata": {"name": "tls", "namespace": "default"},
             "immutable": true,
@@ -72,12 +70,7 @@ fn secret_with_empty_type_omits_it() {
         r#type: s(""),
         ..Default::default()
     };
-    assert_decodes(
-        "v1",
-        "Secret",
-        &secret,
-        json!({"metadata": {"name": "generic"}}),
-    );
+    assert_decodes(&secret, json!({"metadata": {"name": "generic"}}));
 }
 
 #[test]
@@ -93,8 +86,6 @@ fn namespace_decodes() {
         }),
     };
     assert_decodes(
-        "v1",
-        "Namespace",
         &ns,
         json!({"metadata": {"name": "team-a"},
             "spec": {"finalizers": ["kubernetes"]},
@@ -109,12 +100,7 @@ fn empty_namespace_spec_is_omitted() {
         spec: Some(core::NamespaceSpec::default()),
         status: Some(core::NamespaceStatus::default()),
     };
-    assert_decodes(
-        "v1",
-        "Namespace",
-        &ns,
-        json!({"metadata": {"name": "bare"}}),
-    );
+    assert_decodes(&ns, json!({"metadata": {"name": "bare"}}));
 }
 
 #[test]
@@ -131,8 +117,6 @@ fn service_account_decodes() {
         automount_service_account_token: Some(false),
     };
     assert_decodes(
-        "v1",
-        "ServiceAccount",
         &sa,
         json!({"metadata": {"name": "bot", "namespace": "default"},
             "secrets": [{"name": "bot-token"}],

@@ -8,6 +8,7 @@ mod roles;
 mod services;
 mod workloads;
 
+use k8s_pb::Resource;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
@@ -17,8 +18,6 @@ use serde_json::{Value, json};
 use super::{PROTOBUF_MAGIC, ProtobufError, decode};
 
 pub(super) const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
-pub(super) const AUTHORIZATION_V1: &str = "authorization.k8s.io/v1";
-pub(super) const AUTHENTICATION_V1: &str = "authentication.k8s.io/v1";
 
 pub(super) fn s(v: &str) -> Option<String> {
     Some(v.to_string())
@@ -58,18 +57,15 @@ pub(super) fn go_meta(name: &str, namespace: &str) -> meta::ObjectMeta {
 
 /// Encodes `object` as kubectl would send it and checks the JSON it decodes to;
 /// `expected` leaves out the apiVersion and kind, which the envelope carries.
-pub(super) fn assert_decodes(
-    api_version: &str,
-    kind: &str,
-    object: &impl Message,
-    mut expected: Value,
-) {
-    expected["apiVersion"] = json!(api_version);
-    expected["kind"] = json!(kind);
-    assert_eq!(
-        decode_ok(&body(api_version, kind, object.encode_to_vec())),
-        expected
-    );
+pub(super) fn assert_decodes<T: Message + Resource>(object: &T, mut expected: Value) {
+    expected["apiVersion"] = json!(T::API_VERSION);
+    expected["kind"] = json!(T::KIND);
+    assert_eq!(decoded(object), expected);
+}
+
+/// `object` encoded as kubectl would send it, decoded.
+pub(super) fn decoded<T: Message + Resource>(object: &T) -> Value {
+    decode_ok(&body(T::API_VERSION, T::KIND, object.encode_to_vec()))
 }
 
 pub(super) fn decode_ok(body: &[u8]) -> Value {

@@ -3,11 +3,9 @@
 use k8s_pb::api::authentication::v1 as authentication;
 use k8s_pb::api::authorization::v1 as authorization;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
-use prost::Message;
 use serde_json::json;
 
-use super::{AUTHENTICATION_V1, AUTHORIZATION_V1};
-use crate::protobuf::tests::{assert_decodes, body, decode_ok, go_meta, s};
+use crate::protobuf::tests::{assert_decodes, decoded, go_meta, s};
 
 /// A SubjectAccessReviewSpec as Go encodes it, with every field kube-apiserver 1.32 reads.
 fn go_subject_access_spec() -> authorization::SubjectAccessReviewSpec {
@@ -75,8 +73,6 @@ fn subject_access_reviews_decode() {
         }),
     };
     assert_decodes(
-        AUTHORIZATION_V1,
-        "SubjectAccessReview",
         &cluster_wide,
         json!({"metadata": {},
             "spec": spec,
@@ -88,41 +84,10 @@ fn subject_access_reviews_decode() {
         status: None,
     };
     assert_decodes(
-        AUTHORIZATION_V1,
-        "LocalSubjectAccessReview",
         &local,
         json!({"metadata": {"namespace": "team"},
             "spec": spec,
         }),
-    );
-}
-
-#[test]
-fn non_resource_subject_access_review_decodes() {
-    let review = authorization::SubjectAccessReview {
-        metadata: Some(go_meta("", "")),
-        spec: Some(authorization::SubjectAccessReviewSpec {
-            non_resource_attributes: Some(authorization::NonResourceAttributes {
-                path: s("/healthz"),
-                verb: s("get"),
-            }),
-            user: s("bob"),
-            uid: s("42"),
-            ..Default::default()
-        }),
-        status: None,
-    };
-    assert_eq!(
-        decode_ok(&body(
-            AUTHORIZATION_V1,
-            "SubjectAccessReview",
-            review.encode_to_vec()
-        ))["spec"],
-        json!({
-            "nonResourceAttributes": {"path": "/healthz", "verb": "get"},
-            "user": "bob",
-            "uid": "42",
-        })
     );
 }
 
@@ -141,8 +106,6 @@ fn token_review_decodes_without_its_status() {
         }),
     };
     assert_decodes(
-        AUTHENTICATION_V1,
-        "TokenReview",
         &review,
         json!({"metadata": {},
             "spec": {
@@ -150,5 +113,35 @@ fn token_review_decodes_without_its_status() {
                 "audiences": ["https://kubernetes.default.svc.cluster.local"],
             },
         }),
+    );
+}
+
+/// A cluster-wide review of `spec`, without a status.
+fn review_of(spec: authorization::SubjectAccessReviewSpec) -> authorization::SubjectAccessReview {
+    authorization::SubjectAccessReview {
+        metadata: Some(go_meta("", "")),
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+#[test]
+fn non_resource_subject_access_review_decodes() {
+    let review = review_of(authorization::SubjectAccessReviewSpec {
+        non_resource_attributes: Some(authorization::NonResourceAttributes {
+            path: s("/healthz"),
+            verb: s("get"),
+        }),
+        user: s("bob"),
+        uid: s("42"),
+        ..Default::default()
+    });
+    assert_eq!(
+        decoded(&review)["spec"],
+        json!({
+            "nonResourceAttributes": {"path": "/healthz", "verb": "get"},
+            "user": "bob",
+            "uid": "42",
+        })
     );
 }

@@ -21,8 +21,6 @@ fn rbac_kinds_decode() {
         rules: vec![rule.clone()],
     };
     assert_decodes(
-        RBAC_V1,
-        "Role",
         &role,
         json!({"metadata": {"name": "reader", "namespace": "default"},
             "rules": [rule_json],

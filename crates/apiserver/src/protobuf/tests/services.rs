@@ -63,8 +63,6 @@ fn service_decodes() {
         }),
     };
     assert_decodes(
-        "v1",
-        "Service",
         &svc,
         json!({"metadata": {"name": "web", "namespace": "default"},
             "spec": {
@@ -111,8 +109,6 @@ fn external_name_service_and_status_decode() {
         }),
     };
     assert_decodes(
-        "v1",
-        "Service",
         &svc,
         json!({"metadata": {"name": "ext"},
             "spec": {"type": "ExternalName", "externalName": "example.com"},

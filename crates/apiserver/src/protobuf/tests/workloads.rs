@@ -77,8 +77,6 @@ fn pod_decodes() {
         status: Some(core::PodStatus::default()),
     };
     assert_decodes(
-        "v1",
-        "Pod",
         &pod,
         json!({"metadata": {"name": "web", "namespace": "default"},
             "spec": {
@@ -191,8 +189,6 @@ fn job_and_cron_job_decode() {
         status: Some(batch::JobStatus::default()),
     };
     assert_decodes(
-        "batch/v1",
-        "Job",
         &job,
         json!({"metadata": {"name": "once", "namespace": "default"},
             "spec": {"template": template},
@@ -212,8 +208,6 @@ fn job_and_cron_job_decode() {
         status: Some(batch::CronJobStatus::default()),
     };
     assert_decodes(
-        "batch/v1",
-        "CronJob",
         &cron,
         json!({"metadata": {"name": "nightly", "namespace": "default"},
             "spec": {
