@@ -270,3 +270,59 @@ fn is_zero(value: &Value) -> bool {
         Value::Object(map) => map.is_empty(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::protobuf::schema::schema;
+
+    fn decode_as(name: &str, bytes: &[u8]) -> Decoded<Value> {
+        match schema() {
+            Ok(schema) => message(schema, name, bytes),
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    #[test]
+    fn repeated_message_occurrences_merge() {
+        // metadata {name: "a"} then metadata {namespace: "b"}.
+        let bytes = [0x0a, 0x03, 0x0a, 0x01, b'a', 0x0a, 0x03, 0x1a, 0x01, b'b'];
+        match decode_as("ConfigMap", &bytes) {
+            Ok(v) => assert_eq!(v, json!({"metadata": {"name": "a", "namespace": "b"}})),
+            Err(err) => panic!("{err:?}"),
+        }
+    }
+
+    #[test]
+    fn wrong_wire_types_and_bad_strings_are_malformed() {
+        for bytes in [
+            // data (a map) sent as a varint
+            &[0x10, 0x01][..],
+            // metadata.name not UTF-8
+            &[0x0a, 0x03, 0x0a, 0x01, 0xff],
+            // a length past the end
+            &[0x0a, 0x05, 0x0a],
+            // a group wire type
+            &[0x0b],
+        ] {
+            assert!(
+                matches!(decode_as("ConfigMap", bytes), Err(Refusal::Malformed(_))),
+                "{bytes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_strict_message_refuses_any_unlisted_field() {
+        // Pod{spec: PodSpec{field 99: 1}}: a number no schema lists.
+        let unknown = [0x12, 0x03, 0x98, 0x06, 0x01];
+        assert!(matches!(decode_as("Pod", &unknown), Err(Refusal::Unmapped)));
+        // The same field in a loose message (ConfigMap) is ignored.
+        assert_eq!(
+            decode_as("ConfigMap", &[0x98, 0x06, 0x01]).ok(),
+            Some(json!({"metadata": {}}))
+        );
+    }
+}
