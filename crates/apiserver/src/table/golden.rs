@@ -1,10 +1,10 @@
 //! Golden tables: built-in kinds' Tables rendered from fixture objects must equal the
 //! golden files byte for byte — column definitions, cells and row conditions.
 //!
-//! - `golden/fixtures.json` (keyed `group/Kind`, every kind with a printer) →
-//!   `golden/tables.json`, captured from the renderer before the columns became data;
-//! - `golden/cases.json` (named cases: what each shows, and the tables it renders) →
-//!   `golden/cases_tables.json`: the per-kind tests of the printers (pod status reasons,
+//! - `testdata/table/fixtures.json` (keyed `group/Kind`, every kind with a printer) →
+//!   `testdata/table/tables.json`, captured from the renderer before the columns became data;
+//! - `testdata/table/cases.json` (named cases: what each shows, and the tables it renders) →
+//!   `testdata/table/cases_tables.json`: the per-kind tests of the printers (pod status reasons,
 //!   job durations, endpoint lists, ...), their objects and cells as data.
 //!
 //! Set `STEADY_UPDATE_GOLDEN=1` to rewrite the golden files after a deliberate change.
@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::test_support::{builtin, render};
 
-const GOLDEN_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/table/golden");
+const GOLDEN_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/table");
 
 /// The Table of `objects` of the built-in kind `group/Kind`.
 fn render_kind(key: &str, objects: &Value) -> Value {
