@@ -430,6 +430,12 @@ impl Sample {
     }
 }
 
+/// `leader_election_master_status` of the operator serving metrics at `address`.
+async fn leader_status(address: &str) -> f64 {
+    let sample = scrape(address).await.expect("metrics are served");
+    sample.sum("leader_election_master_status{")
+}
+
 /// GET http://`address`/metrics with a bare HTTP/1.0 request (the endpoint is plain HTTP).
 async fn scrape(address: &str) -> Option<Sample> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -457,17 +463,29 @@ async fn with_leader_election_one_operator_reconciles_and_the_survivor_takes_ove
         "500ms",
     ];
     let mut first = Operator::start(&kubeconfig, &elect);
+    let first_metrics = first.metrics_address().await;
     assert!(
         first.wait_for("became leader", WAIT).await,
         "the first operator leads"
     );
     let mut second = Operator::start(&kubeconfig, &elect);
+    let second_metrics = second.metrics_address().await;
     assert!(second.wait_for("waiting to become leader", WAIT).await);
     assert!(
         !second
             .wait_for("became leader", Duration::from_secs(4))
             .await,
         "never two leaders"
+    );
+    assert_eq!(
+        leader_status(&first_metrics).await,
+        1.0,
+        "the leader says 1"
+    );
+    assert_eq!(
+        leader_status(&second_metrics).await,
+        0.0,
+        "the follower says 0"
     );
 
     apply_cache(&kubeconfig, dir.path(), "ha", 2);
