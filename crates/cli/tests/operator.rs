@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{Options, Server};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams};
 use steady_cache_operator::Cache;
@@ -313,6 +314,21 @@ impl Operator {
     async fn kill(&mut self) {
         let _ = self.child.kill().await;
     }
+
+    /// SIGTERM, as Kubernetes stops a pod; the exit status.
+    async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("still running");
+        let sent = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("exits after SIGTERM")
+            .expect("wait")
+    }
 }
 
 /// `kind/name` → resourceVersion of every object of kind `K` in `default`.
@@ -506,5 +522,16 @@ async fn with_leader_election_one_operator_reconciles_and_the_survivor_takes_ove
     );
     assert!(ok);
     ready_cache(&client, "ha", 3).await;
-    second.kill().await;
+
+    let exit = second.terminate().await;
+    assert!(exit.success(), "SIGTERM is a clean shutdown: {exit:?}");
+    let lease = Api::<Lease>::namespaced(client.clone(), "default")
+        .get("steady-cache-operator")
+        .await
+        .expect("the Lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some(""),
+        "released on the way out, so a successor need not wait it out"
+    );
 }
