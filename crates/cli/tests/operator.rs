@@ -317,13 +317,11 @@ impl Operator {
 
     /// SIGTERM, as Kubernetes stops a pod; the exit status.
     async fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().expect("still running");
+        let pid = self.child.id().expect("still running").to_string();
         let sent = std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(pid.to_string())
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "kill -TERM {pid} failed");
+            .args(["-TERM", &pid])
+            .status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid} failed");
         tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("exits after SIGTERM")
