@@ -312,10 +312,10 @@ impl Operator {
         let controller = controller
             .with_metrics(self.metrics.clone())
             .with_health(self.health.clone());
-        let outcome = match self.leader_election {
+        let (outcome, lease) = match self.leader_election {
             None => {
                 self.leading.send_replace(true);
-                controller.run(reconcile, data, shutdown).await
+                (controller.run(reconcile, data, shutdown).await, None)
             }
             Some(config) => {
                 let lease = config.name.clone();
@@ -338,16 +338,15 @@ impl Operator {
                 self.metrics.leader_election(&lease, false);
                 self.leading.send_replace(false);
                 elector.release().await;
-                if let Err(Error::LostLeadership) = outcome {
-                    let _ = stop_serving.send(());
-                    return Err(OperatorError::LostLeadership { lease: lease_ref });
-                }
-                outcome
+                (outcome, Some(lease_ref))
             }
         };
         self.leading.send_replace(false);
         let _ = stop_serving.send(());
-        outcome.map_err(OperatorError::Controller)
+        outcome.map_err(|e| match (e, lease) {
+            (Error::LostLeadership, Some(lease)) => OperatorError::LostLeadership { lease },
+            (e, _) => OperatorError::Controller(e),
+        })
     }
 }
 
