@@ -4,7 +4,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steady_store::{EventKind, ListOptions, Object, Revision, Store, StoreError, StoreOptions};
+use steady_store::{
+    EventKind, ListOptions, Object, Revision, Store, StoreError, StoreOptions, Watcher,
+};
 use tempfile::TempDir;
 
 #[derive(Clone, Copy, Debug)]
@@ -77,12 +79,23 @@ fn data(o: &Object) -> i64 {
     parse(&o.value)["data"].as_i64().expect("data")
 }
 
-/// List options that read at `revision`.
-fn at(revision: Revision) -> ListOptions<'static> {
-    ListOptions {
-        at: Some(revision),
-        ..Default::default()
+/// Panics unless `result` is the `Expired` a read below the compaction point gets.
+#[track_caller]
+fn assert_expired<T>(result: Result<T, StoreError>) {
+    match result {
+        Err(StoreError::Expired { .. }) => {}
+        Err(other) => panic!("expected Expired, got {other:?}"),
+        Ok(_) => panic!("expected Expired, got a success"),
     }
+}
+
+/// Panics unless `watcher` reports `Expired` once and then ends.
+async fn assert_watch_expires(watcher: &mut Watcher) {
+    assert_expired(watcher.next().await.expect("an event or an error"));
+    assert!(
+        watcher.next().await.is_none(),
+        "the watcher goes on after Expired"
+    );
 }
 
 fn keys(items: &[Object]) -> Vec<String> {
@@ -236,7 +249,7 @@ async fn snapshot_reads(kind: Kind) {
     assert!(s.get("/p/c", Some(snap)).unwrap().is_none());
     assert!(s.get("/p/a", Some(a1.revision - 1)).unwrap().is_none());
 
-    let page = s.list("/p/", &at(snap), &|_| true).unwrap();
+    let page = s.list("/p/", &ListOptions::at(snap), &|_| true).unwrap();
     assert_eq!(page.revision, snap);
     assert_eq!(keys(&page.items), ["/p/a", "/p/b"]);
     assert_eq!(data(&page.items[0]), 1);
@@ -253,18 +266,12 @@ async fn snapshot_reads(kind: Kind) {
         Err(StoreError::TooLarge { .. })
     ));
     assert!(matches!(
-        s.list("/p/", &at(future), &|_| true),
+        s.list("/p/", &ListOptions::at(future), &|_| true),
         Err(StoreError::TooLarge { .. })
     ));
     s.compact(snap + 1).await.unwrap();
-    assert!(matches!(
-        s.get("/p/a", Some(snap)),
-        Err(StoreError::Expired { .. })
-    ));
-    assert!(matches!(
-        s.list("/p/", &at(snap), &|_| true),
-        Err(StoreError::Expired { .. })
-    ));
+    assert_expired(s.get("/p/a", Some(snap)));
+    assert_expired(s.list("/p/", &ListOptions::at(snap), &|_| true));
 }
 
 async fn list_prefix_and_paging(kind: Kind) {
@@ -534,11 +541,7 @@ async fn watch_expired(kind: Kind) {
     let mut ok = s.watch("/", first.revision).unwrap();
     assert_eq!(ok.next().await.unwrap().unwrap().kind, EventKind::Updated);
     // A watcher created earlier that had not consumed the compacted events expires.
-    assert!(matches!(
-        behind.next().await,
-        Some(Err(StoreError::Expired { .. }))
-    ));
-    assert!(behind.next().await.is_none());
+    assert_watch_expires(&mut behind).await;
 }
 
 async fn slow_watcher_falls_behind(kind: Kind) {
@@ -550,11 +553,7 @@ async fn slow_watcher_falls_behind(kind: Kind) {
         s.update("/a", obj("a", i), None).await.unwrap();
     }
     s.compact(s.revision() - 1).await.unwrap();
-    assert!(matches!(
-        w.next().await,
-        Some(Err(StoreError::Expired { .. }))
-    ));
-    assert!(w.next().await.is_none());
+    assert_watch_expires(&mut w).await;
 }
 
 async fn compaction_keeps_latest(kind: Kind) {
@@ -579,7 +578,7 @@ async fn compaction_keeps_latest(kind: Kind) {
     assert_eq!(keys(&after.items), keys(&before.items));
     assert_eq!(keys(&after.items), ["/a", "/c"]);
     assert_eq!(data(&after.items[0]), 2);
-    let listed_at = s.list("/", &at(cur), &|_| true).unwrap();
+    let listed_at = s.list("/", &ListOptions::at(cur), &|_| true).unwrap();
     assert_eq!(listed_at.items.len(), 2);
     assert!(s.get("/b", None).unwrap().is_none());
     // Compacted deleted key can be re-created; compacted live key can be updated.
@@ -657,14 +656,8 @@ async fn history_stays_within_budget(kind: Kind) {
     assert!(peak > BUDGET / 2, "peak history {peak}");
     assert!(s.compacted_revision() > first.revision);
     assert!(s.compacted_revision() < s.revision());
-    assert!(matches!(
-        s.get("/a", Some(first.revision)),
-        Err(StoreError::Expired { .. })
-    ));
-    assert!(matches!(
-        s.watch("/", first.revision),
-        Err(StoreError::Expired { .. })
-    ));
+    assert_expired(s.get("/a", Some(first.revision)));
+    assert_expired(s.watch("/", first.revision));
     // What the budget keeps is readable, and the current state is whole.
     let oldest = s.compacted_revision();
     assert!(s.get("/a", Some(oldest)).unwrap().is_some());
@@ -965,10 +958,7 @@ async fn sqlite_reopen_restores_everything() {
     assert_eq!((e.kind, &*e.key), (EventKind::Created, "/d"));
     let e = w.next().await.unwrap().unwrap();
     assert_eq!((e.kind, &*e.key), (EventKind::Deleted, "/d"));
-    assert!(matches!(
-        s.watch("/", compacted - 1),
-        Err(StoreError::Expired { .. })
-    ));
+    assert_expired(s.watch("/", compacted - 1));
     let n = s.create("/e", obj("e", 1)).await.unwrap();
     assert_eq!(n.revision, last_rev + 1);
     s.shutdown().await;
