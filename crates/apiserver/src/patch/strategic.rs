@@ -402,6 +402,13 @@ mod tests {
         )
     }
 
+    /// Panics unless `patch` decodes but cannot be applied to `current`.
+    #[track_caller]
+    fn assert_invalid(current: &Value, patch: Value) {
+        let err = smp(current, patch).unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+    }
+
     fn assert_no_directives(v: &Value) {
         match v {
             Value::Object(m) => {
@@ -491,12 +498,10 @@ mod tests {
         .unwrap();
         assert_eq!(out["spec"]["containers"], pod()["spec"]["containers"]);
         // A delete element without the merge key is invalid.
-        let err = smp(
+        assert_invalid(
             &pod(),
             json!({"spec": {"containers": [{"$patch": "delete"}]}}),
-        )
-        .unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        );
     }
 
     #[test]
@@ -527,12 +532,10 @@ mod tests {
         .unwrap();
         assert!(out["spec"].get("nodeSelector").is_none());
         // Unknown directive values are invalid.
-        let err = smp(
+        assert_invalid(
             &pod(),
             json!({"spec": {"nodeSelector": {"$patch": "explode"}}}),
-        )
-        .unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        );
     }
 
     #[test]
@@ -554,12 +557,10 @@ mod tests {
             json!([{"name": "data", "hostPath": {"path": "/data"}}])
         );
         // A patched field missing from $retainKeys is invalid.
-        let err = smp(
+        assert_invalid(
             &current,
             json!({"spec": {"volumes": [{"name": "data", "$retainKeys": ["name"], "nfs": {}}]}}),
-        )
-        .unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        );
     }
 
     #[test]
