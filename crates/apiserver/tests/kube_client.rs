@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{api_code, clear_finalizers, list_count, server};
+use common::{api_code, clear_finalizers, default_configmaps, list_count, merge_patch, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
@@ -42,8 +42,7 @@ fn config_map_with(name: &str, data: serde_json::Value) -> serde_json::Value {
 
 #[tokio::test]
 async fn configmap_create_get_replace_conflicts() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     let pp = PostParams::default();
 
     let created = api
@@ -120,8 +119,7 @@ async fn configmap_create_get_replace_conflicts() {
 
 #[tokio::test]
 async fn configmap_every_patch_type() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     let created = api
         .create(
             &PostParams::default(),
@@ -248,8 +246,7 @@ async fn configmap_every_patch_type() {
 
 #[tokio::test]
 async fn configmap_list_selectors_and_paging() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     for i in 0..7 {
         let tier = if i % 2 == 0 { "even" } else { "odd" };
         api.create(
@@ -397,12 +394,7 @@ async fn pod_crud_strategic_merge_and_field_selectors() {
     );
 
     // A label change does not bump generation.
-    let labelled = api
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
-        )
+    let labelled = merge_patch(&api, "web", json!({"metadata": {"labels": {"x": "y"}}}))
         .await
         .unwrap();
     assert_eq!(labelled.metadata.generation, Some(2));
@@ -427,8 +419,7 @@ async fn pod_crud_strategic_merge_and_field_selectors() {
 
 #[tokio::test]
 async fn finalizers_hold_deletion_until_removed() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     let mut obj = cm("held", json!({}), json!({"k": "v"}));
     obj.metadata.finalizers = Some(vec!["example.steady.dev/hold".into()]);
     api.create(&PostParams::default(), &obj).await.unwrap();
@@ -449,12 +440,10 @@ async fn finalizers_hold_deletion_until_removed() {
 
     // No new finalizers while deleting.
     let (code, _) = api_code(
-        api.patch(
+        merge_patch(
+            &api,
             "held",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"finalizers": ["example.steady.dev/hold", "other/x"]}}),
-            ),
+            json!({"metadata": {"finalizers": ["example.steady.dev/hold", "other/x"]}}),
         )
         .await,
     );
@@ -467,8 +456,7 @@ async fn finalizers_hold_deletion_until_removed() {
 
 #[tokio::test]
 async fn delete_preconditions() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     let created = api
         .create(&PostParams::default(), &cm("pre", json!({}), json!({})))
         .await
@@ -515,8 +503,7 @@ async fn delete_preconditions() {
 
 #[tokio::test]
 async fn generate_name_appends_a_suffix_and_is_kept() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     let mut obj = cm("unused", json!({}), json!({}));
     obj.metadata.name = None;
     obj.metadata.generate_name = Some("gen-".into());
@@ -545,8 +532,7 @@ async fn generate_name_appends_a_suffix_and_is_kept() {
 async fn concurrent_unconditioned_patches_all_apply() {
     const WRITERS: usize = 32;
     const PATCHES: usize = 10;
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     api.create(
         &PostParams::default(),
         &cm("contended", json!({}), json!({})),
@@ -558,7 +544,7 @@ async fn concurrent_unconditioned_patches_all_apply() {
         tokio::spawn(async move {
             for i in 0..PATCHES {
                 let patch = json!({"data": {format!("w{writer}-{i}"): "x"}});
-                api.patch("contended", &PatchParams::default(), &Patch::Merge(&patch))
+                merge_patch(&api, "contended", &patch)
                     .await
                     .map_err(|e| format!("writer {writer} patch {i}: {e}"))?;
             }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{api_code, server};
+use common::{api_code, default_configmaps, example_crd, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -42,8 +42,7 @@ fn managers(cm: &ConfigMap) -> Vec<(String, String, Value)> {
 
 #[tokio::test]
 async fn a_field_dropped_from_the_configuration_is_removed() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     apply(&api, "app", json!({"a": "1", "b": "2"}))
         .await
         .unwrap();
@@ -69,8 +68,7 @@ async fn a_field_dropped_from_the_configuration_is_removed() {
 
 #[tokio::test]
 async fn another_managers_field_conflicts_until_forced() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     apply(&api, "one", json!({"a": "1"})).await.unwrap();
     let err = apply(&api, "two", json!({"a": "2"})).await.unwrap_err();
     let kube::Error::Api(status) = err else {
@@ -106,8 +104,7 @@ async fn another_managers_field_conflicts_until_forced() {
 
 #[tokio::test]
 async fn a_field_owned_by_two_appliers_survives_one_leaving() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     apply(&api, "one", json!({"shared": "x", "mine": "y"}))
         .await
         .unwrap();
@@ -122,8 +119,7 @@ async fn a_field_owned_by_two_appliers_survives_one_leaving() {
 
 #[tokio::test]
 async fn updates_are_recorded_and_conflict_with_an_apply() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     let created: ConfigMap = serde_json::from_value(config_map(json!({"a": "1"}))).unwrap();
     let pp = PostParams {
         field_manager: Some("creator".into()),
@@ -154,8 +150,7 @@ async fn updates_are_recorded_and_conflict_with_an_apply() {
 
 #[tokio::test]
 async fn a_dry_run_apply_creates_nothing() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     let dry = PatchParams::apply("app").dry_run();
     let preview = api
         .patch("cm", &dry, &Patch::Apply(config_map(json!({"a": "1"}))))
@@ -167,28 +162,19 @@ async fn a_dry_run_apply_creates_nothing() {
 }
 
 fn ports_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gates.example.steady.dev"},
-        "spec": {
-            "group": "example.steady.dev",
-            "scope": "Namespaced",
-            "names": {"plural": "gates", "singular": "gate", "kind": "Gate"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {"spec": {"type": "object", "properties": {"ports": {
-                    "type": "array",
-                    "x-kubernetes-list-type": "map",
-                    "x-kubernetes-list-map-keys": ["name"],
-                    "items": {"type": "object", "required": ["name"], "properties": {
-                        "name": {"type": "string"}, "port": {"type": "integer"}
-                    }}
-                }}}}
-            }}}]
-        }
-    }))
-    .unwrap()
+    let names = json!({"plural": "gates", "singular": "gate", "kind": "Gate"});
+    let schema = json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"ports": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string"}, "port": {"type": "integer"}
+            }}
+        }}}}
+    });
+    serde_json::from_value(example_crd("Namespaced", names, schema)).expect("a CRD")
 }
 
 async fn gates(client: Client) -> Api<DynamicObject> {
