@@ -98,6 +98,13 @@ async fn assert_watch_expires(watcher: &mut Watcher) {
     );
 }
 
+/// `relative` inside a fresh temporary directory, which lasts as long as the guard.
+fn temp_path(relative: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join(relative);
+    (dir, path)
+}
+
 fn keys(items: &[Object]) -> Vec<String> {
     items.iter().map(|o| o.key.to_string()).collect()
 }
@@ -917,8 +924,7 @@ async fn memory_store_under_paused_clock() {
 
 #[tokio::test]
 async fn sqlite_reopen_restores_everything() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (_dir, path) = temp_path("state.db");
     let (compacted, last_rev, snapshot) = {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();
         s.create("/a", obj("a", 1)).await.unwrap();
@@ -966,8 +972,7 @@ async fn sqlite_reopen_restores_everything() {
 
 #[tokio::test]
 async fn sqlite_revision_never_goes_backwards_after_full_compaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (_dir, path) = temp_path("state.db");
     let last = {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();
         s.create("/a", obj("a", 1)).await.unwrap();
@@ -995,8 +1000,7 @@ async fn sqlite_revision_never_goes_backwards_after_full_compaction() {
 
 #[tokio::test]
 async fn sqlite_creates_missing_directories() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("not/yet/there/state.db");
+    let (_dir, path) = temp_path("not/yet/there/state.db");
     let s = Store::sqlite(&path, StoreOptions::default()).await.unwrap();
     assert_eq!(s.revision(), 1);
     s.create("/a", obj("a", 1)).await.unwrap();
@@ -1006,8 +1010,7 @@ async fn sqlite_creates_missing_directories() {
 
 #[tokio::test]
 async fn sqlite_drop_without_shutdown_keeps_committed_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (_dir, path) = temp_path("state.db");
     {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();
         s.create("/a", obj("a", 1)).await.unwrap();
@@ -1030,8 +1033,7 @@ fn size_on_disk(path: &std::path::Path) -> u64 {
 
 #[tokio::test]
 async fn sqlite_compaction_shrinks_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (_dir, path) = temp_path("state.db");
     let s = Store::sqlite(&path, test_opts()).await.unwrap();
     for i in 0..60 {
         let key = format!("/k{}", i % 3);
@@ -1070,8 +1072,7 @@ fn mode_of(path: impl AsRef<std::path::Path>) -> u32 {
 #[cfg(unix)]
 #[tokio::test]
 async fn sqlite_files_are_private_from_the_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("data/state.db");
+    let (dir, path) = temp_path("data/state.db");
     let s = Store::sqlite(&path, test_opts()).await.unwrap();
     s.create("/secret", obj("secret", 1)).await.unwrap();
     assert_eq!(mode_of(dir.path().join("data")), 0o700);
@@ -1085,8 +1086,7 @@ async fn sqlite_files_are_private_from_the_start() {
 #[tokio::test]
 async fn sqlite_narrows_the_modes_of_an_existing_database() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (dir, path) = temp_path("state.db");
     let wal = dir.path().join("state.db-wal");
     {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();
