@@ -88,6 +88,16 @@ fn widget(name: &str, body: Value) -> DynamicObject {
     serde_json::from_value(obj).unwrap()
 }
 
+/// Create the Widget `name` with `body` (its spec, status or other fields).
+async fn create_widget(
+    api: &Api<DynamicObject>,
+    name: &str,
+    body: Value,
+) -> kube::Result<DynamicObject> {
+    api.create(&PostParams::default(), &widget(name, body))
+        .await
+}
+
 fn generation(o: &DynamicObject) -> i64 {
     o.metadata.generation.expect("generation")
 }
@@ -112,20 +122,17 @@ async fn setup() -> (ApiServer, Api<DynamicObject>) {
 #[tokio::test]
 async fn create_defaults_prunes_and_validates() {
     let (s, api) = setup().await;
-    let created = api
-        .create(
-            &PostParams::default(),
-            &widget(
-                "w1",
-                json!({
-                    "spec": {"size": "s", "bogus": 1, "extra": {"free": {"form": true}}},
-                    "unknownTop": 2,
-                    "status": {"phase": "ignored"},
-                }),
-            ),
-        )
-        .await
-        .unwrap();
+    let created = create_widget(
+        &api,
+        "w1",
+        json!({
+            "spec": {"size": "s", "bogus": 1, "extra": {"free": {"form": true}}},
+            "unknownTop": 2,
+            "status": {"phase": "ignored"},
+        }),
+    )
+    .await
+    .unwrap();
     assert_eq!(generation(&created), 1);
     assert_eq!(created.data["spec"]["replicas"], 1, "default applied");
     assert_eq!(created.data["spec"]["color"], "red", "default applied");
@@ -150,22 +157,13 @@ async fn create_defaults_prunes_and_validates() {
         json!({"spec": {"replicas": 2}}),
         json!({"spec": {"size": 5}}),
     ] {
-        let (code, reason) = api_code(
-            api.create(&PostParams::default(), &widget("bad", bad.clone()))
-                .await,
-        );
+        let (code, reason) = api_code(create_widget(&api, "bad", bad.clone()).await);
         assert_eq!((code, reason.as_str()), (422, "Invalid"), "{bad}");
     }
     assert_eq!(s.store().revision(), revision);
     assert_eq!(api_code(api.get("bad").await).0, 404);
     assert_eq!(
-        api_code(
-            api.create(
-                &PostParams::default(),
-                &widget("w1", json!({"spec": {"size": "s"}}))
-            )
-            .await
-        ),
+        api_code(create_widget(&api, "w1", json!({"spec": {"size": "s"}})).await),
         (409, "AlreadyExists".to_string())
     );
 }
@@ -285,11 +283,7 @@ async fn get_list_replace_patch_delete() {
 #[tokio::test]
 async fn status_subresource_and_generation() {
     let (_s, api) = setup().await;
-    let created = api
-        .create(
-            &PostParams::default(),
-            &widget("w", json!({"spec": {"size": "s"}})),
-        )
+    let created = create_widget(&api, "w", json!({"spec": {"size": "s"}}))
         .await
         .unwrap();
     assert_eq!(generation(&created), 1);
@@ -374,12 +368,9 @@ async fn status_subresource_and_generation() {
 #[tokio::test]
 async fn scale_subresource() {
     let (_s, api) = setup().await;
-    api.create(
-        &PostParams::default(),
-        &widget("w", json!({"spec": {"size": "s", "replicas": 2}})),
-    )
-    .await
-    .unwrap();
+    create_widget(&api, "w", json!({"spec": {"size": "s", "replicas": 2}}))
+        .await
+        .unwrap();
     api.patch_status(
         "w",
         &PatchParams::default(),
@@ -429,12 +420,9 @@ async fn scale_subresource() {
 async fn deleting_the_crd_removes_its_objects_and_the_kind() {
     let (s, api) = setup().await;
     for name in ["x", "y"] {
-        api.create(
-            &PostParams::default(),
-            &widget(name, json!({"spec": {"size": "s"}})),
-        )
-        .await
-        .unwrap();
+        create_widget(&api, name, json!({"spec": {"size": "s"}}))
+            .await
+            .unwrap();
     }
     // One with a finalizer of its own: the CRD waits for it.
     let mut held = widget("held", json!({"spec": {"size": "s"}}));
@@ -461,14 +449,7 @@ async fn deleting_the_crd_removes_its_objects_and_the_kind() {
     assert_eq!(api_code(api.list(&ListParams::default()).await).0, 404);
     assert_eq!(api_code(api.get("x").await).0, 404);
     assert_eq!(
-        api_code(
-            api.create(
-                &PostParams::default(),
-                &widget("z", json!({"spec": {"size": "s"}}))
-            )
-            .await
-        )
-        .0,
+        api_code(create_widget(&api, "z", json!({"spec": {"size": "s"}})).await).0,
         404
     );
 }

@@ -72,8 +72,7 @@ async fn configmap_create_get_replace_conflicts() {
     let mut changed = got.clone();
     changed
         .data
-        .as_mut()
-        .unwrap()
+        .get_or_insert_default()
         .insert("k".into(), "w".into());
     let replaced = api.replace("one", &pp, &changed).await.unwrap();
     let rv2 = rv(&replaced);
@@ -97,8 +96,7 @@ async fn configmap_create_get_replace_conflicts() {
     tampered.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
     tampered
         .data
-        .as_mut()
-        .unwrap()
+        .get_or_insert_default()
         .insert("extra".into(), "1".into());
     let kept = api.replace("one", &pp, &tampered).await.unwrap();
     assert_eq!(kept.metadata.uid, created.metadata.uid);

@@ -161,6 +161,18 @@ async fn a_dry_run_apply_creates_nothing() {
     assert_eq!(code, 404, "a dry run creates nothing");
 }
 
+/// The first `metadata.managedFields` entry of `object` that `wanted` picks (as JSON).
+fn managed_fields_entry(object: &impl serde::Serialize, wanted: impl Fn(&Value) -> bool) -> Value {
+    let object = serde_json::to_value(object).expect("JSON");
+    let entries = object["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields");
+    let entry = entries.iter().find(|e| wanted(e));
+    entry
+        .cloned()
+        .unwrap_or_else(|| panic!("no such entry in {entries:?}"))
+}
+
 fn ports_crd() -> CustomResourceDefinition {
     let names = json!({"plural": "gates", "singular": "gate", "kind": "Gate"});
     let schema = json!({
@@ -221,14 +233,7 @@ async fn crd_list_maps_merge_by_key_between_managers() {
         both.data["spec"]["ports"],
         json!([{"name": "http", "port": 80}, {"name": "ssh", "port": 22}])
     );
-    let raw = serde_json::to_value(&both).unwrap();
-    let web = raw["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["manager"] == "web")
-        .cloned()
-        .unwrap();
+    let web = managed_fields_entry(&both, |e| e["manager"] == "web");
     assert_eq!(
         web["fieldsV1"],
         json!({"f:spec": {"f:ports": {"k:{\"name\":\"http\"}": {".": {}, "f:name": {}, "f:port": {}}}}})
@@ -257,14 +262,7 @@ async fn a_status_write_is_recorded_for_the_status_subresource() {
         .patch_status("p", &PatchParams::default(), &Patch::Merge(&status))
         .await
         .unwrap();
-    let raw = serde_json::to_value(&patched).unwrap();
-    let status_entry = raw["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["subresource"] == "status")
-        .cloned()
-        .expect("an entry for the status subresource");
+    let status_entry = managed_fields_entry(&patched, |e| e["subresource"] == "status");
     assert_eq!(status_entry["operation"], "Update");
     assert_eq!(status_entry["fieldsV1"]["f:status"]["f:message"], json!({}));
 }

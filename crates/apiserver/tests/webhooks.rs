@@ -247,6 +247,16 @@ fn configmap(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
 }
 
+/// The value of the label `key` of `object`, if it has one.
+fn label_of<'a>(object: &'a ConfigMap, key: &str) -> Option<&'a str> {
+    object
+        .metadata
+        .labels
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
 fn default_configmaps(client: &Client) -> Api<ConfigMap> {
     Api::namespaced(client.clone(), "default")
 }
@@ -332,36 +342,16 @@ async fn a_mutating_webhook_patches_what_is_stored() {
     configure(&client, MUTATING, "label", json!([hook])).await;
     let configmaps = default_configmaps(&client);
     let created = create_configmap(&configmaps, "plain").await.unwrap();
-    assert_eq!(
-        created
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get("mutated")
-            .map(String::as_str),
-        Some("yes")
-    );
+    assert_eq!(label_of(&created, "mutated"), Some("yes"));
     let stored = configmaps.get("plain").await.unwrap();
-    assert_eq!(
-        stored
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get("mutated")
-            .map(String::as_str),
-        Some("yes")
-    );
+    assert_eq!(label_of(&stored, "mutated"), Some("yes"));
 
     // An update that drops the label gets it back.
     let patch = json!({"metadata": {"labels": {"mutated": null, "other": "x"}}});
     let patched = merge_patch(&configmaps, "plain", &patch).await.unwrap();
-    let labels = patched.metadata.labels.unwrap_or_default();
-    assert_eq!(
-        labels.get("mutated").map(String::as_str),
-        Some("yes"),
-        "{labels:?}"
-    );
-    assert_eq!(labels.get("other").map(String::as_str), Some("x"));
+    let labels = &patched.metadata.labels;
+    assert_eq!(label_of(&patched, "mutated"), Some("yes"), "{labels:?}");
+    assert_eq!(label_of(&patched, "other"), Some("x"));
 }
 
 #[tokio::test]

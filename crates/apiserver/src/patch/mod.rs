@@ -331,18 +331,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn merge_patch_errors() {
-        check_failures(
-            PatchType::Merge,
-            &[
-                (b"{\"a\":", Fails::Malformed("line 1")),
-                (b"[1,2]", Fails::Invalid),
-                (b"  ", Fails::Malformed("")),
-            ],
-        );
-    }
-
     // ---- apply ------------------------------------------------------------
 
     #[test]
@@ -385,7 +373,15 @@ spec:
     }
 
     #[test]
-    fn apply_errors() {
+    fn merge_and_apply_errors() {
+        check_failures(
+            PatchType::Merge,
+            &[
+                (b"{\"a\":", Fails::Malformed("line 1")),
+                (b"[1,2]", Fails::Invalid),
+                (b"  ", Fails::Malformed("")),
+            ],
+        );
         check_failures(
             PatchType::Apply,
             &[

@@ -783,18 +783,23 @@ mod tests {
         let e = err(&format!("a={long}"));
         assert!(e.contains("must be no more than 63 characters"), "{e}");
         assert!(err(&format!("{long}=a")).contains("name part must be no more than 63"));
-        assert!(err("=b").contains("expected: !, identifier"));
-        assert!(err("a,").contains("identifier after ','"));
-        assert!(err(",a").contains("found ','"));
-        assert!(err("a=(b)").contains("expected: identifier"));
-        assert!(err("Example.com/a=b").contains("prefix part"));
-        assert!(err("/a").contains("prefix part must be non-empty"));
-        assert!(err("a/").contains("name part must be non-empty"));
-        assert!(err("a/b/c").contains("qualified name"));
-        assert!(err("a=b c").contains("found 'c'"));
-        assert!(err("!a=b").contains("found '='"));
-        assert!(err("a=-b").contains("a valid label"));
-        assert!(err("a in (b c)").contains("expected: ',' or ')'"));
+        for (selector, fragment) in [
+            ("=b", "expected: !, identifier"),
+            ("a,", "identifier after ','"),
+            (",a", "found ','"),
+            ("a=(b)", "expected: identifier"),
+            ("Example.com/a=b", "prefix part"),
+            ("/a", "prefix part must be non-empty"),
+            ("a/", "name part must be non-empty"),
+            ("a/b/c", "qualified name"),
+            ("a=b c", "found 'c'"),
+            ("!a=b", "found '='"),
+            ("a=-b", "a valid label"),
+            ("a in (b c)", "expected: ',' or ')'"),
+        ] {
+            let e = err(selector);
+            assert!(e.contains(fragment), "{selector:?}: {e}");
+        }
     }
 
     #[test]
