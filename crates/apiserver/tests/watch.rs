@@ -32,9 +32,20 @@ async fn create(api: &Api<ConfigMap>, name: &str, v: &str) -> ConfigMap {
 }
 
 async fn set(api: &Api<ConfigMap>, name: &str, v: &str) {
-    merge_patch(&api, name, json!({"data": {"v": v}}))
+    merge_patch(api, name, json!({"data": {"v": v}}))
         .await
         .unwrap();
+}
+
+/// A raw watch of `api` from `resource_version`.
+async fn watch_from(
+    api: &Api<ConfigMap>,
+    resource_version: &str,
+) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>> {
+    api.watch(&WatchParams::default(), resource_version)
+        .await
+        .unwrap_or_else(|e| panic!("watch from {resource_version}: {e}"))
+        .boxed()
 }
 
 /// Next item of a stream, failing the test if none comes within the guard.
@@ -192,11 +203,7 @@ async fn raw_watch_events() {
     create(&api, "old", "1").await;
 
     // From "0": synthetic ADDED for the current state, then changes.
-    let mut events = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
+    let mut events = watch_from(&api, "0").await;
     match next(&mut events).await.unwrap() {
         WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("old")),
         other => panic!("unexpected {other:?}"),
@@ -229,11 +236,7 @@ async fn raw_watch_events() {
 
     // From a resourceVersion: only the changes after it.
     let start = created.metadata.resource_version.clone().unwrap();
-    let mut replay = api
-        .watch(&WatchParams::default(), &start)
-        .await
-        .unwrap()
-        .boxed();
+    let mut replay = watch_from(&api, &start).await;
     let mut kinds = Vec::new();
     for _ in 0..2 {
         kinds.push(match next(&mut replay).await.unwrap() {
@@ -304,19 +307,9 @@ async fn raw_watch_from_compacted_revision_is_410_in_stream() {
 
     // Watching from the revision a fresh list returns works.
     let list = api.list(&Default::default()).await.unwrap();
-    let mut live = api
-        .watch(
-            &WatchParams::default(),
-            &list.metadata.resource_version.unwrap(),
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let mut live = watch_from(&api, &list.metadata.resource_version.unwrap()).await;
     set(&api, "x", "4").await;
-    assert!(matches!(
-        next(&mut live).await.unwrap(),
-        WatchEvent::Modified(_)
-    ));
+    assert!(matches!(next(&mut live).await, Ok(WatchEvent::Modified(_))));
 }
 
 /// The in-stream error `expire_watches` ends a watch with, as kube-apiserver words it.
@@ -337,16 +330,9 @@ async fn expire_watches_ends_open_raw_watches_with_410() {
     let rv = list.metadata.resource_version.unwrap();
 
     // One watch that has delivered an event, one from "0" whose initial ADDED is unread.
-    let mut live = api
-        .watch(&WatchParams::default(), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut live = watch_from(&api, &rv).await;
     set(&api, "x", "2").await;
-    assert!(matches!(
-        next(&mut live).await.unwrap(),
-        WatchEvent::Modified(_)
-    ));
+    assert!(matches!(next(&mut live).await, Ok(WatchEvent::Modified(_))));
     let unread = api.watch(&WatchParams::default(), "0").await.unwrap();
 
     s.expire_watches();
@@ -420,17 +406,9 @@ async fn watch_opened_after_expire_watches_keeps_working() {
             .resource_version
             .unwrap()
     };
-    let before = api
-        .watch(&WatchParams::default(), &rv().await)
-        .await
-        .unwrap()
-        .boxed();
+    let before = watch_from(&api, &rv().await).await;
     s.expire_watches();
-    let mut after = api
-        .watch(&WatchParams::default(), &rv().await)
-        .await
-        .unwrap()
-        .boxed();
+    let mut after = watch_from(&api, &rv().await).await;
 
     create(&api, "late", "1").await;
     match next(&mut after).await.unwrap() {

@@ -98,6 +98,14 @@ async fn assert_watch_expires(watcher: &mut Watcher) {
     );
 }
 
+/// List options for the first `limit` matches, at the current revision.
+fn limited(limit: usize) -> ListOptions<'static> {
+    ListOptions {
+        limit: Some(limit),
+        ..Default::default()
+    }
+}
+
 /// `relative` inside a fresh temporary directory, which lasts as long as the guard.
 fn temp_path(relative: &str) -> (TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -350,16 +358,7 @@ async fn list_prefix_and_paging(kind: Kind) {
     assert_eq!(seen, expected);
 
     // Exactly `limit` items left: no next_key.
-    let page = s
-        .list(
-            "/services/",
-            &ListOptions {
-                limit: Some(1),
-                ..Default::default()
-            },
-            &|_| true,
-        )
-        .unwrap();
+    let page = s.list("/services/", &limited(1), &|_| true).unwrap();
     assert_eq!(page.items.len(), 1);
     assert!(page.next_key.is_none());
 
@@ -383,16 +382,7 @@ async fn list_filter_and_limit(kind: Kind) {
         s.create(&format!("/x/{i:02}"), obj("x", i)).await.unwrap();
     }
     let even = |o: &Object| data(o) % 2 == 0;
-    let page = s
-        .list(
-            "/x/",
-            &ListOptions {
-                limit: Some(4),
-                ..Default::default()
-            },
-            &even,
-        )
-        .unwrap();
+    let page = s.list("/x/", &limited(4), &even).unwrap();
     assert_eq!(keys(&page.items), ["/x/00", "/x/02", "/x/04", "/x/06"]);
     assert_eq!(page.next_key.as_deref(), Some("/x/06"));
     // Only the last matching item remains after 16: no next_key.
@@ -410,16 +400,7 @@ async fn list_filter_and_limit(kind: Kind) {
     assert_eq!(keys(&page.items), ["/x/18"]);
     assert!(page.next_key.is_none());
     // Filter matching nothing.
-    let page = s
-        .list(
-            "/x/",
-            &ListOptions {
-                limit: Some(5),
-                ..Default::default()
-            },
-            &|_| false,
-        )
-        .unwrap();
+    let page = s.list("/x/", &limited(5), &|_| false).unwrap();
     assert!(page.items.is_empty());
     assert!(page.next_key.is_none());
 }
