@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{steady, stdout_of};
+use common::{stdout_of, steady};
 
 fn quick(target: &str, extra: &[&str]) -> String {
     stdout_of(

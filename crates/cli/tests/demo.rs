@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{steady, stdout_of};
+use common::{stdout_of, steady};
 
 /// What `steady demo <args>` prints; panics with its output unless it succeeds.
 fn demo(args: &[&str]) -> String {

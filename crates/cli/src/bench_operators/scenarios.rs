@@ -603,7 +603,7 @@ impl Results {
             self.of(Runtime::Steady).steady_state.window.as_secs_f64()
         );
         let ss = |r: Runtime| &self.of(r).steady_state;
-        let steady_rows: &[(&str, fn(&SteadyState) -> f64, usize)] = &[
+        let steady_rows: &[SteadyStateRow] = &[
             ("writes", |s| s.requests.writes() as f64, 0),
             ("GET + LIST", |s| s.requests.reads() as f64, 0),
             ("reconciles", |s| s.reconciles as f64, 0),
@@ -612,7 +612,7 @@ impl Results {
             "2. forced relist (410), until re-listed + {:.0} s",
             plan.relist_window.as_secs_f64()
         );
-        let relist_rows: &[(&str, fn(&SteadyState) -> f64, usize)] = &[
+        let relist_rows: &[SteadyStateRow] = &[
             (
                 "seconds from the 410 until every kind is re-listed and watched",
                 |s| s.relist_seconds,
@@ -811,6 +811,10 @@ impl Results {
 struct Table {
     rows: Vec<[String; 5]>,
 }
+
+/// One row of the steady-state report: the measurement, how to read it from a run's
+/// [`SteadyState`], and its decimals.
+type SteadyStateRow = (&'static str, fn(&SteadyState) -> f64, usize);
 
 impl Table {
     fn numbers(&mut self, scenario: &str, measurement: &str, (a, b): (f64, f64), decimals: usize) {
