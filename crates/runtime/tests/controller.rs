@@ -889,13 +889,9 @@ async fn a_mapped_watch_triggers_the_keys_its_mapper_names() {
             .unwrap_or_default()
     });
     let (_stop_tx, stop_rx) = oneshot::channel::<()>();
-    tokio::spawn(controller.run(
-        recording(&log),
-        Arc::new(()),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    tokio::spawn(controller.run(recording(&log), Arc::new(()), async move {
+        let _ = stop_rx.await;
+    }));
     run_for(Duration::from_secs(1)).await;
     assert_eq!(
         (log.calls_of("alpha").len(), log.calls_of("beta").len()),
