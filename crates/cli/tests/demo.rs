@@ -1,20 +1,18 @@
 //! `steady demo` tells the seed scenario end to end and proves its last claim: a restarted
 //! operator on a converged world makes zero writes.
 
-use std::process::Command;
+mod common;
+
+use common::{stdout_of, steady};
+
+/// What `steady demo <args>` prints; panics with its output unless it succeeds.
+fn demo(args: &[&str]) -> String {
+    stdout_of(steady(&["demo"]).args(args))
+}
 
 #[test]
 fn demo_converges_after_missed_events_and_restarts_without_writes() {
-    let output = Command::new(env!("CARGO_BIN_EXE_steady"))
-        .arg("demo")
-        .output()
-        .expect("run steady demo");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "steady demo failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = demo(&[]);
     for expected in [
         "step 1",
         "step 2",
@@ -34,16 +32,7 @@ fn demo_converges_after_missed_events_and_restarts_without_writes() {
 
 #[test]
 fn compare_shows_edge_triggered_unconverged_and_level_triggered_converged() {
-    let output = Command::new(env!("CARGO_BIN_EXE_steady"))
-        .args(["demo", "--compare"])
-        .output()
-        .expect("run steady demo --compare");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "steady demo --compare failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = demo(&["--compare"]);
     let columns = stdout
         .lines()
         .find(|l| l.contains("UNCONVERGED"))

@@ -369,11 +369,38 @@ pub async fn client_from(kubeconfig: &Path) -> kube::Client {
     kube::Client::try_from(config_from(kubeconfig).await).expect("kube client")
 }
 
+/// The `steady` binary under test with `args`, ready to run.
+pub fn steady(args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_steady"));
+    command.args(args);
+    command
+}
+
+/// Run `command` to completion and return its stdout; panics showing both outputs if it
+/// fails.
+pub fn stdout_of(command: &mut std::process::Command) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 /// The resourceVersion of an object as a number (steady's are decimal revisions).
 pub fn rv_number(rv: Option<&String>) -> u64 {
     rv.expect("resourceVersion is set")
         .parse()
         .expect("resourceVersion is a decimal number")
+}
+
+/// The resourceVersion of `object` as a number.
+pub fn object_rv<K: kube::Resource>(object: &K) -> u64 {
+    rv_number(object.meta().resource_version.as_ref())
 }
 
 /// Resident memory of the process `pid`, in bytes (Linux: `VmRSS` in /proc/PID/status).
