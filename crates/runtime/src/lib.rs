@@ -124,10 +124,12 @@ pub mod finalizer;
 pub mod leader;
 pub mod metrics;
 pub mod object_cache;
+pub mod observe;
 pub mod queue;
 pub mod write_through;
 
 pub use controller::{Action, Config, Context, Controller, Error};
 pub use object_cache::{ObjectCache, ObjectKey};
+pub use observe::Recorder;
 pub use queue::Trigger;
 pub use write_through::CachingApi;
