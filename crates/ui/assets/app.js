@@ -81,8 +81,8 @@ function controllerPanel() {
       el("span", { id: "queue-depth" }, `queue ${s.queueDepth}`),
       el("span", { id: "in-flight" }, `in flight ${s.inFlight}`)),
     el("div", { class: "controller-row" },
-      el("div", {}, el("th", {}, "watches"), ...watches),
-      el("div", {}, el("th", {}, "backoff"), backoff.length ? backoff : el("div", { class: "muted" }, "none"))),
+      el("div", {}, el("h4", {}, "watches"), ...watches),
+      el("div", {}, el("h4", {}, "keys in backoff"), backoff.length ? backoff : el("div", { class: "muted" }, "none"))),
   );
 }
 
@@ -128,7 +128,7 @@ function primaryCard(primary, all) {
   const conditions = ((o.status || {}).conditions || []).map((c) =>
     el("tr", {}, el("td", {}, c.type), el("td", {}, c.status), el("td", {}, c.reason || ""), el("td", {}, c.message || "")));
   const replicas = o.spec && typeof o.spec.replicas === "number";
-  const input = el("input", { type: "number", min: "0", value: replicas ? o.spec.replicas : "", class: "replicas-input", size: "4" });
+  const input = el("input", { type: "number", min: "0", value: replicas ? o.spec.replicas : "", class: "replicas-input" });
   const scale = replicas ? el("span", {}, " replicas ", input,
     el("button", { class: "set-replicas", onclick: () =>
       act("replicas", { namespace: meta(primary).namespace || "", name: meta(primary).name, replicas: Number(input.value) }) }, "set")) : null;
