@@ -165,3 +165,48 @@ def test_the_view_shows_the_loop_and_deletes_a_pod(steady_up, browser):
     shot = os.environ.get("STEADY_UI_SCREENSHOT")
     if shot:
         browser.save_screenshot(shot)
+
+
+def test_operator_serves_the_view_on_its_own_address(tmp_path):
+    """`steady operator --ui ADDR` against a cluster: the same view on its own HTTPS
+    address, 401 without the cookie, and after the printed login link a feed that opens
+    with a snapshot of the running controller."""
+    import http.cookiejar
+
+    server_proc, server, server_log, _ = launch(
+        tmp_path, ["server", "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0",
+                   "--write-kubeconfig", str(tmp_path / "kubeconfig")],
+        {"url": re.compile(r"steady server listening on (https://\S+)")})
+    operator_dir = tmp_path / "operator"
+    operator_dir.mkdir()
+    try:
+        proc, found, log, _ = launch(
+            operator_dir, ["operator", "--kubeconfig", str(tmp_path / "kubeconfig"),
+                           "--metrics-addr", "127.0.0.1:0", "--ui", "127.0.0.1:0"],
+            {"login": LOGIN_RE})
+        try:
+            login = found["login"]
+            base = login.split("/ui/")[0]
+            assert status_without_cookie(base + "/ui/api/events") == 401
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            opener = urllib.request.build_opener(
+                urllib.request.HTTPSHandler(context=context),
+                urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+            with opener.open(login, timeout=10) as page:
+                assert page.status == 200
+            with opener.open(base + "/ui/api/events", timeout=10) as feed:
+                received = b""
+                # The snapshot comes first; the controller may start just after it.
+                while b'"name":"cache"' not in received:
+                    chunk = feed.read1(65536)
+                    assert chunk, f"the feed ended: {received[:400]!r}"
+                    received += chunk
+            assert received.startswith(b"event: snapshot"), received[:200]
+        finally:
+            _stop(proc)
+            log.close()
+    finally:
+        _stop(server_proc)
+        server_log.close()

@@ -83,6 +83,53 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     served.and(operated)
 }
 
+/// `steady operator --ui ADDR`: the Cache operator (under the view's switch) and its web
+/// view alone on `addr`, over HTTPS with a self-signed certificate made for this run, and
+/// a login link printed as `steady up` does.
+pub async fn operate_with_ui(
+    client: Client,
+    addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    crate::operator::ensure_crd(&client).await?;
+    let pki =
+        tempfile::tempdir().context("cannot create a directory for the view's certificate")?;
+    let credentials = steady_apiserver::tls::load_or_create(pki.path())
+        .context("cannot create the view's TLS certificate")?;
+    let tls = steady_apiserver::tls::server_config(&credentials).context("cannot configure TLS")?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot serve the web view on {addr}"))?;
+    let bound = listener
+        .local_addr()
+        .context("cannot read the web view's address")?;
+    let recorder = Recorder::new();
+    let switch = Switch::new(true);
+    let ui = Ui::new(
+        client.clone(),
+        recorder.clone(),
+        &credentials.token,
+        Some(switch.clone()),
+    );
+    println!(
+        "web view (log in once with this link): https://{bound}{}",
+        ui.login_path()
+    );
+    let operator = tokio::spawn(supervise(
+        client,
+        metrics_addr,
+        recorder,
+        switch,
+        shutdown.clone(),
+    ));
+    let serving = steady_apiserver::serve::ServingConfig::from_env()?;
+    steady_apiserver::serve::serve(listener, ui.router(), tls, &serving, shutdown.wait()).await;
+    operator
+        .await
+        .map_err(|e| anyhow::anyhow!("the operator task failed: {e}"))?
+}
+
 /// Run the Cache operator while `switch` is on (the web view's stop and start buttons),
 /// until `shutdown`. A restart begins with empty caches, as a new process would: it
 /// converges from what it observes, not from the events it missed while stopped.
@@ -106,6 +153,7 @@ async fn supervise(
         .with_context(|| format!("cannot serve metrics on {addr}"))?;
         println!("metrics and probes on http://{bound}/metrics (/healthz, /readyz)");
     }
+    println!("the Cache operator is running");
     let mut wanted = switch.subscribe();
     loop {
         tokio::select! {

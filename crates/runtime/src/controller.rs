@@ -699,7 +699,8 @@ where
                     running: true,
                     kinds,
                     ..Default::default()
-                }
+                };
+                true
             });
         }
         let context = Arc::new(Context {
@@ -816,6 +817,7 @@ where
             recorder.update_state(|s| {
                 s.running = false;
                 s.in_flight = 0;
+                true
             });
         }
         outcome
@@ -901,9 +903,7 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
             tracing::debug!(controller = %self.name, object = %key, "primary is gone; nothing to do");
             self.backoff.forget(&key);
             if let Some(recorder) = &self.recorder {
-                recorder.update_state(|state| {
-                    state.backoff.remove(&key.to_string());
-                });
+                recorder.update_state(|state| state.backoff.remove(&key.to_string()).is_some());
             }
             self.queue.done(&key);
             return;
@@ -913,9 +913,7 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
             observer(&key, &triggers);
         }
         let record = self.recorder.as_ref().map(|recorder| {
-            recorder.update_state(|state| {
-                state.backoff.remove(&key.to_string());
-            });
+            recorder.update_state(|state| state.backoff.remove(&key.to_string()).is_some());
             recorder.start(&self.name, &key, &triggers)
         });
         let reasons: Vec<String> = triggers.iter().map(ToString::to_string).collect();
@@ -998,6 +996,7 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
             let at = chrono::Utc::now() + delay;
             recorder.update_state(|state| {
                 state.backoff.insert(key.to_string(), Retry { attempt, at });
+                true
             });
         }
         self.record(record, elapsed, || Outcome::Error {
@@ -1026,11 +1025,21 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
 
     fn report_state(&self, leader: Option<bool>, synced: bool) {
         if let Some(recorder) = &self.recorder {
+            let now = (leader, synced, self.queue.len(), self.running.len());
             recorder.update_state(|state| {
-                state.leader = leader;
-                state.synced = synced;
-                state.queue_depth = self.queue.len();
-                state.in_flight = self.running.len();
+                let before = (
+                    state.leader,
+                    state.synced,
+                    state.queue_depth,
+                    state.in_flight,
+                );
+                (
+                    state.leader,
+                    state.synced,
+                    state.queue_depth,
+                    state.in_flight,
+                ) = now;
+                before != now
             });
         }
     }
@@ -1038,9 +1047,10 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
     fn report_watch(&self, index: usize, phase: WatchPhase) {
         if let Some(recorder) = &self.recorder {
             recorder.update_state(|state| {
-                if let Some(kind) = state.kinds.get_mut(index) {
-                    kind.phase = phase;
-                }
+                state
+                    .kinds
+                    .get_mut(index)
+                    .is_some_and(|kind| std::mem::replace(&mut kind.phase, phase) != phase)
             });
         }
     }

@@ -352,13 +352,10 @@ impl Recorder {
         let _ = self.shared.events.send(event);
     }
 
-    /// Change the controller state; subscribers wake only if it changed.
-    pub(crate) fn update_state(&self, change: impl FnOnce(&mut ControllerState)) {
-        self.shared.state.send_if_modified(|state| {
-            let before = state.clone();
-            change(state);
-            *state != before
-        });
+    /// Change the controller state; `change` says whether it did, and subscribers wake
+    /// only if so (no copy to compare: the state holds every key in backoff).
+    pub(crate) fn update_state(&self, change: impl FnOnce(&mut ControllerState) -> bool) {
+        self.shared.state.send_if_modified(change);
     }
 }
 
@@ -442,9 +439,12 @@ mod tests {
         let recorder = Recorder::new();
         let mut state = recorder.state();
         state.mark_unchanged();
-        recorder.update_state(|s| s.queue_depth = 0);
+        recorder.update_state(|_| false);
         assert!(!state.has_changed().unwrap_or(true));
-        recorder.update_state(|s| s.queue_depth = 3);
+        recorder.update_state(|s| {
+            s.queue_depth = 3;
+            true
+        });
         assert!(state.has_changed().unwrap_or(false));
     }
 }

@@ -3,6 +3,7 @@
 "use strict";
 
 const state = { controller: null, reconciles: new Map(), objects: new Map() };
+const MAX_RECONCILES = 5000;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -176,6 +177,11 @@ function connect() {
     const existing = state.reconciles.get(observed.record.id);
     // A start delivered after its finish (snapshot overlap) must not undo it.
     if (!(existing && existing.outcome && !observed.record.outcome)) state.reconciles.set(observed.record.id, observed.record);
+    // Keep the page bounded like the server's history (Map iterates in insertion order).
+    for (const id of state.reconciles.keys()) {
+      if (state.reconciles.size <= MAX_RECONCILES) break;
+      state.reconciles.delete(id);
+    }
     draw();
   });
   source.addEventListener("object", (e) => {
