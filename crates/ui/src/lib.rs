@@ -16,6 +16,8 @@
 //! the admin token) or the admin bearer token, and actions refuse cross-site requests
 //! (see [`auth`]). The page ships inside the binary.
 
+#![deny(missing_docs)]
+
 pub mod actions;
 pub mod auth;
 pub mod feed;
