@@ -41,6 +41,9 @@ pub struct OperatorArgs {
     /// How often candidates try to acquire and leaders renew.
     #[arg(long, default_value = "2s", value_parser = crate::server::parse_duration)]
     pub leader_elect_retry_period: Duration,
+    /// Serve the live web view here (HTTPS, self-signed; a login link is printed).
+    #[arg(long, value_name = "ADDR", conflicts_with = "leader_elect")]
+    pub ui: Option<SocketAddr>,
 }
 
 const LEASE_NAME: &str = "steady-cache-operator";
@@ -163,6 +166,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         config
             .validate()
             .context("invalid leader-election settings")?;
+    }
+    if let Some(addr) = args.ui {
+        let shutdown = Shutdown::on_signal();
+        return crate::up::operate_with_ui(client, addr, Some(args.metrics_addr), shutdown).await;
     }
     run_operator(
         client,

@@ -254,8 +254,38 @@ impl ControlPlane {
         wrap: impl FnOnce(axum::Router) -> axum::Router,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
+        let token = self.credentials.token.clone();
+        self.serve_composed(|api| auth::require_token(wrap(api), &token), shutdown)
+            .await
+    }
+
+    /// The admin bearer token (what the kubeconfig holds).
+    pub fn admin_token(&self) -> &str {
+        &self.credentials.token
+    }
+
+    /// [`ControlPlane::serve`] with `beside` answering the paths it routes (the web view,
+    /// which checks credentials itself) and the token-checked API everything else.
+    pub async fn serve_beside(
+        self,
+        beside: axum::Router,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
+        let token = self.credentials.token.clone();
+        self.serve_composed(
+            |api| beside.fallback_service(auth::require_token(api, &token)),
+            shutdown,
+        )
+        .await
+    }
+
+    async fn serve_composed(
+        self,
+        compose: impl FnOnce(axum::Router) -> axum::Router,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
         let tls_config = tls::server_config(&self.credentials).context("cannot configure TLS")?;
-        let app = auth::require_token(wrap(self.api.router()), &self.credentials.token);
+        let app = compose(self.api.router());
         let serving = steady_apiserver::serve::ServingConfig::from_env()?;
         steady_apiserver::serve::serve(self.listener, app, tls_config, &serving, shutdown).await;
         tracing::info!("shutting down");

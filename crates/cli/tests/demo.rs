@@ -1,5 +1,5 @@
 //! `steady demo` tells the seed scenario end to end and proves its last claim: a restarted
-//! operator on a converged world makes zero writes.
+//! operator on a converged world makes zero writes; each reconcile line says what it did.
 
 mod common;
 
@@ -20,6 +20,8 @@ fn demo_converges_after_missed_events_and_restarts_without_writes() {
         "step 4",
         "step 5",
         "owned Pod default/demo-1",
+        // What each reconcile did, from the runtime's records, beside its triggers.
+        "→ no change",
         "pods [demo-0 Running, demo-1 Running, demo-2 Running]; status replicas=3 ready=3 observedGeneration=2 (generation 2)",
         "writes by the restarted operator: 0; store revisions since: 0",
     ] {
@@ -28,6 +30,13 @@ fn demo_converges_after_missed_events_and_restarts_without_writes() {
             "missing {expected:?} in:\n{stdout}"
         );
     }
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.contains("owned Pod default/demo-1")
+                && line.contains("→ created pod demo-1")),
+        "no reconcile woken by demo-1 that recreated it:\n{stdout}"
+    );
 }
 
 #[test]

@@ -125,12 +125,14 @@ pub mod finalizer;
 pub mod leader;
 pub mod metrics;
 pub mod object_cache;
+pub mod observe;
 pub mod operator;
 pub mod queue;
 pub mod write_through;
 
 pub use controller::{Action, Config, Context, Controller, Error};
 pub use object_cache::{ObjectCache, ObjectKey};
+pub use observe::Recorder;
 pub use operator::{Operator, OperatorError};
 pub use queue::Trigger;
 pub use write_through::CachingApi;
