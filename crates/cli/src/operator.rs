@@ -99,13 +99,8 @@ pub async fn run_operator(
     ensure_crd(&client).await?;
     let mut operator = Operator::new(client.clone());
     if let Some(addr) = metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
-        println!(
-            "metrics and probes on http://{}/metrics (/healthz, /readyz)",
-            listener.local_addr()?
-        );
+        let (listener, bound) = crate::server::bind(addr, "metrics").await?;
+        println!("metrics and probes on http://{bound}/metrics (/healthz, /readyz)");
         operator = operator.metrics_listener(listener);
     }
     if let Some(config) = leader {

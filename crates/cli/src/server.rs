@@ -73,6 +73,20 @@ fn number_and_unit(text: &str) -> Option<(u64, &str)> {
     Some((number.parse().ok()?, unit))
 }
 
+/// A listener on `addr` (port 0 picks a free one) for `what`, and the address it got.
+pub async fn bind(
+    addr: SocketAddr,
+    what: &str,
+) -> anyhow::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot serve {what} on {addr}"))?;
+    let bound = listener
+        .local_addr()
+        .with_context(|| format!("cannot read the address of {what}"))?;
+    Ok((listener, bound))
+}
+
 /// `250ms`, `2s`, `1m`: a number and a unit.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let (value, unit) = number_and_unit(text)
@@ -211,12 +225,7 @@ impl ControlPlane {
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
         let credentials =
             tls::load_or_create(&data_dir.join("pki")).context("cannot prepare TLS credentials")?;
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen}"))?;
-        let address = listener
-            .local_addr()
-            .context("cannot read the listening address")?;
+        let (listener, address) = bind(listen, "the API").await?;
         let config = Config {
             admin_token: Some(credentials.token.clone()),
             api_port: Some(address.port()),

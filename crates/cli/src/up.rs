@@ -98,12 +98,7 @@ pub async fn operate_with_ui(
     let credentials = steady_apiserver::tls::load_or_create(pki.path())
         .context("cannot create the view's TLS certificate")?;
     let tls = steady_apiserver::tls::server_config(&credentials).context("cannot configure TLS")?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot serve the web view on {addr}"))?;
-    let bound = listener
-        .local_addr()
-        .context("cannot read the web view's address")?;
+    let (listener, bound) = crate::server::bind(addr, "the web view").await?;
     let recorder = Recorder::new();
     let switch = Switch::new(true);
     let ui = Ui::new(

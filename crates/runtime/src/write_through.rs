@@ -66,6 +66,17 @@ where
         }
     }
 
+    /// Await `write` and remember what the server returned.
+    async fn remembered(
+        &self,
+        verb: WriteVerb,
+        write: impl Future<Output = Result<C, kube::Error>>,
+    ) -> Result<C, kube::Error> {
+        let written = write.await?;
+        self.remember(verb, &written);
+        Ok(written)
+    }
+
     fn forget(&self, name: &str) {
         if let Some(cache) = &self.cache {
             cache.forget(&self.key(name));
@@ -78,16 +89,14 @@ where
 
     /// Create `obj`; the created object is cached.
     pub async fn create(&self, pp: &PostParams, obj: &C) -> Result<C, kube::Error> {
-        let created = self.api.create(pp, obj).await?;
-        self.remember(WriteVerb::Created, &created);
-        Ok(created)
+        self.remembered(WriteVerb::Created, self.api.create(pp, obj))
+            .await
     }
 
     /// Replace the object `name` with `obj`; the stored result is cached.
     pub async fn replace(&self, name: &str, pp: &PostParams, obj: &C) -> Result<C, kube::Error> {
-        let replaced = self.api.replace(name, pp, obj).await?;
-        self.remember(WriteVerb::Replaced, &replaced);
-        Ok(replaced)
+        self.remembered(WriteVerb::Replaced, self.api.replace(name, pp, obj))
+            .await
     }
 
     /// Patch the object `name`; the patched object is cached.
@@ -97,9 +106,8 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<C, kube::Error> {
-        let patched = self.api.patch(name, pp, patch).await?;
-        self.remember(WriteVerb::Patched, &patched);
-        Ok(patched)
+        self.remembered(WriteVerb::Patched, self.api.patch(name, pp, patch))
+            .await
     }
 
     /// Patch the status of the object `name`; the patched object is cached.
@@ -109,9 +117,8 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<C, kube::Error> {
-        let patched = self.api.patch_status(name, pp, patch).await?;
-        self.remember(WriteVerb::PatchedStatus, &patched);
-        Ok(patched)
+        let write = self.api.patch_status(name, pp, patch);
+        self.remembered(WriteVerb::PatchedStatus, write).await
     }
 
     /// Delete the object `name`. `Ok(Some(obj))`: it is terminating (finalizers or a grace
