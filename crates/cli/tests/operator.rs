@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams};
 use steady_cache_operator::Cache;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -257,16 +257,11 @@ struct Operator {
 
 impl Operator {
     fn start(kubeconfig: &Path, extra: &[&str]) -> Operator {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_steady"))
-            .arg("operator")
+        let mut child = common::steady_child(&["operator", "--metrics-addr", "127.0.0.1:0"])
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .args(["--metrics-addr", "127.0.0.1:0"])
             .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn steady operator");
         let stdout = child.stdout.take().expect("stdout");

@@ -69,9 +69,8 @@ impl Server {
     }
 
     pub async fn start_with(data_dir: &Path, kubeconfig: &Path, options: Options) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_steady"));
+        let mut command = steady_child(&[&options.subcommand]);
         command
-            .arg(&options.subcommand)
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--listen")
@@ -79,11 +78,7 @@ impl Server {
             .arg("--write-kubeconfig")
             .arg(kubeconfig)
             .args(&options.args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         for (k, v) in &options.env {
             command.env(k, v);
         }
@@ -367,6 +362,19 @@ pub async fn config_from(kubeconfig: &Path) -> kube::Config {
 /// A kube-rs client from a kubeconfig file.
 pub async fn client_from(kubeconfig: &Path) -> kube::Client {
     kube::Client::try_from(config_from(kubeconfig).await).expect("kube client")
+}
+
+/// The `steady` binary under test with `args`, as a child the test reads: stdout piped,
+/// no stdin, the test's `RUST_LOG` not passed on (its output is asserted), killed on drop.
+pub fn steady_child(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_steady"));
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    command
 }
 
 /// The `steady` binary under test with `args`, ready to run.
