@@ -15,7 +15,8 @@ use steady_sim::{FaultKind, FaultRates, PROPERTIES, Report, Scenario, Simulation
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// Which compiled-in scenario: cache, cache-generate-name, cache-edge-triggered,
-    /// cache-record-then-create, cache-status-every-reconcile.
+    /// cache-record-then-create, cache-status-every-reconcile, cache-status-counter,
+    /// cache-same-status-applied.
     #[arg(long, default_value = "cache")]
     pub scenario: String,
     /// How many seeds to run.

@@ -381,7 +381,10 @@ pub struct Controller<K: Resource> {
     client: Client,
     config: Config,
     primary: ObjectCache<K>,
-    sources: BTreeMap<TypeId, Box<dyn AnySource>>,
+    /// In declaration order, which is the order their watches start: the same in every
+    /// build (a `TypeId` order differs between builds, and with it which list reaches the
+    /// server first — a replay of a simulated seed must not depend on the binary).
+    sources: Vec<Box<dyn AnySource>>,
     caches: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
     metrics: Option<Metrics>,
     health: Option<Health>,
@@ -411,7 +414,7 @@ where
             client: api.clone().into_client(),
             config,
             primary: ObjectCache::default(),
-            sources: BTreeMap::new(),
+            sources: Vec::new(),
             caches: BTreeMap::new(),
             metrics: None,
             health: None,
@@ -473,17 +476,14 @@ where
             namespace: api.namespace().map(str::to_string),
             phase: WatchPhase::Listing,
         });
-        self.sources.insert(
-            id,
-            Box::new(Source {
-                kind,
-                index: self.kinds.len() - 1,
-                api,
-                watch,
-                cache: cache.clone(),
-                mapper,
-            }),
-        );
+        self.sources.push(Box::new(Source {
+            kind,
+            index: self.kinds.len() - 1,
+            api,
+            watch,
+            cache: cache.clone(),
+            mapper,
+        }));
         cache
     }
 
@@ -712,7 +712,7 @@ where
         let source_count = sources.len();
         // Dropped (and so aborted) with this future too: a controller torn down mid-run
         // (a crash in the simulator, a cancelled task) leaves no watch running.
-        let watch_tasks = AbortOnDrop(sources.into_values().map(|s| s.spawn(tx.clone())).collect());
+        let watch_tasks = AbortOnDrop(sources.into_iter().map(|s| s.spawn(tx.clone())).collect());
         drop(tx);
         let metrics = metrics.map(|m| m.controller(&config.name));
         if let Some(m) = &metrics {

@@ -63,6 +63,14 @@ pub fn scenarios() -> Vec<Scenario> {
             "cache-status-every-reconcile",
             wrong::status_on_every_reconcile(),
         ),
+        cache::scenario_with(
+            "cache-status-counter",
+            wrong::status_counter_on_every_reconcile(),
+        ),
+        cache::scenario_with(
+            "cache-same-status-applied",
+            wrong::same_status_applied_every_reconcile(),
+        ),
     ]
 }
 

@@ -21,7 +21,7 @@ use steady_apiserver::node::NodeConfig;
 use steady_runtime::ObjectKey;
 use tokio::time::Instant;
 
-use crate::fault::{FaultKind, FaultRates, FaultService, Faults, Trace};
+use crate::fault::{FaultKind, FaultRates, FaultService, Faults, HOT_LOOP_WRITES, Trace};
 use crate::scenario::{Launch, RESYNC_PERIOD, Scenario, Step};
 use crate::world::World;
 
@@ -100,8 +100,9 @@ pub struct Report {
     pub trace: Vec<String>,
     /// The world at the end, normalised (see [`World::normalised`]).
     pub end_state: Vec<String>,
-    /// Writes the controller made during the fault window (what systematic crashes explore).
-    pub writes_in_window: u64,
+    /// Write requests the controller sent during the fault window (what systematic crashes
+    /// explore: one run per request).
+    pub write_requests_in_window: u64,
 }
 
 impl Report {
@@ -190,7 +191,7 @@ impl Simulation {
     /// every "crash between two writes" the controller can meet without other faults.
     pub fn systematic_crashes(&self, scenario: &Scenario, seed: u64) -> Vec<Report> {
         let reference = self.reference(scenario, seed);
-        (1..=reference.writes_in_window)
+        (1..=reference.write_requests_in_window)
             .map(|n| {
                 let crash = Simulation {
                     faults: FaultRates::none(),
@@ -451,7 +452,7 @@ impl<'a> Run<'a> {
         self.start_controller();
         self.fault_window().await;
         self.faults.set_active(false);
-        self.report.writes_in_window = self.faults.writes();
+        self.report.write_requests_in_window = self.faults.write_requests();
         if self.settle().await {
             // The end state is the fixed point the writes stopped at, before the
             // idempotency probes (a cold restart may repair what the warm controller left).
@@ -562,6 +563,16 @@ impl<'a> Run<'a> {
         let mut writes = self.faults.writes();
         let mut last_write = stopped;
         loop {
+            if self.faults.hot_loop() {
+                self.report.violate(
+                    "eventually-stable",
+                    format!(
+                        "a hot loop: the controller wrote {HOT_LOOP_WRITES} times without \
+                         simulated time passing (each write triggers its next reconcile)"
+                    ),
+                );
+                return false;
+            }
             tokio::time::sleep(Duration::from_secs(1)).await;
             self.check_invariants_now();
             let now = Instant::now();

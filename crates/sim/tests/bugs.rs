@@ -1,4 +1,4 @@
-//! Does the simulator catch real bugs? Four deliberately wrong Cache reconcilers (see
+//! Does the simulator catch real bugs? Five deliberately wrong Cache reconcilers (see
 //! `steady_sim::wrong` for each bug and why it is wrong), and for each:
 //!
 //! - without faults it converges and passes every property (the bug is dormant, so the
@@ -115,4 +115,34 @@ fn status_written_on_every_reconcile_is_not_idempotent() {
         vec!["idempotent"],
         "no faults are needed: the fault-free run shows it"
     );
+}
+
+#[test]
+fn a_hot_loop_is_caught_and_stopped() {
+    let bug = wrong("cache-status-counter");
+    let report = simulation(&[]).reference(&bug, 0);
+    assert_eq!(
+        report.properties().first(),
+        Some(&"eventually-stable"),
+        "{:?}",
+        report.violations
+    );
+    assert!(
+        report.trace.iter().any(|line| line.contains("hot loop")),
+        "the trace says why the controller was stopped"
+    );
+}
+
+#[test]
+fn the_same_apply_on_every_reconcile_writes_nothing() {
+    let control = wrong("cache-same-status-applied");
+    let simulation = simulation(&[FaultKind::Crash, FaultKind::DropEvent]);
+    for seed in 0..3 {
+        let report = simulation.run(&control, seed);
+        assert!(
+            report.passed(),
+            "{}",
+            simulation.failure(&control, &report, true)
+        );
+    }
 }
