@@ -1,4 +1,5 @@
-"""Fixtures for the Python-client tests: one fresh `steady server` per test session.
+"""Fixtures for the Python-client tests: one fresh `steady server` per test session, and
+`launch` for tests that start the binary their own way (`steady up` for the web view).
 
 The binary comes from $STEADY_BIN (default: <repo>/target/debug/steady). The server gets a
 temporary data dir, listens on a free loopback port and writes a kubeconfig that the
@@ -60,18 +61,14 @@ def _stop(proc):
         proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def steady_server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("steady")
-    data_dir = base / "data"
-    kubeconfig = base / "kubeconfig"
-    log_path = base / "server.log"
+def launch(base, args, patterns):
+    """Start `steady ARGS` in `base` and wait until its stdout has matched every regex in
+    `patterns` (name -> compiled regex with one group). Returns (proc, {name: group}, log
+    file, log path); fails the test with the output if it exits or times out first."""
+    log_path = base / "steady.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        [str(_steady_bin()), "server",
-         "--data-dir", str(data_dir),
-         "--listen", "127.0.0.1:0",
-         "--write-kubeconfig", str(kubeconfig)],
+        [str(_steady_bin()), *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=log,
@@ -88,33 +85,49 @@ def steady_server(tmp_path_factory):
 
     threading.Thread(target=pump, daemon=True).start()
 
-    url = None
+    found = {}
     seen = []
     deadline = time.monotonic() + STARTUP_TIMEOUT
     try:
-        while url is None:
+        while len(found) < len(patterns):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise RuntimeError("timed out waiting for 'steady server listening on'")
+                raise RuntimeError(f"timed out waiting for {sorted(set(patterns) - set(found))}")
             try:
                 line = lines.get(timeout=remaining)
             except queue.Empty:
                 continue
             if line is None:
-                raise RuntimeError(f"steady server exited early (code {proc.wait()})")
+                raise RuntimeError(f"steady {args[0]} exited early (code {proc.wait()})")
             seen.append(line)
-            m = LISTEN_RE.search(line)
-            if m:
-                url = m.group(1)
-        if not kubeconfig.exists():
-            raise RuntimeError(f"kubeconfig {kubeconfig} missing after startup")
+            for name, pattern in patterns.items():
+                m = pattern.search(line)
+                if m:
+                    found[name] = m.group(1)
     except Exception as e:
         _stop(proc)
         log.close()
         pytest.fail(f"{e}\nstdout:\n{''.join(seen)}\nstderr:\n{log_path.read_text(errors='replace')}",
                     pytrace=False)
+    return proc, found, log, log_path
 
-    server = SteadyServer(proc, url, kubeconfig, data_dir, log_path)
+
+@pytest.fixture(scope="session")
+def steady_server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("steady")
+    data_dir = base / "data"
+    kubeconfig = base / "kubeconfig"
+    proc, found, log, log_path = launch(
+        base,
+        ["server", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0",
+         "--write-kubeconfig", str(kubeconfig)],
+        {"url": LISTEN_RE},
+    )
+    if not kubeconfig.exists():
+        _stop(proc)
+        log.close()
+        pytest.fail(f"kubeconfig {kubeconfig} missing after startup", pytrace=False)
+    server = SteadyServer(proc, found["url"], kubeconfig, data_dir, log_path)
     try:
         yield server
     finally:

@@ -224,12 +224,7 @@ impl GarbageCollector {
     /// Rebuild the indexes from a consistent snapshot; every object gets examined once.
     fn relist(&mut self) -> Option<Watcher> {
         let store = self.server.store().clone();
-        let revision = store.revision();
-        let options = ListOptions {
-            at: Some(revision),
-            start_after: None,
-            limit: None,
-        };
+        let options = ListOptions::at(store.revision());
         let page = match store.list("/", &options, &|_| true) {
             Ok(page) => page,
             Err(StoreError::Closed) => return None,

@@ -249,15 +249,7 @@ pub fn register_stored(server: &ApiServer) -> ApiResult<()> {
     let prefix = "/apiextensions.k8s.io/customresourcedefinitions/";
     let page = server
         .store()
-        .list(
-            prefix,
-            &steady_store::ListOptions {
-                at: None,
-                start_after: None,
-                limit: None,
-            },
-            &|_| true,
-        )
+        .list(prefix, &steady_store::ListOptions::default(), &|_| true)
         .map_err(|e| ApiError::internal(e.to_string()))?;
     for object in page.items {
         let crd: Value =

@@ -85,12 +85,7 @@ impl NodeSimulator {
         }
         loop {
             let store = self.server.store().clone();
-            let revision = store.revision();
-            let options = ListOptions {
-                at: Some(revision),
-                start_after: None,
-                limit: None,
-            };
+            let options = ListOptions::at(store.revision());
             let page = match store.list(PODS_PREFIX, &options, &|_| true) {
                 Ok(page) => page,
                 Err(StoreError::Closed) => return,

@@ -8,7 +8,7 @@
 //!   limit by default); when they are all taken, the loop stops accepting until one ends,
 //!   and new connections wait in the kernel's listen backlog;
 //! - accept errors (e.g. `EMFILE`) back off 5 ms doubling to 1 s, reset by a success, as
-//!   Go's `net/http` does, and are logged at most once per [`LOG_INTERVAL`];
+//!   Go's `net/http` does, and are logged at most once per 10 s;
 //! - a TLS handshake and the first request's headers must each arrive within their
 //!   timeouts, and a connection with no request in flight is closed after the idle timeout
 //!   (HTTP/1.1 and HTTP/2 alike). A response still being sent (a watch) keeps its
@@ -200,7 +200,7 @@ async fn accept(
 }
 
 /// The connection budget for an open-file limit: all of it but a reserve (a quarter, at
-/// least [`RESERVED_FDS`]) for the store, logs and the runtime, so that accepting never
+/// least 32 descriptors) for the store, logs and the runtime, so that accepting never
 /// runs the process out of descriptors. Unknown limit: 1024, the common default.
 pub fn default_max_connections(fd_limit: Option<u64>) -> usize {
     let limit = fd_limit.unwrap_or(1024);

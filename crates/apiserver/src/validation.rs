@@ -17,12 +17,20 @@ const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist
 
 /// Matches `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (length is checked apart, as Go's validation does).
 fn matches_dns1123_label(s: &str) -> bool {
+    name_shaped(s, |c| c.is_ascii_lowercase() || c.is_ascii_digit(), b"-")
+}
+
+/// The shape every name pattern here has: non-empty, starts and ends with a character
+/// `alphanumeric` accepts, and holds only those or the `separators` in between.
+fn name_shaped(s: &str, alphanumeric: impl Fn(u8) -> bool, separators: &[u8]) -> bool {
     let b = s.as_bytes();
-    let (Some(first), Some(last)) = (b.first(), b.last()) else {
+    let (Some(&first), Some(&last)) = (b.first(), b.last()) else {
         return false;
     };
-    let alphanumeric = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    alphanumeric(first) && alphanumeric(last) && b.iter().all(|c| alphanumeric(c) || *c == b'-')
+    alphanumeric(first)
+        && alphanumeric(last)
+        && b.iter()
+            .all(|&c| alphanumeric(c) || separators.contains(&c))
 }
 
 /// Matches the RFC 1123 subdomain regex: dot-separated labels (length is checked apart).
@@ -121,14 +129,7 @@ const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist 
 
 /// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, i.e. non-empty.
 fn is_qualified_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    let (Some(first), Some(last)) = (b.first(), b.last()) else {
-        return false;
-    };
-    first.is_ascii_alphanumeric()
-        && last.is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    name_shaped(s, |c| c.is_ascii_alphanumeric(), b"-_.")
 }
 
 /// What is wrong with a qualified name (`[prefix/]name`: label and annotation keys).
@@ -138,16 +139,9 @@ pub(crate) fn qualified_name_problems(key: &str) -> Vec<String> {
     let name = match parts.as_slice() {
         [name] => *name,
         [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                if prefix.len() > 253 {
-                    errs.push("prefix part must be no more than 253 characters".to_string());
-                }
-                if !matches_dns1123_subdomain(prefix) {
-                    errs.push(format!("prefix part {}", DNS1123_SUBDOMAIN_MSG));
-                }
-            }
+            let format_problem = format!("prefix part {DNS1123_SUBDOMAIN_MSG}");
+            let rule: PartRule = (253, matches_dns1123_subdomain, &format_problem);
+            part_problems(&mut errs, "prefix", prefix, rule);
             *name
         }
         _ => {
@@ -155,17 +149,31 @@ pub(crate) fn qualified_name_problems(key: &str) -> Vec<String> {
             return errs;
         }
     };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else {
-        if name.len() > 63 {
-            errs.push("name part must be no more than 63 characters".to_string());
-        }
-        if !is_qualified_name_part(name) {
-            errs.push(NAME_FMT_MSG.to_string());
-        }
-    }
+    let rule: PartRule = (63, is_qualified_name_part, NAME_FMT_MSG);
+    part_problems(&mut errs, "name", name, rule);
     errs
+}
+
+/// The rule a part of a qualified name follows: at most this long, well formed by this
+/// check, and what to say when it is not.
+type PartRule<'a> = (usize, fn(&str) -> bool, &'a str);
+
+/// Adds what is wrong with the `which` part of a qualified name: it must be non-empty and
+/// follow its `rule`.
+fn part_problems(errs: &mut Vec<String>, which: &str, part: &str, rule: PartRule<'_>) {
+    let (max, well_formed, format_problem) = rule;
+    if part.is_empty() {
+        errs.push(format!("{which} part must be non-empty"));
+        return;
+    }
+    if part.len() > max {
+        errs.push(format!(
+            "{which} part must be no more than {max} characters"
+        ));
+    }
+    if !well_formed(part) {
+        errs.push(format_problem.to_string());
+    }
 }
 
 /// What is wrong with a label value (empty, or a qualified name part of at most 63).

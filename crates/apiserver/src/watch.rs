@@ -184,15 +184,7 @@ pub fn start(
             let at = store.revision();
             let filter = |o: &steady_store::Object| selection.matches(&o.labels, &o.value);
             let page = store
-                .list(
-                    &prefix,
-                    &ListOptions {
-                        at: Some(at),
-                        start_after: None,
-                        limit: None,
-                    },
-                    &filter,
-                )
+                .list(&prefix, &ListOptions::at(at), &filter)
                 .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), ""))?;
             for object in page.items {
                 initial.push_back(Queued::Added(object.value));

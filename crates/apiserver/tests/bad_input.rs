@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{JSON, MERGE_PATCH, all_rejected, install_widgets, raw, rejected, server, write};
+use common::{
+    JSON, MERGE_PATCH, Write, all_rejected, install_widgets, raw, rejected, server, write,
+};
 use serde_json::json;
 use steady_apiserver::ApiServer;
 
@@ -22,6 +24,14 @@ fn configmap(name: &str) -> String {
 
 fn existing() -> String {
     format!("{CMS}/existing")
+}
+
+/// `body` sent as a new ConfigMap and as the replacement of the existing one.
+fn create_and_replace(body: String) -> [Write; 2] {
+    [
+        write("POST", CMS, JSON, body.clone()),
+        write("PUT", existing(), JSON, body),
+    ]
 }
 
 async fn with_widgets() -> ApiServer {
@@ -89,16 +99,7 @@ async fn wrong_kind_or_api_version_is_400() {
     ];
     for body in cases {
         let body = body.to_string();
-        all_rejected(
-            &s,
-            [
-                write("POST", CMS, JSON, body.clone()),
-                write("PUT", existing(), JSON, body),
-            ],
-            400,
-            "BadRequest",
-        )
-        .await;
+        all_rejected(&s, create_and_replace(body), 400, "BadRequest").await;
     }
     all_rejected(
         &s,
@@ -316,16 +317,7 @@ async fn oversized_body_is_413() {
     let big = "x".repeat(3 * 1024 * 1024 + 1);
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"x": big}});
     let body = body.to_string();
-    all_rejected(
-        &s,
-        [
-            write("POST", CMS, JSON, body.clone()),
-            write("PUT", existing(), JSON, body),
-        ],
-        413,
-        "RequestEntityTooLarge",
-    )
-    .await;
+    all_rejected(&s, create_and_replace(body), 413, "RequestEntityTooLarge").await;
 }
 
 #[tokio::test]

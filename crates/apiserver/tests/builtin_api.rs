@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{api_code, create_json, eventually, raw, server};
+use common::{api_code, create_json, eventually, eventually_gone, get_existing, raw, server};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
@@ -293,22 +293,16 @@ async fn bootstrap_objects_exist_and_every_namespace_gets_a_default_service_acco
     let c = server.client();
     let namespaces: Api<Namespace> = Api::all(c.clone());
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        namespaces.get(name).await.expect(name);
+        get_existing(&namespaces, name).await;
     }
-    let kubernetes = Api::<Service>::default_namespaced(c.clone())
-        .get("kubernetes")
-        .await
-        .expect("default/kubernetes");
+    let kubernetes: Service = get_existing(&Api::default_namespaced(c.clone()), "kubernetes").await;
     let port = &kubernetes.spec.expect("spec").ports.expect("ports")[0];
     assert_eq!((port.name.as_deref(), port.port), (Some("https"), 443));
     let roles: Api<ClusterRole> = Api::all(c.clone());
     for name in ["cluster-admin", "admin", "edit", "view"] {
-        roles.get(name).await.expect(name);
+        get_existing(&roles, name).await;
     }
-    let binding = Api::<ClusterRoleBinding>::all(c.clone())
-        .get("cluster-admin")
-        .await
-        .expect("binding");
+    let binding: ClusterRoleBinding = get_existing(&Api::all(c.clone()), "cluster-admin").await;
     assert_eq!(
         binding.subjects.expect("subjects")[0].name,
         "system:masters"
@@ -482,17 +476,7 @@ async fn exec_is_refused_with_a_status_and_eviction_deletes_the_pod() {
     )
     .await;
     assert_eq!(answer.status.as_u16(), 201, "{}", answer.json());
-    eventually("the evicted pod to go", || {
-        let pods = pods.clone();
-        async move {
-            pods.get_opt("p")
-                .await
-                .expect("get")
-                .is_none()
-                .then_some(())
-        }
-    })
-    .await;
+    eventually_gone(&pods, "p").await;
 }
 
 #[tokio::test]

@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{api_code, clear_finalizers, eventually, list_count, server};
+use common::{
+    api_code, clear_finalizers, eventually, eventually_gone, example_crd, list_count, merge_patch,
+    server,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
@@ -16,51 +19,41 @@ use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
 
 pub fn widget_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.steady.dev"},
-        "spec": {
-            "group": "example.steady.dev",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "spec": {
-                            "type": "object",
-                            "required": ["size"],
-                            "properties": {
-                                "size": {"type": "string", "maxLength": 10},
-                                "replicas": {"type": "integer", "minimum": 0, "default": 1},
-                                "color": {"type": "string", "enum": ["red", "green", "blue"], "default": "red"},
-                                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                            },
-                        },
-                        "status": {
-                            "type": "object",
-                            "properties": {
-                                "replicas": {"type": "integer"},
-                                "phase": {"type": "string"},
-                                "selector": {"type": "string"},
-                            },
-                        },
-                    },
-                }},
-                "subresources": {
-                    "status": {},
-                    "scale": {
-                        "specReplicasPath": ".spec.replicas",
-                        "statusReplicasPath": ".status.replicas",
-                        "labelSelectorPath": ".status.selector",
-                    },
+    let names =
+        json!({"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]});
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["size"],
+                "properties": {
+                    "size": {"type": "string", "maxLength": 10},
+                    "replicas": {"type": "integer", "minimum": 0, "default": 1},
+                    "color": {"type": "string", "enum": ["red", "green", "blue"], "default": "red"},
+                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                 },
-            }],
+            },
+            "status": {
+                "type": "object",
+                "properties": {
+                    "replicas": {"type": "integer"},
+                    "phase": {"type": "string"},
+                    "selector": {"type": "string"},
+                },
+            },
         },
-    }))
-    .unwrap()
+    });
+    let mut crd = example_crd("Namespaced", names, schema);
+    crd["spec"]["versions"][0]["subresources"] = json!({
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+    });
+    serde_json::from_value(crd).expect("a CRD")
 }
 
 pub fn widget_resource() -> ApiResource {
@@ -95,6 +88,16 @@ fn widget(name: &str, body: Value) -> DynamicObject {
     serde_json::from_value(obj).unwrap()
 }
 
+/// Create the Widget `name` with `body` (its spec, status or other fields).
+async fn create_widget(
+    api: &Api<DynamicObject>,
+    name: &str,
+    body: Value,
+) -> kube::Result<DynamicObject> {
+    api.create(&PostParams::default(), &widget(name, body))
+        .await
+}
+
 fn generation(o: &DynamicObject) -> i64 {
     o.metadata.generation.expect("generation")
 }
@@ -119,20 +122,17 @@ async fn setup() -> (ApiServer, Api<DynamicObject>) {
 #[tokio::test]
 async fn create_defaults_prunes_and_validates() {
     let (s, api) = setup().await;
-    let created = api
-        .create(
-            &PostParams::default(),
-            &widget(
-                "w1",
-                json!({
-                    "spec": {"size": "s", "bogus": 1, "extra": {"free": {"form": true}}},
-                    "unknownTop": 2,
-                    "status": {"phase": "ignored"},
-                }),
-            ),
-        )
-        .await
-        .unwrap();
+    let created = create_widget(
+        &api,
+        "w1",
+        json!({
+            "spec": {"size": "s", "bogus": 1, "extra": {"free": {"form": true}}},
+            "unknownTop": 2,
+            "status": {"phase": "ignored"},
+        }),
+    )
+    .await
+    .unwrap();
     assert_eq!(generation(&created), 1);
     assert_eq!(created.data["spec"]["replicas"], 1, "default applied");
     assert_eq!(created.data["spec"]["color"], "red", "default applied");
@@ -157,22 +157,13 @@ async fn create_defaults_prunes_and_validates() {
         json!({"spec": {"replicas": 2}}),
         json!({"spec": {"size": 5}}),
     ] {
-        let (code, reason) = api_code(
-            api.create(&PostParams::default(), &widget("bad", bad.clone()))
-                .await,
-        );
+        let (code, reason) = api_code(create_widget(&api, "bad", bad.clone()).await);
         assert_eq!((code, reason.as_str()), (422, "Invalid"), "{bad}");
     }
     assert_eq!(s.store().revision(), revision);
     assert_eq!(api_code(api.get("bad").await).0, 404);
     assert_eq!(
-        api_code(
-            api.create(
-                &PostParams::default(),
-                &widget("w1", json!({"spec": {"size": "s"}}))
-            )
-            .await
-        ),
+        api_code(create_widget(&api, "w1", json!({"spec": {"size": "s"}})).await),
         (409, "AlreadyExists".to_string())
     );
 }
@@ -226,24 +217,14 @@ async fn get_list_replace_patch_delete() {
     assert_eq!(s.store().revision(), revision);
 
     // Merge patch.
-    let merged = api
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 4}})),
-        )
+    let merged = merge_patch(&api, "a", json!({"spec": {"replicas": 4}}))
         .await
         .unwrap();
     assert_eq!(merged.data["spec"]["replicas"], 4);
     assert_eq!(merged.data["spec"]["size"], "l");
     assert_eq!(generation(&merged), 3);
     // Removing a defaulted field brings the default back.
-    let defaulted = api
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"color": null}})),
-        )
+    let defaulted = merge_patch(&api, "a", json!({"spec": {"color": null}}))
         .await
         .unwrap();
     assert_eq!(defaulted.data["spec"]["color"], "red");
@@ -259,15 +240,7 @@ async fn get_list_replace_patch_delete() {
     assert_eq!(patched.data["spec"]["size"], "xl");
     // A patch that makes the object invalid: 422.
     assert_eq!(
-        api_code(
-            api.patch(
-                "a",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": -3}}))
-            )
-            .await
-        )
-        .0,
+        api_code(merge_patch(&api, "a", json!({"spec": {"replicas": -3}})).await).0,
         422
     );
     // Strategic merge on a custom resource: 415.
@@ -310,11 +283,7 @@ async fn get_list_replace_patch_delete() {
 #[tokio::test]
 async fn status_subresource_and_generation() {
     let (_s, api) = setup().await;
-    let created = api
-        .create(
-            &PostParams::default(),
-            &widget("w", json!({"spec": {"size": "s"}})),
-        )
+    let created = create_widget(&api, "w", json!({"spec": {"size": "s"}}))
         .await
         .unwrap();
     assert_eq!(generation(&created), 1);
@@ -345,36 +314,25 @@ async fn status_subresource_and_generation() {
     assert!(rv(&with_status) > rv(&created));
 
     // The main endpoint ignores status.
-    let main = api
-        .patch(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Hacked"}, "spec": {"size": "m"}})),
-        )
-        .await
-        .unwrap();
+    let main = merge_patch(
+        &api,
+        "w",
+        json!({"status": {"phase": "Hacked"}, "spec": {"size": "m"}}),
+    )
+    .await
+    .unwrap();
     assert_eq!(main.data["status"]["phase"], "Ready");
     assert_eq!(main.data["spec"]["size"], "m");
     assert_eq!(generation(&main), 2);
 
     // A status-only change through the main endpoint is a no-op.
-    let noop = api
-        .patch(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Nope"}})),
-        )
+    let noop = merge_patch(&api, "w", json!({"status": {"phase": "Nope"}}))
         .await
         .unwrap();
     assert_eq!(rv(&noop), rv(&main));
 
     // Metadata-only change: no generation bump.
-    let labelled = api
-        .patch(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"l": "1"}}})),
-        )
+    let labelled = merge_patch(&api, "w", json!({"metadata": {"labels": {"l": "1"}}}))
         .await
         .unwrap();
     assert_eq!(generation(&labelled), 2);
@@ -410,12 +368,9 @@ async fn status_subresource_and_generation() {
 #[tokio::test]
 async fn scale_subresource() {
     let (_s, api) = setup().await;
-    api.create(
-        &PostParams::default(),
-        &widget("w", json!({"spec": {"size": "s", "replicas": 2}})),
-    )
-    .await
-    .unwrap();
+    create_widget(&api, "w", json!({"spec": {"size": "s", "replicas": 2}}))
+        .await
+        .unwrap();
     api.patch_status(
         "w",
         &PatchParams::default(),
@@ -465,12 +420,9 @@ async fn scale_subresource() {
 async fn deleting_the_crd_removes_its_objects_and_the_kind() {
     let (s, api) = setup().await;
     for name in ["x", "y"] {
-        api.create(
-            &PostParams::default(),
-            &widget(name, json!({"spec": {"size": "s"}})),
-        )
-        .await
-        .unwrap();
+        create_widget(&api, name, json!({"spec": {"size": "s"}}))
+            .await
+            .unwrap();
     }
     // One with a finalizer of its own: the CRD waits for it.
     let mut held = widget("held", json!({"spec": {"size": "s"}}));
@@ -492,26 +444,12 @@ async fn deleting_the_crd_removes_its_objects_and_the_kind() {
     assert!(crd.metadata.deletion_timestamp.is_some(), "CRD waits");
 
     clear_finalizers(&api, "held").await;
-    eventually("the CRD is gone", || async {
-        crds.get_opt("widgets.example.steady.dev")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    eventually_gone(&crds, "widgets.example.steady.dev").await;
     // The kind is not served any more.
     assert_eq!(api_code(api.list(&ListParams::default()).await).0, 404);
     assert_eq!(api_code(api.get("x").await).0, 404);
     assert_eq!(
-        api_code(
-            api.create(
-                &PostParams::default(),
-                &widget("z", json!({"spec": {"size": "s"}}))
-            )
-            .await
-        )
-        .0,
+        api_code(create_widget(&api, "z", json!({"spec": {"size": "s"}})).await).0,
         404
     );
 }

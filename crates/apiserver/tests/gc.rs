@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{api_code, eventually, release_held, server};
+use common::{api_code, eventually, eventually_gone, release_held, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
@@ -73,16 +73,6 @@ fn has_finalizer(meta: &ObjectMeta, finalizer: &str) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == finalizer))
 }
 
-async fn gone<K>(api: &Api<K>, name: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    eventually(&format!("{name} to be deleted"), || async {
-        api.get_opt(name).await.unwrap().is_none().then_some(())
-    })
-    .await
-}
-
 #[tokio::test(start_paused = true)]
 async fn background_deletes_dependents() {
     let (_s, cms, pods) = default_apis().await;
@@ -99,28 +89,13 @@ async fn background_deletes_dependents() {
     )
     .await;
     // Two owners: survives while one of them exists, losing the reference to the gone one.
-    create(
-        &cms,
-        &dependent_cm(
-            "two-owners",
-            vec![owner_ref(&owner, false), owner_ref(&other, false)],
-            &[],
-        ),
-    )
-    .await;
+    let owners = vec![owner_ref(&owner, false), owner_ref(&other, false)];
+    create(&cms, &dependent_cm("two-owners", owners, &[])).await;
     // A reference to the owner's name with a different uid is not a dependent.
     let mut impostor = owner.clone();
     impostor.metadata.uid = Some("11111111-1111-1111-1111-111111111111".into());
-    let survivor = create(
-        &cms,
-        &dependent_cm(
-            "not-mine",
-            vec![owner_ref(&impostor, false), owner_ref(&other, false)],
-            &[],
-        ),
-    )
-    .await;
-    let _ = survivor;
+    let owners = vec![owner_ref(&impostor, false), owner_ref(&other, false)];
+    create(&cms, &dependent_cm("not-mine", owners, &[])).await;
 
     cms.delete("owner", &policy(PropagationPolicy::Background))
         .await
@@ -130,8 +105,8 @@ async fn background_deletes_dependents() {
         404,
         "owner gone at once"
     );
-    gone(&cms, "dep-cm").await;
-    gone(&pods, "dep-pod").await;
+    eventually_gone(&cms, "dep-cm").await;
+    eventually_gone(&pods, "dep-pod").await;
     let two = eventually("two-owners to lose its ref to owner", || async {
         let c = cms.get("two-owners").await.unwrap();
         (c.metadata.owner_references.as_ref().map(Vec::len) == Some(1)).then_some(c)
@@ -154,7 +129,7 @@ async fn background_deletes_dependents() {
     cms.delete("owner2", &DeleteParams::default())
         .await
         .unwrap();
-    gone(&cms, "dep2").await;
+    eventually_gone(&cms, "dep2").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -167,7 +142,7 @@ async fn dependent_of_a_missing_owner_is_collected() {
         &dependent_cm("orphaned", vec![owner_ref(&ghost, false)], &[]),
     )
     .await;
-    gone(&cms, "orphaned").await;
+    eventually_gone(&cms, "orphaned").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -200,8 +175,8 @@ async fn foreground_waits_for_blocking_dependents() {
     assert!(pending.metadata.deletion_timestamp.is_some());
     assert!(has_finalizer(&pending.metadata, "foregroundDeletion"));
 
-    gone(&cms, "free").await;
-    gone(&pods, "pod").await;
+    eventually_gone(&cms, "free").await;
+    eventually_gone(&pods, "pod").await;
     let blocker = eventually("blocker marked for deletion", || async {
         let c = cms.get("blocker").await.unwrap();
         c.metadata.deletion_timestamp.is_some().then_some(c)
@@ -228,8 +203,8 @@ async fn foreground_waits_for_blocking_dependents() {
     )
     .await
     .unwrap();
-    gone(&cms, "blocker").await;
-    gone(&cms, "owner").await;
+    eventually_gone(&cms, "blocker").await;
+    eventually_gone(&cms, "owner").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -251,7 +226,7 @@ async fn orphan_keeps_dependents_and_strips_references() {
     cms.delete("owner", &policy(PropagationPolicy::Orphan))
         .await
         .unwrap();
-    gone(&cms, "owner").await;
+    eventually_gone(&cms, "owner").await;
     // Settle, then the dependents are still there without the owner's reference.
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let dep = cms.get("dep").await.unwrap();
@@ -299,14 +274,14 @@ async fn namespace_deletion_removes_contents_then_namespace() {
         403
     );
     for i in 0..3 {
-        gone(&cms, &format!("cm-{i}")).await;
+        eventually_gone(&cms, &format!("cm-{i}")).await;
     }
-    gone(&pods, "p").await;
+    eventually_gone(&pods, "p").await;
     // The namespace waits for the object with a finalizer.
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     assert!(namespaces.get("doomed").await.is_ok());
     release_held(&cms, "held").await;
-    gone(&namespaces, "doomed").await;
+    eventually_gone(&namespaces, "doomed").await;
     assert!(kept.get("cm-0").await.is_ok(), "other namespaces untouched");
     // Creating into the deleted namespace is 404.
     assert_eq!(

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{api_code, clear_finalizers, list_count, server};
+use common::{api_code, clear_finalizers, default_configmaps, list_count, merge_patch, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
@@ -42,8 +42,7 @@ fn config_map_with(name: &str, data: serde_json::Value) -> serde_json::Value {
 
 #[tokio::test]
 async fn configmap_create_get_replace_conflicts() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     let pp = PostParams::default();
 
     let created = api
@@ -73,8 +72,7 @@ async fn configmap_create_get_replace_conflicts() {
     let mut changed = got.clone();
     changed
         .data
-        .as_mut()
-        .unwrap()
+        .get_or_insert_default()
         .insert("k".into(), "w".into());
     let replaced = api.replace("one", &pp, &changed).await.unwrap();
     let rv2 = rv(&replaced);
@@ -98,8 +96,7 @@ async fn configmap_create_get_replace_conflicts() {
     tampered.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
     tampered
         .data
-        .as_mut()
-        .unwrap()
+        .get_or_insert_default()
         .insert("extra".into(), "1".into());
     let kept = api.replace("one", &pp, &tampered).await.unwrap();
     assert_eq!(kept.metadata.uid, created.metadata.uid);
@@ -120,8 +117,7 @@ async fn configmap_create_get_replace_conflicts() {
 
 #[tokio::test]
 async fn configmap_every_patch_type() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     let created = api
         .create(
             &PostParams::default(),
@@ -248,8 +244,7 @@ async fn configmap_every_patch_type() {
 
 #[tokio::test]
 async fn configmap_list_selectors_and_paging() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     for i in 0..7 {
         let tier = if i % 2 == 0 { "even" } else { "odd" };
         api.create(
@@ -263,48 +258,29 @@ async fn configmap_list_selectors_and_paging() {
         .await
         .unwrap();
     }
-    let names = |list: &kube::core::ObjectList<ConfigMap>| -> BTreeSet<String> {
-        list.items
-            .iter()
-            .map(|c| c.metadata.name.clone().unwrap())
-            .collect()
-    };
-
     let all = api.list(&ListParams::default()).await.unwrap();
     assert_eq!(all.items.len(), 7);
     assert!(all.metadata.resource_version.is_some());
 
-    let even = api
-        .list(&ListParams::default().labels("tier=even"))
-        .await
-        .unwrap();
-    assert_eq!(
-        names(&even),
-        ["cm-0", "cm-2", "cm-4", "cm-6"].map(String::from).into()
-    );
-    let set = api
-        .list(&ListParams::default().labels("tier in (odd),n notin (1,3)"))
-        .await
-        .unwrap();
-    assert_eq!(names(&set), ["cm-5"].map(String::from).into());
-    assert_eq!(
-        list_count(&api, &ListParams::default().labels("missing")).await,
-        0
-    );
-
-    let by_name = api
-        .list(&ListParams::default().fields("metadata.name=cm-3"))
-        .await
-        .unwrap();
-    assert_eq!(names(&by_name), ["cm-3"].map(String::from).into());
-    assert_eq!(
-        list_count(
-            &api,
-            &ListParams::default().fields("metadata.name!=cm-3,metadata.namespace=default")
-        )
-        .await,
-        6
-    );
+    let labels = |selector: &str| ListParams::default().labels(selector);
+    let fields = |selector: &str| ListParams::default().fields(selector);
+    let odd_but_1_and_3 = labels("tier in (odd),n notin (1,3)");
+    let all_but_3 = fields("metadata.name!=cm-3,metadata.namespace=default");
+    for (params, expected) in [
+        (labels("tier=even"), &["cm-0", "cm-2", "cm-4", "cm-6"][..]),
+        (odd_but_1_and_3, &["cm-5"]),
+        (labels("missing"), &[]),
+        (fields("metadata.name=cm-3"), &["cm-3"]),
+        (all_but_3, &["cm-0", "cm-1", "cm-2", "cm-4", "cm-5", "cm-6"]),
+    ] {
+        let listed = api.list(&params).await.unwrap();
+        let names: BTreeSet<&str> = listed
+            .items
+            .iter()
+            .map(|c| c.metadata.name.as_deref().unwrap_or_default())
+            .collect();
+        assert_eq!(names, expected.iter().copied().collect(), "{params:?}");
+    }
 
     // limit + continue: every object exactly once, from the first page's snapshot.
     let mut seen = Vec::new();
@@ -397,12 +373,7 @@ async fn pod_crud_strategic_merge_and_field_selectors() {
     );
 
     // A label change does not bump generation.
-    let labelled = api
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
-        )
+    let labelled = merge_patch(&api, "web", json!({"metadata": {"labels": {"x": "y"}}}))
         .await
         .unwrap();
     assert_eq!(labelled.metadata.generation, Some(2));
@@ -427,8 +398,7 @@ async fn pod_crud_strategic_merge_and_field_selectors() {
 
 #[tokio::test]
 async fn finalizers_hold_deletion_until_removed() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     let mut obj = cm("held", json!({}), json!({"k": "v"}));
     obj.metadata.finalizers = Some(vec!["example.steady.dev/hold".into()]);
     api.create(&PostParams::default(), &obj).await.unwrap();
@@ -449,12 +419,10 @@ async fn finalizers_hold_deletion_until_removed() {
 
     // No new finalizers while deleting.
     let (code, _) = api_code(
-        api.patch(
+        merge_patch(
+            &api,
             "held",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"finalizers": ["example.steady.dev/hold", "other/x"]}}),
-            ),
+            json!({"metadata": {"finalizers": ["example.steady.dev/hold", "other/x"]}}),
         )
         .await,
     );
@@ -467,8 +435,7 @@ async fn finalizers_hold_deletion_until_removed() {
 
 #[tokio::test]
 async fn delete_preconditions() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     let created = api
         .create(&PostParams::default(), &cm("pre", json!({}), json!({})))
         .await
@@ -515,8 +482,7 @@ async fn delete_preconditions() {
 
 #[tokio::test]
 async fn generate_name_appends_a_suffix_and_is_kept() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     let mut obj = cm("unused", json!({}), json!({}));
     obj.metadata.name = None;
     obj.metadata.generate_name = Some("gen-".into());
@@ -545,8 +511,7 @@ async fn generate_name_appends_a_suffix_and_is_kept() {
 async fn concurrent_unconditioned_patches_all_apply() {
     const WRITERS: usize = 32;
     const PATCHES: usize = 10;
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     api.create(
         &PostParams::default(),
         &cm("contended", json!({}), json!({})),
@@ -558,7 +523,7 @@ async fn concurrent_unconditioned_patches_all_apply() {
         tokio::spawn(async move {
             for i in 0..PATCHES {
                 let patch = json!({"data": {format!("w{writer}-{i}"): "x"}});
-                api.patch("contended", &PatchParams::default(), &Patch::Merge(&patch))
+                merge_patch(&api, "contended", &patch)
                     .await
                     .map_err(|e| format!("writer {writer} patch {i}: {e}"))?;
             }

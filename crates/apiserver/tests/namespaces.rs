@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{eventually, release_held, server};
+use common::{eventually, eventually_gone, release_held, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -43,11 +43,7 @@ async fn delete_namespace(s: &ApiServer, name: &str) {
 
 /// Live keys under `prefix`, straight from the store.
 fn stored_keys(s: &ApiServer, prefix: &str) -> Vec<String> {
-    let options = ListOptions {
-        at: None,
-        start_after: None,
-        limit: None,
-    };
+    let options = ListOptions::default();
     s.store()
         .list(prefix, &options, &|_| true)
         .expect("list")
@@ -86,15 +82,7 @@ async fn deleting_namespaces_removes_only_their_contents() {
     delete_namespace(&s, "drop-d").await;
 
     let namespaces: Api<Namespace> = Api::all(s.client());
-    eventually("drop-b to be gone", || async {
-        namespaces
-            .get_opt("drop-b")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    eventually_gone(&namespaces, "drop-b").await;
     assert!(stored_keys(&s, "/core/configmaps/drop-b/").is_empty());
     assert!(stored_keys(&s, "/core/pods/drop-b/").is_empty());
 
@@ -112,15 +100,7 @@ async fn deleting_namespaces_removes_only_their_contents() {
     );
     let held: Api<ConfigMap> = Api::namespaced(s.client(), "drop-d");
     release_held(&held, "held").await;
-    eventually("drop-d to be gone", || async {
-        namespaces
-            .get_opt("drop-d")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    eventually_gone(&namespaces, "drop-d").await;
 
     for ns in ["keep-a", "keep-c"] {
         assert_eq!(
@@ -178,15 +158,7 @@ async fn unreadable_object_goes_with_its_namespace() {
 
     delete_namespace(&s, "old").await;
     let namespaces: Api<Namespace> = Api::all(s.client());
-    eventually("the namespace to be gone", || async {
-        namespaces
-            .get_opt("old")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    eventually_gone(&namespaces, "old").await;
     assert!(
         stored_keys(&s, "/core/configmaps/old/").is_empty(),
         "nothing of the namespace is left in the store"

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{GUARD, Raw, install_crd, send, server};
+use common::{GUARD, Raw, default_configmaps, example_crd, install_crd, send, server};
 use futures::StreamExt;
 use http::Request;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -119,6 +119,15 @@ fn resource<'a>(document: &'a Value, group: Option<&str>, plural: &str) -> &'a V
         .expect("resource in the document")
 }
 
+/// The names of the subresources an aggregated discovery resource lists.
+fn subresource_names(resource: &Value) -> Vec<&str> {
+    let subresources = resource["subresources"].as_array().expect("subresources");
+    subresources
+        .iter()
+        .map(|s| s["subresource"].as_str().expect("a name"))
+        .collect()
+}
+
 #[tokio::test]
 async fn aggregated_documents_carry_every_field() {
     let s = server().await;
@@ -148,13 +157,7 @@ async fn aggregated_documents_carry_every_field() {
         deployments["responseKind"],
         json!({"group": "apps", "version": "v1", "kind": "Deployment"})
     );
-    let subresources: Vec<&Value> = deployments["subresources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| &s["subresource"])
-        .collect();
-    assert_eq!(subresources, [&json!("scale"), &json!("status")]);
+    assert_eq!(subresource_names(deployments), ["scale", "status"]);
     assert!(
         deployments["verbs"]
             .as_array()
@@ -171,13 +174,7 @@ async fn aggregated_documents_carry_every_field() {
     );
     let namespaces = resource(&core, None, "namespaces");
     assert_eq!(namespaces["scope"], "Cluster");
-    let subresources: Vec<&Value> = namespaces["subresources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| &s["subresource"])
-        .collect();
-    assert_eq!(subresources, [&json!("finalize"), &json!("status")]);
+    assert_eq!(subresource_names(namespaces), ["finalize", "status"]);
 
     let beta = get(
         &s,
@@ -201,8 +198,7 @@ async fn aggregated_documents_carry_every_field() {
 
 #[tokio::test]
 async fn metadata_only_get_and_list() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     for name in ["a", "b"] {
         api.create(&PostParams::default(), &cm(name)).await.unwrap();
     }
@@ -240,8 +236,7 @@ async fn metadata_only_get_and_list() {
 
 #[tokio::test(start_paused = true)]
 async fn metadata_watcher_sees_metadata_only() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     api.create(&PostParams::default(), &cm("before"))
         .await
         .unwrap();
@@ -299,8 +294,7 @@ async fn metadata_watcher_sees_metadata_only() {
 
 #[tokio::test]
 async fn unsupported_conversions_are_not_acceptable() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
     for (uri, accept) in [
         (
@@ -333,19 +327,13 @@ async fn unsupported_conversions_are_not_acceptable() {
 #[tokio::test]
 async fn aggregated_discovery_follows_crds() {
     let s = server().await;
-    let crd = json!({
-        "metadata": {"name": "gadgets.example.steady.dev"},
-        "spec": {
-            "group": "example.steady.dev",
-            "scope": "Cluster",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "categories": ["all"]},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-                "subresources": {"scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}},
-            }],
-        },
-    });
+    let names =
+        json!({"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "categories": ["all"]});
+    let schema = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let mut crd = example_crd("Cluster", names, schema);
+    crd["spec"]["versions"][0]["subresources"] = json!({"scale": {
+        "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+    }});
     install_crd(&s, crd).await;
     let document = get(&s, "/apis", AGGREGATED).await.json();
     let gadgets = resource(&document, Some("example.steady.dev"), "gadgets");

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{api_code, server};
+use common::{api_code, default_configmaps, example_crd, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -42,8 +42,7 @@ fn managers(cm: &ConfigMap) -> Vec<(String, String, Value)> {
 
 #[tokio::test]
 async fn a_field_dropped_from_the_configuration_is_removed() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     apply(&api, "app", json!({"a": "1", "b": "2"}))
         .await
         .unwrap();
@@ -69,8 +68,7 @@ async fn a_field_dropped_from_the_configuration_is_removed() {
 
 #[tokio::test]
 async fn another_managers_field_conflicts_until_forced() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     apply(&api, "one", json!({"a": "1"})).await.unwrap();
     let err = apply(&api, "two", json!({"a": "2"})).await.unwrap_err();
     let kube::Error::Api(status) = err else {
@@ -106,8 +104,7 @@ async fn another_managers_field_conflicts_until_forced() {
 
 #[tokio::test]
 async fn a_field_owned_by_two_appliers_survives_one_leaving() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     apply(&api, "one", json!({"shared": "x", "mine": "y"}))
         .await
         .unwrap();
@@ -122,8 +119,7 @@ async fn a_field_owned_by_two_appliers_survives_one_leaving() {
 
 #[tokio::test]
 async fn updates_are_recorded_and_conflict_with_an_apply() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     let created: ConfigMap = serde_json::from_value(config_map(json!({"a": "1"}))).unwrap();
     let pp = PostParams {
         field_manager: Some("creator".into()),
@@ -154,8 +150,7 @@ async fn updates_are_recorded_and_conflict_with_an_apply() {
 
 #[tokio::test]
 async fn a_dry_run_apply_creates_nothing() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (_s, api) = default_configmaps().await;
     let dry = PatchParams::apply("app").dry_run();
     let preview = api
         .patch("cm", &dry, &Patch::Apply(config_map(json!({"a": "1"}))))
@@ -166,29 +161,32 @@ async fn a_dry_run_apply_creates_nothing() {
     assert_eq!(code, 404, "a dry run creates nothing");
 }
 
+/// The first `metadata.managedFields` entry of `object` that `wanted` picks (as JSON).
+fn managed_fields_entry(object: &impl serde::Serialize, wanted: impl Fn(&Value) -> bool) -> Value {
+    let object = serde_json::to_value(object).expect("JSON");
+    let entries = object["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields");
+    let entry = entries.iter().find(|e| wanted(e));
+    entry
+        .cloned()
+        .unwrap_or_else(|| panic!("no such entry in {entries:?}"))
+}
+
 fn ports_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gates.example.steady.dev"},
-        "spec": {
-            "group": "example.steady.dev",
-            "scope": "Namespaced",
-            "names": {"plural": "gates", "singular": "gate", "kind": "Gate"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {"spec": {"type": "object", "properties": {"ports": {
-                    "type": "array",
-                    "x-kubernetes-list-type": "map",
-                    "x-kubernetes-list-map-keys": ["name"],
-                    "items": {"type": "object", "required": ["name"], "properties": {
-                        "name": {"type": "string"}, "port": {"type": "integer"}
-                    }}
-                }}}}
-            }}}]
-        }
-    }))
-    .unwrap()
+    let names = json!({"plural": "gates", "singular": "gate", "kind": "Gate"});
+    let schema = json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"ports": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string"}, "port": {"type": "integer"}
+            }}
+        }}}}
+    });
+    serde_json::from_value(example_crd("Namespaced", names, schema)).expect("a CRD")
 }
 
 async fn gates(client: Client) -> Api<DynamicObject> {
@@ -235,14 +233,7 @@ async fn crd_list_maps_merge_by_key_between_managers() {
         both.data["spec"]["ports"],
         json!([{"name": "http", "port": 80}, {"name": "ssh", "port": 22}])
     );
-    let raw = serde_json::to_value(&both).unwrap();
-    let web = raw["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["manager"] == "web")
-        .cloned()
-        .unwrap();
+    let web = managed_fields_entry(&both, |e| e["manager"] == "web");
     assert_eq!(
         web["fieldsV1"],
         json!({"f:spec": {"f:ports": {"k:{\"name\":\"http\"}": {".": {}, "f:name": {}, "f:port": {}}}}})
@@ -271,14 +262,7 @@ async fn a_status_write_is_recorded_for_the_status_subresource() {
         .patch_status("p", &PatchParams::default(), &Patch::Merge(&status))
         .await
         .unwrap();
-    let raw = serde_json::to_value(&patched).unwrap();
-    let status_entry = raw["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["subresource"] == "status")
-        .cloned()
-        .expect("an entry for the status subresource");
+    let status_entry = managed_fields_entry(&patched, |e| e["subresource"] == "status");
     assert_eq!(status_entry["operation"], "Update");
     assert_eq!(status_entry["fieldsV1"]["f:status"]["f:message"], json!({}));
 }

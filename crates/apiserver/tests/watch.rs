@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{GUARD, server};
+use common::{GUARD, default_configmaps, merge_patch};
 use futures::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -25,14 +25,27 @@ fn cm(name: &str, v: &str) -> ConfigMap {
     .unwrap()
 }
 
+async fn create(api: &Api<ConfigMap>, name: &str, v: &str) -> ConfigMap {
+    api.create(&PostParams::default(), &cm(name, v))
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"))
+}
+
 async fn set(api: &Api<ConfigMap>, name: &str, v: &str) {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"v": v}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(api, name, json!({"data": {"v": v}}))
+        .await
+        .unwrap();
+}
+
+/// A raw watch of `api` from `resource_version`.
+async fn watch_from(
+    api: &Api<ConfigMap>,
+    resource_version: &str,
+) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>> {
+    api.watch(&WatchParams::default(), resource_version)
+        .await
+        .unwrap_or_else(|e| panic!("watch from {resource_version}: {e}"))
+        .boxed()
 }
 
 /// Next item of a stream, failing the test if none comes within the guard.
@@ -45,11 +58,8 @@ async fn next<S: futures::Stream + Unpin>(stream: &mut S) -> S::Item {
 
 #[tokio::test(start_paused = true)]
 async fn watcher_sees_applied_and_deleted() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    api.create(&PostParams::default(), &cm("before", "1"))
-        .await
-        .unwrap();
+    let (_s, api) = default_configmaps().await;
+    create(&api, "before", "1").await;
 
     let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
     // Initial list.
@@ -64,9 +74,7 @@ async fn watcher_sees_applied_and_deleted() {
     }
     assert_eq!(initial, ["before"]);
 
-    api.create(&PostParams::default(), &cm("after", "1"))
-        .await
-        .unwrap();
+    create(&api, "after", "1").await;
     set(&api, "before", "2").await;
     api.delete("before", &DeleteParams::default())
         .await
@@ -92,21 +100,16 @@ async fn watcher_sees_applied_and_deleted() {
         .boxed();
     let first = next(&mut applied).await.unwrap();
     assert_eq!(first.metadata.name.as_deref(), Some("after"));
-    api.create(&PostParams::default(), &cm("third", "1"))
-        .await
-        .unwrap();
+    create(&api, "third", "1").await;
     let third = next(&mut applied).await.unwrap();
     assert_eq!(third.metadata.name.as_deref(), Some("third"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn watcher_relists_after_compaction_and_loses_nothing() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     for name in ["a", "b", "c"] {
-        api.create(&PostParams::default(), &cm(name, "1"))
-            .await
-            .unwrap();
+        create(&api, name, "1").await;
     }
     let (reader, writer) = reflector::store::<ConfigMap>();
     let mut stream = reflector::reflector(
@@ -133,9 +136,7 @@ async fn watcher_relists_after_compaction_and_loses_nothing() {
             break;
         }
     }
-    api.create(&PostParams::default(), &cm("d", "1"))
-        .await
-        .unwrap();
+    create(&api, "d", "1").await;
     loop {
         if let Ok(Event::Apply(o)) = next(&mut stream).await {
             assert_eq!(o.metadata.name.as_deref(), Some("d"));
@@ -146,15 +147,11 @@ async fn watcher_relists_after_compaction_and_loses_nothing() {
     // While the watcher is not reading, the history it would need is compacted away.
     set(&api, "a", "2").await;
     api.delete("b", &DeleteParams::default()).await.unwrap();
-    api.create(&PostParams::default(), &cm("e", "1"))
-        .await
-        .unwrap();
+    create(&api, "e", "1").await;
     let current = s.store().revision();
     s.store().compact(current).await.unwrap();
     set(&api, "c", "3").await;
-    api.create(&PostParams::default(), &cm("f", "1"))
-        .await
-        .unwrap();
+    create(&api, "f", "1").await;
 
     let expected: BTreeMap<String, String> =
         [("a", "2"), ("c", "3"), ("d", "1"), ("e", "1"), ("f", "1")]
@@ -185,9 +182,7 @@ async fn watcher_relists_after_compaction_and_loses_nothing() {
     assert!(saw_gone, "the watcher went through the 410 path");
 
     // And it keeps watching after the relist.
-    api.create(&PostParams::default(), &cm("g", "1"))
-        .await
-        .unwrap();
+    create(&api, "g", "1").await;
     api.delete("a", &DeleteParams::default()).await.unwrap();
     let wait = async {
         loop {
@@ -204,26 +199,16 @@ async fn watcher_relists_after_compaction_and_loses_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn raw_watch_events() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    api.create(&PostParams::default(), &cm("old", "1"))
-        .await
-        .unwrap();
+    let (s, api) = default_configmaps().await;
+    create(&api, "old", "1").await;
 
     // From "0": synthetic ADDED for the current state, then changes.
-    let mut events = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
+    let mut events = watch_from(&api, "0").await;
     match next(&mut events).await.unwrap() {
         WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("old")),
         other => panic!("unexpected {other:?}"),
     }
-    let created = api
-        .create(&PostParams::default(), &cm("new", "1"))
-        .await
-        .unwrap();
+    let created = create(&api, "new", "1").await;
     set(&api, "new", "2").await;
     // A no-op patch emits nothing.
     set(&api, "new", "2").await;
@@ -251,11 +236,7 @@ async fn raw_watch_events() {
 
     // From a resourceVersion: only the changes after it.
     let start = created.metadata.resource_version.clone().unwrap();
-    let mut replay = api
-        .watch(&WatchParams::default(), &start)
-        .await
-        .unwrap()
-        .boxed();
+    let mut replay = watch_from(&api, &start).await;
     let mut kinds = Vec::new();
     for _ in 0..2 {
         kinds.push(match next(&mut replay).await.unwrap() {
@@ -275,9 +256,7 @@ async fn raw_watch_events() {
         .await
         .unwrap()
         .boxed();
-    api.create(&PostParams::default(), &cm("sel", "1"))
-        .await
-        .unwrap();
+    create(&api, "sel", "1").await;
     let label = |v: Option<&str>| Patch::Merge(json!({"metadata": {"labels": {"pick": v}}}));
     api.patch("sel", &PatchParams::default(), &label(Some("yes")))
         .await
@@ -300,12 +279,8 @@ async fn raw_watch_events() {
 
 #[tokio::test(start_paused = true)]
 async fn raw_watch_from_compacted_revision_is_410_in_stream() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    let first = api
-        .create(&PostParams::default(), &cm("x", "1"))
-        .await
-        .unwrap();
+    let (s, api) = default_configmaps().await;
+    let first = create(&api, "x", "1").await;
     set(&api, "x", "2").await;
     set(&api, "x", "3").await;
     s.store().compact(s.store().revision()).await.unwrap();
@@ -332,19 +307,9 @@ async fn raw_watch_from_compacted_revision_is_410_in_stream() {
 
     // Watching from the revision a fresh list returns works.
     let list = api.list(&Default::default()).await.unwrap();
-    let mut live = api
-        .watch(
-            &WatchParams::default(),
-            &list.metadata.resource_version.unwrap(),
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let mut live = watch_from(&api, &list.metadata.resource_version.unwrap()).await;
     set(&api, "x", "4").await;
-    assert!(matches!(
-        next(&mut live).await.unwrap(),
-        WatchEvent::Modified(_)
-    ));
+    assert!(matches!(next(&mut live).await, Ok(WatchEvent::Modified(_))));
 }
 
 /// The in-stream error `expire_watches` ends a watch with, as kube-apiserver words it.
@@ -359,25 +324,15 @@ fn assert_expired(status: &kube::core::Status) {
 
 #[tokio::test(start_paused = true)]
 async fn expire_watches_ends_open_raw_watches_with_410() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    api.create(&PostParams::default(), &cm("x", "1"))
-        .await
-        .unwrap();
+    let (s, api) = default_configmaps().await;
+    create(&api, "x", "1").await;
     let list = api.list(&Default::default()).await.unwrap();
     let rv = list.metadata.resource_version.unwrap();
 
     // One watch that has delivered an event, one from "0" whose initial ADDED is unread.
-    let mut live = api
-        .watch(&WatchParams::default(), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut live = watch_from(&api, &rv).await;
     set(&api, "x", "2").await;
-    assert!(matches!(
-        next(&mut live).await.unwrap(),
-        WatchEvent::Modified(_)
-    ));
+    assert!(matches!(next(&mut live).await, Ok(WatchEvent::Modified(_))));
     let unread = api.watch(&WatchParams::default(), "0").await.unwrap();
 
     s.expire_watches();
@@ -398,11 +353,8 @@ async fn expire_watches_ends_open_raw_watches_with_410() {
 
 #[tokio::test(start_paused = true)]
 async fn expire_watches_makes_watcher_relist() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    api.create(&PostParams::default(), &cm("a", "1"))
-        .await
-        .unwrap();
+    let (s, api) = default_configmaps().await;
+    create(&api, "a", "1").await;
     let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
     loop {
         if let Event::InitDone = next(&mut events).await.unwrap() {
@@ -410,18 +362,14 @@ async fn expire_watches_makes_watcher_relist() {
         }
     }
     // One live event, so the watcher's watch request is open.
-    api.create(&PostParams::default(), &cm("b", "1"))
-        .await
-        .unwrap();
+    create(&api, "b", "1").await;
     match next(&mut events).await.unwrap() {
         Event::Apply(o) => assert_eq!(o.metadata.name.as_deref(), Some("b")),
         other => panic!("unexpected {other:?}"),
     }
 
     s.expire_watches();
-    api.create(&PostParams::default(), &cm("c", "1"))
-        .await
-        .unwrap();
+    create(&api, "c", "1").await;
     match next(&mut events).await {
         Err(watcher::Error::WatchError(status)) => assert_expired(&status),
         other => panic!("expected the 410, got {other:?}"),
@@ -449,8 +397,7 @@ async fn expire_watches_makes_watcher_relist() {
 
 #[tokio::test(start_paused = true)]
 async fn watch_opened_after_expire_watches_keeps_working() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
+    let (s, api) = default_configmaps().await;
     let rv = || async {
         api.list(&Default::default())
             .await
@@ -459,21 +406,11 @@ async fn watch_opened_after_expire_watches_keeps_working() {
             .resource_version
             .unwrap()
     };
-    let before = api
-        .watch(&WatchParams::default(), &rv().await)
-        .await
-        .unwrap()
-        .boxed();
+    let before = watch_from(&api, &rv().await).await;
     s.expire_watches();
-    let mut after = api
-        .watch(&WatchParams::default(), &rv().await)
-        .await
-        .unwrap()
-        .boxed();
+    let mut after = watch_from(&api, &rv().await).await;
 
-    api.create(&PostParams::default(), &cm("late", "1"))
-        .await
-        .unwrap();
+    create(&api, "late", "1").await;
     match next(&mut after).await.unwrap() {
         WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("late")),
         other => panic!("unexpected {other:?}"),
@@ -496,11 +433,8 @@ async fn watch_opened_after_expire_watches_keeps_working() {
 
 #[tokio::test(start_paused = true)]
 async fn expire_watches_ends_table_watches_with_410() {
-    let s = server().await;
-    let api: Api<ConfigMap> = Api::namespaced(s.client(), "default");
-    api.create(&PostParams::default(), &cm("x", "1"))
-        .await
-        .unwrap();
+    let (s, api) = default_configmaps().await;
+    create(&api, "x", "1").await;
     // `kubectl get -w`: each event's object is a one-row Table.
     let request = http::Request::builder()
         .uri("/api/v1/namespaces/default/configmaps?watch=true")

@@ -18,13 +18,13 @@ use hyper_util::service::TowerToHyperService;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    PostParams, WatchEvent, WatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams, WatchEvent,
+    WatchParams,
 };
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
 
-use common::{install_crd, server};
+use common::{install_crd, merge_patch, server};
 
 /// Every AdmissionReview and ConversionReview request the webhook server received.
 type Seen = Arc<Mutex<Vec<Value>>>;
@@ -238,8 +238,23 @@ fn webhook(name: &str, client_config: Value, rules: Value) -> Value {
         "sideEffects": "None", "admissionReviewVersions": ["v1"]})
 }
 
+/// A webhook called for the `operations` on ConfigMaps.
+fn configmap_webhook(name: &str, client_config: Value, operations: &[&str]) -> Value {
+    webhook(name, client_config, configmap_rule(operations))
+}
+
 fn configmap(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+}
+
+/// The value of the label `key` of `object`, if it has one.
+fn label_of<'a>(object: &'a ConfigMap, key: &str) -> Option<&'a str> {
+    object
+        .metadata
+        .labels
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 fn default_configmaps(client: &Client) -> Api<ConfigMap> {
@@ -266,11 +281,7 @@ async fn setup() -> (ApiServer, Client, WebhookServer) {
 #[tokio::test]
 async fn a_validating_webhook_denies_with_its_own_status() {
     let (_server, client, hooks) = setup().await;
-    let hook = webhook(
-        "deny.steady.dev",
-        hooks.at("/deny"),
-        configmap_rule(&["CREATE", "DELETE"]),
-    );
+    let hook = configmap_webhook("deny.steady.dev", hooks.at("/deny"), &["CREATE", "DELETE"]);
     configure(&client, VALIDATING, "deny", json!([hook])).await;
     let configmaps = default_configmaps(&client);
 
@@ -323,68 +334,41 @@ async fn a_validating_webhook_denies_with_its_own_status() {
 #[tokio::test]
 async fn a_mutating_webhook_patches_what_is_stored() {
     let (_server, client, hooks) = setup().await;
-    let hook = webhook(
+    let hook = configmap_webhook(
         "label.steady.dev",
         hooks.at("/label"),
-        configmap_rule(&["CREATE", "UPDATE"]),
+        &["CREATE", "UPDATE"],
     );
     configure(&client, MUTATING, "label", json!([hook])).await;
     let configmaps = default_configmaps(&client);
     let created = create_configmap(&configmaps, "plain").await.unwrap();
-    assert_eq!(
-        created
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get("mutated")
-            .map(String::as_str),
-        Some("yes")
-    );
+    assert_eq!(label_of(&created, "mutated"), Some("yes"));
     let stored = configmaps.get("plain").await.unwrap();
-    assert_eq!(
-        stored
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get("mutated")
-            .map(String::as_str),
-        Some("yes")
-    );
+    assert_eq!(label_of(&stored, "mutated"), Some("yes"));
 
     // An update that drops the label gets it back.
     let patch = json!({"metadata": {"labels": {"mutated": null, "other": "x"}}});
-    let patched = configmaps
-        .patch("plain", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-    let labels = patched.metadata.labels.unwrap_or_default();
-    assert_eq!(
-        labels.get("mutated").map(String::as_str),
-        Some("yes"),
-        "{labels:?}"
-    );
-    assert_eq!(labels.get("other").map(String::as_str), Some("x"));
+    let patched = merge_patch(&configmaps, "plain", &patch).await.unwrap();
+    let labels = &patched.metadata.labels;
+    assert_eq!(label_of(&patched, "mutated"), Some("yes"), "{labels:?}");
+    assert_eq!(label_of(&patched, "other"), Some("x"));
 }
 
 #[tokio::test]
 async fn failure_policy_ignore_survives_a_dead_webhook_and_fail_answers_500() {
     let (_server, client, hooks) = setup().await;
     let dead = format!("https://127.0.0.1:{}/deny", dead_port().await);
-    let mut ignored = webhook(
+    let mut ignored = configmap_webhook(
         "dead-ignored.steady.dev",
         hooks.client_config(&dead),
-        configmap_rule(&["CREATE"]),
+        &["CREATE"],
     );
     ignored["failurePolicy"] = json!("Ignore");
     configure(&client, VALIDATING, "a-ignored", json!([ignored])).await;
     let configmaps = default_configmaps(&client);
     create_configmap(&configmaps, "survives").await.unwrap();
 
-    let failing = webhook(
-        "dead.steady.dev",
-        hooks.client_config(&dead),
-        configmap_rule(&["CREATE"]),
-    );
+    let failing = configmap_webhook("dead.steady.dev", hooks.client_config(&dead), &["CREATE"]);
     configure(&client, VALIDATING, "b-failing", json!([failing])).await;
     let error = api_error(create_configmap(&configmaps, "fails").await);
     assert_eq!(error.code, 500);
@@ -399,11 +383,7 @@ async fn failure_policy_ignore_survives_a_dead_webhook_and_fail_answers_500() {
 async fn a_webhook_that_does_not_answer_in_time_fails_the_write() {
     let (_server, client, hooks) = setup().await;
     let url = format!("{}/hang", hooks.base);
-    let mut slow = webhook(
-        "slow.steady.dev",
-        hooks.client_config(&url),
-        configmap_rule(&["CREATE"]),
-    );
+    let mut slow = configmap_webhook("slow.steady.dev", hooks.client_config(&url), &["CREATE"]);
     slow["timeoutSeconds"] = json!(1);
     configure(&client, VALIDATING, "slow", json!([slow])).await;
     let configmaps = default_configmaps(&client);
@@ -422,19 +402,11 @@ async fn object_and_namespace_selectors_choose_what_is_sent() {
     let (_server, client, hooks) = setup().await;
     // Reached through a service reference: 127.0.0.1:<port>, verified as hooks.default.svc.
     let service = json!({"service": {"namespace": "default", "name": "hooks", "port": hooks.port, "path": "/deny"}, "caBundle": hooks.ca_bundle});
-    let mut by_object = webhook(
-        "objects.steady.dev",
-        service.clone(),
-        configmap_rule(&["CREATE"]),
-    );
+    let mut by_object = configmap_webhook("objects.steady.dev", service.clone(), &["CREATE"]);
     by_object["objectSelector"] = json!({"matchLabels": {"checked": "yes"}});
     by_object["namespaceSelector"] =
         json!({"matchExpressions": [{"key": "webhooks", "operator": "DoesNotExist"}]});
-    let mut by_namespace = webhook(
-        "namespaces.steady.dev",
-        service,
-        configmap_rule(&["CREATE"]),
-    );
+    let mut by_namespace = configmap_webhook("namespaces.steady.dev", service, &["CREATE"]);
     by_namespace["namespaceSelector"] = json!({"matchLabels": {"webhooks": "on"}});
     configure(
         &client,
@@ -501,6 +473,22 @@ fn gadget_crd(hooks: &WebhookServer) -> Value {
     })
 }
 
+/// The type and `spec` of the next event on a watch of gadgets, within the guard.
+async fn next_gadget_event<S>(events: &mut S) -> (&'static str, Value)
+where
+    S: futures::Stream<Item = kube::Result<WatchEvent<DynamicObject>>> + Unpin,
+{
+    let event = tokio::time::timeout(common::GUARD, events.try_next())
+        .await
+        .expect("an event in time")
+        .expect("a watch event");
+    match event {
+        Some(WatchEvent::Added(object)) => ("ADDED", object.data["spec"].clone()),
+        Some(WatchEvent::Modified(object)) => ("MODIFIED", object.data["spec"].clone()),
+        other => panic!("expected a gadget, got {other:?}"),
+    }
+}
+
 fn gadgets(client: &Client, version: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.steady.dev", version, "Gadget"),
@@ -554,10 +542,7 @@ async fn a_conversion_webhook_converts_on_write_and_read() {
 
     // A patch through v2 applies to the v2 view, and is stored as v1.
     let patch = json!({"spec": {"colour": "blue"}});
-    let patched = v2
-        .patch("g", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    let patched = merge_patch(&v2, "g", &patch).await.unwrap();
     assert_eq!(patched.data["spec"], json!({"colour": "blue"}));
     assert_eq!(
         v1.get("g").await.unwrap().data["spec"],
@@ -570,30 +555,16 @@ async fn a_conversion_webhook_converts_on_write_and_read() {
         .await
         .unwrap()
         .boxed();
-    let first = tokio::time::timeout(common::GUARD, events.try_next())
-        .await
-        .unwrap()
-        .unwrap();
-    match first {
-        Some(WatchEvent::Added(object)) => {
-            assert_eq!(object.data["spec"], json!({"colour": "blue"}))
-        }
-        other => panic!("expected the gadget, got {other:?}"),
-    }
+    assert_eq!(
+        next_gadget_event(&mut events).await,
+        ("ADDED", json!({"colour": "blue"}))
+    );
     let patch = json!({"spec": {"color": "green"}});
-    v1.patch("g", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-    let next = tokio::time::timeout(common::GUARD, events.try_next())
-        .await
-        .unwrap()
-        .unwrap();
-    match next {
-        Some(WatchEvent::Modified(object)) => {
-            assert_eq!(object.data["spec"], json!({"colour": "green"}))
-        }
-        other => panic!("expected the change, got {other:?}"),
-    }
+    merge_patch(&v1, "g", &patch).await.unwrap();
+    assert_eq!(
+        next_gadget_event(&mut events).await,
+        ("MODIFIED", json!({"colour": "green"}))
+    );
 
     let requests = hooks.seen.lock().unwrap().clone();
     assert!(
@@ -671,7 +642,7 @@ async fn an_equivalent_match_sends_the_version_the_rules_name() {
 async fn a_webhook_without_v1_reviews_is_a_call_failure() {
     let (_server, client, hooks) = setup().await;
     let config = hooks.at("/deny");
-    let mut old = webhook("old.steady.dev", config, configmap_rule(&["CREATE"]));
+    let mut old = configmap_webhook("old.steady.dev", config, &["CREATE"]);
     old["admissionReviewVersions"] = json!(["v1beta1"]);
     configure(&client, VALIDATING, "old", json!([old])).await;
     let configmaps = default_configmaps(&client);
@@ -704,10 +675,10 @@ async fn webhook_configurations_are_defaulted_and_validated() {
         }))
         .unwrap()
     };
-    let mut bad = webhook(
+    let mut bad = configmap_webhook(
         "short.name",
         json!({"url": "http://127.0.0.1:1/"}),
-        configmap_rule(&["CREATE"]),
+        &["CREATE"],
     );
     bad["sideEffects"] = json!("Some");
     bad["timeoutSeconds"] = json!(31);
@@ -729,11 +700,7 @@ async fn webhook_configurations_are_defaulted_and_validated() {
         );
     }
 
-    let good = webhook(
-        "good.steady.dev",
-        hooks.at("/deny"),
-        configmap_rule(&["CREATE"]),
-    );
+    let good = configmap_webhook("good.steady.dev", hooks.at("/deny"), &["CREATE"]);
     let created = api
         .create(&PostParams::default(), &config(json!([good])))
         .await
@@ -749,18 +716,10 @@ async fn webhook_configurations_are_defaulted_and_validated() {
 #[tokio::test]
 async fn an_if_needed_webhook_runs_again_after_a_later_change() {
     let (_server, client, hooks) = setup().await;
-    let mut first = webhook(
-        "label.steady.dev",
-        hooks.at("/label"),
-        configmap_rule(&["CREATE"]),
-    );
+    let mut first = configmap_webhook("label.steady.dev", hooks.at("/label"), &["CREATE"]);
     first["reinvocationPolicy"] = json!("IfNeeded");
     configure(&client, MUTATING, "a-label", json!([first])).await;
-    let second = webhook(
-        "stamp.steady.dev",
-        hooks.at("/stamp"),
-        configmap_rule(&["CREATE"]),
-    );
+    let second = configmap_webhook("stamp.steady.dev", hooks.at("/stamp"), &["CREATE"]);
     configure(&client, MUTATING, "b-stamp", json!([second])).await;
 
     let configmaps = default_configmaps(&client);

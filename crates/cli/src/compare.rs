@@ -2,7 +2,7 @@
 //! edge-triggered reconciler (it acts on what events say happened) and with the Cache
 //! reconciler (it acts on what it observes). Printed side by side.
 
-use steady_sim::{FaultKind, FaultRates, Options, Report, cache_reconciler, run_seed, wrong};
+use steady_sim::{FaultKind, FaultRates, Report, Simulation, cache};
 
 /// Faults that lose edges: events dropped, a pod deleted by someone else, failed writes,
 /// and the controller crashing mid-reconcile.
@@ -38,27 +38,32 @@ fn describe(title: &'static str, report: &Report) -> Column {
     ));
     lines.push(format!("reconciles:    {}", count("  reconcile ")));
     lines.push(format!("writes:        {}", count("  write ")));
-    lines.push(format!("pods created:  {}", report.pod_creates));
+    lines.push(format!(
+        "pods created:  {}",
+        count("write POST /api/v1/namespaces/default/pods → 201")
+    ));
     lines.push(String::new());
     lines.push("ended with:".into());
-    let pods = report
+    let pods: Vec<&str> = report
         .end_state
-        .split(" pods=")
-        .nth(1)
-        .and_then(|rest| rest.split(" status(").next())
-        .unwrap_or("?");
+        .iter()
+        .filter_map(|l| l.strip_prefix("/core/pods/default/"))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
     let status = report
         .end_state
-        .split(" status(")
-        .nth(1)
-        .map(|s| s.trim_end_matches(')'))
-        .unwrap_or("?");
-    let status: String = status
-        .split(", selector")
-        .next()
-        .unwrap_or(status)
-        .to_string();
-    lines.push(format!("  pods {pods}"));
+        .iter()
+        .find_map(|l| l.strip_prefix("/steady.dev/caches/default/sim "))
+        .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
+        .map(|cache| {
+            let status = &cache["status"];
+            format!(
+                "replicas={}, ready={}",
+                status["replicas"], status["readyReplicas"]
+            )
+        })
+        .unwrap_or_else(|| "?".into());
+    lines.push(format!("  pods {pods:?}"));
     lines.push(format!("  status {status}"));
     lines.push(String::new());
     if report.violations.is_empty() {
@@ -106,18 +111,19 @@ pub fn run() -> anyhow::Result<()> {
     println!(
         "pods are deleted by someone else, writes fail and the controller crashes mid-reconcile.\n"
     );
-    let options = Options {
+    let simulation = Simulation {
         faults: FaultRates::only(&FAULTS),
-        ..Options::default()
+        ..Simulation::default()
     };
-    let edge = wrong::edge_triggered();
-    let level = cache_reconciler();
+    let edge = steady_sim::scenario("cache-edge-triggered")
+        .ok_or_else(|| anyhow::anyhow!("the edge-triggered scenario is not compiled in"))?;
+    let level = cache::scenario();
     for seed in 0..MAX_SEEDS {
-        let edge_report = run_seed(seed, &options, &edge);
+        let edge_report = simulation.run(&edge, seed);
         if edge_report.violations.is_empty() || !lost_and_crashed(&edge_report) {
             continue;
         }
-        let level_report = run_seed(seed, &options, &level);
+        let level_report = simulation.run(&level, seed);
         if !lost_and_crashed(&level_report) {
             continue;
         }

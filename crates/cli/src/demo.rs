@@ -1,8 +1,9 @@
 //! `steady demo`: the reconciliation loop, narrated. An embedded cluster (in memory, with the
 //! simulated node) and the Cache operator; each step says what it does, what the operator
-//! observed, which trigger caused each reconcile, and what the world ended as.
+//! observed, which trigger caused each reconcile and what it wrote (from the runtime's
+//! reconcile records), and what the world ended as.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -12,8 +13,9 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use steady_apiserver::ApiServer;
 use steady_apiserver::node::NodeConfig;
 use steady_cache_operator::{Cache, OperatorContext};
-use steady_runtime::{ObjectKey, Trigger};
-use tokio::sync::oneshot;
+use steady_runtime::Recorder;
+use steady_runtime::observe::{Observed, Outcome, ReconcileRecord};
+use tokio::sync::{broadcast, oneshot};
 
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
@@ -23,8 +25,8 @@ pub struct DemoArgs {
     pub compare: bool,
 }
 
-/// One reconcile as the demo saw it start.
-type Seen = Arc<Mutex<Vec<String>>>;
+/// The reconciles since the last flush, as the runtime recorded them.
+type Seen = broadcast::Receiver<Observed>;
 
 struct RunningOperator {
     stop: oneshot::Sender<()>,
@@ -32,21 +34,13 @@ struct RunningOperator {
     context: Arc<OperatorContext>,
 }
 
-fn start_operator(client: &Client, seen: &Seen) -> RunningOperator {
-    let seen = seen.clone();
-    let observer: steady_runtime::controller::Observer =
-        Arc::new(move |key: &ObjectKey, triggers: &[Trigger]| {
-            let why: Vec<String> = triggers.iter().map(ToString::to_string).collect();
-            if let Ok(mut seen) = seen.lock() {
-                seen.push(format!("reconcile {key}  ← {}", why.join(", ")));
-            }
-        });
+fn start_operator(client: &Client, recorder: &Recorder) -> RunningOperator {
     let config = steady_runtime::Config {
         name: "cache".into(),
         ..Default::default()
     };
     let controller =
-        steady_cache_operator::controller(client.clone(), config).with_observer(observer);
+        steady_cache_operator::controller(client.clone(), config).with_recorder(recorder.clone());
     let context = Arc::new(OperatorContext::default());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(controller.run(
@@ -78,10 +72,40 @@ fn step(n: u32, text: &str) {
     println!("\n── step {n}: {text}");
 }
 
-fn flush_seen(seen: &Seen) {
-    if let Ok(mut seen) = seen.lock() {
-        for line in seen.drain(..) {
-            println!("   {line}");
+/// One line per finished reconcile: its key, why it ran, and what it did.
+fn narrate(record: &ReconcileRecord) -> String {
+    let why: Vec<String> = record.triggers.iter().map(ToString::to_string).collect();
+    let did = match record.writes.as_slice() {
+        [] => "no change".to_string(),
+        writes => writes
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let after = match &record.outcome {
+        Some(Outcome::Requeue { after_ms }) => format!("; requeue in {:.1} s", after_ms / 1000.0),
+        Some(Outcome::Error {
+            message,
+            retry_after_ms,
+            ..
+        }) => format!(
+            "; failed: {message}; retry in {:.2} s",
+            retry_after_ms / 1000.0
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "reconcile {}  ← {}  → {did}{after}",
+        record.key,
+        why.join(", ")
+    )
+}
+
+fn flush_seen(seen: &mut Seen) {
+    while let Ok(observed) = seen.try_recv() {
+        if let Observed::Finished(record) = observed {
+            println!("   {}", narrate(&record));
         }
     }
 }
@@ -161,7 +185,8 @@ pub async fn run(_args: DemoArgs) -> anyhow::Result<()> {
     let server = ApiServer::start(store, config).await?;
     let client = server.client();
     crate::operator::ensure_crd(&client).await?;
-    let seen: Seen = Arc::default();
+    let recorder = Recorder::new();
+    let mut seen: Seen = recorder.subscribe();
     let caches: Api<Cache> = Api::namespaced(client.clone(), "default");
     let pod_api: Api<Pod> = Api::namespaced(client.clone(), "default");
 
@@ -169,14 +194,14 @@ pub async fn run(_args: DemoArgs) -> anyhow::Result<()> {
         1,
         "apply a Cache with 2 replicas; the loop creates both pods and reports Ready",
     );
-    let operator = start_operator(&client, &seen);
+    let operator = start_operator(&client, &recorder);
     let cache: Cache = serde_json::from_value(serde_json::json!({
         "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
         "metadata": {"name": "demo"}, "spec": {"replicas": 2}
     }))?;
     caches.create(&PostParams::default(), &cache).await?;
     wait_ready(&client, 2).await?;
-    flush_seen(&seen);
+    flush_seen(&mut seen);
     report(&client).await?;
 
     step(
@@ -186,7 +211,7 @@ pub async fn run(_args: DemoArgs) -> anyhow::Result<()> {
     pod_api.delete("demo-1", &DeleteParams::default()).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     wait_ready(&client, 2).await?;
-    flush_seen(&seen);
+    flush_seen(&mut seen);
     report(&client).await?;
 
     step(
@@ -211,9 +236,9 @@ pub async fn run(_args: DemoArgs) -> anyhow::Result<()> {
         4,
         "start the operator again: it converges from what it observes, not from missed events",
     );
-    let operator = start_operator(&client, &seen);
+    let operator = start_operator(&client, &recorder);
     wait_ready(&client, 3).await?;
-    flush_seen(&seen);
+    flush_seen(&mut seen);
     report(&client).await?;
     let writes = operator.stop().await?;
     println!("   this run made {writes} writes: exactly what closing the gap needed");
@@ -223,9 +248,9 @@ pub async fn run(_args: DemoArgs) -> anyhow::Result<()> {
         "restart it on a converged world: it reconciles, observes no gap, and writes nothing",
     );
     let revision = server.store().revision();
-    let operator = start_operator(&client, &seen);
+    let operator = start_operator(&client, &recorder);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    flush_seen(&seen);
+    flush_seen(&mut seen);
     let writes = operator.stop().await?;
     let moved = server.store().revision() - revision;
     println!("   writes by the restarted operator: {writes}; store revisions since: {moved}");

@@ -1,5 +1,8 @@
 //! `steady operator`: the Cache operator alone, against any cluster (steady's own or a real
-//! one), with metrics and probes, optionally behind leader election.
+//! one), with metrics and probes, optionally behind leader election. Flags only: serving,
+//! campaigning, gating, draining and releasing are the runtime's [`Operator`]'s. Losing the
+//! Lease ends the process with an error, so that it is restarted (as controller-runtime's
+//! manager does).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,8 +13,8 @@ use anyhow::Context;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use steady_runtime::leader::{LeaderElectionConfig, LeaderElector};
-use steady_runtime::metrics::{self, Health, Metrics};
+use steady_runtime::Operator;
+use steady_runtime::leader::LeaderElectionConfig;
 
 use crate::shutdown::Shutdown;
 
@@ -38,6 +41,9 @@ pub struct OperatorArgs {
     /// How often candidates try to acquire and leaders renew.
     #[arg(long, default_value = "2s", value_parser = crate::server::parse_duration)]
     pub leader_elect_retry_period: Duration,
+    /// Serve the live web view here (HTTPS, self-signed; a login link is printed).
+    #[arg(long, value_name = "ADDR", conflicts_with = "leader_elect")]
+    pub ui: Option<SocketAddr>,
 }
 
 const LEASE_NAME: &str = "steady-cache-operator";
@@ -82,7 +88,8 @@ pub async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
     }
 }
 
-/// Run the operator with `client` until `shutdown`; releases the Lease on the way out.
+/// Run the operator with `client` until `shutdown` (the runtime's [`Operator`] serves the
+/// probes, campaigns, drains and releases the Lease); announces each step on stdout.
 pub async fn run_operator(
     client: Client,
     metrics_addr: Option<SocketAddr>,
@@ -90,48 +97,44 @@ pub async fn run_operator(
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     ensure_crd(&client).await?;
-    let metrics = Metrics::new();
-    let health = Health::default();
+    let mut operator = Operator::new(client.clone());
     if let Some(addr) = metrics_addr {
-        let stop = shutdown.clone();
-        let bound = metrics::serve(addr, metrics.clone(), health.clone(), stop.wait())
-            .await
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        let (listener, bound) = crate::server::bind(addr, "metrics").await?;
         println!("metrics and probes on http://{bound}/metrics (/healthz, /readyz)");
+        operator = operator.metrics_listener(listener);
+    }
+    if let Some(config) = leader {
+        println!("waiting to become leader (Lease {})", config.name);
+        tokio::spawn(announce_leadership(operator.leadership()));
+        operator = operator.leader_election(config);
     }
     let config = steady_runtime::Config {
         name: "cache".into(),
         ..Default::default()
     };
-    let controller = steady_cache_operator::controller(client.clone(), config)
-        .with_metrics(metrics.clone())
-        .with_health(health);
-    let elector = leader.map(|config| LeaderElector::start(client.clone(), config));
-    let controller = match &elector {
-        Some(elector) => {
-            let mut leading = elector.subscribe();
-            println!("waiting to become leader (Lease {})", LEASE_NAME);
-            tokio::select! {
-                _ = leading.wait_for(|l| *l) => {}
-                _ = shutdown.clone().wait() => {
-                    return Ok(());
-                }
-            }
-            println!("became leader; reconciling");
-            metrics.leader_election(LEASE_NAME, true);
-            controller.with_leader(elector.subscribe())
-        }
-        None => controller,
-    };
+    let controller = steady_cache_operator::controller(client, config);
     let data = Arc::new(steady_cache_operator::OperatorContext::default());
     println!("the Cache operator is running");
-    let outcome = controller
-        .run(steady_cache_operator::reconcile, data, shutdown.wait())
-        .await;
-    if let Some(elector) = elector {
-        elector.release().await;
+    operator
+        .run(
+            controller,
+            steady_cache_operator::reconcile,
+            data,
+            shutdown.wait(),
+        )
+        .await
+        .context("the Cache operator stopped")
+}
+
+/// Prints each change of leadership, until the runner is gone.
+async fn announce_leadership(mut leading: tokio::sync::watch::Receiver<bool>) {
+    while leading.changed().await.is_ok() {
+        if *leading.borrow_and_update() {
+            println!("became leader; reconciling");
+        } else {
+            println!("no longer leader; stopped reconciling");
+        }
     }
-    outcome.context("the Cache controller stopped")
 }
 
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
@@ -158,6 +161,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         config
             .validate()
             .context("invalid leader-election settings")?;
+    }
+    if let Some(addr) = args.ui {
+        let shutdown = Shutdown::on_signal();
+        return crate::up::operate_with_ui(client, addr, Some(args.metrics_addr), shutdown).await;
     }
     run_operator(
         client,

@@ -693,20 +693,13 @@ mod tests {
             ticks(10000.0),
             [0.0, 2000.0, 4000.0, 6000.0, 8000.0, 10000.0]
         );
-        let axis = Axis::fit([10000.0]);
-        let labels: Vec<_> = axis
-            .ticks()
-            .into_iter()
-            .map(|t| format_tick(t, axis.step))
-            .collect();
-        assert_eq!(labels, ["0", "2k", "4k", "6k", "8k", "10k"]);
-        let axis = Axis::fit([0.9]);
-        let labels: Vec<_> = axis
-            .ticks()
-            .into_iter()
-            .map(|t| format_tick(t, axis.step))
-            .collect();
-        assert_eq!(labels, ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
+        let labels = |max: f64| {
+            let axis = Axis::fit([max]);
+            let ticks = axis.ticks().into_iter();
+            ticks.map(|t| format_tick(t, axis.step)).collect::<Vec<_>>()
+        };
+        assert_eq!(labels(10000.0), ["0", "2k", "4k", "6k", "8k", "10k"]);
+        assert_eq!(labels(0.9), ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
         // Negative data extends the axis below 0 instead of falling off the plot.
         assert_eq!(
             Axis::fit([-3.0, 6.0]).ticks(),

@@ -73,6 +73,20 @@ fn number_and_unit(text: &str) -> Option<(u64, &str)> {
     Some((number.parse().ok()?, unit))
 }
 
+/// A listener on `addr` (port 0 picks a free one) for `what`, and the address it got.
+pub async fn bind(
+    addr: SocketAddr,
+    what: &str,
+) -> anyhow::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot serve {what} on {addr}"))?;
+    let bound = listener
+        .local_addr()
+        .with_context(|| format!("cannot read the address of {what}"))?;
+    Ok((listener, bound))
+}
+
 /// `250ms`, `2s`, `1m`: a number and a unit.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let (value, unit) = number_and_unit(text)
@@ -211,12 +225,7 @@ impl ControlPlane {
             .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
         let credentials =
             tls::load_or_create(&data_dir.join("pki")).context("cannot prepare TLS credentials")?;
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen}"))?;
-        let address = listener
-            .local_addr()
-            .context("cannot read the listening address")?;
+        let (listener, address) = bind(listen, "the API").await?;
         let config = Config {
             admin_token: Some(credentials.token.clone()),
             api_port: Some(address.port()),
@@ -254,8 +263,38 @@ impl ControlPlane {
         wrap: impl FnOnce(axum::Router) -> axum::Router,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
+        let token = self.credentials.token.clone();
+        self.serve_composed(|api| auth::require_token(wrap(api), &token), shutdown)
+            .await
+    }
+
+    /// The admin bearer token (what the kubeconfig holds).
+    pub fn admin_token(&self) -> &str {
+        &self.credentials.token
+    }
+
+    /// [`ControlPlane::serve`] with `beside` answering the paths it routes (the web view,
+    /// which checks credentials itself) and the token-checked API everything else.
+    pub async fn serve_beside(
+        self,
+        beside: axum::Router,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
+        let token = self.credentials.token.clone();
+        self.serve_composed(
+            |api| beside.fallback_service(auth::require_token(api, &token)),
+            shutdown,
+        )
+        .await
+    }
+
+    async fn serve_composed(
+        self,
+        compose: impl FnOnce(axum::Router) -> axum::Router,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
         let tls_config = tls::server_config(&self.credentials).context("cannot configure TLS")?;
-        let app = auth::require_token(wrap(self.api.router()), &self.credentials.token);
+        let app = compose(self.api.router());
         let serving = steady_apiserver::serve::ServingConfig::from_env()?;
         steady_apiserver::serve::serve(self.listener, app, tls_config, &serving, shutdown).await;
         tracing::info!("shutting down");

@@ -1,5 +1,7 @@
-//! `steady sim`: the Cache operator under injected faults, seed after seed, checked against
-//! the convergence properties. A failing seed prints its replay command and its trace.
+//! `steady sim`: a compiled-in scenario (the Cache operator, or the Cache scenario with a
+//! deliberately wrong reconciler) under injected faults, seed after seed, checked against
+//! the convergence properties. A failing seed prints its replay command and its trace; a
+//! replay (`--seed`) prints the whole trace and its hash, the same as the test API's.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -7,13 +9,16 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use steady_sim::{
-    FaultKind, FaultRates, Options, PROPERTIES, Report, cache_reconciler, reference_run,
-    run_seed_against,
-};
+use anyhow::Context as _;
+use steady_sim::{FaultKind, FaultRates, PROPERTIES, Report, Scenario, Simulation};
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
+    /// Which compiled-in scenario: cache, cache-generate-name, cache-edge-triggered,
+    /// cache-record-then-create, cache-status-every-reconcile, cache-status-counter,
+    /// cache-same-status-applied.
+    #[arg(long, default_value = "cache")]
+    pub scenario: String,
     /// How many seeds to run.
     #[arg(long, default_value_t = 100)]
     pub seeds: u64,
@@ -36,8 +41,8 @@ pub struct SimArgs {
 /// Run every seed on `jobs` worker threads; reports come back in seed order.
 fn run_all(
     seeds: &[u64],
-    options: &Options,
-    reconciler: &steady_sim::harness::ReconcileFn,
+    simulation: &Simulation,
+    scenario: &Scenario,
     jobs: Option<usize>,
 ) -> Vec<Report> {
     let jobs = jobs
@@ -48,7 +53,12 @@ fn run_all(
         })
         .clamp(1, seeds.len().max(1));
     // The fault-free reference does not depend on the seed: compute it once.
-    let reference = reference_run(seeds.first().copied().unwrap_or(0), options, reconciler);
+    let reference = simulation.reference(scenario, seeds.first().copied().unwrap_or(0));
+    if !reference.passed() {
+        // The fault-free run itself fails: that is the finding, whatever the faults do.
+        eprintln!("the fault-free run of seed {} fails", reference.seed);
+        return vec![reference];
+    }
     let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     let failing = AtomicUsize::new(0);
@@ -59,8 +69,8 @@ fn run_all(
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(seed) = seeds.get(i) else { break };
-                    let report = run_seed_against(*seed, options, reconciler, &reference);
-                    if !report.violations.is_empty() {
+                    let report = simulation.run_against(scenario, *seed, &reference);
+                    if !report.passed() {
                         failing.fetch_add(1, Ordering::SeqCst);
                     }
                     if let Ok(mut slot) = slots[i].lock() {
@@ -103,12 +113,21 @@ pub fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
         .clone()
         .map(|list| list.0)
         .unwrap_or_else(|| FaultKind::ALL.to_vec());
-    let options = Options {
+    let simulation = Simulation {
         faults: FaultRates::only(&kinds),
-        ..Options::default()
+        ..Simulation::default()
     };
-    let faults_flag = kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",");
-    let reconciler = cache_reconciler();
+    let scenario = steady_sim::scenario(&args.scenario).with_context(|| {
+        let known: Vec<String> = steady_sim::scenarios()
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect();
+        format!(
+            "unknown scenario {:?} (known: {})",
+            args.scenario,
+            known.join(", ")
+        )
+    })?;
     let seeds: Vec<u64> = match args.seed {
         Some(seed) => vec![seed],
         None => (args.first_seed..args.first_seed + args.seeds).collect(),
@@ -117,7 +136,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
     let started = Instant::now();
     let mut injected: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut failures = Vec::new();
-    let reports = run_all(&seeds, &options, &reconciler, args.jobs);
+    let reports = run_all(&seeds, &simulation, &scenario, args.jobs);
+    let mut hash = None;
     for report in reports {
         for (kind, n) in &report.injected {
             *injected.entry(*kind).or_default() += n;
@@ -126,20 +146,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
             for line in &report.trace {
                 println!("{line}");
             }
+            hash = Some(report.trace_hash());
         }
-        if !report.violations.is_empty() {
+        if !report.passed() {
             failures.push(report);
         }
     }
     eprintln!();
     let elapsed = started.elapsed().as_secs_f64();
     println!(
-        "steady sim: the Cache operator under faults ({})",
-        if kinds.is_empty() {
-            "none".to_string()
-        } else {
-            faults_flag.clone()
-        }
+        "steady sim: scenario {} under faults ({})",
+        scenario.name(),
+        simulation.faults.flag()
     );
     println!(
         "  seeds run:            {} in {elapsed:.1}s ({:.0} seeds/s)",
@@ -150,7 +168,12 @@ pub fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
     for (kind, n) in &injected {
         println!("    {:<18}{n}", kind.name());
     }
-    println!("  properties checked:   {}", PROPERTIES.join(", "));
+    let properties: Vec<String> = PROPERTIES
+        .iter()
+        .map(|p| p.to_string())
+        .chain(scenario.properties())
+        .collect();
+    println!("  properties checked:   {}", properties.join(", "));
     println!("  violations:           {}", failures.len());
     for report in &failures {
         println!();
@@ -158,14 +181,12 @@ pub fn run(args: SimArgs) -> anyhow::Result<std::process::ExitCode> {
             println!("seed {}: {} — {}", report.seed, v.property, v.message);
         }
         println!(
-            "  replay: steady sim --seed {} --faults {}",
-            report.seed,
-            if faults_flag.is_empty() {
-                "none"
-            } else {
-                &faults_flag
-            }
+            "  replay: {}",
+            simulation.replay_command(&scenario, report.seed)
         );
+    }
+    if let Some(hash) = hash {
+        println!("  trace hash:           {hash:016x}");
     }
     if let Some(first) = failures.first().filter(|_| !replaying) {
         println!("\ntrace of seed {}:", first.seed);

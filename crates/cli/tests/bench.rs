@@ -1,22 +1,16 @@
 //! `steady bench … --quick` runs every measurement at small sizes: this checks the
 //! harness works end to end (it times nothing and asserts no speed).
 
-use std::process::Command;
+mod common;
+
+use common::{stdout_of, steady};
 
 fn quick(target: &str, extra: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_steady"))
-        .args(["bench", target, "--quick"])
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run steady bench");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "steady bench {target} --quick failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    stdout_of(
+        steady(&["bench", target, "--quick"])
+            .args(extra)
+            .env("RUST_LOG", "warn"),
+    )
 }
 
 /// The value cell of the table row whose measurement starts with `name`.
@@ -29,16 +23,10 @@ fn cell(table: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("no row {name:?} in:\n{table}"))
 }
 
-#[test]
-fn server_bench_quick_reports_every_measurement() {
-    let out = quick("server", &[]);
-    for row in [
-        "creates/s, HTTPS",
-        "creates/s, in-process",
-        "list of",
-        "watch delivery",
-    ] {
-        let value = cell(&out, row);
+/// Panics unless each of `rows` has a number in its value cell.
+fn assert_measured(table: &str, rows: &[&str]) {
+    for row in rows {
+        let value = cell(table, row);
         assert!(
             value.chars().any(|c| c.is_ascii_digit()),
             "{row}: {value:?}"
@@ -47,19 +35,30 @@ fn server_bench_quick_reports_every_measurement() {
 }
 
 #[test]
+fn server_bench_quick_reports_every_measurement() {
+    let out = quick("server", &[]);
+    assert_measured(
+        &out,
+        &[
+            "creates/s, HTTPS",
+            "creates/s, in-process",
+            "list of",
+            "watch delivery",
+        ],
+    );
+}
+
+#[test]
 fn runtime_bench_quick_reports_every_measurement() {
     let out = quick("runtime", &[]);
-    for row in [
-        "work queue: add",
-        "work queue: 10 adds",
-        "write → reconcile",
-    ] {
-        let value = cell(&out, row);
-        assert!(
-            value.chars().any(|c| c.is_ascii_digit()),
-            "{row}: {value:?}"
-        );
-    }
+    assert_measured(
+        &out,
+        &[
+            "work queue: add",
+            "work queue: 10 adds",
+            "write → reconcile",
+        ],
+    );
 }
 
 /// The cells of the operators table row with this scenario prefix and measurement.

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Server, rv_number};
+use common::{Server, object_rv, rv_number};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
@@ -99,7 +99,7 @@ async fn writer(api: Api<ConfigMap>, prefix: String, shared: Arc<Shared>) {
             Err(_) if shared.killed.load(Ordering::SeqCst) => return,
             Err(e) => panic!("{name}: write failed before the kill: {e:?}"),
         };
-        let rv = rv_number(stored.metadata.resource_version.as_ref());
+        let rv = object_rv(&stored);
         assert_eq!(
             stored.data.as_ref(),
             Some(&data),
@@ -136,7 +136,7 @@ async fn verify(client: &kube::Client, records: &Records, round: usize) -> u64 {
         .items
         .into_iter()
         .map(|cm| {
-            let rv = rv_number(cm.metadata.resource_version.as_ref());
+            let rv = object_rv(&cm);
             (cm.metadata.name.unwrap(), (rv, cm.data.unwrap_or_default()))
         })
         .collect();
@@ -322,7 +322,7 @@ async fn sigkill_during_acknowledged_writes_loses_nothing_acknowledged() {
         )
         .await
         .unwrap();
-    let rv = rv_number(created.metadata.resource_version.as_ref());
+    let rv = object_rv(&created);
     assert!(
         rv > max_rv_before,
         "first write after the restart got RV {rv}, not above {max_rv_before}"

@@ -10,11 +10,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::{Options, Server};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams};
 use steady_cache_operator::Cache;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -256,16 +257,11 @@ struct Operator {
 
 impl Operator {
     fn start(kubeconfig: &Path, extra: &[&str]) -> Operator {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_steady"))
-            .arg("operator")
+        let mut child = common::steady_child(&["operator", "--metrics-addr", "127.0.0.1:0"])
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .args(["--metrics-addr", "127.0.0.1:0"])
             .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn steady operator");
         let stdout = child.stdout.take().expect("stdout");
@@ -312,6 +308,19 @@ impl Operator {
 
     async fn kill(&mut self) {
         let _ = self.child.kill().await;
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod; the exit status.
+    async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("still running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid} failed");
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("exits after SIGTERM")
+            .expect("wait")
     }
 }
 
@@ -430,6 +439,12 @@ impl Sample {
     }
 }
 
+/// `leader_election_master_status` of the operator serving metrics at `address`.
+async fn leader_status(address: &str) -> f64 {
+    let sample = scrape(address).await.expect("metrics are served");
+    sample.sum("leader_election_master_status{")
+}
+
 /// GET http://`address`/metrics with a bare HTTP/1.0 request (the endpoint is plain HTTP).
 async fn scrape(address: &str) -> Option<Sample> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -457,17 +472,29 @@ async fn with_leader_election_one_operator_reconciles_and_the_survivor_takes_ove
         "500ms",
     ];
     let mut first = Operator::start(&kubeconfig, &elect);
+    let first_metrics = first.metrics_address().await;
     assert!(
         first.wait_for("became leader", WAIT).await,
         "the first operator leads"
     );
     let mut second = Operator::start(&kubeconfig, &elect);
+    let second_metrics = second.metrics_address().await;
     assert!(second.wait_for("waiting to become leader", WAIT).await);
     assert!(
         !second
             .wait_for("became leader", Duration::from_secs(4))
             .await,
         "never two leaders"
+    );
+    assert_eq!(
+        leader_status(&first_metrics).await,
+        1.0,
+        "the leader says 1"
+    );
+    assert_eq!(
+        leader_status(&second_metrics).await,
+        0.0,
+        "the follower says 0"
     );
 
     apply_cache(&kubeconfig, dir.path(), "ha", 2);
@@ -488,5 +515,16 @@ async fn with_leader_election_one_operator_reconciles_and_the_survivor_takes_ove
     );
     assert!(ok);
     ready_cache(&client, "ha", 3).await;
-    second.kill().await;
+
+    let exit = second.terminate().await;
+    assert!(exit.success(), "SIGTERM is a clean shutdown: {exit:?}");
+    let lease = Api::<Lease>::namespaced(client.clone(), "default")
+        .get("steady-cache-operator")
+        .await
+        .expect("the Lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some(""),
+        "released on the way out, so a successor need not wait it out"
+    );
 }

@@ -5,20 +5,15 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::Command;
+mod common;
 
 const BUDGET: Duration = Duration::from_secs(300);
 
 /// Run `steady soak ARGS…`; returns whether it succeeded and what it printed.
 async fn soak(args: &[&str]) -> (bool, String) {
-    let child = Command::new(env!("CARGO_BIN_EXE_steady"))
-        .arg("soak")
+    let child = common::steady_child(&["soak"])
         .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn steady soak");
     let output = tokio::time::timeout(BUDGET, child.wait_with_output())

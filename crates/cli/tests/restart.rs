@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{Options, Server, rv_number};
+use common::{Options, Server, object_rv, rv_number};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -76,73 +76,46 @@ async fn objects_credentials_and_revisions_survive_a_restart() {
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     for i in 0..20 {
         let cm = configmap(&format!("cm-{i}"), json!({"index": i.to_string()}));
-        seen(rv_number(
-            cms.create(&pp, &cm)
-                .await
-                .unwrap()
-                .metadata
-                .resource_version
-                .as_ref(),
-        ));
+        seen(object_rv(&cms.create(&pp, &cm).await.unwrap()));
     }
     for i in 0..5 {
         let mut cm = cms.get(&format!("cm-{i}")).await.unwrap();
         cm.data
             .get_or_insert_default()
             .insert("updated".into(), "yes".into());
-        seen(rv_number(
-            cms.replace(&format!("cm-{i}"), &pp, &cm)
-                .await
-                .unwrap()
-                .metadata
-                .resource_version
-                .as_ref(),
+        seen(object_rv(
+            &cms.replace(&format!("cm-{i}"), &pp, &cm).await.unwrap(),
         ));
     }
     cms.delete("cm-19", &DeleteParams::default()).await.unwrap();
     let namespace: Namespace =
         serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
-    seen(rv_number(
-        Api::<Namespace>::all(client.clone())
+    seen(object_rv(
+        &Api::<Namespace>::all(client.clone())
             .create(&pp, &namespace)
             .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .as_ref(),
+            .unwrap(),
     ));
     let team_cms: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
-    seen(rv_number(
-        team_cms
+    seen(object_rv(
+        &team_cms
             .create(&pp, &configmap("elsewhere", json!({"where": "team-a"})))
             .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .as_ref(),
+            .unwrap(),
     ));
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "s"},
         "stringData": {"password": "hunter2"},
     }))
     .unwrap();
-    seen(rv_number(
-        Api::<Secret>::default_namespaced(client.clone())
+    seen(object_rv(
+        &Api::<Secret>::default_namespaced(client.clone())
             .create(&pp, &secret)
             .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .as_ref(),
+            .unwrap(),
     ));
-    let list_rv = rv_number(
-        cms.list(&ListParams::default())
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .as_ref(),
-    );
+    let listed = cms.list(&ListParams::default()).await.unwrap();
+    let list_rv = rv_number(listed.metadata.resource_version.as_ref());
     assert!(list_rv >= max_rv, "list RV {list_rv} < last write {max_rv}");
     max_rv = max_rv.max(list_rv);
 
@@ -224,7 +197,7 @@ async fn objects_credentials_and_revisions_survive_a_restart() {
         .create(&pp, &configmap("after-restart", json!({})))
         .await
         .unwrap();
-    let created_rv = rv_number(created.metadata.resource_version.as_ref());
+    let created_rv = object_rv(&created);
     assert!(
         created_rv > max_rv,
         "create after restart got RV {created_rv}, not above {max_rv}"
@@ -234,7 +207,7 @@ async fn objects_credentials_and_revisions_survive_a_restart() {
         .get_or_insert_default()
         .insert("after".into(), "restart".into());
     let updated = cms.replace("cm-0", &pp, &cm0).await.unwrap();
-    let updated_rv = rv_number(updated.metadata.resource_version.as_ref());
+    let updated_rv = object_rv(&updated);
     assert!(updated_rv > created_rv, "{updated_rv} <= {created_rv}");
     // A stale resourceVersion from before the restart is still a conflict.
     let stale: ConfigMap =
@@ -248,7 +221,7 @@ async fn objects_credentials_and_revisions_survive_a_restart() {
         .create(&pp, &configmap("cm-19", json!({})))
         .await
         .unwrap();
-    assert!(rv_number(recreated.metadata.resource_version.as_ref()) > updated_rv);
+    assert!(object_rv(&recreated) > updated_rv);
 
     // And the revision of the new write is above anything stored before.
     for (key, old) in &before {

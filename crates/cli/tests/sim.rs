@@ -1,4 +1,5 @@
-//! `steady sim` as a user runs it: a short campaign, a replay, a bad fault list.
+//! `steady sim` as a user runs it: a short campaign, a replay (the same trace as the test
+//! API's, by hash), a wrong reconciler caught, a bad fault list or scenario.
 
 use std::process::Command;
 
@@ -19,7 +20,13 @@ fn a_short_campaign_reports_seeds_faults_and_no_violation() {
     let (code, stdout, stderr) = steady(&["sim", "--seeds", "5"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("seeds run:            5"), "{stdout}");
-    assert!(stdout.contains("properties checked:   eventually-stable, idempotent, no-duplicates, same-end-state, runtime-invariants"));
+    assert!(
+        stdout.contains(
+            "properties checked:   eventually-stable, idempotent, same-end-state, \
+             runtime-invariants, cache-ordinals, cache-converged"
+        ),
+        "{stdout}"
+    );
     assert!(stdout.contains("violations:           0"), "{stdout}");
     assert!(stderr.contains("5/5 seeds"), "a progress bar: {stderr}");
 }
@@ -50,4 +57,49 @@ fn an_unknown_fault_kind_is_a_one_line_error() {
         stderr.contains("unknown fault kind \"gremlins\""),
         "{stderr}"
     );
+}
+
+/// The nondeterminism once seen between the test binary and `steady sim` is gone: one seed
+/// has one trace hash in both.
+#[test]
+fn a_seed_has_the_same_trace_hash_in_steady_sim_and_in_the_test_api() {
+    let seed = 4;
+    let (code, stdout, stderr) = steady(&["sim", "--seed", &seed.to_string()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let printed = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("trace hash:"))
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|| panic!("no trace hash in {stdout}"));
+    let simulation = steady_sim::Simulation::default();
+    let report = simulation.run(&steady_sim::cache::scenario(), seed);
+    assert_eq!(printed, format!("{:016x}", report.trace_hash()));
+}
+
+#[test]
+fn a_wrong_reconciler_fails_with_its_property_and_a_replay_command() {
+    let (code, stdout, _) = steady(&[
+        "sim",
+        "--scenario",
+        "cache-status-every-reconcile",
+        "--seeds",
+        "1",
+        "--faults",
+        "none",
+    ]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("seed 0: idempotent"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "replay: steady sim --scenario cache-status-every-reconcile --seed 0 --faults none"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_unknown_scenario_is_a_one_line_error() {
+    let (code, _, stderr) = steady(&["sim", "--scenario", "nope"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("unknown scenario \"nope\""), "{stderr}");
 }

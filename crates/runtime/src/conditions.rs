@@ -1,8 +1,23 @@
 //! `status.conditions` helpers with `metav1.Condition` semantics (as in apimachinery's
 //! `meta.SetStatusCondition`), with the clock injected so results are deterministic.
+//!
+//! [`Condition`] is k8s-openapi's `metav1::Condition` (its `Time` is a `jiff::Timestamp`
+//! with this workspace's k8s-openapi 0.29; the API takes the operators' `chrono` clock and
+//! converts, at seconds precision as `metav1.Time` is written). It is wrapped, not aliased,
+//! for three reasons: constructors (`Condition::from_bool(..)`) must be callable without
+//! importing an extension trait; status types derive `Eq`, which k8s-openapi's type does
+//! not (every field has total equality, so the wrapper implements it); and a condition
+//! written without `lastTransitionTime` (a hand-written patch; the Cache CRD requires only
+//! `type` and `status`) must still decode, as the epoch, instead of failing a whole
+//! list. It serializes exactly as `metav1::Condition`, derefs to it and converts both ways
+//! ([`Condition::into_inner`], `From`).
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use serde::{Deserialize, Serialize};
+use std::ops::{Deref, DerefMut};
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as MetaCondition, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// `"True"`.
 pub const STATUS_TRUE: &str = "True";
@@ -11,46 +26,102 @@ pub const STATUS_FALSE: &str = "False";
 /// `"Unknown"`.
 pub const STATUS_UNKNOWN: &str = "Unknown";
 
-/// One `status.conditions` entry, as `metav1.Condition`: type, status ("True"/"False"/
-/// "Unknown"), reason, message, lastTransitionTime (RFC 3339), observedGeneration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One `status.conditions` entry: k8s-openapi's `metav1::Condition` (type, status
+/// `"True"`/`"False"`/`"Unknown"`, reason, message, lastTransitionTime,
+/// observedGeneration), reached through `Deref` (`condition.reason`).
+///
+/// ```
+/// use steady_runtime::conditions::{Condition, STATUS_TRUE};
+/// let ready = Condition::from_bool("Ready", true, "AllReplicasReady", "3 of 3 ready")
+///     .with_observed_generation(Some(2));
+/// assert_eq!(ready.status, STATUS_TRUE);
+/// let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition = ready.into_inner();
+/// assert_eq!(meta.observed_generation, Some(2));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Condition(pub MetaCondition);
+
+/// Every field (strings, an integer, a timestamp) has total equality.
+impl Eq for Condition {}
+
+impl Deref for Condition {
+    type Target = MetaCondition;
+
+    fn deref(&self) -> &MetaCondition {
+        &self.0
+    }
+}
+
+impl DerefMut for Condition {
+    fn deref_mut(&mut self) -> &mut MetaCondition {
+        &mut self.0
+    }
+}
+
+impl From<MetaCondition> for Condition {
+    fn from(condition: MetaCondition) -> Self {
+        Condition(condition)
+    }
+}
+
+impl From<Condition> for MetaCondition {
+    fn from(condition: Condition) -> Self {
+        condition.0
+    }
+}
+
+/// `metav1.Condition` as written, with a missing `lastTransitionTime` tolerated.
+#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// What the condition is about, in CamelCase (`Ready`, `Available`).
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Why, in one CamelCase word a program can match on.
+struct Lenient {
+    #[serde(rename = "type", default)]
+    type_: String,
     #[serde(default)]
-    pub reason: String,
-    /// Why, for a person.
+    status: String,
     #[serde(default)]
-    pub message: String,
-    /// When `status` last changed (RFC 3339); kept when only reason or message change.
+    reason: String,
     #[serde(default)]
-    pub last_transition_time: String,
-    /// The `metadata.generation` the condition was computed from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+    message: String,
+    #[serde(default)]
+    last_transition_time: Option<Time>,
+    #[serde(default)]
+    observed_generation: Option<i64>,
+}
+
+impl<'de> Deserialize<'de> for Condition {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let c = Lenient::deserialize(deserializer)?;
+        Ok(Condition(MetaCondition {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
+            last_transition_time: c
+                .last_transition_time
+                .unwrap_or(Time(Timestamp::UNIX_EPOCH)),
+            observed_generation: c.observed_generation,
+        }))
+    }
 }
 
 impl Condition {
-    /// A condition without timestamp (filled in by [`set_condition`]) or observed generation.
+    /// A condition without observed generation; its `lastTransitionTime` (the epoch here)
+    /// is set by [`set_condition`].
     pub fn new(
         type_: impl Into<String>,
         status: impl Into<String>,
         reason: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
-        Condition {
+        Condition(MetaCondition {
             type_: type_.into(),
             status: status.into(),
             reason: reason.into(),
             message: message.into(),
-            last_transition_time: String::new(),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
             observed_generation: None,
-        }
+        })
     }
 
     /// `status` is `"True"` or `"False"` after `cond`.
@@ -66,14 +137,23 @@ impl Condition {
 
     /// Set `observedGeneration` (normally the object's `metadata.generation`).
     pub fn with_observed_generation(mut self, generation: Option<i64>) -> Self {
-        self.observed_generation = generation;
+        self.0.observed_generation = generation;
         self
+    }
+
+    /// k8s-openapi's `metav1::Condition` inside.
+    pub fn into_inner(self) -> MetaCondition {
+        self.0
     }
 }
 
-/// The timestamp format of `lastTransitionTime`: RFC 3339, seconds precision, `Z`.
-pub fn format_time(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+/// `now` as `metav1.Time`: whole seconds (what the API serializes), clamped to the range
+/// `jiff` represents.
+pub fn to_time(now: DateTime<Utc>) -> Time {
+    let seconds = now
+        .timestamp()
+        .clamp(Timestamp::MIN.as_second(), Timestamp::MAX.as_second());
+    Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
 /// Set or replace the condition of type `new.type_` in `conditions`.
@@ -86,21 +166,16 @@ pub fn format_time(t: DateTime<Utc>) -> String {
 /// `new.last_transition_time` is ignored: the timestamp always comes from `now` (or is
 /// kept). Returns true if `conditions` changed.
 pub fn set_condition(conditions: &mut Vec<Condition>, new: Condition, now: DateTime<Utc>) -> bool {
-    let Some(existing) = conditions.iter_mut().find(|c| c.type_ == new.type_) else {
-        conditions.push(Condition {
-            last_transition_time: format_time(now),
-            ..new
-        });
+    let mut updated = new;
+    let Some(existing) = conditions.iter_mut().find(|c| c.type_ == updated.type_) else {
+        updated.last_transition_time = to_time(now);
+        conditions.push(updated);
         return true;
     };
-    let last_transition_time = if existing.status == new.status {
+    updated.last_transition_time = if existing.status == updated.status {
         existing.last_transition_time.clone()
     } else {
-        format_time(now)
-    };
-    let updated = Condition {
-        last_transition_time,
-        ..new
+        to_time(now)
     };
     if *existing == updated {
         return false;
@@ -155,16 +230,19 @@ mod tests {
         assert_eq!(conds.len(), 1);
         assert_eq!(conds[0].type_, "Ready");
         assert_eq!(conds[0].status, "True");
-        assert_eq!(conds[0].last_transition_time, "2023-11-14T22:13:20Z");
+        assert_eq!(
+            serde_json::to_value(&conds[0].last_transition_time).unwrap(),
+            "2023-11-14T22:13:20Z"
+        );
     }
 
     #[test]
     fn supplied_timestamp_is_ignored() {
         let mut conds = vec![];
         let mut c = ready("True", "Done", "");
-        c.last_transition_time = "1999-01-01T00:00:00Z".into();
+        c.last_transition_time = to_time(t(-1_000_000));
         set_condition(&mut conds, c, t(0));
-        assert_eq!(conds[0].last_transition_time, format_time(t(0)));
+        assert_eq!(conds[0].last_transition_time, to_time(t(0)));
     }
 
     #[test]
@@ -180,7 +258,7 @@ mod tests {
         assert_eq!(conds[0].status, "True");
         assert_eq!(conds[0].reason, "Done");
         assert_eq!(conds[0].message, "ok");
-        assert_eq!(conds[0].last_transition_time, format_time(t(60)));
+        assert_eq!(conds[0].last_transition_time, to_time(t(60)));
     }
 
     #[test]
@@ -196,7 +274,7 @@ mod tests {
         assert_eq!(conds[0].reason, "Scaling");
         assert_eq!(conds[0].message, "2 of 3 replicas");
         assert_eq!(conds[0].observed_generation, Some(4));
-        assert_eq!(conds[0].last_transition_time, format_time(t(0)));
+        assert_eq!(conds[0].last_transition_time, to_time(t(0)));
     }
 
     #[test]
@@ -223,8 +301,8 @@ mod tests {
             conds.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(),
             ["Ready", "Progressing"]
         );
-        assert_eq!(conds[1].last_transition_time, format_time(t(1)));
-        assert_eq!(conds[0].last_transition_time, format_time(t(2)));
+        assert_eq!(conds[1].last_transition_time, to_time(t(1)));
+        assert_eq!(conds[0].last_transition_time, to_time(t(2)));
     }
 
     #[test]
@@ -299,5 +377,21 @@ mod tests {
         };
         let ours: Condition = serde_json::from_value(serde_json::to_value(&k8s).unwrap()).unwrap();
         assert_eq!(ours, conds[0]);
+    }
+
+    #[test]
+    fn a_condition_without_transition_time_decodes_as_the_epoch() {
+        let c: Condition =
+            serde_json::from_value(serde_json::json!({"type": "Ready", "status": "False"}))
+                .unwrap();
+        assert_eq!((c.type_.as_str(), c.status.as_str()), ("Ready", "False"));
+        assert_eq!(c.last_transition_time, Time(Timestamp::UNIX_EPOCH));
+        assert_eq!(c.reason, "");
+    }
+
+    #[test]
+    fn transition_times_are_whole_seconds() {
+        let precise = t(0) + chrono::Duration::milliseconds(750);
+        assert_eq!(to_time(precise), to_time(t(0)));
     }
 }

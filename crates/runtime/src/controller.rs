@@ -30,6 +30,9 @@ use tracing::Instrument;
 use crate::backoff::{Backoff, BackoffPolicy};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
 use crate::object_cache::{ObjectCache, ObjectKey, Trim};
+use crate::observe::{
+    self, Outcome, ReconcileRecord, Recorder, Retry, Role, WatchPhase, WatchedKind,
+};
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
 use crate::write_through::CachingApi;
 
@@ -206,6 +209,8 @@ impl<T> Context<T> {
 enum Message {
     Trigger(ObjectKey, Trigger, Priority),
     Synced,
+    /// The watch of the `usize`-th source (in declaration order) is now in this phase.
+    Watch(usize, WatchPhase),
 }
 
 type Mapper<C> = Arc<dyn Fn(&C) -> Vec<(ObjectKey, Trigger)> + Send + Sync>;
@@ -260,6 +265,8 @@ impl WatchBackoff {
 /// The watch of one kind and every trigger that maps its objects to primary keys.
 struct Source<C: Resource> {
     kind: String,
+    /// Position among the controller's sources, for [`Message::Watch`].
+    index: usize,
     api: Api<C>,
     watch: watcher::Config,
     cache: ObjectCache<C>,
@@ -302,12 +309,22 @@ where
         // Keys seen by the (re)list in progress.
         let mut listed: BTreeSet<ObjectKey> = BTreeSet::new();
         let mut synced = false;
+        let phase = |phase| {
+            let _ = tx.send(Message::Watch(self.index, phase));
+        };
         while let Some(event) = stream.next().await {
             if event.is_ok() {
                 backoff.progress();
             }
             match event {
-                Ok(Event::Init) => listed.clear(),
+                Ok(Event::Init) => {
+                    listed.clear();
+                    phase(if synced {
+                        WatchPhase::Relisting
+                    } else {
+                        WatchPhase::Listing
+                    });
+                }
                 Ok(Event::InitApply(obj)) => {
                     listed.insert(ObjectKey::of(&obj));
                     let changed = self.cache.apply_listed(obj);
@@ -318,6 +335,7 @@ where
                     let gone = self.cache.retain_listed(&std::mem::take(&mut listed));
                     let gone: Vec<&C> = gone.iter().map(AsRef::as_ref).collect();
                     self.send(&tx, &gone);
+                    phase(WatchPhase::Watching);
                     if !synced {
                         synced = true;
                         let _ = tx.send(Message::Synced);
@@ -338,6 +356,11 @@ where
                 }
                 Err(e) => {
                     let delay = backoff.delay_after(&e);
+                    phase(if delay.is_zero() {
+                        WatchPhase::Relisting
+                    } else {
+                        WatchPhase::BackingOff
+                    });
                     if delay.is_zero() {
                         tracing::debug!(kind = %self.kind, "watch expired (410); relisting at once");
                     } else {
@@ -358,12 +381,18 @@ pub struct Controller<K: Resource> {
     client: Client,
     config: Config,
     primary: ObjectCache<K>,
-    sources: BTreeMap<TypeId, Box<dyn AnySource>>,
+    /// In declaration order, which is the order their watches start: the same in every
+    /// build (a `TypeId` order differs between builds, and with it which list reaches the
+    /// server first — a replay of a simulated seed must not depend on the binary).
+    sources: Vec<Box<dyn AnySource>>,
     caches: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
     metrics: Option<Metrics>,
     health: Option<Health>,
     leader: Option<watch::Receiver<bool>>,
     observer: Option<Observer>,
+    recorder: Option<Recorder>,
+    /// Every source's kind, in declaration order (for the recorder's state).
+    kinds: Vec<WatchedKind>,
     /// Trims of kinds not watched (yet): the type's name (for the error if it never is)
     /// and its `Trim<C>`.
     pending_trims: BTreeMap<TypeId, (String, Box<dyn Any + Send + Sync>)>,
@@ -385,17 +414,20 @@ where
             client: api.clone().into_client(),
             config,
             primary: ObjectCache::default(),
-            sources: BTreeMap::new(),
+            sources: Vec::new(),
             caches: BTreeMap::new(),
             metrics: None,
             health: None,
             leader: None,
             observer: None,
+            recorder: None,
+            kinds: Vec::new(),
             pending_trims: BTreeMap::new(),
             invalid: None,
         };
         let primary = controller.primary.clone();
         controller.add_source(
+            Role::Primary,
             api,
             watcher::Config::default(),
             primary,
@@ -406,6 +438,7 @@ where
 
     fn add_source<C>(
         &mut self,
+        role: Role,
         api: Api<C>,
         watch: watcher::Config,
         cache: ObjectCache<C>,
@@ -433,16 +466,24 @@ where
             cache.set_trim(*trim);
         }
         self.caches.insert(id, Box::new(cache.clone()));
-        self.sources.insert(
-            id,
-            Box::new(Source {
-                kind,
-                api,
-                watch,
-                cache: cache.clone(),
-                mapper,
-            }),
-        );
+        let resource = kube::api::ApiResource::erase::<C>(&());
+        self.kinds.push(WatchedKind {
+            role,
+            group: resource.group,
+            version: resource.version,
+            kind: resource.kind,
+            plural: resource.plural,
+            namespace: api.namespace().map(str::to_string),
+            phase: WatchPhase::Listing,
+        });
+        self.sources.push(Box::new(Source {
+            kind,
+            index: self.kinds.len() - 1,
+            api,
+            watch,
+            cache: cache.clone(),
+            mapper,
+        }));
         cache
     }
 
@@ -491,7 +532,13 @@ where
                 })
                 .collect()
         };
-        self.add_source(api, watch, ObjectCache::default(), Arc::new(mapper))
+        self.add_source(
+            Role::Owned,
+            api,
+            watch,
+            ObjectCache::default(),
+            Arc::new(mapper),
+        )
     }
 
     /// Cache objects of kind `C` (the primary, or a kind added with `owns` or `watches`,
@@ -558,7 +605,13 @@ where
                 })
                 .collect()
         };
-        self.add_source(api, watch, ObjectCache::default(), Arc::new(mapped))
+        self.add_source(
+            Role::Watched,
+            api,
+            watch,
+            ObjectCache::default(),
+            Arc::new(mapped),
+        )
     }
 
     /// Why [`run`](Self::run) would refuse to start (a duplicate source, a trim of a kind
@@ -588,6 +641,13 @@ where
     /// Be told of every reconcile as it starts, with the triggers that caused it.
     pub fn with_observer(mut self, observer: Observer) -> Self {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Record every reconcile (triggers, outcome, writes) and the controller's state here
+    /// (see [`crate::observe`]).
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
         self
     }
 
@@ -628,8 +688,21 @@ where
             health,
             mut leader,
             observer,
+            recorder,
+            kinds,
             ..
         } = self;
+        if let Some(recorder) = &recorder {
+            recorder.update_state(|state| {
+                *state = observe::ControllerState {
+                    name: config.name.clone(),
+                    running: true,
+                    kinds,
+                    ..Default::default()
+                };
+                true
+            });
+        }
         let context = Arc::new(Context {
             data,
             client,
@@ -639,7 +712,7 @@ where
         let source_count = sources.len();
         // Dropped (and so aborted) with this future too: a controller torn down mid-run
         // (a crash in the simulator, a cancelled task) leaves no watch running.
-        let watch_tasks = AbortOnDrop(sources.into_values().map(|s| s.spawn(tx.clone())).collect());
+        let watch_tasks = AbortOnDrop(sources.into_iter().map(|s| s.spawn(tx.clone())).collect());
         drop(tx);
         let metrics = metrics.map(|m| m.controller(&config.name));
         if let Some(m) = &metrics {
@@ -657,6 +730,7 @@ where
             metrics,
             running: JoinSet::new(),
             observer,
+            recorder,
         };
         let mut synced = 0;
         let mut next_resync = config
@@ -674,6 +748,7 @@ where
                 }
             }
             state.report_gauges();
+            state.report_state(leader.as_ref().map(|l| *l.borrow()), synced == source_count);
             let deadline = [state.queue.next_deadline(), next_resync]
                 .into_iter()
                 .flatten()
@@ -699,6 +774,7 @@ where
                                 state.queue.add(key, trigger, priority);
                                 if let Some(m) = &state.metrics { m.add(); }
                             }
+                            Message::Watch(index, phase) => state.report_watch(index, phase),
                             Message::Synced => {
                                 synced += 1;
                                 if synced == source_count {
@@ -736,6 +812,13 @@ where
         }
         if let Some(h) = &health {
             h.set_ready(false);
+        }
+        if let Some(recorder) = &state.recorder {
+            recorder.update_state(|s| {
+                s.running = false;
+                s.in_flight = 0;
+                true
+            });
         }
         outcome
     }
@@ -781,7 +864,8 @@ type Finished<E> = (
     Option<i64>,
     Result<Result<Action, E>, ()>,
     Instant,
-    Vec<Trigger>,
+    Option<ReconcileRecord>,
+    Vec<observe::Write>,
 );
 
 struct LoopState<E> {
@@ -791,6 +875,7 @@ struct LoopState<E> {
     metrics: Option<ControllerMetrics>,
     running: JoinSet<Finished<E>>,
     observer: Option<Observer>,
+    recorder: Option<Recorder>,
 }
 
 impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
@@ -817,6 +902,9 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
             // Gone: nothing to reconcile; owned objects are the garbage collector's.
             tracing::debug!(controller = %self.name, object = %key, "primary is gone; nothing to do");
             self.backoff.forget(&key);
+            if let Some(recorder) = &self.recorder {
+                recorder.update_state(|state| state.backoff.remove(&key.to_string()).is_some());
+            }
             self.queue.done(&key);
             return;
         };
@@ -824,26 +912,36 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
         if let Some(observer) = &self.observer {
             observer(&key, &triggers);
         }
+        let record = self.recorder.as_ref().map(|recorder| {
+            recorder.update_state(|state| state.backoff.remove(&key.to_string()).is_some());
+            recorder.start(&self.name, &key, &triggers)
+        });
         let reasons: Vec<String> = triggers.iter().map(ToString::to_string).collect();
         let span = tracing::info_span!("reconcile", controller = %self.name, object = %key, triggers = %reasons.join(", "));
         let future = reconcile(obj, context.clone());
         let started = Instant::now();
         self.running.spawn(
             async move {
-                let outcome = AssertUnwindSafe(future)
-                    .catch_unwind()
-                    .await
-                    .map_err(|_| ());
-                (key, generation, outcome, started, triggers)
+                let (outcome, writes) =
+                    observe::collect_writes(AssertUnwindSafe(future).catch_unwind()).await;
+                (
+                    key,
+                    generation,
+                    outcome.map_err(|_| ()),
+                    started,
+                    record,
+                    writes,
+                )
             }
             .instrument(span),
         );
     }
 
     fn finish(&mut self, joined: Result<Finished<E>, tokio::task::JoinError>) {
-        let Ok((key, generation, outcome, started, _triggers)) = joined else {
+        let Ok((key, generation, outcome, started, record, writes)) = joined else {
             return;
         };
+        let record = record.map(|record| ReconcileRecord { writes, ..record });
         self.queue.done(&key);
         let elapsed = started.elapsed();
         if let Some(m) = &self.metrics {
@@ -852,6 +950,12 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
         match outcome {
             Ok(Ok(action)) => {
                 self.backoff.success(&key);
+                self.record(record, elapsed, || match action.requeue_after {
+                    Some(delay) => Outcome::Requeue {
+                        after_ms: delay.as_secs_f64() * 1000.0,
+                    },
+                    None => Outcome::Ok,
+                });
                 let result = match action.requeue_after {
                     Some(delay) => {
                         self.queue.add_after(key.clone(), Trigger::Requeue, delay);
@@ -862,25 +966,92 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
                 if let Some(m) = &self.metrics {
                     m.reconcile_result(result, elapsed);
                 }
-                return;
             }
             Ok(Err(error)) => {
                 tracing::warn!(controller = %self.name, object = %key, %error, "reconcile failed");
+                self.fail(key, generation, record, elapsed, error.to_string());
             }
             Err(()) => {
                 tracing::error!(controller = %self.name, object = %key, "reconcile panicked");
                 if let Some(m) = &self.metrics {
                     m.reconcile_panic();
                 }
+                self.fail(key, generation, record, elapsed, "panicked".into());
             }
         }
+    }
+
+    /// A failed reconcile: back off, and say so.
+    fn fail(
+        &mut self,
+        key: ObjectKey,
+        generation: Option<i64>,
+        record: Option<ReconcileRecord>,
+        elapsed: Duration,
+        message: String,
+    ) {
         let delay = self.backoff.failure(&key, generation);
         let attempt = self.backoff.failures(&key);
+        if let Some(recorder) = &self.recorder {
+            let at = chrono::Utc::now() + delay;
+            recorder.update_state(|state| {
+                state.backoff.insert(key.to_string(), Retry { attempt, at });
+                true
+            });
+        }
+        self.record(record, elapsed, || Outcome::Error {
+            message,
+            retry_after_ms: delay.as_secs_f64() * 1000.0,
+            attempt,
+        });
         self.queue
             .add_after(key, Trigger::Backoff { attempt }, delay);
         if let Some(m) = &self.metrics {
             m.reconcile_result(ReconcileResult::Error, elapsed);
             m.retry();
+        }
+    }
+
+    fn record(
+        &self,
+        record: Option<ReconcileRecord>,
+        elapsed: Duration,
+        outcome: impl FnOnce() -> Outcome,
+    ) {
+        if let (Some(recorder), Some(record)) = (&self.recorder, record) {
+            recorder.finish(record, elapsed, outcome());
+        }
+    }
+
+    fn report_state(&self, leader: Option<bool>, synced: bool) {
+        if let Some(recorder) = &self.recorder {
+            let now = (leader, synced, self.queue.len(), self.running.len());
+            recorder.update_state(|state| {
+                let before = (
+                    state.leader,
+                    state.synced,
+                    state.queue_depth,
+                    state.in_flight,
+                );
+                (
+                    state.leader,
+                    state.synced,
+                    state.queue_depth,
+                    state.in_flight,
+                ) = now;
+                before != now
+            });
+        }
+    }
+
+    fn report_watch(&self, index: usize, phase: WatchPhase) {
+        if let Some(recorder) = &self.recorder {
+            recorder.update_state(|state| {
+                state
+                    .kinds
+                    .get_mut(index)
+                    .is_some_and(|kind| std::mem::replace(&mut kind.phase, phase) != phase)
+            });
         }
     }
 

@@ -435,16 +435,8 @@ impl Campaign {
                     ..LeaseSpec::default()
                 }),
             };
-            return match self.api.create(&pp, &lease).await {
-                Ok(created) => {
-                    self.observe(&created.spec.unwrap_or_default());
-                    Ok(Attempt::Held)
-                }
-                Err(kube::Error::Api(s)) if s.is_already_exists() || s.is_conflict() => {
-                    Ok(Attempt::Contended)
-                }
-                Err(e) => Err(self.api_error(e)),
-            };
+            let created = self.api.create(&pp, &lease).await;
+            return self.outcome(created, |s| s.is_already_exists() || s.is_conflict());
         };
 
         let old = lease.spec.clone().unwrap_or_default();
@@ -480,14 +472,23 @@ impl Campaign {
             ..old
         };
         lease.spec = Some(spec);
-        match self.api.replace(&self.config.name, &pp, &lease).await {
-            Ok(updated) => {
-                self.observe(&updated.spec.unwrap_or_default());
+        let replaced = self.api.replace(&self.config.name, &pp, &lease).await;
+        self.outcome(replaced, |s| s.is_conflict() || s.is_not_found())
+    }
+
+    /// What a write of the Lease means: held if it succeeded, contended if it failed the
+    /// way a write that lost the race to another candidate fails (`lost`).
+    fn outcome(
+        &mut self,
+        written: Result<Lease, kube::Error>,
+        lost: fn(&kube::core::Status) -> bool,
+    ) -> Result<Attempt, LeaderElectionError> {
+        match written {
+            Ok(lease) => {
+                self.observe(&lease.spec.unwrap_or_default());
                 Ok(Attempt::Held)
             }
-            Err(kube::Error::Api(s)) if s.is_conflict() || s.is_not_found() => {
-                Ok(Attempt::Contended)
-            }
+            Err(kube::Error::Api(status)) if lost(&status) => Ok(Attempt::Contended),
             Err(e) => Err(self.api_error(e)),
         }
     }

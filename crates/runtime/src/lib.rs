@@ -1,7 +1,8 @@
 //! steady's controller runtime: a level-triggered reconciliation loop on `kube::Client`.
 //!
 //! Owns: caches of watched kinds, triggers (primary, owned, mapped, resync, requeue), the
-//! work queue, per-key backoff, bounded concurrency, leader election, metrics, probes.
+//! work queue, per-key backoff, bounded concurrency, leader election, metrics, probes, and
+//! the [`Operator`] runner that serves them around a controller.
 //! Must not know: any particular operator, or whether the server is steady's embedded one
 //! or a real cluster — it speaks only the Kubernetes API through `kube::Client`.
 //!
@@ -124,10 +125,14 @@ pub mod finalizer;
 pub mod leader;
 pub mod metrics;
 pub mod object_cache;
+pub mod observe;
+pub mod operator;
 pub mod queue;
 pub mod write_through;
 
 pub use controller::{Action, Config, Context, Controller, Error};
 pub use object_cache::{ObjectCache, ObjectKey};
+pub use observe::Recorder;
+pub use operator::{Operator, OperatorError};
 pub use queue::Trigger;
 pub use write_through::CachingApi;

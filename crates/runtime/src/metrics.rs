@@ -489,6 +489,27 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    serve_on(listener, metrics, health, shutdown)
+}
+
+/// [`serve`] on a listener the caller bound (to learn its address before serving, or to
+/// hand over a socket), until `shutdown` resolves. Returns the listener's address.
+///
+/// ```no_run
+/// # async fn example() -> std::io::Result<()> {
+/// use steady_runtime::metrics::{serve_on, Health, Metrics};
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let addr = serve_on(listener, Metrics::new(), Health::default(), std::future::pending())?;
+/// println!("probes on http://{addr}/readyz");
+/// # Ok(())
+/// # }
+/// ```
+pub fn serve_on(
+    listener: tokio::net::TcpListener,
+    metrics: Metrics,
+    health: Health,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<SocketAddr> {
     let bound = listener.local_addr()?;
     let app = router(metrics, health);
     tokio::spawn(async move {

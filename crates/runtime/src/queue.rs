@@ -28,7 +28,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Why a key was queued; kept so a reconcile's tracing span can say why it runs.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
 pub enum Trigger {
     /// The primary object itself changed (or appeared/disappeared).
     Primary,

@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::object_cache::{ObjectCache, ObjectKey};
+use crate::observe::{self, WriteVerb};
 
 /// An [`Api`] whose successful writes update the controller's cache of `C`, if it has one
 /// (the primary kind, an owned or a watched kind); reads go to the cache handle instead.
@@ -25,12 +26,19 @@ use crate::object_cache::{ObjectCache, ObjectKey};
 pub struct CachingApi<C> {
     api: Api<C>,
     cache: Option<ObjectCache<C>>,
+    /// For the reconcile's record of its writes ([`crate::observe`]).
+    kind: String,
 }
 
 /// Writes that update no cache: for a reconciler shared with a runtime that has none.
-impl<C> From<Api<C>> for CachingApi<C> {
+impl<C: Resource<DynamicType = ()>> From<Api<C>> for CachingApi<C> {
     fn from(api: Api<C>) -> Self {
-        CachingApi { api, cache: None }
+        let kind = C::kind(&()).to_string();
+        CachingApi {
+            api,
+            cache: None,
+            kind,
+        }
     }
 }
 
@@ -38,8 +46,12 @@ impl<C> CachingApi<C>
 where
     C: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    pub(crate) fn new(api: Api<C>, cache: Option<ObjectCache<C>>) -> Self {
-        CachingApi { api, cache }
+    pub(crate) fn new(api: Api<C>, cache: Option<ObjectCache<C>>) -> Self
+    where
+        C: Resource<DynamicType = ()>,
+    {
+        let kind = C::kind(&()).to_string();
+        CachingApi { api, cache, kind }
     }
 
     /// The plain `Api`, for calls whose results are not cached (get, list, subresources).
@@ -47,31 +59,44 @@ where
         &self.api
     }
 
-    fn remember(&self, written: &C) {
+    fn remember(&self, verb: WriteVerb, written: &C) {
+        observe::record_write(verb, &self.kind, ObjectKey::of(written));
         if let Some(cache) = &self.cache {
             cache.remember(written.clone());
         }
     }
 
+    /// Await `write` and remember what the server returned.
+    async fn remembered(
+        &self,
+        verb: WriteVerb,
+        write: impl Future<Output = Result<C, kube::Error>>,
+    ) -> Result<C, kube::Error> {
+        let written = write.await?;
+        self.remember(verb, &written);
+        Ok(written)
+    }
+
     fn forget(&self, name: &str) {
         if let Some(cache) = &self.cache {
-            let namespace = self.api.namespace();
-            cache.forget(&ObjectKey::new(namespace, name));
+            cache.forget(&self.key(name));
         }
+    }
+
+    fn key(&self, name: &str) -> ObjectKey {
+        ObjectKey::new(self.api.namespace(), name)
     }
 
     /// Create `obj`; the created object is cached.
     pub async fn create(&self, pp: &PostParams, obj: &C) -> Result<C, kube::Error> {
-        let created = self.api.create(pp, obj).await?;
-        self.remember(&created);
-        Ok(created)
+        self.remembered(WriteVerb::Created, self.api.create(pp, obj))
+            .await
     }
 
     /// Replace the object `name` with `obj`; the stored result is cached.
     pub async fn replace(&self, name: &str, pp: &PostParams, obj: &C) -> Result<C, kube::Error> {
-        let replaced = self.api.replace(name, pp, obj).await?;
-        self.remember(&replaced);
-        Ok(replaced)
+        self.remembered(WriteVerb::Replaced, self.api.replace(name, pp, obj))
+            .await
     }
 
     /// Patch the object `name`; the patched object is cached.
@@ -81,9 +106,8 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<C, kube::Error> {
-        let patched = self.api.patch(name, pp, patch).await?;
-        self.remember(&patched);
-        Ok(patched)
+        self.remembered(WriteVerb::Patched, self.api.patch(name, pp, patch))
+            .await
     }
 
     /// Patch the status of the object `name`; the patched object is cached.
@@ -93,9 +117,8 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<C, kube::Error> {
-        let patched = self.api.patch_status(name, pp, patch).await?;
-        self.remember(&patched);
-        Ok(patched)
+        let write = self.api.patch_status(name, pp, patch);
+        self.remembered(WriteVerb::PatchedStatus, write).await
     }
 
     /// Delete the object `name`. `Ok(Some(obj))`: it is terminating (finalizers or a grace
@@ -104,10 +127,16 @@ where
     /// and is forgotten. A 404 forgets it too (someone else deleted it first) and is
     /// returned as the error it is.
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Option<C>, kube::Error> {
-        match self.api.delete(name, dp).await {
+        let deleted = self.api.delete(name, dp).await;
+        if deleted.is_ok() {
+            observe::record_write(WriteVerb::Deleted, &self.kind, self.key(name));
+        }
+        match deleted {
             Ok(deleted) => match deleted.left() {
                 Some(terminating) if terminating.meta().deletion_timestamp.is_some() => {
-                    self.remember(&terminating);
+                    if let Some(cache) = &self.cache {
+                        cache.remember(terminating.clone());
+                    }
                     Ok(Some(terminating))
                 }
                 _ => {

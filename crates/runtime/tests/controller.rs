@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Resource};
 use serde_json::json;
 use steady_runtime::backoff::BackoffPolicy;
 use steady_runtime::{Action, Config, Context, Controller, ObjectKey};
+use steady_test_support::merge_patch;
 use tokio::sync::{Semaphore, oneshot};
 use tokio::time::Instant;
 
@@ -33,6 +34,13 @@ async fn server_with(options: steady_store::StoreOptions) -> steady_apiserver::A
 
 async fn server() -> steady_apiserver::ApiServer {
     server_with(steady_store::StoreOptions::default()).await
+}
+
+/// A fresh [`server`] and a client of it.
+async fn server_and_client() -> (steady_apiserver::ApiServer, Client) {
+    let server = server().await;
+    let client = server.client();
+    (server, client)
 }
 
 fn config(name: &str) -> Config {
@@ -63,13 +71,9 @@ async fn create(client: &Client, name: &str, value: &str) -> ConfigMap {
 
 async fn set_value(client: &Client, name: &str, value: &str) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"v": value}})),
-    )
-    .await
-    .expect("patch");
+    merge_patch(&api, name, json!({"data": {"v": value}}))
+        .await
+        .expect("patch");
 }
 
 /// One reconcile as the test saw it.
@@ -183,6 +187,19 @@ fn spawn_answering(
     (log, stop, handle)
 }
 
+/// A reconcile that only records each call in `log`.
+fn recording(
+    log: &Arc<Log>,
+) -> impl Fn(Arc<ConfigMap>, Arc<Context<()>>) -> std::future::Ready<Result<Action, String>>
++ Send
++ 'static {
+    let log = log.clone();
+    move |cm, _| {
+        log.record(&cm);
+        std::future::ready(Ok(Action::done()))
+    }
+}
+
 /// A controller whose reconcile only records what it saw; keep the sender to keep it running.
 fn spawn_recorder(
     client: &Client,
@@ -197,8 +214,7 @@ fn spawn_recorder(
 
 #[tokio::test(start_paused = true)]
 async fn events_during_a_reconcile_coalesce_into_exactly_one_more_run() {
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     create(&client, "a", "0").await;
     let log = Arc::new(Log::default());
     let gate = Arc::new(Semaphore::new(0));
@@ -242,8 +258,7 @@ async fn events_during_a_reconcile_coalesce_into_exactly_one_more_run() {
 
 #[tokio::test(start_paused = true)]
 async fn one_reconcile_per_key_at_a_time_and_the_last_state_is_always_seen() {
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     for name in ["x", "y", "z"] {
         create(&client, name, "0").await;
     }
@@ -289,8 +304,7 @@ async fn one_reconcile_per_key_at_a_time_and_the_last_state_is_always_seen() {
 
 #[tokio::test(start_paused = true)]
 async fn errors_back_off_exponentially_and_reset_on_success_and_generation_change() {
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     create(&client, "flaky", "fail").await;
     let (log, _stop, _handle) = spawn_answering(&client, config("backoff"), |value| {
         if value.starts_with("fail") {
@@ -337,8 +351,7 @@ async fn errors_back_off_exponentially_and_reset_on_success_and_generation_chang
 
 #[tokio::test(start_paused = true)]
 async fn a_requested_requeue_survives_a_later_error() {
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     create(&client, "r", "requeue").await;
     let (log, _stop, _handle) = spawn_answering(&client, config("requeue"), |value| match value {
         "requeue" => Ok(Action::requeue_after(Duration::from_secs(60))),
@@ -363,8 +376,7 @@ async fn a_requested_requeue_survives_a_later_error() {
 
 #[tokio::test(start_paused = true)]
 async fn resync_reconciles_every_primary_without_delaying_a_real_change() {
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     for i in 0..100 {
         create(&client, &format!("cm-{i:03}"), "0").await;
     }
@@ -413,8 +425,7 @@ async fn resync_reconciles_every_primary_without_delaying_a_real_change() {
 
 #[tokio::test(start_paused = true)]
 async fn deleting_an_owned_object_triggers_its_owner() {
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     let owner = create(&client, "owner", "0").await;
     let secret: Secret =
         serde_json::from_value(json!({"metadata": {"name": "owned", "namespace": "default"}}))
@@ -523,8 +534,7 @@ async fn a_410_on_a_working_watch_is_obeyed_at_once_not_backed_off() {
     // An API server that restarts its watch cache ends every watch with 410 Expired. That
     // is an instruction to re-list, not a failure: a change made right after it must be
     // reconciled well within the first watch-retry delay (800 ms).
-    let server = server().await;
-    let client = server.client();
+    let (server, client) = server_and_client().await;
     create(&client, "a", "1").await;
     let (log, _stop, _handle) = spawn_recorder(&client, config("expire"));
     run_for(Duration::from_secs(1)).await;
@@ -601,8 +611,7 @@ async fn copy_reconcile(
 
 #[tokio::test(start_paused = true)]
 async fn a_cold_restart_on_a_converged_world_makes_zero_writes() {
-    let server = server().await;
-    let client = server.client();
+    let (server, client) = server_and_client().await;
     for i in 0..20 {
         create(&client, &format!("src-{i:02}"), &format!("value-{i}")).await;
     }
@@ -648,8 +657,7 @@ async fn a_cold_restart_on_a_converged_world_makes_zero_writes() {
 
 #[tokio::test(start_paused = true)]
 async fn a_panicking_reconcile_is_an_error_for_its_key_only() {
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     create(&client, "boom", "0").await;
     create(&client, "calm", "0").await;
     let log = Arc::new(Log::default());
@@ -683,8 +691,7 @@ async fn a_panicking_reconcile_is_an_error_for_its_key_only() {
 #[tokio::test(start_paused = true)]
 async fn metrics_and_probes_report_controller_runtime_series() {
     use tower::ServiceExt;
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     for name in ["m1", "m2", "m3"] {
         create(&client, name, "0").await;
     }
@@ -777,8 +784,7 @@ async fn metrics_and_probes_report_controller_runtime_series() {
 #[tokio::test(start_paused = true)]
 async fn only_the_leader_reconciles_and_a_successor_takes_over_on_release() {
     use steady_runtime::leader::{LeaderElectionConfig, LeaderElector};
-    let server = server().await;
-    let client = server.client();
+    let (server, client) = server_and_client().await;
     create(&client, "shared", "0").await;
     let logs = [Arc::new(Log::default()), Arc::new(Log::default())];
     let mut electors = Vec::new();
@@ -790,15 +796,8 @@ async fn only_the_leader_reconciles_and_a_successor_takes_over_on_release() {
         );
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
         let controller = Controller::new(api, config("elected")).with_leader(elector.subscribe());
-        let l = log.clone();
         handles.push(tokio::spawn(controller.run(
-            move |cm: Arc<ConfigMap>, _ctx: Arc<Context<()>>| {
-                let log = l.clone();
-                async move {
-                    log.record(&cm);
-                    Ok::<_, String>(Action::done())
-                }
-            },
+            recording(log),
             Arc::new(()),
             std::future::pending::<()>(),
         )));
@@ -837,8 +836,7 @@ async fn only_the_leader_reconciles_and_a_successor_takes_over_on_release() {
 async fn the_recorder_publishes_events_kubectl_describe_finds() {
     use k8s_openapi::api::core::v1::Event;
     use steady_runtime::events::{EventType, Recorder};
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     let cm = create(&client, "described", "0").await;
     let recorder = Recorder::new(client.clone(), "test-operator", "replica-0");
     recorder
@@ -873,13 +871,11 @@ async fn the_recorder_publishes_events_kubectl_describe_finds() {
 
 #[tokio::test(start_paused = true)]
 async fn a_mapped_watch_triggers_the_keys_its_mapper_names() {
-    let server = server().await;
-    let client = server.client();
+    let (_server, client) = server_and_client().await;
     for name in ["alpha", "beta"] {
         create(&client, name, "0").await;
     }
     let log = Arc::new(Log::default());
-    let l = log.clone();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     // A Secret labelled `target: <name>` concerns the ConfigMap of that name.
@@ -893,19 +889,9 @@ async fn a_mapped_watch_triggers_the_keys_its_mapper_names() {
             .unwrap_or_default()
     });
     let (_stop_tx, stop_rx) = oneshot::channel::<()>();
-    tokio::spawn(controller.run(
-        move |cm: Arc<ConfigMap>, _ctx: Arc<Context<()>>| {
-            let log = l.clone();
-            async move {
-                log.record(&cm);
-                Ok::<_, String>(Action::done())
-            }
-        },
-        Arc::new(()),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    tokio::spawn(controller.run(recording(&log), Arc::new(()), async move {
+        let _ = stop_rx.await;
+    }));
     run_for(Duration::from_secs(1)).await;
     assert_eq!(
         (log.calls_of("alpha").len(), log.calls_of("beta").len()),

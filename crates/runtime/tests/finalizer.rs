@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use steady_runtime::finalizer::{FinalizerError, FinalizerEvent, finalizer};
-use steady_test_support::clear_finalizers;
+use steady_test_support::{clear_finalizers, merge_patch};
 
 const FIN: &str = "example.com/cleanup";
 const OTHER: &str = "other.example.com/hold";
@@ -146,13 +146,9 @@ async fn concurrent_change_while_adding_is_a_conflict_not_a_lost_write() {
     let stale = create(&api, "cm", &[]).await;
 
     // Someone else adds their finalizer after we read the object.
-    api.patch(
-        "cm",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": [OTHER]}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&api, "cm", json!({"metadata": {"finalizers": [OTHER]}}))
+        .await
+        .unwrap();
 
     // Writing our full list from the stale read would drop theirs: 409 Conflict instead.
     assert_eq!(api_code(run(&api, stale).await), 409);
@@ -164,13 +160,9 @@ async fn concurrent_change_while_adding_is_a_conflict_not_a_lost_write() {
 
     // An unrelated change also conflicts (optimistic concurrency on resourceVersion).
     let stale = create(&api, "cm2", &[]).await;
-    api.patch(
-        "cm2",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "changed"}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&api, "cm2", json!({"data": {"k": "changed"}}))
+        .await
+        .unwrap();
     assert_eq!(api_code(run(&api, stale).await), 409);
     assert!(finalizers(&fresh(&api, "cm2").await).is_empty());
 
@@ -185,13 +177,9 @@ async fn concurrent_change_while_removing_is_an_error_and_finalizer_stays() {
     let stale = fresh(&api, "cm").await;
 
     // The other holder removes its finalizer meanwhile: ours moves from index 1 to 0.
-    api.patch(
-        "cm",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": [FIN]}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&api, "cm", json!({"metadata": {"finalizers": [FIN]}}))
+        .await
+        .unwrap();
 
     // Cleanup ran, but the removal's precondition failed: surfaced, finalizer kept.
     let code = api_code(run(&api, stale).await);

@@ -12,12 +12,10 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde_json::json;
 use steady_runtime::{Action, Config, Context, Controller, Error, ObjectCache, ObjectKey};
+use steady_test_support::create_json;
 
 async fn client() -> (steady_apiserver::ApiServer, Client) {
-    let store = steady_store::Store::in_memory(Default::default())
-        .await
-        .expect("store");
-    let server = steady_apiserver::ApiServer::start(store, Default::default())
+    let server = steady_apiserver::ApiServer::in_memory(Default::default())
         .await
         .expect("server");
     let client = server.client();
@@ -59,6 +57,26 @@ fn owned_secret(name: &str, app: &str, owner: &ConfigMap, value: &str) -> Secret
         "stringData": {"v": value},
     }))
     .expect("secret")
+}
+
+/// Create the ConfigMap `name`, without data, in `default`.
+async fn create_configmap(client: &Client, name: &str) -> ConfigMap {
+    create_json(&configmaps(client), json!({"metadata": {"name": name}})).await
+}
+
+/// Create an [`owned_secret`] in `default`.
+async fn create_owned_secret(
+    client: &Client,
+    name: &str,
+    app: &str,
+    owner: &ConfigMap,
+    value: &str,
+) -> Secret {
+    let secret = owned_secret(name, app, owner, value);
+    secrets(client)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("create secret {name}: {e}"))
 }
 
 fn names<K: Resource>(objects: &[Arc<K>]) -> Vec<String> {
@@ -130,26 +148,8 @@ async fn a_trim_of_a_kind_never_watched_is_an_error_at_start() {
 #[tokio::test(start_paused = true)]
 async fn a_trim_before_its_owns_still_applies() {
     let (_server, client) = client().await;
-    let owner = configmaps(&client)
-        .create(
-            &PostParams::default(),
-            &ConfigMap {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("owner".into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("owner");
-    secrets(&client)
-        .create(
-            &PostParams::default(),
-            &owned_secret("s", "web", &owner, "secret"),
-        )
-        .await
-        .expect("secret");
+    let owner = create_configmap(&client, "owner").await;
+    create_owned_secret(&client, "s", "web", &owner, "secret").await;
     let mut controller = Controller::new(configmaps(&client), config());
     controller.trim(|s: &mut Secret| s.data = None);
     let cache = controller.owns(secrets(&client));
@@ -189,27 +189,9 @@ async fn record_owned(cm: Arc<ConfigMap>, ctx: Arc<Context<Data>>) -> Result<Act
 #[tokio::test(start_paused = true)]
 async fn a_selector_filtered_owns_sees_and_triggers_on_matching_objects_only() {
     let (_server, client) = client().await;
-    let owner = configmaps(&client)
-        .create(
-            &PostParams::default(),
-            &ConfigMap {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("owner".into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("owner");
+    let owner = create_configmap(&client, "owner").await;
     for (name, app) in [("web-config", "web"), ("db-config", "db")] {
-        secrets(&client)
-            .create(
-                &PostParams::default(),
-                &owned_secret(name, app, &owner, "1"),
-            )
-            .await
-            .expect("secret");
+        create_owned_secret(&client, name, app, &owner, "1").await;
     }
     let mut controller = Controller::new(configmaps(&client), config());
     let handle = controller.owns_with(
@@ -255,19 +237,7 @@ async fn a_selector_filtered_owns_sees_and_triggers_on_matching_objects_only() {
 async fn the_context_names_a_kind_it_has_no_cache_of() {
     let (_server, client) = client().await;
     let controller = Controller::new(configmaps(&client), config());
-    configmaps(&client)
-        .create(
-            &PostParams::default(),
-            &ConfigMap {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("cm".into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("configmap");
+    create_configmap(&client, "cm").await;
     let answers: Arc<Mutex<BTreeMap<&'static str, String>>> = Arc::default();
     let record = answers.clone();
     let running = tokio::spawn(controller.run(

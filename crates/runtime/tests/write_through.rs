@@ -15,10 +15,7 @@ use tower::ServiceExt;
 
 /// A client of a fresh server on which lists work and watches hang.
 async fn client_without_watch_events() -> (steady_apiserver::ApiServer, Client) {
-    let store = steady_store::Store::in_memory(Default::default())
-        .await
-        .expect("store");
-    let server = steady_apiserver::ApiServer::start(store, Default::default())
+    let server = steady_apiserver::ApiServer::in_memory(Default::default())
         .await
         .expect("server");
     let router = server.router();

@@ -103,7 +103,7 @@ impl fmt::Display for FaultKind {
 }
 
 /// Probability of each fault at each opportunity (an event, a request, a tick).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultRates {
     rates: BTreeMap<FaultKind, f64>,
 }
@@ -148,6 +148,16 @@ impl FaultRates {
         self.rates.get(&kind).copied().unwrap_or(0.0)
     }
 
+    /// The `--faults` flag of `steady sim` naming these kinds (`none` for no fault).
+    pub fn flag(&self) -> String {
+        let kinds: Vec<&str> = self.kinds().into_iter().map(FaultKind::name).collect();
+        if kinds.is_empty() {
+            "none".into()
+        } else {
+            kinds.join(",")
+        }
+    }
+
     /// The kinds with a rate above zero.
     pub fn kinds(&self) -> Vec<FaultKind> {
         self.rates
@@ -187,6 +197,10 @@ impl Trace {
     }
 }
 
+/// Effective writes at one simulated instant that mark a hot loop: far more than any
+/// burst of creates a scenario makes at once.
+pub const HOT_LOOP_WRITES: u64 = 1000;
+
 /// The shared state of the fault layer: RNG, rates, counters, the on/off switch.
 pub struct Faults {
     rng: Mutex<StdRng>,
@@ -198,8 +212,16 @@ pub struct Faults {
     injected: Mutex<BTreeMap<FaultKind, u64>>,
     trace: Trace,
     store: Store,
-    /// Writes made through a client of the layer, for the idempotency checks.
+    /// Write requests sent through a client of the layer (what a systematic crash counts).
+    write_requests: AtomicU64,
+    /// Writes that changed the stored world, for the stability and idempotency checks: a
+    /// no-op update or server-side apply answers 200 without a new resourceVersion, as on a
+    /// cluster, and an operator that applies on every reconcile is still idempotent.
     writes: AtomicU64,
+    /// Effective writes at the current simulated instant, to catch a hot loop.
+    writes_this_instant: Mutex<(Instant, u64)>,
+    /// Set when the controller wrote [`HOT_LOOP_WRITES`] times at one instant.
+    hot_loop: AtomicBool,
     /// Set when a crash fault fired; the harness restarts the controller.
     crashed: watch::Sender<u64>,
     frozen: AtomicBool,
@@ -225,7 +247,10 @@ impl Faults {
             injected: Mutex::new(BTreeMap::new()),
             trace,
             store,
+            write_requests: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            writes_this_instant: Mutex::new((Instant::now(), 0)),
+            hot_loop: AtomicBool::new(false),
             crashed: watch::channel(0).0,
             frozen: AtomicBool::new(false),
             crash_after_write,
@@ -312,9 +337,44 @@ impl Faults {
         &self.trace
     }
 
-    /// Writes made through clients of this layer so far.
+    /// Writes through clients of this layer so far that changed the stored world.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Write requests sent through clients of this layer so far, effective or not.
+    pub fn write_requests(&self) -> u64 {
+        self.write_requests.load(Ordering::SeqCst)
+    }
+
+    /// Whether the controller was caught in a hot loop (and stopped: its requests hang).
+    pub fn hot_loop(&self) -> bool {
+        self.hot_loop.load(Ordering::SeqCst)
+    }
+
+    /// Count an effective write. A controller whose every write triggers its next reconcile
+    /// never lets the paused clock advance, so no time-based property could end the run:
+    /// after [`HOT_LOOP_WRITES`] writes at one instant it is frozen (its requests hang) and
+    /// flagged for the harness to report.
+    fn count_write(&self, what: &str) {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let now = Instant::now();
+        let mut instant = self
+            .writes_this_instant
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if instant.0 == now {
+            instant.1 += 1;
+        } else {
+            *instant = (now, 1);
+        }
+        if instant.1 >= HOT_LOOP_WRITES && !self.hot_loop.swap(true, Ordering::SeqCst) {
+            self.frozen.store(true, Ordering::SeqCst);
+            self.trace.log(format!(
+                "hot loop: {HOT_LOOP_WRITES} writes without simulated time passing (last {what}); \
+                 the controller is stopped"
+            ));
+        }
     }
 
     /// Resolves when a crash fault fires.
@@ -354,6 +414,41 @@ impl FaultService {
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Whether a write's response shows that it changed the stored world, and the response
+/// (buffered to read it). An object in the body answers precisely: its resourceVersion is
+/// newer than the store's revision before the request only if this request wrote it. A body
+/// without one (a `Status`) falls back to whether the store's revision moved at all.
+async fn changed_the_world(
+    response: http::Response<Body>,
+    revision_before: u64,
+    revision_after: u64,
+) -> (http::Response<Body>, bool) {
+    if !response.status().is_success() {
+        return (response, false);
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let written_at = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|object| {
+            object
+                .pointer("/metadata/resourceVersion")?
+                .as_str()?
+                .parse::<u64>()
+                .ok()
+        });
+    let effective = match written_at {
+        Some(revision) => revision > revision_before,
+        None => revision_after > revision_before,
+    };
+    (
+        http::Response::from_parts(parts, Body::from(bytes)),
+        effective,
+    )
+}
 
 fn status(code: u16, reason: &str, message: &str) -> http::Response<Body> {
     let body = serde_json::json!({
@@ -431,15 +526,24 @@ impl tower::Service<http::Request<kube::client::Body>> for FaultService {
                     ));
                 }
             }
-            let response = match router.oneshot(request).await {
+            let revision_before = faults.store.revision();
+            let mut response = match router.oneshot(request).await {
                 Ok(r) => r,
                 Err(never) => match never {},
             };
             if writing {
-                let written = faults.writes.fetch_add(1, Ordering::SeqCst) + 1;
-                faults
-                    .trace
-                    .log(format!("write {what} → {}", response.status().as_u16()));
+                let effective;
+                (response, effective) =
+                    changed_the_world(response, revision_before, faults.store.revision()).await;
+                if effective {
+                    faults.count_write(&what);
+                }
+                let written = faults.write_requests.fetch_add(1, Ordering::SeqCst) + 1;
+                faults.trace.log(format!(
+                    "write {what} → {}{}",
+                    response.status().as_u16(),
+                    if effective { "" } else { " (no change)" }
+                ));
                 if faults.is_active() && faults.crash_after_write == Some(written) {
                     faults.trace.log(format!(
                         "fault crash: systematic crash after write {written}"

@@ -1,17 +1,19 @@
-//! Four deliberately wrong Cache reconcilers, each carrying one classic operator bug.
+//! Five deliberately wrong Cache reconcilers, each carrying one classic operator bug, and
+//! one control that looks like a bug and is not.
 //!
 //! Three of them share a small "mini operator" (Service, pruning, status) written the
 //! plain way an operator author would, and differ only in how they decide to create pods —
 //! that is where each bug lives. Without faults every one of them converges to exactly
 //! the world the reference reconciler builds (pods `<cache>-<ordinal>`, Ready, on the
 //! current template, the Service, the status), so what the harness finds is the bug, not a
-//! different notion of "done". The fourth wraps the reference reconciler itself.
+//! different notion of "done". The fourth and fifth wrap the reference reconciler itself,
+//! as does the control.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crate::harness::{ReconcileFn, Subject, steady_cache_operator_context};
+use crate::cache::{ReconcileFn, Subject, operator_context};
 use chrono::{DateTime, TimeZone, Utc};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
@@ -37,8 +39,8 @@ type Outcome<T> = Result<T, String>;
 /// remember its own writes, so a pod it created a moment ago that the lagging read does
 /// not show yet looks missing: the ordinal name collides, and the fallback creates an
 /// extra pod. Extra pods are removed once a read shows more pods than `replicas`, so the
-/// world ends right — but the run created more pods than the fault-free run plus what
-/// the injected faults justify: **no-duplicates**.
+/// world ends right — but while it lasted a live pod was not one of the Cache's ordinals:
+/// the Cache invariant, **cache-ordinals**.
 pub fn generate_name_trusting_stale_cache() -> ReconcileFn {
     Arc::new(|cache, ctx| {
         Box::pin(async move {
@@ -83,8 +85,8 @@ pub fn generate_name_trusting_stale_cache() -> ReconcileFn {
 /// carried the edge does not act on it — its create is refused with 409 (read as "it
 /// exists already") or fails with 500 and is retried on a `backoff` trigger, which names
 /// no pod — nothing will ever say "recreate sim-1" again (the cache is right, so no
-/// relist or resync brings a trigger naming it), and the pod stays missing:
-/// **eventually-stable**.
+/// relist or resync brings a trigger naming it), and the pod stays missing: the writes
+/// stop, but the world ends unlike the fault-free run's: **same-end-state**.
 pub fn edge_triggered() -> ReconcileFn {
     let memory = Arc::new(Memory::default());
     Arc::new(move |cache, ctx| {
@@ -152,7 +154,7 @@ pub const CREATED_ANNOTATION: &str = "steady.dev/created-pods";
 /// between: a crash after the record write and before the create (or a committed record
 /// write whose response is lost, so the reconcile fails and retries) leaves a pod the
 /// record says exists and the world does not. Every later reconcile trusts the record and
-/// never creates it: **eventually-stable**.
+/// never creates it: **same-end-state**.
 pub fn record_then_create() -> ReconcileFn {
     Arc::new(|cache, ctx| {
         Box::pin(async move {
@@ -192,29 +194,77 @@ pub fn record_then_create() -> ReconcileFn {
     })
 }
 
-/// Bug 4 — not idempotent: writes status on every reconcile.
+/// Bug 4 — not idempotent: stamps status with the time of every reconcile.
 ///
-/// Runs the reference reconciler, then ends every reconcile by reporting
-/// `status.observedGeneration` — unconditionally, never comparing with what is stored
-/// (the classic `Status().Update()` at the end of every reconcile). The content is the
-/// same, so the server stores nothing new and no event follows — but it is an API write at
-/// the fixed point, on every reconcile, with warm caches and after a restart:
-/// **idempotent**.
+/// Runs the reference reconciler, then ends every reconcile by applying a `Reconciled`
+/// condition whose `lastTransitionTime` is "now" — the classic `lastReconciled` stamp.
+/// Timestamps have whole seconds, so the watch event of its own write brings a reconcile
+/// that stamps the same second and changes nothing: no hot loop, the writes stop. But at
+/// the fixed point every resync, and a cold restart, stamp a new second: a write with
+/// nothing to converge (**idempotent**).
 pub fn status_on_every_reconcile() -> ReconcileFn {
-    Arc::new(|cache, ctx| {
+    let first_reconcile = Arc::new(std::sync::OnceLock::new());
+    reference_then_apply_condition(move || {
+        let since = *first_reconcile.get_or_init(tokio::time::Instant::now);
+        let seconds = i64::try_from(since.elapsed().as_secs()).unwrap_or(i64::MAX);
+        let now = chrono::DateTime::from_timestamp(seconds, 0).unwrap_or_default();
+        now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    })
+}
+
+/// Bug 5 — a hot loop: counts its reconciles in status.
+///
+/// As bug 4, but the condition's message counts reconciles, so every reconcile changes the
+/// object and its own watch event triggers the next one, with no time passing between
+/// them: the writes never stop (**eventually-stable**, caught as a hot loop).
+pub fn status_counter_on_every_reconcile() -> ReconcileFn {
+    let reconciles = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    reference_then_apply_condition(move || {
+        let count = reconciles.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let stamp = chrono::DateTime::from_timestamp(i64::try_from(count).unwrap_or(0), 0);
+        stamp
+            .unwrap_or_default()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    })
+}
+
+/// Not a bug — the control for bugs 4 and 5: applies the same condition on every
+/// reconcile, as kube-rs operators that server-side apply everything do. The server stores
+/// nothing new, so nothing was written: it passes every property.
+pub fn same_status_applied_every_reconcile() -> ReconcileFn {
+    reference_then_apply_condition(|| "1970-01-01T00:00:00Z".to_string())
+}
+
+/// The reference reconciler, then a server-side apply of a `Reconciled` condition with the
+/// `lastTransitionTime` that `stamp` gives for this reconcile.
+fn reference_then_apply_condition(
+    stamp: impl Fn() -> String + Send + Sync + 'static,
+) -> ReconcileFn {
+    Arc::new(move |cache, ctx| {
+        let stamp = stamp();
         Box::pin(async move {
-            let action = steady_cache_operator::reconcile(
-                cache.clone(),
-                steady_cache_operator_context(&ctx),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            let action = steady_cache_operator::reconcile(cache.clone(), operator_context(&ctx))
+                .await
+                .map_err(|e| e.to_string())?;
             let (name, namespace) = names(&cache)?;
-            let patch = serde_json::json!({
-                "status": {"observedGeneration": cache.metadata.generation}
+            let condition = serde_json::json!({
+                "apiVersion": "steady.dev/v1alpha1",
+                "kind": "Cache",
+                "metadata": {"name": name},
+                "status": {"conditions": [{
+                    "type": "Reconciled",
+                    "status": "True",
+                    "reason": "Reconciled",
+                    "message": "reconciled",
+                    "lastTransitionTime": stamp,
+                }]}
             });
             Api::<Cache>::namespaced(ctx.client(), &namespace)
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .patch_status(
+                    &name,
+                    &PatchParams::apply("cache-status-stamp").force(),
+                    &Patch::Apply(condition),
+                )
                 .await
                 .map_err(|e| format!("reporting status: {e}"))?;
             Ok(action)

@@ -1,25 +1,27 @@
-//! The CI campaign: the Cache operator under every fault kind, hundreds of seeds, no
-//! violation; and every crash-between-two-writes of a fault-free run, systematically.
+//! The CI campaign: the Cache operator under every fault kind, many seeds, no violation;
+//! and every crash-between-two-writes of a fault-free run, systematically.
 
 use std::collections::BTreeMap;
 
-use steady_sim::{
-    FaultKind, Options, cache_reconciler, reference_run, run_seed_against, systematic_crashes,
-};
+use steady_sim::{FaultKind, Simulation, cache};
+
+/// Seeds of the campaign: enough that every fault kind fires many times, few enough for
+/// CI's debug build.
+const SEEDS: u64 = 60;
 
 #[test]
-fn five_hundred_seeds_across_all_fault_kinds_without_a_violation() {
-    let reconciler = cache_reconciler();
-    let options = Options::default();
+fn every_fault_kind_across_many_seeds_without_a_violation() {
+    let scenario = cache::scenario();
+    let simulation = Simulation::default();
+    let reference = simulation.reference(&scenario, 0);
+    assert!(reference.passed(), "{:?}", reference.violations);
     let mut injected: BTreeMap<FaultKind, u64> = BTreeMap::new();
-    let reference = reference_run(0, &options, &reconciler);
-    for seed in 0..500 {
-        let report = run_seed_against(seed, &options, &reconciler, &reference);
+    for seed in 0..SEEDS {
+        let report = simulation.run_against(&scenario, seed, &reference);
         assert!(
-            report.violations.is_empty(),
-            "seed {seed}: {:?}\nreplay: steady sim --seed {seed}\n{}",
-            report.violations,
-            report.trace.join("\n")
+            report.passed(),
+            "{}",
+            simulation.failure(&scenario, &report, false)
         );
         for (kind, n) in report.injected {
             *injected.entry(kind).or_default() += n;
@@ -34,8 +36,15 @@ fn five_hundred_seeds_across_all_fault_kinds_without_a_violation() {
 }
 
 #[test]
+fn the_test_api_runs_seeds_of_a_scenario_in_one_call() {
+    Simulation::default().check(&cache::scenario(), 1000..1010);
+}
+
+#[test]
 fn a_crash_after_any_write_of_the_reference_run_still_converges() {
-    let reports = systematic_crashes(7, &Options::default(), &cache_reconciler());
+    let scenario = cache::scenario();
+    let simulation = Simulation::default();
+    let reports = simulation.systematic_crashes(&scenario, 7);
     assert!(
         reports.len() >= 10,
         "the reference run makes at least 10 writes, got {}",
@@ -43,11 +52,10 @@ fn a_crash_after_any_write_of_the_reference_run_still_converges() {
     );
     for (i, report) in reports.iter().enumerate() {
         assert!(
-            report.violations.is_empty(),
-            "crash after write {}: {:?}\n{}",
+            report.passed(),
+            "crash after write {}: {}",
             i + 1,
-            report.violations,
-            report.trace.join("\n")
+            simulation.failure(&scenario, report, false)
         );
         assert_eq!(
             report.injected.get(&FaultKind::Crash),

@@ -1,12 +1,15 @@
-//! The same seed gives the same trace, byte for byte.
+//! The same seed gives the same trace, byte for byte (and so the same trace hash, which
+//! `steady sim --seed` prints: crates/cli/tests/sim.rs compares it with this binary's).
 
-use steady_sim::{Options, cache_reconciler, run_seed};
+use steady_sim::{Simulation, cache};
 
 #[test]
 fn one_seed_run_twice_yields_identical_traces() {
+    let scenario = cache::scenario();
+    let simulation = Simulation::default();
     for seed in [3, 5, 8] {
-        let a = run_seed(seed, &Options::default(), &cache_reconciler());
-        let b = run_seed(seed, &Options::default(), &cache_reconciler());
+        let a = simulation.run(&scenario, seed);
+        let b = simulation.run(&scenario, seed);
         assert!(
             a.trace.len() > 50,
             "seed {seed}: a real run has a real trace"
@@ -19,5 +22,15 @@ fn one_seed_run_twice_yields_identical_traces() {
         }
         assert_eq!(a.trace.len(), b.trace.len(), "seed {seed}");
         assert_eq!(a.injected, b.injected);
+        assert_eq!(a.trace_hash(), b.trace_hash());
     }
+}
+
+#[test]
+fn different_seeds_draw_different_faults() {
+    let scenario = cache::scenario();
+    let simulation = Simulation::default();
+    let a = simulation.run(&scenario, 3);
+    let b = simulation.run(&scenario, 4);
+    assert_ne!(a.trace_hash(), b.trace_hash());
 }

@@ -184,6 +184,16 @@ pub struct ListOptions<'a> {
     pub limit: Option<usize>,
 }
 
+impl ListOptions<'_> {
+    /// The whole list as of `revision`: a consistent snapshot, unpaged.
+    pub fn at(revision: Revision) -> Self {
+        ListOptions {
+            at: Some(revision),
+            ..Default::default()
+        }
+    }
+}
+
 /// One page of a list.
 #[derive(Clone, Debug)]
 pub struct ListPage {

@@ -4,7 +4,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steady_store::{EventKind, ListOptions, Object, Revision, Store, StoreError, StoreOptions};
+use steady_store::{
+    EventKind, ListOptions, Object, Revision, Store, StoreError, StoreOptions, Watcher,
+};
 use tempfile::TempDir;
 
 #[derive(Clone, Copy, Debug)]
@@ -77,12 +79,38 @@ fn data(o: &Object) -> i64 {
     parse(&o.value)["data"].as_i64().expect("data")
 }
 
-/// List options that read at `revision`.
-fn at(revision: Revision) -> ListOptions<'static> {
+/// Panics unless `result` is the `Expired` a read below the compaction point gets.
+#[track_caller]
+fn assert_expired<T>(result: Result<T, StoreError>) {
+    match result {
+        Err(StoreError::Expired { .. }) => {}
+        Err(other) => panic!("expected Expired, got {other:?}"),
+        Ok(_) => panic!("expected Expired, got a success"),
+    }
+}
+
+/// Panics unless `watcher` reports `Expired` once and then ends.
+async fn assert_watch_expires(watcher: &mut Watcher) {
+    assert_expired(watcher.next().await.expect("an event or an error"));
+    assert!(
+        watcher.next().await.is_none(),
+        "the watcher goes on after Expired"
+    );
+}
+
+/// List options for the first `limit` matches, at the current revision.
+fn limited(limit: usize) -> ListOptions<'static> {
     ListOptions {
-        at: Some(revision),
+        limit: Some(limit),
         ..Default::default()
     }
+}
+
+/// `relative` inside a fresh temporary directory, which lasts as long as the guard.
+fn temp_path(relative: &str) -> (TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join(relative);
+    (dir, path)
 }
 
 fn keys(items: &[Object]) -> Vec<String> {
@@ -236,7 +264,7 @@ async fn snapshot_reads(kind: Kind) {
     assert!(s.get("/p/c", Some(snap)).unwrap().is_none());
     assert!(s.get("/p/a", Some(a1.revision - 1)).unwrap().is_none());
 
-    let page = s.list("/p/", &at(snap), &|_| true).unwrap();
+    let page = s.list("/p/", &ListOptions::at(snap), &|_| true).unwrap();
     assert_eq!(page.revision, snap);
     assert_eq!(keys(&page.items), ["/p/a", "/p/b"]);
     assert_eq!(data(&page.items[0]), 1);
@@ -253,18 +281,12 @@ async fn snapshot_reads(kind: Kind) {
         Err(StoreError::TooLarge { .. })
     ));
     assert!(matches!(
-        s.list("/p/", &at(future), &|_| true),
+        s.list("/p/", &ListOptions::at(future), &|_| true),
         Err(StoreError::TooLarge { .. })
     ));
     s.compact(snap + 1).await.unwrap();
-    assert!(matches!(
-        s.get("/p/a", Some(snap)),
-        Err(StoreError::Expired { .. })
-    ));
-    assert!(matches!(
-        s.list("/p/", &at(snap), &|_| true),
-        Err(StoreError::Expired { .. })
-    ));
+    assert_expired(s.get("/p/a", Some(snap)));
+    assert_expired(s.list("/p/", &ListOptions::at(snap), &|_| true));
 }
 
 async fn list_prefix_and_paging(kind: Kind) {
@@ -336,16 +358,7 @@ async fn list_prefix_and_paging(kind: Kind) {
     assert_eq!(seen, expected);
 
     // Exactly `limit` items left: no next_key.
-    let page = s
-        .list(
-            "/services/",
-            &ListOptions {
-                limit: Some(1),
-                ..Default::default()
-            },
-            &|_| true,
-        )
-        .unwrap();
+    let page = s.list("/services/", &limited(1), &|_| true).unwrap();
     assert_eq!(page.items.len(), 1);
     assert!(page.next_key.is_none());
 
@@ -369,16 +382,7 @@ async fn list_filter_and_limit(kind: Kind) {
         s.create(&format!("/x/{i:02}"), obj("x", i)).await.unwrap();
     }
     let even = |o: &Object| data(o) % 2 == 0;
-    let page = s
-        .list(
-            "/x/",
-            &ListOptions {
-                limit: Some(4),
-                ..Default::default()
-            },
-            &even,
-        )
-        .unwrap();
+    let page = s.list("/x/", &limited(4), &even).unwrap();
     assert_eq!(keys(&page.items), ["/x/00", "/x/02", "/x/04", "/x/06"]);
     assert_eq!(page.next_key.as_deref(), Some("/x/06"));
     // Only the last matching item remains after 16: no next_key.
@@ -396,16 +400,7 @@ async fn list_filter_and_limit(kind: Kind) {
     assert_eq!(keys(&page.items), ["/x/18"]);
     assert!(page.next_key.is_none());
     // Filter matching nothing.
-    let page = s
-        .list(
-            "/x/",
-            &ListOptions {
-                limit: Some(5),
-                ..Default::default()
-            },
-            &|_| false,
-        )
-        .unwrap();
+    let page = s.list("/x/", &limited(5), &|_| false).unwrap();
     assert!(page.items.is_empty());
     assert!(page.next_key.is_none());
 }
@@ -534,11 +529,7 @@ async fn watch_expired(kind: Kind) {
     let mut ok = s.watch("/", first.revision).unwrap();
     assert_eq!(ok.next().await.unwrap().unwrap().kind, EventKind::Updated);
     // A watcher created earlier that had not consumed the compacted events expires.
-    assert!(matches!(
-        behind.next().await,
-        Some(Err(StoreError::Expired { .. }))
-    ));
-    assert!(behind.next().await.is_none());
+    assert_watch_expires(&mut behind).await;
 }
 
 async fn slow_watcher_falls_behind(kind: Kind) {
@@ -550,11 +541,7 @@ async fn slow_watcher_falls_behind(kind: Kind) {
         s.update("/a", obj("a", i), None).await.unwrap();
     }
     s.compact(s.revision() - 1).await.unwrap();
-    assert!(matches!(
-        w.next().await,
-        Some(Err(StoreError::Expired { .. }))
-    ));
-    assert!(w.next().await.is_none());
+    assert_watch_expires(&mut w).await;
 }
 
 async fn compaction_keeps_latest(kind: Kind) {
@@ -579,7 +566,7 @@ async fn compaction_keeps_latest(kind: Kind) {
     assert_eq!(keys(&after.items), keys(&before.items));
     assert_eq!(keys(&after.items), ["/a", "/c"]);
     assert_eq!(data(&after.items[0]), 2);
-    let listed_at = s.list("/", &at(cur), &|_| true).unwrap();
+    let listed_at = s.list("/", &ListOptions::at(cur), &|_| true).unwrap();
     assert_eq!(listed_at.items.len(), 2);
     assert!(s.get("/b", None).unwrap().is_none());
     // Compacted deleted key can be re-created; compacted live key can be updated.
@@ -657,14 +644,8 @@ async fn history_stays_within_budget(kind: Kind) {
     assert!(peak > BUDGET / 2, "peak history {peak}");
     assert!(s.compacted_revision() > first.revision);
     assert!(s.compacted_revision() < s.revision());
-    assert!(matches!(
-        s.get("/a", Some(first.revision)),
-        Err(StoreError::Expired { .. })
-    ));
-    assert!(matches!(
-        s.watch("/", first.revision),
-        Err(StoreError::Expired { .. })
-    ));
+    assert_expired(s.get("/a", Some(first.revision)));
+    assert_expired(s.watch("/", first.revision));
     // What the budget keeps is readable, and the current state is whole.
     let oldest = s.compacted_revision();
     assert!(s.get("/a", Some(oldest)).unwrap().is_some());
@@ -924,8 +905,7 @@ async fn memory_store_under_paused_clock() {
 
 #[tokio::test]
 async fn sqlite_reopen_restores_everything() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (_dir, path) = temp_path("state.db");
     let (compacted, last_rev, snapshot) = {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();
         s.create("/a", obj("a", 1)).await.unwrap();
@@ -965,10 +945,7 @@ async fn sqlite_reopen_restores_everything() {
     assert_eq!((e.kind, &*e.key), (EventKind::Created, "/d"));
     let e = w.next().await.unwrap().unwrap();
     assert_eq!((e.kind, &*e.key), (EventKind::Deleted, "/d"));
-    assert!(matches!(
-        s.watch("/", compacted - 1),
-        Err(StoreError::Expired { .. })
-    ));
+    assert_expired(s.watch("/", compacted - 1));
     let n = s.create("/e", obj("e", 1)).await.unwrap();
     assert_eq!(n.revision, last_rev + 1);
     s.shutdown().await;
@@ -976,8 +953,7 @@ async fn sqlite_reopen_restores_everything() {
 
 #[tokio::test]
 async fn sqlite_revision_never_goes_backwards_after_full_compaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (_dir, path) = temp_path("state.db");
     let last = {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();
         s.create("/a", obj("a", 1)).await.unwrap();
@@ -1005,8 +981,7 @@ async fn sqlite_revision_never_goes_backwards_after_full_compaction() {
 
 #[tokio::test]
 async fn sqlite_creates_missing_directories() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("not/yet/there/state.db");
+    let (_dir, path) = temp_path("not/yet/there/state.db");
     let s = Store::sqlite(&path, StoreOptions::default()).await.unwrap();
     assert_eq!(s.revision(), 1);
     s.create("/a", obj("a", 1)).await.unwrap();
@@ -1016,8 +991,7 @@ async fn sqlite_creates_missing_directories() {
 
 #[tokio::test]
 async fn sqlite_drop_without_shutdown_keeps_committed_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (_dir, path) = temp_path("state.db");
     {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();
         s.create("/a", obj("a", 1)).await.unwrap();
@@ -1040,8 +1014,7 @@ fn size_on_disk(path: &std::path::Path) -> u64 {
 
 #[tokio::test]
 async fn sqlite_compaction_shrinks_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (_dir, path) = temp_path("state.db");
     let s = Store::sqlite(&path, test_opts()).await.unwrap();
     for i in 0..60 {
         let key = format!("/k{}", i % 3);
@@ -1080,8 +1053,7 @@ fn mode_of(path: impl AsRef<std::path::Path>) -> u32 {
 #[cfg(unix)]
 #[tokio::test]
 async fn sqlite_files_are_private_from_the_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("data/state.db");
+    let (dir, path) = temp_path("data/state.db");
     let s = Store::sqlite(&path, test_opts()).await.unwrap();
     s.create("/secret", obj("secret", 1)).await.unwrap();
     assert_eq!(mode_of(dir.path().join("data")), 0o700);
@@ -1095,8 +1067,7 @@ async fn sqlite_files_are_private_from_the_start() {
 #[tokio::test]
 async fn sqlite_narrows_the_modes_of_an_existing_database() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
+    let (dir, path) = temp_path("state.db");
     let wal = dir.path().join("state.db-wal");
     {
         let s = Store::sqlite(&path, test_opts()).await.unwrap();

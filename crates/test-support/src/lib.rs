@@ -2,7 +2,7 @@
 //!
 //! Owns the waiting rule (poll a condition, bounded by a limit on tokio's clock, which is
 //! virtual under a paused runtime and real otherwise), the reading of API errors and the
-//! few client calls every suite spells the same way. Knows
+//! few client calls every suite spells the same way (get, create, merge patch, list). Knows
 //! nothing of steady's crates: servers are started by each suite through
 //! `steady_apiserver::ApiServer::in_memory` or the binary, so this crate sits below all of
 //! them and any crate's tests can use it.
@@ -57,10 +57,13 @@ pub async fn clear_finalizers<K>(api: &kube::Api<K>, name: &str)
 where
     K: Clone + DeserializeOwned + Debug,
 {
-    let patch = kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
-    api.patch(name, &kube::api::PatchParams::default(), &patch)
-        .await
-        .unwrap_or_else(|e| panic!("clearing the finalizers of {name}: {e}"));
+    merge_patch(
+        api,
+        name,
+        serde_json::json!({"metadata": {"finalizers": null}}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("clearing the finalizers of {name}: {e}"));
 }
 
 /// Create `object` (JSON as a user writes it) through `api`; returns what the server stored.
@@ -73,6 +76,28 @@ where
     api.create(&kube::api::PostParams::default(), &typed)
         .await
         .unwrap_or_else(|e| panic!("create {typed:?}: {e}"))
+}
+
+/// `name` as `api` reads it; panics naming it when it cannot be read (it must exist).
+pub async fn get_existing<K>(api: &kube::Api<K>, name: &str) -> K
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.get(name)
+        .await
+        .unwrap_or_else(|e| panic!("get {name}: {e}"))
+}
+
+/// Send `patch` to `name` as a JSON merge patch with default parameters: the patch most
+/// tests write, successful or not.
+pub async fn merge_patch<K, P>(api: &kube::Api<K>, name: &str, patch: P) -> kube::Result<K>
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    let patch = kube::api::Patch::Merge(patch);
+    api.patch(name, &kube::api::PatchParams::default(), &patch)
+        .await
 }
 
 /// How many objects `api` lists with `params`.

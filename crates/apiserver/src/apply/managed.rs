@@ -361,6 +361,12 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": data})
     }
 
+    /// `manager` applies a ConfigMap of `data` over `live` without forcing; panics on a conflict.
+    fn apply_data(live: &Value, data: Value, manager: &str) -> Value {
+        apply(live, &cm(data), &writer(manager), false, CM)
+            .unwrap_or_else(|e| panic!("{manager} applies: {e}"))
+    }
+
     fn managers(obj: &Value) -> Vec<(String, String, Value)> {
         decode(obj)
             .unwrap()
@@ -448,15 +454,8 @@ mod tests {
 
     #[test]
     fn apply_removes_what_it_stops_applying() {
-        let first = apply(
-            &Value::Null,
-            &cm(json!({"a": "1", "b": "2"})),
-            &writer("app"),
-            false,
-            CM,
-        )
-        .unwrap();
-        let second = apply(&first, &cm(json!({"a": "1"})), &writer("app"), false, CM).unwrap();
+        let first = apply_data(&Value::Null, json!({"a": "1", "b": "2"}), "app");
+        let second = apply_data(&first, json!({"a": "1"}), "app");
         assert_eq!(second["data"], json!({"a": "1"}));
         assert_eq!(
             managers(&second),
@@ -466,14 +465,7 @@ mod tests {
 
     #[test]
     fn conflicts_and_force() {
-        let live = apply(
-            &Value::Null,
-            &cm(json!({"a": "1"})),
-            &writer("one"),
-            false,
-            CM,
-        )
-        .unwrap();
+        let live = apply_data(&Value::Null, json!({"a": "1"}), "one");
         let err = apply(&live, &cm(json!({"a": "2"})), &writer("two"), false, CM).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -489,18 +481,11 @@ mod tests {
 
     #[test]
     fn shared_fields_survive_one_applier_leaving() {
-        let one = apply(
-            &Value::Null,
-            &cm(json!({"a": "1", "b": "1"})),
-            &writer("one"),
-            false,
-            CM,
-        )
-        .unwrap();
-        let both = apply(&one, &cm(json!({"a": "1"})), &writer("two"), false, CM).unwrap();
-        let left = apply(&both, &cm(json!({"b": "1"})), &writer("one"), false, CM).unwrap();
+        let one = apply_data(&Value::Null, json!({"a": "1", "b": "1"}), "one");
+        let both = apply_data(&one, json!({"a": "1"}), "two");
+        let left = apply_data(&both, json!({"b": "1"}), "one");
         assert_eq!(left["data"], json!({"a": "1", "b": "1"}));
-        let gone = apply(&left, &cm(json!({})), &writer("two"), false, CM).unwrap();
+        let gone = apply_data(&left, json!({}), "two");
         assert_eq!(gone["data"], json!({"b": "1"}));
     }
 

@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use crate::meta;
 use crate::patch::{strategic_merge_key, strategic_set_list};
 
 /// How the items of a list are told apart.
@@ -76,16 +77,7 @@ fn schema_list_type(node: &Value) -> ListType {
     match node.get("x-kubernetes-list-type").and_then(Value::as_str) {
         Some("set") => ListType::Set,
         Some("map") => {
-            let keys: Vec<String> = node
-                .get("x-kubernetes-list-map-keys")
-                .and_then(Value::as_array)
-                .map(|keys| {
-                    keys.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let keys = meta::string_list(node.get("x-kubernetes-list-map-keys"));
             if keys.is_empty() {
                 ListType::Atomic
             } else {

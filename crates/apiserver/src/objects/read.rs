@@ -59,7 +59,7 @@ impl ApiServer {
         Ok((parse_stored(&stored)?, stored.revision))
     }
 
-    /// Wait, at most [`FRESHNESS_WAIT`], for the store to reach the `resourceVersion` a read
+    /// Wait, at most 3 s, for the store to reach the `resourceVersion` a read
     /// names, as kube-apiserver's watch cache does before it answers "Too large resource
     /// version". The read itself then reports a revision still out of reach.
     pub async fn wait_for_revision(&self, params: &Params) {

@@ -75,11 +75,10 @@ impl ApiServer {
                 Ok(written) => {
                     let obj: Value = serde_json::from_slice(&written.object)
                         .map_err(|e| ApiError::internal(e.to_string()))?;
-                    return Ok(Written {
-                        object: to_bytes(&scale_of(&obj, scale))?,
-                        created: false,
-                        warnings: written.warnings,
-                    });
+                    return Ok(Written::updated(
+                        to_bytes(&scale_of(&obj, scale))?,
+                        written.warnings,
+                    ));
                 }
             }
         }

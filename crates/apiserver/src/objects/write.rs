@@ -31,6 +31,26 @@ pub struct Written {
     pub warnings: Vec<String>,
 }
 
+impl Written {
+    /// A write that created the object.
+    fn created(object: Bytes, warnings: Vec<String>) -> Self {
+        Written {
+            object,
+            created: true,
+            warnings,
+        }
+    }
+
+    /// A write to an object that already existed (an update, or a no-op).
+    pub(crate) fn updated(object: Bytes, warnings: Vec<String>) -> Self {
+        Written {
+            object,
+            created: false,
+            warnings,
+        }
+    }
+}
+
 /// The last check before an object from a client is written: the store must be able to
 /// read it back (see [`MAX_NESTING_DEPTH`]).
 fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
@@ -129,11 +149,7 @@ impl ApiServer {
         self.record_ownership(rt, None, &mut obj, opts, ownership);
         check_storable(rt, &obj)?;
         if opts.dry_run {
-            return Ok(Written {
-                object: to_bytes(&obj)?,
-                created: true,
-                warnings,
-            });
+            return Ok(Written::created(to_bytes(&obj)?, warnings));
         }
         let key = rt.key(ns.as_deref(), &name);
         let obj = self.to_storage_version(rt, obj).await?;
@@ -143,11 +159,10 @@ impl ApiServer {
             .await
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
         self.after_commit(rt, &stored.value);
-        Ok(Written {
-            object: self.present_committed(rt, stored.value).await,
-            created: true,
+        Ok(Written::created(
+            self.present_committed(rt, stored.value).await,
             warnings,
-        })
+        ))
     }
 
     fn resolve_namespace(
@@ -396,19 +411,14 @@ impl ApiServer {
         meta::metadata_mut(&mut new)
             .insert("resourceVersion".into(), Value::String(rev.to_string()));
         if meta::same_content(old, &new) {
-            return Ok(Written {
-                object: self.present_converted(rt, to_bytes(old)?).await?,
-                created: false,
+            return Ok(Written::updated(
+                self.present_converted(rt, to_bytes(old)?).await?,
                 warnings,
-            });
+            ));
         }
         check_storable(rt, &new)?;
         if opts.dry_run {
-            return Ok(Written {
-                object: to_bytes(&new)?,
-                created: false,
-                warnings,
-            });
+            return Ok(Written::updated(to_bytes(&new)?, warnings));
         }
         let key = rt.key(ns, name);
         if deletion_complete(&new) {
@@ -418,11 +428,10 @@ impl ApiServer {
                 .await
                 .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
             self.after_delete(rt, name);
-            return Ok(Written {
-                object: self.present_committed(rt, stored.value).await,
-                created: false,
+            return Ok(Written::updated(
+                self.present_committed(rt, stored.value).await,
                 warnings,
-            });
+            ));
         }
         let new = self.to_storage_version(rt, new).await?;
         let stored = self
@@ -431,11 +440,10 @@ impl ApiServer {
             .await
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
         self.after_commit(rt, &stored.value);
-        Ok(Written {
-            object: self.present_committed(rt, stored.value).await,
-            created: false,
+        Ok(Written::updated(
+            self.present_committed(rt, stored.value).await,
             warnings,
-        })
+        ))
     }
 
     /// PATCH of any type, on the object or a subresource; apply-patch creates when missing.

@@ -14,21 +14,6 @@ pub(super) enum ListStrategy {
     Set,
 }
 
-/// Kinds whose `status.conditions` list merges on `type`.
-const CONDITION_KINDS: &[&str] = &[
-    "Pod",
-    "Node",
-    "Namespace",
-    "PersistentVolumeClaim",
-    "Service",
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "DaemonSet",
-    "ReplicationController",
-    "Job",
-];
-
 /// Kinds that embed a pod template at `spec.template`.
 const POD_TEMPLATE_KINDS: &[&str] = &[
     "Deployment",
@@ -39,11 +24,25 @@ const POD_TEMPLATE_KINDS: &[&str] = &[
     "Job",
 ];
 
+/// Kinds whose `status.conditions` list merges on `type`: these, and every kind of
+/// [`POD_TEMPLATE_KINDS`].
+const OTHER_CONDITION_KINDS: &[&str] = &[
+    "Pod",
+    "Node",
+    "Namespace",
+    "PersistentVolumeClaim",
+    "Service",
+];
+
+fn conditions_merge_on_type(kind: &str) -> bool {
+    OTHER_CONDITION_KINDS.contains(&kind) || POD_TEMPLATE_KINDS.contains(&kind)
+}
+
 pub(super) fn list_strategy(kind: &str, path: &[&str]) -> ListStrategy {
     use ListStrategy::{MergeKey, Replace};
     match path {
         ["metadata", rest @ ..] => return object_meta_strategy(rest),
-        ["status", "conditions"] if CONDITION_KINDS.contains(&kind) => return MergeKey("type"),
+        ["status", "conditions"] if conditions_merge_on_type(kind) => return MergeKey("type"),
         _ => {}
     }
     match kind {
@@ -138,63 +137,42 @@ mod tests {
 
     #[test]
     fn merge_key_table() {
-        assert_eq!(
-            strategic_merge_key("Pod", &["spec", "containers"]),
-            Some("name")
-        );
-        assert_eq!(
-            strategic_merge_key("Pod", &["spec", "initContainers", "ports"]),
-            Some("containerPort")
-        );
-        assert_eq!(
-            strategic_merge_key("Pod", &["spec", "ephemeralContainers", "volumeMounts"]),
-            Some("mountPath")
-        );
-        assert_eq!(
-            strategic_merge_key("Pod", &["spec", "containers", "volumeDevices"]),
-            Some("devicePath")
-        );
-        assert_eq!(
-            strategic_merge_key("Pod", &["spec", "hostAliases"]),
-            Some("ip")
-        );
-        assert_eq!(strategic_merge_key("Pod", &["spec", "tolerations"]), None);
-        assert_eq!(
-            strategic_merge_key("Pod", &["status", "containerStatuses"]),
-            None
-        );
-        assert_eq!(
-            strategic_merge_key("Pod", &["status", "conditions"]),
-            Some("type")
-        );
-        assert_eq!(
-            strategic_merge_key("Service", &["spec", "ports"]),
-            Some("port")
-        );
-        assert_eq!(
-            strategic_merge_key("Node", &["status", "addresses"]),
-            Some("type")
-        );
-        assert_eq!(
-            strategic_merge_key("Node", &["status", "conditions"]),
-            Some("type")
-        );
-        assert_eq!(
-            strategic_merge_key("Widget", &["metadata", "ownerReferences"]),
-            Some("uid")
-        );
-        assert_eq!(
-            strategic_merge_key("Widget", &["metadata", "managedFields"]),
-            None
-        );
-        assert_eq!(strategic_merge_key("Widget", &["spec", "containers"]), None);
-        assert_eq!(
-            strategic_merge_key("Service", &["spec", "containers"]),
-            None
-        );
-        assert_eq!(
-            strategic_merge_key("Deployment", &["spec", "template", "spec", "containers"]),
-            Some("name")
-        );
+        let cases: [(&str, &[&str], Option<&str>); 16] = [
+            ("Pod", &["spec", "containers"], Some("name")),
+            (
+                "Pod",
+                &["spec", "initContainers", "ports"],
+                Some("containerPort"),
+            ),
+            (
+                "Pod",
+                &["spec", "ephemeralContainers", "volumeMounts"],
+                Some("mountPath"),
+            ),
+            (
+                "Pod",
+                &["spec", "containers", "volumeDevices"],
+                Some("devicePath"),
+            ),
+            ("Pod", &["spec", "hostAliases"], Some("ip")),
+            ("Pod", &["spec", "tolerations"], None),
+            ("Pod", &["status", "containerStatuses"], None),
+            ("Pod", &["status", "conditions"], Some("type")),
+            ("Service", &["spec", "ports"], Some("port")),
+            ("Node", &["status", "addresses"], Some("type")),
+            ("Node", &["status", "conditions"], Some("type")),
+            ("Widget", &["metadata", "ownerReferences"], Some("uid")),
+            ("Widget", &["metadata", "managedFields"], None),
+            ("Widget", &["spec", "containers"], None),
+            ("Service", &["spec", "containers"], None),
+            (
+                "Deployment",
+                &["spec", "template", "spec", "containers"],
+                Some("name"),
+            ),
+        ];
+        for (kind, path, key) in cases {
+            assert_eq!(strategic_merge_key(kind, path), key, "{kind} {path:?}");
+        }
     }
 }

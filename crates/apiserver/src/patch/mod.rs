@@ -305,17 +305,30 @@ mod tests {
         assert_eq!(out["spec"]["containers"], json!([{"name": "only"}]));
     }
 
-    #[test]
-    fn merge_patch_errors() {
-        let err = apply_patch(PatchType::Merge, "Pod", &pod(), b"{\"a\":").unwrap_err();
-        match err {
-            PatchError::Malformed(msg) => assert!(msg.contains("line 1"), "{msg}"),
-            other => panic!("unexpected {other:?}"),
+    /// How a patch body is expected to fail.
+    #[derive(Debug)]
+    enum Fails {
+        /// Does not decode; the message names the given fragment (a position, say).
+        Malformed(&'static str),
+        /// Decodes, but cannot apply.
+        Invalid,
+    }
+
+    /// Checks that each body, as a patch of `patch_type` on a pod, fails as expected.
+    fn check_failures(patch_type: PatchType, cases: &[(&[u8], Fails)]) {
+        for (body, expected) in cases {
+            let err = apply_patch(patch_type, "Pod", &pod(), body).unwrap_err();
+            match (expected, &err) {
+                (Fails::Malformed(fragment), PatchError::Malformed(msg)) => {
+                    assert!(msg.contains(fragment), "{msg}")
+                }
+                (Fails::Invalid, PatchError::Invalid(_)) => {}
+                _ => panic!(
+                    "{:?}: expected {expected:?}, got {err:?}",
+                    String::from_utf8_lossy(body)
+                ),
+            }
         }
-        let err = apply_patch(PatchType::Merge, "Pod", &pod(), b"[1,2]").unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
-        let err = apply_patch(PatchType::Merge, "Pod", &pod(), b"  ").unwrap_err();
-        assert!(matches!(err, PatchError::Malformed(_)), "{err:?}");
     }
 
     // ---- apply ------------------------------------------------------------
@@ -360,15 +373,22 @@ spec:
     }
 
     #[test]
-    fn apply_errors() {
-        let err = apply_patch(PatchType::Apply, "Pod", &pod(), b"a: [1\nb: {").unwrap_err();
-        match err {
-            PatchError::Malformed(msg) => assert!(msg.contains("line"), "{msg}"),
-            other => panic!("unexpected {other:?}"),
-        }
-        let err = apply_patch(PatchType::Apply, "Pod", &pod(), b"- a\n- b\n").unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
-        let err = apply_patch(PatchType::Apply, "Pod", &pod(), b"a: 1\n---\nb: 2\n").unwrap_err();
-        assert!(matches!(err, PatchError::Malformed(_)), "{err:?}");
+    fn merge_and_apply_errors() {
+        check_failures(
+            PatchType::Merge,
+            &[
+                (b"{\"a\":", Fails::Malformed("line 1")),
+                (b"[1,2]", Fails::Invalid),
+                (b"  ", Fails::Malformed("")),
+            ],
+        );
+        check_failures(
+            PatchType::Apply,
+            &[
+                (b"a: [1\nb: {", Fails::Malformed("line")),
+                (b"- a\n- b\n", Fails::Invalid),
+                (b"a: 1\n---\nb: 2\n", Fails::Malformed("")),
+            ],
+        );
     }
 }

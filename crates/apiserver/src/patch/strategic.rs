@@ -402,6 +402,18 @@ mod tests {
         )
     }
 
+    /// The sample pod with `patch` applied; panics if it does not apply.
+    fn patched_pod(patch: Value) -> Value {
+        smp(&pod(), patch).unwrap_or_else(|e| panic!("the patch applies: {e}"))
+    }
+
+    /// Panics unless `patch` decodes but cannot be applied to `current`.
+    #[track_caller]
+    fn assert_invalid(current: &Value, patch: Value) {
+        let err = smp(current, patch).unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+    }
+
     fn assert_no_directives(v: &Value) {
         match v {
             Value::Object(m) => {
@@ -417,11 +429,8 @@ mod tests {
 
     #[test]
     fn smp_containers_merge_by_name() {
-        let out = smp(
-            &pod(),
-            json!({"spec": {"containers": [{"name": "app", "image": "nginx:1.26"}]}}),
-        )
-        .unwrap();
+        let out =
+            patched_pod(json!({"spec": {"containers": [{"name": "app", "image": "nginx:1.26"}]}}));
         let containers = &out["spec"]["containers"];
         assert_eq!(containers.as_array().unwrap().len(), 2);
         assert_eq!(containers[0]["image"], "nginx:1.26");
@@ -432,13 +441,9 @@ mod tests {
         assert_eq!(containers[1], pod()["spec"]["containers"][1]);
 
         // New keys are appended in patch order.
-        let out = smp(
-            &pod(),
-            json!({"spec": {"containers": [
-                {"name": "z", "image": "z"}, {"name": "y", "image": "y"}
-            ]}}),
-        )
-        .unwrap();
+        let out = patched_pod(json!({"spec": {"containers": [
+            {"name": "z", "image": "z"}, {"name": "y", "image": "y"}
+        ]}}));
         let names: Vec<_> = out["spec"]["containers"]
             .as_array()
             .unwrap()
@@ -450,15 +455,11 @@ mod tests {
 
     #[test]
     fn smp_env_and_ports() {
-        let out = smp(
-            &pod(),
-            json!({"spec": {"containers": [{
-                "name": "app",
-                "env": [{"name": "B", "value": "20"}, {"name": "C", "value": "3"}, {"name": "A", "$patch": "delete"}],
-                "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 443}]
-            }]}}),
-        )
-        .unwrap();
+        let out = patched_pod(json!({"spec": {"containers": [{
+            "name": "app",
+            "env": [{"name": "B", "value": "20"}, {"name": "C", "value": "3"}, {"name": "A", "$patch": "delete"}],
+            "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 443}]
+        }]}}));
         let app = &out["spec"]["containers"][0];
         assert_eq!(
             app["env"],
@@ -475,64 +476,45 @@ mod tests {
 
     #[test]
     fn smp_delete_container() {
-        let out = smp(
-            &pod(),
-            json!({"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}),
-        )
-        .unwrap();
+        let out =
+            patched_pod(json!({"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}));
         let containers = out["spec"]["containers"].as_array().unwrap();
         assert_eq!(containers.len(), 1);
         assert_eq!(containers[0]["name"], "app");
         // Deleting an element that does not exist is a no-op.
-        let out = smp(
-            &pod(),
-            json!({"spec": {"containers": [{"name": "ghost", "$patch": "delete"}]}}),
-        )
-        .unwrap();
+        let out =
+            patched_pod(json!({"spec": {"containers": [{"name": "ghost", "$patch": "delete"}]}}));
         assert_eq!(out["spec"]["containers"], pod()["spec"]["containers"]);
         // A delete element without the merge key is invalid.
-        let err = smp(
+        assert_invalid(
             &pod(),
             json!({"spec": {"containers": [{"$patch": "delete"}]}}),
-        )
-        .unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        );
     }
 
     #[test]
     fn smp_replace_directives() {
         // On a map.
-        let out = smp(
-            &pod(),
-            json!({"spec": {"nodeSelector": {"$patch": "replace", "gpu": "yes"}}}),
-        )
-        .unwrap();
+        let out =
+            patched_pod(json!({"spec": {"nodeSelector": {"$patch": "replace", "gpu": "yes"}}}));
         assert_eq!(out["spec"]["nodeSelector"], json!({"gpu": "yes"}));
         // On a list element: the list is replaced by the other elements.
-        let out = smp(
-            &pod(),
+        let out = patched_pod(
             json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "solo", "image": "x"}]}}),
-        )
-        .unwrap();
+        );
         assert_eq!(
             out["spec"]["containers"],
             json!([{"name": "solo", "image": "x"}])
         );
         assert_no_directives(&out);
         // `$patch: delete` on a map removes it.
-        let out = smp(
-            &pod(),
-            json!({"spec": {"nodeSelector": {"$patch": "delete"}}}),
-        )
-        .unwrap();
+        let out = patched_pod(json!({"spec": {"nodeSelector": {"$patch": "delete"}}}));
         assert!(out["spec"].get("nodeSelector").is_none());
         // Unknown directive values are invalid.
-        let err = smp(
+        assert_invalid(
             &pod(),
             json!({"spec": {"nodeSelector": {"$patch": "explode"}}}),
-        )
-        .unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        );
     }
 
     #[test]
@@ -554,21 +536,17 @@ mod tests {
             json!([{"name": "data", "hostPath": {"path": "/data"}}])
         );
         // A patched field missing from $retainKeys is invalid.
-        let err = smp(
+        assert_invalid(
             &current,
             json!({"spec": {"volumes": [{"name": "data", "$retainKeys": ["name"], "nfs": {}}]}}),
-        )
-        .unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        );
     }
 
     #[test]
     fn smp_finalizers() {
-        let out = smp(
-            &pod(),
+        let out = patched_pod(
             json!({"metadata": {"finalizers": ["b.example.com/f", "a.example.com/f"]}}),
-        )
-        .unwrap();
+        );
         assert_eq!(
             out["metadata"]["finalizers"],
             json!(["a.example.com/f", "b.example.com/f"])
@@ -584,31 +562,20 @@ mod tests {
 
     #[test]
     fn smp_labels_null_deletion() {
-        let out = smp(
-            &pod(),
-            json!({"metadata": {"labels": {"tier": null, "absent": null, "v": "2"}}}),
-        )
-        .unwrap();
+        let out =
+            patched_pod(json!({"metadata": {"labels": {"tier": null, "absent": null, "v": "2"}}}));
         assert_eq!(out["metadata"]["labels"], json!({"app": "web", "v": "2"}));
-        let out = smp(
-            &pod(),
-            json!({"metadata": {"labels": null}, "nothing": null}),
-        )
-        .unwrap();
+        let out = patched_pod(json!({"metadata": {"labels": null}, "nothing": null}));
         assert!(out["metadata"].get("labels").is_none());
         assert!(out.get("nothing").is_none());
     }
 
     #[test]
     fn smp_owner_references_by_uid() {
-        let out = smp(
-            &pod(),
-            json!({"metadata": {"ownerReferences": [
-                {"uid": "u2", "controller": true},
-                {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u3"}
-            ]}}),
-        )
-        .unwrap();
+        let out = patched_pod(json!({"metadata": {"ownerReferences": [
+            {"uid": "u2", "controller": true},
+            {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u3"}
+        ]}}));
         let refs = &out["metadata"]["ownerReferences"];
         assert_eq!(refs.as_array().unwrap().len(), 3);
         assert_eq!(refs[0]["name"], "rs1");
@@ -619,14 +586,10 @@ mod tests {
 
     #[test]
     fn smp_list_without_merge_key_is_replaced() {
-        let out = smp(
-            &pod(),
-            json!({"spec": {
-                "tolerations": [{"key": "k2", "operator": "Exists"}],
-                "containers": [{"name": "sidecar", "command": ["true"]}]
-            }}),
-        )
-        .unwrap();
+        let out = patched_pod(json!({"spec": {
+            "tolerations": [{"key": "k2", "operator": "Exists"}],
+            "containers": [{"name": "sidecar", "command": ["true"]}]
+        }}));
         assert_eq!(
             out["spec"]["tolerations"],
             json!([{"key": "k2", "operator": "Exists"}])
@@ -647,27 +610,19 @@ mod tests {
 
     #[test]
     fn smp_set_element_order() {
-        let out = smp(
-            &pod(),
-            json!({"spec": {
-                "$setElementOrder/containers": [{"name": "sidecar"}, {"name": "app"}],
-                "containers": [{"name": "app", "image": "nginx:1.26"}]
-            }}),
-        )
-        .unwrap();
+        let out = patched_pod(json!({"spec": {
+            "$setElementOrder/containers": [{"name": "sidecar"}, {"name": "app"}],
+            "containers": [{"name": "app", "image": "nginx:1.26"}]
+        }}));
         assert_eq!(out["spec"]["containers"][0]["name"], "sidecar");
         assert_eq!(out["spec"]["containers"][1]["image"], "nginx:1.26");
         assert_no_directives(&out);
         // Order lists naming unknown elements, or for fields that don't exist,
         // are not errors.
-        smp(
-            &pod(),
-            json!({"spec": {
-                "$setElementOrder/containers": [{"name": "ghost"}],
-                "$setElementOrder/volumes": [{"name": "v"}]
-            }}),
-        )
-        .unwrap();
+        patched_pod(json!({"spec": {
+            "$setElementOrder/containers": [{"name": "ghost"}],
+            "$setElementOrder/volumes": [{"name": "v"}]
+        }}));
     }
 
     #[test]

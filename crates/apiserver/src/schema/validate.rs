@@ -254,21 +254,7 @@ impl Validator {
         out: &mut Vec<FieldError>,
     ) {
         let name = subject(path);
-        let len = items.len() as u64;
-        if let Some(max) = as_count(s.get("maxItems"))
-            && len > max
-        {
-            out.push(too_many(path, len, max));
-        }
-        if let Some(min) = as_count(s.get("minItems"))
-            && len < min
-        {
-            out.push(FieldError::new(
-                path,
-                FieldErrorReason::Invalid,
-                format!("Invalid value: {len}: {name} in body should have at least {min} items"),
-            ));
-        }
+        check_count(s, path, items.len(), &ITEM_COUNT, out);
         if flag(s, "uniqueItems") {
             let mut seen = HashSet::new();
             let dup = items.iter().any(|x| {
@@ -302,25 +288,8 @@ impl Validator {
         root: bool,
         out: &mut Vec<FieldError>,
     ) {
-        let name = subject(path);
         let skip_meta = root || flag(s, "x-kubernetes-embedded-resource");
-        let len = map.len() as u64;
-        if let Some(max) = as_count(s.get("maxProperties"))
-            && len > max
-        {
-            out.push(too_many(path, len, max));
-        }
-        if let Some(min) = as_count(s.get("minProperties"))
-            && len < min
-        {
-            out.push(FieldError::new(
-                path,
-                FieldErrorReason::Invalid,
-                format!(
-                    "Invalid value: {len}: {name} in body should have at least {min} properties"
-                ),
-            ));
-        }
+        check_count(s, path, map.len(), &PROPERTY_COUNT, out);
         if let Some(Value::Array(required)) = s.get("required") {
             for r in required.iter().filter_map(Value::as_str) {
                 if root && META_FIELDS.contains(&r) {
@@ -432,6 +401,45 @@ fn type_error(path: &str, name: &str, expected: &str, v: &Value) -> FieldError {
             quote(actual)
         ),
     )
+}
+
+/// The schema keywords that bound how many entries a value has, and what an entry is called.
+struct CountBounds {
+    max: &'static str,
+    min: &'static str,
+    entries: &'static str,
+}
+
+const ITEM_COUNT: CountBounds = CountBounds {
+    max: "maxItems",
+    min: "minItems",
+    entries: "items",
+};
+
+const PROPERTY_COUNT: CountBounds = CountBounds {
+    max: "maxProperties",
+    min: "minProperties",
+    entries: "properties",
+};
+
+/// Errors for a value of `len` entries outside the bounds schema `s` sets.
+fn check_count(s: &Value, path: &str, len: usize, bounds: &CountBounds, out: &mut Vec<FieldError>) {
+    let len = len as u64;
+    if let Some(max) = as_count(s.get(bounds.max))
+        && len > max
+    {
+        out.push(too_many(path, len, max));
+    }
+    if let Some(min) = as_count(s.get(bounds.min))
+        && len < min
+    {
+        let (name, entries) = (subject(path), bounds.entries);
+        out.push(FieldError::new(
+            path,
+            FieldErrorReason::Invalid,
+            format!("Invalid value: {len}: {name} in body should have at least {min} {entries}"),
+        ));
+    }
 }
 
 fn too_many(path: &str, actual: u64, max: u64) -> FieldError {

@@ -156,29 +156,25 @@ impl fmt::Display for Requirement {
 }
 
 fn validate_label_key(key: &str) -> Result<(), SelectorError> {
-    let errs = crate::validation::qualified_name_problems(key);
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(SelectorError::new(format!(
-            "key: Invalid value: {}: {}",
-            quote(key),
-            errs.join(", ")
-        )))
-    }
+    valid_unless("key", key, crate::validation::qualified_name_problems(key))
 }
 
 fn validate_label_value(key: &str, idx: usize, v: &str) -> Result<(), SelectorError> {
-    let errs = crate::validation::label_value_problems(v);
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(SelectorError::new(format!(
-            "values[{idx}][{key}]: Invalid value: {}: {}",
-            quote(v),
-            errs.join(", ")
-        )))
+    let field = format!("values[{idx}][{key}]");
+    valid_unless(&field, v, crate::validation::label_value_problems(v))
+}
+
+/// `Ok` unless there are `problems` with `value`, which kube-apiserver reports as an
+/// invalid value at `field`.
+fn valid_unless(field: &str, value: &str, problems: Vec<String>) -> Result<(), SelectorError> {
+    if problems.is_empty() {
+        return Ok(());
     }
+    Err(SelectorError::new(format!(
+        "{field}: Invalid value: {}: {}",
+        quote(value),
+        problems.join(", ")
+    )))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -649,7 +645,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn labels(v: Value) -> Map<String, Value> {
+    fn labels_of(v: Value) -> Map<String, Value> {
         match v {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -660,6 +656,18 @@ mod tests {
         match LabelSelector::parse(s) {
             Ok(sel) => sel,
             Err(e) => panic!("parse {s:?}: {e}"),
+        }
+    }
+
+    /// Checks whether each selector matches `labels` (`None`: an object without labels).
+    fn check_matches(labels: Option<Value>, cases: &[(&str, bool)]) {
+        let labels = labels.map(labels_of);
+        for (selector, expected) in cases {
+            assert_eq!(
+                sel(selector).matches(labels.as_ref()),
+                *expected,
+                "{selector:?} on {labels:?}"
+            );
         }
     }
 
@@ -675,71 +683,81 @@ mod tests {
         let s = sel("");
         assert!(s.is_empty());
         assert!(s.matches(None));
-        assert!(s.matches(Some(&labels(json!({"a": "b"})))));
+        assert!(s.matches(Some(&labels_of(json!({"a": "b"})))));
         assert_eq!(s.to_string(), "");
         assert!(sel("   ").is_empty());
     }
 
     #[test]
     fn equality_operators() {
-        let l = labels(json!({"app": "web", "tier": "fe"}));
-        assert!(sel("app=web").matches(Some(&l)));
-        assert!(sel("app==web").matches(Some(&l)));
-        assert!(!sel("app=db").matches(Some(&l)));
-        assert!(sel("app!=db").matches(Some(&l)));
-        assert!(!sel("app!=web").matches(Some(&l)));
-        assert!(!sel("app=web").matches(None));
+        check_matches(
+            Some(json!({"app": "web", "tier": "fe"})),
+            &[
+                ("app=web", true),
+                ("app==web", true),
+                ("app=db", false),
+                ("app!=db", true),
+                ("app!=web", false),
+            ],
+        );
+        check_matches(None, &[("app=web", false), ("gone=", false)]);
         // Empty value.
-        assert!(!sel("gone=").matches(None));
-        assert!(sel("e=").matches(Some(&labels(json!({"e": ""})))));
+        check_matches(Some(json!({"e": ""})), &[("e=", true)]);
         assert_eq!(sel("app==web").to_string(), "app=web");
     }
 
     #[test]
     fn set_operators() {
-        let l = labels(json!({"env": "prod"}));
-        assert!(sel("env in (prod, staging)").matches(Some(&l)));
-        assert!(!sel("env in (dev)").matches(Some(&l)));
-        assert!(sel("env notin (dev,qa)").matches(Some(&l)));
-        assert!(!sel("env notin (prod)").matches(Some(&l)));
+        check_matches(
+            Some(json!({"env": "prod"})),
+            &[
+                ("env in (prod, staging)", true),
+                ("env in (dev)", false),
+                ("env notin (dev,qa)", true),
+                ("env notin (prod)", false),
+            ],
+        );
         // keywords are plain values inside the list
-        assert!(sel("x in (in,notin)").matches(Some(&labels(json!({"x": "in"})))));
+        check_matches(Some(json!({"x": "in"})), &[("x in (in,notin)", true)]);
         assert_eq!(sel("env in (b,a,b)").to_string(), "env in (a,b)");
         assert_eq!(sel("env in ()").to_string(), "env in ()");
     }
 
     #[test]
     fn exists_operators() {
-        let l = labels(json!({"app": "web"}));
-        assert!(sel("app").matches(Some(&l)));
-        assert!(!sel("db").matches(Some(&l)));
-        assert!(sel("!db").matches(Some(&l)));
-        assert!(!sel("!app").matches(Some(&l)));
-        assert!(sel("!app").matches(None));
-        assert!(!sel("app").matches(None));
+        check_matches(
+            Some(json!({"app": "web"})),
+            &[("app", true), ("db", false), ("!db", true), ("!app", false)],
+        );
+        check_matches(None, &[("!app", true), ("app", false)]);
         assert_eq!(sel(" ! db ").to_string(), "!db");
     }
 
     #[test]
     fn absent_label_semantics() {
-        assert!(sel("app!=web").matches(None));
-        assert!(sel("app notin (web)").matches(None));
-        assert!(sel("app!=web").matches(Some(&labels(json!({"other": "x"})))));
-        assert!(!sel("app in (web)").matches(None));
+        check_matches(
+            None,
+            &[
+                ("app!=web", true),
+                ("app notin (web)", true),
+                ("app in (web)", false),
+            ],
+        );
+        check_matches(Some(json!({"other": "x"})), &[("app!=web", true)]);
     }
 
     #[test]
     fn numeric_operators() {
-        let l = labels(json!({"n": "5"}));
-        assert!(sel("n>3").matches(Some(&l)));
-        assert!(!sel("n<3").matches(Some(&l)));
-        assert!(!sel("m>3").matches(Some(&l)));
+        check_matches(
+            Some(json!({"n": "5"})),
+            &[("n>3", true), ("n<3", false), ("m>3", false)],
+        );
         assert!(err("n>x").contains("must be an integer"));
     }
 
     #[test]
     fn and_and_whitespace() {
-        let l = labels(json!({"app": "web", "tier": "fe", "example.com/team": "a"}));
+        let l = labels_of(json!({"app": "web", "tier": "fe", "example.com/team": "a"}));
         let s = sel("  app = web ,tier  in ( fe , be ) , !gone,example.com/team ");
         assert!(s.matches(Some(&l)));
         assert_eq!(
@@ -765,18 +783,23 @@ mod tests {
         let e = err(&format!("a={long}"));
         assert!(e.contains("must be no more than 63 characters"), "{e}");
         assert!(err(&format!("{long}=a")).contains("name part must be no more than 63"));
-        assert!(err("=b").contains("expected: !, identifier"));
-        assert!(err("a,").contains("identifier after ','"));
-        assert!(err(",a").contains("found ','"));
-        assert!(err("a=(b)").contains("expected: identifier"));
-        assert!(err("Example.com/a=b").contains("prefix part"));
-        assert!(err("/a").contains("prefix part must be non-empty"));
-        assert!(err("a/").contains("name part must be non-empty"));
-        assert!(err("a/b/c").contains("qualified name"));
-        assert!(err("a=b c").contains("found 'c'"));
-        assert!(err("!a=b").contains("found '='"));
-        assert!(err("a=-b").contains("a valid label"));
-        assert!(err("a in (b c)").contains("expected: ',' or ')'"));
+        for (selector, fragment) in [
+            ("=b", "expected: !, identifier"),
+            ("a,", "identifier after ','"),
+            (",a", "found ','"),
+            ("a=(b)", "expected: identifier"),
+            ("Example.com/a=b", "prefix part"),
+            ("/a", "prefix part must be non-empty"),
+            ("a/", "name part must be non-empty"),
+            ("a/b/c", "qualified name"),
+            ("a=b c", "found 'c'"),
+            ("!a=b", "found '='"),
+            ("a=-b", "a valid label"),
+            ("a in (b c)", "expected: ',' or ')'"),
+        ] {
+            let e = err(selector);
+            assert!(e.contains(fragment), "{selector:?}: {e}");
+        }
     }
 
     #[test]
@@ -799,10 +822,10 @@ mod tests {
         let reparsed = sel(&text);
         assert_eq!(reparsed.to_string(), text);
         assert_eq!(reparsed.reqs, s.reqs);
-        let l = labels(json!({"app": "web", "tier": "fe", "team": "x"}));
+        let l = labels_of(json!({"app": "web", "tier": "fe", "team": "x"}));
         assert!(s.matches(Some(&l)));
         assert!(reparsed.matches(Some(&l)));
-        assert!(!s.matches(Some(&labels(json!({"app": "web", "tier": "fe"})))));
+        assert!(!s.matches(Some(&labels_of(json!({"app": "web", "tier": "fe"})))));
 
         assert!(LabelSelector::from_label_selector_json(&json!({})).is_ok_and(|s| s.is_empty()));
         assert!(LabelSelector::from_label_selector_json(&Value::Null).is_ok_and(|s| s.is_empty()));

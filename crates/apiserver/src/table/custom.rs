@@ -4,17 +4,13 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::columns::{AGE_DESC, definition};
+use super::columns::{Definition, shared};
 use super::format::{UNKNOWN, human_duration, int_at, nonempty, parse_time, str_at, value_text};
 use super::jsonpath::JsonPath;
 
 /// One printer column, its path parsed.
 pub(super) struct Column {
-    name: String,
-    ty: String,
-    format: String,
-    description: String,
-    priority: i64,
+    pub(super) definition: Definition,
     path: JsonPath,
 }
 
@@ -23,11 +19,15 @@ pub(super) fn columns(defs: &[Value]) -> Vec<Column> {
     if defs.is_empty() {
         // apiextensions-apiserver's serveDefaultColumnsIfEmpty.
         return vec![Column {
-            name: "Age".to_string(),
-            ty: "date".to_string(),
-            format: String::new(),
-            description: AGE_DESC.to_string(),
-            priority: 0,
+            definition: Definition {
+                name: "Age".to_string(),
+                ty: "date".to_string(),
+                format: String::new(),
+                description: shared("AGE")
+                    .map(|age| age.definition.description.clone())
+                    .unwrap_or_default(),
+                priority: 0,
+            },
             path: JsonPath::parse(".metadata.creationTimestamp"),
         }];
     }
@@ -40,11 +40,13 @@ pub(super) fn columns(defs: &[Value]) -> Vec<Column> {
                 str::to_string,
             );
             Some(Column {
-                name: name.to_string(),
-                ty: str_at(d, &["type"]).unwrap_or("string").to_string(),
-                format: str_at(d, &["format"]).unwrap_or("").to_string(),
-                description,
-                priority: int_at(d, &["priority"]).unwrap_or(0),
+                definition: Definition {
+                    name: name.to_string(),
+                    ty: str_at(d, &["type"]).unwrap_or("string").to_string(),
+                    format: str_at(d, &["format"]).unwrap_or("").to_string(),
+                    description,
+                    priority: int_at(d, &["priority"]).unwrap_or(0),
+                },
                 path: JsonPath::parse(path),
             })
         })
@@ -52,16 +54,6 @@ pub(super) fn columns(defs: &[Value]) -> Vec<Column> {
 }
 
 impl Column {
-    pub(super) fn definition(&self) -> Value {
-        definition(
-            &self.name,
-            &self.ty,
-            &self.format,
-            &self.description,
-            self.priority,
-        )
-    }
-
     /// One custom-column cell, following apiextensions' `cellForJSONValue`:
     /// nothing found (or JSON null) → null (kubectl prints an empty cell);
     /// "string" → text, all matches joined with ","; "integer"/"number"/"boolean"
@@ -77,7 +69,7 @@ impl Column {
         let Some(first) = results.first() else {
             return Value::Null;
         };
-        match self.ty.as_str() {
+        match self.definition.ty.as_str() {
             "string" => Value::String(
                 results
                     .iter()

@@ -173,72 +173,71 @@ mod tests {
         assert_eq!(to_rfc9535(".it's"), "$['it\\'s']");
     }
 
+    /// Each path's matches on the widget, as one JSON list.
+    fn assert_matches(cases: &[(&str, Value)]) {
+        let w = widget();
+        for (path, want) in cases {
+            assert_eq!(&Value::Array(jp(&w, path)), want, "{path}");
+        }
+    }
+
     #[test]
     fn json_path_fields_and_indices() {
         let w = widget();
-        assert_eq!(jp(&w, ".spec.replicas"), [json!(3)]);
-        assert_eq!(jp(&w, "{.spec.replicas}"), [json!(3)]);
-        assert_eq!(jp(&w, "$.spec.replicas"), [json!(3)]);
-        assert_eq!(jp(&w, "spec.replicas"), [json!(3)]);
-        assert_eq!(
-            jp(&w, ".metadata.creationTimestamp"),
-            [json!(ago(3 * 3600))]
-        );
-        assert_eq!(jp(&w, ".spec.items[0].name"), [json!("a")]);
-        assert_eq!(jp(&w, ".spec.items[-1].name"), [json!("c")]);
-        assert_eq!(jp(&w, ".spec.items[0,2].name"), [json!("a"), json!("c")]);
-        assert_eq!(jp(&w, ".spec.items[1:].name"), [json!("b"), json!("c")]);
-        assert_eq!(jp(&w, ".spec.items[:2].qty"), [json!(1), json!(2)]);
-        assert_eq!(jp(&w, ".spec.items[0:3:2].name"), [json!("a"), json!("c")]);
-        assert_eq!(
-            jp(&w, ".spec.items[*].name"),
-            [json!("a"), json!("b"), json!("c")]
-        );
-        assert_eq!(jp(&w, ".spec.tags[*]"), [json!("x"), json!("y")]);
-        assert_eq!(jp(&w, ".spec.selector.*"), [json!("front")]);
-        assert_eq!(jp(&w, ".spec['size']"), [json!("large")]);
-        assert_eq!(
-            jp(&w, ".metadata.labels['app.kubernetes.io/name']"),
-            [json!("shop")]
-        );
-        assert_eq!(
-            jp(&w, ".metadata.labels.app\\.kubernetes\\.io/name"),
-            [json!("shop")]
-        );
-        assert_eq!(jp(&w, "..qty"), [json!(1), json!(2), json!(3)]);
-        assert_eq!(jp(&w, "."), std::slice::from_ref(&w));
+        assert_matches(&[
+            (".spec.replicas", json!([3])),
+            ("{.spec.replicas}", json!([3])),
+            ("$.spec.replicas", json!([3])),
+            ("spec.replicas", json!([3])),
+            (".metadata.creationTimestamp", json!([ago(3 * 3600)])),
+            (".spec.items[0].name", json!(["a"])),
+            (".spec.items[-1].name", json!(["c"])),
+            (".spec.items[0,2].name", json!(["a", "c"])),
+            (".spec.items[1:].name", json!(["b", "c"])),
+            (".spec.items[:2].qty", json!([1, 2])),
+            (".spec.items[0:3:2].name", json!(["a", "c"])),
+            (".spec.items[*].name", json!(["a", "b", "c"])),
+            (".spec.tags[*]", json!(["x", "y"])),
+            (".spec.selector.*", json!(["front"])),
+            (".spec['size']", json!(["large"])),
+            (
+                ".metadata.labels['app.kubernetes.io/name']",
+                json!(["shop"]),
+            ),
+            (
+                ".metadata.labels.app\\.kubernetes\\.io/name",
+                json!(["shop"]),
+            ),
+            ("..qty", json!([1, 2, 3])),
+            (".", json!([w])),
+        ]);
     }
 
     #[test]
     fn json_path_filters() {
-        let w = widget();
-        assert_eq!(
-            jp(&w, ".status.conditions[?(@.type==\"Ready\")].status"),
-            [json!("True")]
-        );
-        assert_eq!(
-            jp(&w, ".status.conditions[?(@.type == 'Synced')].status"),
-            [json!("False")]
-        );
-        assert_eq!(
-            jp(&w, ".status.conditions[?(@.type!=\"Ready\")].type"),
-            [json!("Synced")]
-        );
-        assert_eq!(
-            jp(&w, ".spec.items[?(@.qty>1)].name"),
-            [json!("b"), json!("c")]
-        );
-        assert_eq!(
-            jp(&w, ".spec.items[?(@.qty<=2)].name"),
-            [json!("a"), json!("b")]
-        );
-        assert_eq!(jp(&w, ".spec.items[?(@.qty==3)].name"), [json!("c")]);
-        assert_eq!(jp(&w, ".spec.items[?(@.qty)].name").len(), 3);
-        assert_eq!(jp(&w, ".spec.items[?(@.nope)].name"), Vec::<Value>::new());
-        assert_eq!(
-            jp(&w, ".status.conditions[?(@.type==\"Missing\")].status"),
-            Vec::<Value>::new()
-        );
+        assert_matches(&[
+            (
+                ".status.conditions[?(@.type==\"Ready\")].status",
+                json!(["True"]),
+            ),
+            (
+                ".status.conditions[?(@.type == 'Synced')].status",
+                json!(["False"]),
+            ),
+            (
+                ".status.conditions[?(@.type!=\"Ready\")].type",
+                json!(["Synced"]),
+            ),
+            (".spec.items[?(@.qty>1)].name", json!(["b", "c"])),
+            (".spec.items[?(@.qty<=2)].name", json!(["a", "b"])),
+            (".spec.items[?(@.qty==3)].name", json!(["c"])),
+            (".spec.items[?(@.nope)].name", json!([])),
+            (
+                ".status.conditions[?(@.type==\"Missing\")].status",
+                json!([]),
+            ),
+        ]);
+        assert_eq!(jp(&widget(), ".spec.items[?(@.qty)].name").len(), 3);
     }
 
     #[test]

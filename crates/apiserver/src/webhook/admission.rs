@@ -250,16 +250,7 @@ fn parse_answer(review: Value, uid: &str) -> Result<Answer, CallError> {
             review["kind"].as_str().unwrap_or("")
         )));
     }
-    let response = review
-        .get("response")
-        .filter(|r| r.is_object())
-        .ok_or_else(|| invalid("webhook response was absent".into()))?;
-    let answered_uid = response["uid"].as_str().unwrap_or("");
-    if answered_uid != uid {
-        return Err(invalid(format!(
-            "expected response.uid={uid:?}, got {answered_uid:?}"
-        )));
-    }
+    let response = client::review_response(&review, uid, "webhook response was absent")?;
     let patch = match (
         response.get("patch").and_then(Value::as_str),
         response["patchType"].as_str(),
@@ -588,11 +579,7 @@ impl ApiServer {
     /// webhooks in the order each lists them (kube-apiserver's order). Read from the store
     /// on each write: an in-memory range read, empty when none are configured.
     fn webhooks(&self, plural: &str) -> ApiResult<Vec<Webhook>> {
-        let options = ListOptions {
-            at: None,
-            start_after: None,
-            limit: None,
-        };
+        let options = ListOptions::default();
         let page = self
             .store()
             .list(&format!("/{GROUP}/{plural}/"), &options, &|_| true)

@@ -158,6 +158,27 @@ fn tls_config(client_config: &Value) -> Result<Arc<rustls::ClientConfig>, CallEr
     Ok(Arc::new(config))
 }
 
+/// The `response` of a review a webhook answered, checked to be the answer to request
+/// `uid` (admission and conversion reviews carry it alike); `absent` is what is wrong when
+/// there is no response at all.
+pub fn review_response<'a>(
+    answer: &'a Value,
+    uid: &str,
+    absent: &str,
+) -> Result<&'a Value, CallError> {
+    let response = answer
+        .get("response")
+        .filter(|r| r.is_object())
+        .ok_or_else(|| CallError::InvalidResponse(absent.into()))?;
+    let answered_uid = response["uid"].as_str().unwrap_or("");
+    if answered_uid != uid {
+        return Err(CallError::InvalidResponse(format!(
+            "expected response.uid={uid:?}, got {answered_uid:?}"
+        )));
+    }
+    Ok(response)
+}
+
 /// POST `body` to the webhook `client_config` names and return the JSON it answers, within
 /// `timeout` (connection, TLS, request and response together).
 pub async fn post_json(

@@ -182,16 +182,8 @@ fn converted_object(
     desired: &str,
 ) -> ApiResult<Value> {
     let fail = |why: String| conversion_failed(original, CallError::InvalidResponse(why));
-    let response = answer
-        .get("response")
-        .filter(|r| r.is_object())
-        .ok_or_else(|| fail("no response provided".into()))?;
-    let answered_uid = response["uid"].as_str().unwrap_or("");
-    if answered_uid != uid {
-        return Err(fail(format!(
-            "expected response.uid={uid:?}, got {answered_uid:?}"
-        )));
-    }
+    let response = client::review_response(answer, uid, "no response provided")
+        .map_err(|e| conversion_failed(original, e))?;
     if response.pointer("/result/status").and_then(Value::as_str) != Some("Success") {
         let message = meta::str_at(response, "/result/message").unwrap_or("");
         return Err(ApiError {

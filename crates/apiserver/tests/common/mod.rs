@@ -19,12 +19,21 @@ use tower::ServiceExt;
 pub const GUARD: Duration = Duration::from_secs(30);
 
 #[allow(unused_imports)] // not every suite reads API errors or clears finalizers
-pub use steady_test_support::{api_code, clear_finalizers, create_json, list_count};
+pub use steady_test_support::{
+    api_code, clear_finalizers, create_json, get_existing, list_count, merge_patch,
+};
 
 pub async fn server() -> ApiServer {
     ApiServer::in_memory(Config::default())
         .await
         .expect("server starts")
+}
+
+/// A fresh server (kept alive by the caller) and its ConfigMaps in `default`.
+pub async fn default_configmaps() -> (ApiServer, Api<ConfigMap>) {
+    let s = server().await;
+    let api = Api::namespaced(s.client(), "default");
+    (s, api)
 }
 
 /// Poll `check` until it returns `Some`, bounded by [`GUARD`] on tokio's clock.
@@ -34,6 +43,17 @@ where
     Fut: Future<Output = Option<T>>,
 {
     steady_test_support::eventually(what, GUARD, check).await
+}
+
+/// Wait until `name` is gone from `api` (a failed read counts as not gone yet).
+pub async fn eventually_gone<K>(api: &Api<K>, name: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(&format!("{name} to be gone"), move || async move {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
 }
 
 pub struct Raw {
@@ -184,18 +204,25 @@ pub async fn install_crd(server: &ApiServer, crd: Value) {
         .expect("CRD created");
 }
 
-/// Install a namespaced `widgets.example.steady.dev` (kind Widget, version v1) whose objects
-/// follow `schema`.
-pub async fn install_widgets(server: &ApiServer, schema: Value) {
-    let crd = serde_json::json!({
+/// A CRD of the group `example.steady.dev` that serves and stores one version, v1, whose
+/// objects follow `schema`; `names` as a CRD spells them (`plural` and `kind` at least).
+/// Subresources, when a test needs them, go in `spec.versions[0].subresources`.
+pub fn example_crd(scope: &str, names: Value, schema: Value) -> Value {
+    let plural = names["plural"].as_str().expect("names.plural");
+    serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.steady.dev"},
+        "metadata": {"name": format!("{plural}.example.steady.dev")},
         "spec": {
-            "group": "example.steady.dev", "scope": "Namespaced",
-            "names": {"plural": "widgets", "kind": "Widget"},
+            "group": "example.steady.dev", "scope": scope, "names": names,
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": schema}}],
         },
-    });
-    install_crd(server, crd).await;
+    })
+}
+
+/// Install a namespaced `widgets.example.steady.dev` (kind Widget, version v1) whose objects
+/// follow `schema`.
+pub async fn install_widgets(server: &ApiServer, schema: Value) {
+    let names = serde_json::json!({"plural": "widgets", "kind": "Widget"});
+    install_crd(server, example_crd("Namespaced", names, schema)).await;
 }

@@ -603,71 +603,46 @@ impl Results {
             self.of(Runtime::Steady).steady_state.window.as_secs_f64()
         );
         let ss = |r: Runtime| &self.of(r).steady_state;
-        table.numbers(
-            &steady,
-            "writes",
-            both(&|r| ss(r).requests.writes() as f64),
-            0,
-        );
-        table.numbers(
-            &steady,
-            "GET + LIST",
-            both(&|r| ss(r).requests.reads() as f64),
-            0,
-        );
-        table.numbers(&steady, "reconciles", both(&|r| ss(r).reconciles as f64), 0);
+        let steady_rows: &[SteadyStateRow] = &[
+            ("writes", |s| s.requests.writes() as f64, 0),
+            ("GET + LIST", |s| s.requests.reads() as f64, 0),
+            ("reconciles", |s| s.reconciles as f64, 0),
+        ];
         let relist = format!(
             "2. forced relist (410), until re-listed + {:.0} s",
             plan.relist_window.as_secs_f64()
         );
-        table.numbers(
-            &relist,
-            "seconds from the 410 until every kind is re-listed and watched",
-            both(&|r| ss(r).relist_seconds),
-            2,
-        );
-        table.numbers(
-            &relist,
-            "update sent right after the 410 → status (ms)",
-            both(&|r| ss(r).update_after_relist.as_secs_f64() * 1e3),
-            1,
-        );
-        table.numbers(
-            &relist,
-            "LIST",
-            both(&|r| ss(r).relist_requests.get("list") as f64),
-            0,
-        );
-        table.numbers(
-            &relist,
-            "GET",
-            both(&|r| ss(r).relist_requests.get("get") as f64),
-            0,
-        );
-        table.numbers(
-            &relist,
-            "writes",
-            both(&|r| ss(r).relist_requests.writes() as f64),
-            0,
-        );
-        table.numbers(
-            &relist,
-            "reconciles",
-            both(&|r| ss(r).relist_reconciles as f64),
-            0,
-        );
-        table.numbers(
-            &relist,
-            "peak RSS during relist (MiB)",
-            both(&|r| ss(r).relist_peak as f64 / MIB),
-            1,
-        );
-        table.numbers(
-            &relist,
-            "RSS before relist (MiB)",
-            both(&|r| ss(r).rss_before_relist as f64 / MIB),
-            1,
-        );
+        let relist_rows: &[SteadyStateRow] = &[
+            (
+                "seconds from the 410 until every kind is re-listed and watched",
+                |s| s.relist_seconds,
+                2,
+            ),
+            (
+                "update sent right after the 410 → status (ms)",
+                |s| s.update_after_relist.as_secs_f64() * 1e3,
+                1,
+            ),
+            ("LIST", |s| s.relist_requests.get("list") as f64, 0),
+            ("GET", |s| s.relist_requests.get("get") as f64, 0),
+            ("writes", |s| s.relist_requests.writes() as f64, 0),
+            ("reconciles", |s| s.relist_reconciles as f64, 0),
+            (
+                "peak RSS during relist (MiB)",
+                |s| s.relist_peak as f64 / MIB,
+                1,
+            ),
+            (
+                "RSS before relist (MiB)",
+                |s| s.rss_before_relist as f64 / MIB,
+                1,
+            ),
+        ];
+        for (scenario, rows) in [(&steady, steady_rows), (&relist, relist_rows)] {
+            for (measurement, value, decimals) in rows {
+                table.numbers(scenario, measurement, both(&|r| value(ss(r))), *decimals);
+            }
+        }
 
         let idle = format!(
             "3. self-heal, {} pods at {:.0}/s, idle",
@@ -836,6 +811,10 @@ impl Results {
 struct Table {
     rows: Vec<[String; 5]>,
 }
+
+/// One row of the steady-state report: the measurement, how to read it from a run's
+/// [`SteadyState`], and its decimals.
+type SteadyStateRow = (&'static str, fn(&SteadyState) -> f64, usize);
 
 impl Table {
     fn numbers(&mut self, scenario: &str, measurement: &str, (a, b): (f64, f64), decimals: usize) {

@@ -69,9 +69,8 @@ impl Server {
     }
 
     pub async fn start_with(data_dir: &Path, kubeconfig: &Path, options: Options) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_steady"));
+        let mut command = steady_child(&[&options.subcommand]);
         command
-            .arg(&options.subcommand)
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--listen")
@@ -79,11 +78,7 @@ impl Server {
             .arg("--write-kubeconfig")
             .arg(kubeconfig)
             .args(&options.args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         for (k, v) in &options.env {
             command.env(k, v);
         }
@@ -369,11 +364,51 @@ pub async fn client_from(kubeconfig: &Path) -> kube::Client {
     kube::Client::try_from(config_from(kubeconfig).await).expect("kube client")
 }
 
+/// The `steady` binary under test with `args`, as a child the test reads: stdout piped,
+/// no stdin, the test's `RUST_LOG` not passed on (its output is asserted), killed on drop.
+pub fn steady_child(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_steady"));
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// The `steady` binary under test with `args`, ready to run.
+pub fn steady(args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_steady"));
+    command.args(args);
+    command
+}
+
+/// Run `command` to completion and return its stdout; panics showing both outputs if it
+/// fails.
+pub fn stdout_of(command: &mut std::process::Command) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 /// The resourceVersion of an object as a number (steady's are decimal revisions).
 pub fn rv_number(rv: Option<&String>) -> u64 {
     rv.expect("resourceVersion is set")
         .parse()
         .expect("resourceVersion is a decimal number")
+}
+
+/// The resourceVersion of `object` as a number.
+pub fn object_rv<K: kube::Resource>(object: &K) -> u64 {
+    rv_number(object.meta().resource_version.as_ref())
 }
 
 /// Resident memory of the process `pid`, in bytes (Linux: `VmRSS` in /proc/PID/status).

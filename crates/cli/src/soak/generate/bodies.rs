@@ -249,6 +249,13 @@ fn pick_depth(rng: &mut StdRng) -> usize {
         .unwrap_or(&128)
 }
 
+/// Append `1` nested `depth` times between `open` and `close`.
+fn push_nested_one(body: &mut Vec<u8>, open: &str, close: &str, depth: usize) {
+    body.extend_from_slice(open.repeat(depth).as_bytes());
+    body.push(b'1');
+    body.extend_from_slice(close.repeat(depth).as_bytes());
+}
+
 /// The object with a deeply nested value under `spec`/`extra`, as JSON or YAML (flow or
 /// block style).
 fn deep_body(rng: &mut StdRng, object: Value) -> (Option<String>, Vec<u8>) {
@@ -270,9 +277,7 @@ fn deep_body(rng: &mut StdRng, object: Value) -> (Option<String>, Vec<u8>) {
         0 => {
             let mut body = prefix.to_vec();
             body.extend_from_slice(format!(",\"{field}\":").as_bytes());
-            body.extend_from_slice(open.repeat(depth).as_bytes());
-            body.extend_from_slice(b"1");
-            body.extend_from_slice(close.repeat(depth).as_bytes());
+            push_nested_one(&mut body, open, close, depth);
             body.push(b'}');
             (Some("application/json".into()), body)
         }
@@ -280,9 +285,7 @@ fn deep_body(rng: &mut StdRng, object: Value) -> (Option<String>, Vec<u8>) {
             let (open, close) = if arrays { ("[", "]") } else { ("{a: ", "}") };
             let mut body = to_yaml(&base);
             body.extend_from_slice(format!("{field}: ").as_bytes());
-            body.extend_from_slice(open.repeat(depth).as_bytes());
-            body.extend_from_slice(b"1");
-            body.extend_from_slice(close.repeat(depth).as_bytes());
+            push_nested_one(&mut body, open, close, depth);
             body.push(b'\n');
             (Some("application/yaml".into()), body)
         }

@@ -157,11 +157,16 @@ pub(super) fn get(rng: &mut StdRng) -> FuzzRequest {
     request
 }
 
-pub(super) fn list(rng: &mut StdRng) -> FuzzRequest {
+/// A GET of a random kind's collection, in one namespace or cluster-wide (namespaced kinds
+/// too).
+fn collection_get(rng: &mut StdRng) -> FuzzRequest {
     let kind = pick_kind(rng);
-    // Cluster-wide lists of namespaced kinds too.
     let namespace = (kind.namespaced && rng.random_bool(0.7)).then(|| pick_namespace(rng));
-    let mut request = FuzzRequest::new(Method::GET, collection_path(kind, namespace.as_deref()));
+    FuzzRequest::new(Method::GET, collection_path(kind, namespace.as_deref()))
+}
+
+pub(super) fn list(rng: &mut StdRng) -> FuzzRequest {
+    let mut request = collection_get(rng);
     let mut query = Query::new();
     read_query(rng, &mut query);
     query.maybe(
@@ -187,9 +192,7 @@ pub(super) fn list(rng: &mut StdRng) -> FuzzRequest {
 }
 
 pub(super) fn watch(rng: &mut StdRng) -> FuzzRequest {
-    let kind = pick_kind(rng);
-    let namespace = (kind.namespaced && rng.random_bool(0.7)).then(|| pick_namespace(rng));
-    let mut request = FuzzRequest::new(Method::GET, collection_path(kind, namespace.as_deref()));
+    let mut request = collection_get(rng);
     let mut query = Query::new();
     query.add("watch", *["1", "true", "True"].choose(rng).unwrap_or(&"1"));
     if rng.random_bool(0.85) {

@@ -1,0 +1,224 @@
+//! The Cache scenario: steady's Cache operator (or a deliberately wrong variant of its
+//! reconciler) scaled, re-templated and scaled back under faults, with the Cache's domain
+//! invariant (never two live pods for one ordinal, never a pod that is not an ordinal) and
+//! its goal (the pods, Service and status the spec asks for).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use steady_cache_operator::resources::{
+    CACHE_LABEL, TEMPLATE_HASH_LABEL, is_ready, ordinal_of, template_hash,
+};
+use steady_cache_operator::{Cache, OperatorContext};
+use steady_runtime::controller::Observer;
+use steady_runtime::{Action, Context, ObjectKey, Trigger};
+
+use crate::scenario::{Scenario, Step};
+use crate::world::World;
+
+/// The Cache's namespace in the scenario.
+pub const NAMESPACE: &str = "default";
+/// The Cache's name in the scenario.
+pub const NAME: &str = "sim";
+/// The name of the Cache's domain invariant.
+pub const ORDINALS: &str = "cache-ordinals";
+/// The name of the Cache's goal.
+pub const CONVERGED: &str = "cache-converged";
+
+/// A reconciler under test in place of the real one (see [`crate::wrong`]).
+pub type ReconcileFn = Arc<
+    dyn Fn(Arc<Cache>, Arc<Context<Subject>>) -> BoxFuture<'static, Result<Action, String>>
+        + Send
+        + Sync,
+>;
+
+/// What a reconciler under test gets as context data: the operator's context, plus what
+/// triggered the current reconcile (only an edge-triggered reconciler would look).
+pub struct Subject {
+    /// The Cache operator's own context.
+    pub operator: Arc<OperatorContext>,
+    /// The triggers of the latest reconcile of each key.
+    pub last_triggers: Mutex<BTreeMap<ObjectKey, Vec<Trigger>>>,
+}
+
+/// The operator's reconcile takes `Context<OperatorContext>`; a wrong reconciler's context
+/// wraps it. Re-wrap the same client, caches and data without copying state.
+pub fn operator_context(ctx: &Arc<Context<Subject>>) -> Arc<Context<OperatorContext>> {
+    Arc::new(ctx.with_data(ctx.data().operator.clone()))
+}
+
+/// The Cache scenario with steady's own reconciler, wired as `steady operator` wires it.
+pub fn scenario() -> Scenario {
+    script(Scenario::new("cache")).controller(|client, launch| async move {
+        let controller = steady_cache_operator::controller(client, launch.config("cache"));
+        let data = Arc::new(OperatorContext::new(launch.clock()));
+        let _ = launch
+            .run(controller, steady_cache_operator::reconcile, data)
+            .await;
+    })
+}
+
+/// The Cache scenario called `name` with `reconciler` in place of the real one.
+pub fn scenario_with(name: &str, reconciler: ReconcileFn) -> Scenario {
+    script(Scenario::new(name)).controller(move |client, launch| {
+        let reconciler = reconciler.clone();
+        async move {
+            let controller = steady_cache_operator::controller(client, launch.config("cache"));
+            let subject = Arc::new(Subject {
+                operator: Arc::new(OperatorContext::new(launch.clock())),
+                last_triggers: Mutex::new(BTreeMap::new()),
+            });
+            let observed = subject.clone();
+            let observer: Observer = Arc::new(move |key: &ObjectKey, triggers: &[Trigger]| {
+                if let Ok(mut last) = observed.last_triggers.lock() {
+                    last.insert(key.clone(), triggers.to_vec());
+                }
+            });
+            let reconcile = move |cache, ctx| reconciler(cache, ctx);
+            let _ = launch
+                .with_observer(observer)
+                .run(controller, reconcile, subject)
+                .await;
+        }
+    })
+}
+
+/// The CRD, the Cache (2 replicas), then scale to 3, a new image, scale to 2.
+fn script(scenario: Scenario) -> Scenario {
+    let cache: Option<Cache> = serde_json::from_value(serde_json::json!({
+        "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
+        "metadata": {"name": NAME, "namespace": NAMESPACE}, "spec": {"replicas": 2}
+    }))
+    .ok();
+    let image = serde_json::json!({"spec": {"image": "memcached:1.6.31"}});
+    let scenario = scenario.crd(steady_cache_operator::crd());
+    let scenario = match &cache {
+        Some(cache) => scenario.create(cache),
+        None => scenario,
+    };
+    scenario
+        .at(
+            Duration::from_secs(5),
+            Step::scale::<Cache>(NAMESPACE, NAME, 3),
+        )
+        .at(
+            Duration::from_secs(12),
+            Step::patch::<Cache>(NAMESPACE, NAME, image),
+        )
+        .at(
+            Duration::from_secs(20),
+            Step::scale::<Cache>(NAMESPACE, NAME, 2),
+        )
+        .invariant(ORDINALS, ordinals)
+        .goal(CONVERGED, converged)
+}
+
+/// Never two live pods for one ordinal, never a live pod a Cache controls that is not one
+/// of its ordinals (`<cache>-<n>`).
+pub fn ordinals(world: &World) -> Result<(), String> {
+    let caches: BTreeMap<String, String> = world
+        .list::<Cache>()
+        .into_iter()
+        .filter_map(|c| Some((c.metadata.uid?, c.metadata.name?)))
+        .collect();
+    let mut seen: BTreeMap<(String, i32), String> = BTreeMap::new();
+    for pod in world.list::<Pod>() {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let owner = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true) && r.kind == "Cache");
+        let Some(owner) = owner else { continue };
+        let cache = caches.get(&owner.uid).unwrap_or(&owner.name);
+        let Some(ordinal) = ordinal_of(cache, &name) else {
+            return Err(format!(
+                "pod {name} of Cache {cache} is not one of its ordinals"
+            ));
+        };
+        if let Some(other) = seen.insert((cache.clone(), ordinal), name.clone()) {
+            return Err(format!(
+                "pods {other} and {name} are both ordinal {ordinal} of {cache}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The spec, as observed: the right pods, Running, Ready, on the current template; the
+/// Service; the status (replicas, readyReplicas, observedGeneration, Ready=True).
+pub fn converged(world: &World) -> Result<(), String> {
+    let cache = world
+        .get::<Cache>(NAMESPACE, NAME)
+        .ok_or("the Cache is gone")?;
+    let replicas = cache.spec.replicas;
+    let hash = template_hash(&cache.spec);
+    let mut names: Vec<String> = Vec::new();
+    let label = |pod: &Pod, key: &str| {
+        pod.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .cloned()
+            .unwrap_or_default()
+    };
+    for pod in world.list::<Pod>() {
+        if label(&pod, CACHE_LABEL) != NAME {
+            continue;
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Err(format!("pod {name} is still terminating"));
+        }
+        if !is_ready(&pod) {
+            return Err(format!("pod {name} is not Ready"));
+        }
+        let pod_hash = label(&pod, TEMPLATE_HASH_LABEL);
+        if pod_hash != hash {
+            return Err(format!("pod {name} runs template {pod_hash}, not {hash}"));
+        }
+        names.push(name);
+    }
+    names.sort();
+    let mut want: Vec<String> = (0..replicas).map(|i| format!("{NAME}-{i}")).collect();
+    want.sort();
+    if names != want {
+        return Err(format!("pods {names:?}, want {want:?}"));
+    }
+    let service = world.get::<Service>(NAMESPACE, NAME).ok_or("no Service")?;
+    let port = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|p| p.first())
+        .map(|p| p.port);
+    if port != Some(cache.spec.port) {
+        return Err(format!("service port {port:?}, want {}", cache.spec.port));
+    }
+    let status = cache.status.clone().unwrap_or_default();
+    let ready = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    if status.replicas != replicas
+        || status.ready_replicas != replicas
+        || status.observed_generation != cache.metadata.generation
+        || !ready
+    {
+        return Err(format!(
+            "status replicas={} ready={} observedGeneration={:?} (generation {:?}) Ready={ready}",
+            status.replicas,
+            status.ready_replicas,
+            status.observed_generation,
+            cache.metadata.generation
+        ));
+    }
+    Ok(())
+}

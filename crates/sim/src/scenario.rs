@@ -1,0 +1,391 @@
+//! What an operator author writes: the CRDs, the objects "the user" creates and changes at
+//! simulated times, how to build and run the controller from a `kube::Client`, and the
+//! operator's own invariants. The [`Simulation`](crate::Simulation) does the rest.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use steady_runtime::controller::Observer;
+use steady_runtime::{Action, Context, Controller, ObjectKey, Trigger};
+
+use crate::fault::Trace;
+use crate::simulation::Overlaps;
+use crate::world::World;
+
+/// A check over a snapshot of the world: `Err` says what is wrong.
+pub type Check = Arc<dyn Fn(&World) -> Result<(), String> + Send + Sync>;
+
+type Start = Arc<dyn Fn(Client, Launch) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// One operator under test: built once, run by a [`Simulation`](crate::Simulation) for as
+/// many seeds as wanted.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use kube::Api;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use steady_cache_operator::{Cache, OperatorContext};
+/// use steady_sim::{Scenario, Simulation, Step};
+///
+/// let cache: Cache = serde_json::from_value(serde_json::json!({
+///     "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
+///     "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 2},
+/// })).unwrap();
+/// let scenario = Scenario::new("web-cache")
+///     .crd(steady_cache_operator::crd())
+///     .create(&cache)
+///     .at(Duration::from_secs(5), Step::scale::<Cache>("default", "web", 3))
+///     .at(Duration::from_secs(9), Step::delete::<Pod>("default", "web-0"))
+///     .controller(|client, launch| async move {
+///         let controller = steady_cache_operator::controller(client, launch.config("cache"));
+///         let data = Arc::new(OperatorContext::new(launch.clock()));
+///         let _ = launch.run(controller, steady_cache_operator::reconcile, data).await;
+///     })
+///     .invariant("at-most-three-pods", |world| {
+///         let pods = world.list::<Pod>().len();
+///         if pods <= 3 { Ok(()) } else { Err(format!("{pods} pods")) }
+///     });
+/// Simulation::default().check(&scenario, 0..20);
+/// ```
+#[derive(Clone)]
+pub struct Scenario {
+    pub(crate) name: String,
+    pub(crate) crds: Vec<CustomResourceDefinition>,
+    pub(crate) setup: Vec<Step>,
+    pub(crate) script: Vec<(Duration, Step)>,
+    pub(crate) start: Option<Start>,
+    pub(crate) invariants: Vec<(String, Check)>,
+    pub(crate) goals: Vec<(String, Check)>,
+}
+
+impl Scenario {
+    /// An empty scenario called `name` (the name appears in reports and replay commands).
+    pub fn new(name: impl Into<String>) -> Scenario {
+        Scenario {
+            name: name.into(),
+            crds: Vec::new(),
+            setup: Vec::new(),
+            script: Vec::new(),
+            start: None,
+            invariants: Vec::new(),
+            goals: Vec::new(),
+        }
+    }
+
+    /// The scenario's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Install `crd` before anything else.
+    pub fn crd(mut self, crd: CustomResourceDefinition) -> Scenario {
+        self.crds.push(crd);
+        self
+    }
+
+    /// Create `object` before the controller starts (its namespace and name come from it).
+    pub fn create<K>(self, object: &K) -> Scenario
+    where
+        K: Resource<DynamicType = ()> + Serialize,
+    {
+        self.setup(Step::create(object))
+    }
+
+    /// Run `step` before the controller starts.
+    pub fn setup(mut self, step: Step) -> Scenario {
+        self.setup.push(step);
+        self
+    }
+
+    /// Run `step` at simulated time `at` after the controller started (while faults are on
+    /// if `at` falls in the fault window; the step itself never meets a fault).
+    pub fn at(mut self, at: Duration, step: Step) -> Scenario {
+        self.script.push((at, step));
+        self.script.sort_by_key(|(at, _)| *at);
+        self
+    }
+
+    /// How to build and run the controller under test from a client (whose every request
+    /// goes through the fault layer). Called at start and again after every crash, with a
+    /// fresh client: build everything (caches, data) inside, as a process would at start.
+    /// Hand the controller to [`Launch::run`] so the simulation can trace and check it.
+    pub fn controller<F, Fut>(mut self, start: F) -> Scenario
+    where
+        F: Fn(Client, Launch) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.start = Some(Arc::new(move |client, launch| {
+            Box::pin(start(client, launch))
+        }));
+        self
+    }
+
+    /// A property of the world that must hold at every simulated second and at the end,
+    /// faults or not (e.g. "never two pods for one ordinal").
+    pub fn invariant<F>(mut self, name: impl Into<String>, check: F) -> Scenario
+    where
+        F: Fn(&World) -> Result<(), String> + Send + Sync + 'static,
+    {
+        self.invariants.push((name.into(), Arc::new(check)));
+        self
+    }
+
+    /// A property of the world once the controller has settled (e.g. "the pods match the
+    /// spec"); checked at the end only. The generic properties already compare the end
+    /// with the fault-free run; a goal also holds the fault-free run to account.
+    pub fn goal<F>(mut self, name: impl Into<String>, check: F) -> Scenario
+    where
+        F: Fn(&World) -> Result<(), String> + Send + Sync + 'static,
+    {
+        self.goals.push((name.into(), Arc::new(check)));
+        self
+    }
+
+    /// The names of the scenario's own invariants and goals.
+    pub fn properties(&self) -> Vec<String> {
+        self.invariants
+            .iter()
+            .chain(&self.goals)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
+/// One action of "the user" (never subject to faults), built from a typed kind.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+/// use steady_sim::Step;
+/// let steps = [
+///     Step::patch::<ConfigMap>("default", "settings", serde_json::json!({"data": {"mode": "fast"}})),
+///     Step::delete::<Pod>("default", "web-1"),
+///     Step::fail_pod("default", "web-0"),
+/// ];
+/// assert_eq!(steps[1].to_string(), "delete Pod default/web-1");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Step {
+    resource: ApiResource,
+    namespace: String,
+    name: String,
+    op: Op,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create(Value),
+    Patch(Value),
+    PatchStatus(Value),
+    Delete,
+}
+
+impl Step {
+    fn of<K: Resource<DynamicType = ()>>(namespace: &str, name: &str, op: Op) -> Step {
+        Step {
+            resource: ApiResource::erase::<K>(&()),
+            namespace: namespace.into(),
+            name: name.into(),
+            op,
+        }
+    }
+
+    /// Create `object`.
+    pub fn create<K>(object: &K) -> Step
+    where
+        K: Resource<DynamicType = ()> + Serialize,
+    {
+        let meta = object.meta();
+        let value = serde_json::to_value(object).unwrap_or_default();
+        Step::of::<K>(
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.name.as_deref().unwrap_or(""),
+            Op::Create(value),
+        )
+    }
+
+    /// Merge-patch the object of kind `K` named `name` in `namespace` (`""` when
+    /// cluster-scoped): an update of its spec, labels, …
+    pub fn patch<K: Resource<DynamicType = ()>>(namespace: &str, name: &str, patch: Value) -> Step {
+        Step::of::<K>(namespace, name, Op::Patch(patch))
+    }
+
+    /// Set `spec.replicas`.
+    pub fn scale<K: Resource<DynamicType = ()>>(
+        namespace: &str,
+        name: &str,
+        replicas: i32,
+    ) -> Step {
+        Step::patch::<K>(
+            namespace,
+            name,
+            serde_json::json!({"spec": {"replicas": replicas}}),
+        )
+    }
+
+    /// Delete the object (owned objects included: "someone else deletes my pod").
+    pub fn delete<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> Step {
+        Step::of::<K>(namespace, name, Op::Delete)
+    }
+
+    /// The pod fails, as if its container exited (phase Failed, not Ready).
+    pub fn fail_pod(namespace: &str, name: &str) -> Step {
+        let status = serde_json::json!({"status": {"phase": "Failed",
+            "conditions": [{"type": "Ready", "status": "False"}]}});
+        Step::of::<Pod>(namespace, name, Op::PatchStatus(status))
+    }
+
+    /// Apply the step, traced as done by "the user" when `trace` is given.
+    pub(crate) async fn apply(
+        &self,
+        admin: &Client,
+        trace: Option<&Trace>,
+    ) -> Result<(), kube::Error> {
+        if let Some(trace) = trace {
+            trace.log(format!("user: {self}"));
+        }
+        let api: Api<DynamicObject> = match self.namespace.as_str() {
+            "" => Api::all_with(admin.clone(), &self.resource),
+            ns => Api::namespaced_with(admin.clone(), ns, &self.resource),
+        };
+        match &self.op {
+            Op::Create(value) => {
+                let object =
+                    serde_json::from_value(value.clone()).map_err(kube::Error::SerdeError)?;
+                api.create(&PostParams::default(), &object).await.map(drop)
+            }
+            Op::Patch(patch) => api
+                .patch(&self.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(drop),
+            Op::PatchStatus(patch) => api
+                .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(drop),
+            Op::Delete => api
+                .delete(&self.name, &DeleteParams::default())
+                .await
+                .map(drop),
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match &self.op {
+            Op::Create(_) => "create".to_string(),
+            Op::Patch(p) => format!("patch {p}"),
+            Op::PatchStatus(p) => format!("patch status {p}"),
+            Op::Delete => "delete".to_string(),
+        };
+        let (verb, rest) = what.split_once(' ').unwrap_or((what.as_str(), ""));
+        let key = match self.namespace.as_str() {
+            "" => self.name.clone(),
+            ns => format!("{ns}/{}", self.name),
+        };
+        write!(f, "{verb} {} {key}", self.resource.kind)?;
+        if !rest.is_empty() {
+            write!(f, " {rest}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How the simulation runs the controller a scenario builds: a seeded, simulated-time
+/// configuration, and [`Launch::run`], which runs the controller while tracing every
+/// reconcile and checking the runtime's invariants.
+#[derive(Clone)]
+pub struct Launch {
+    pub(crate) seed: u64,
+    pub(crate) clock: steady_apiserver::Clock,
+    pub(crate) trace: Trace,
+    pub(crate) overlaps: Arc<Overlaps>,
+    pub(crate) observer: Option<Observer>,
+}
+
+impl Launch {
+    /// Controller settings for a simulation: seeded jitter, two reconciles at once, a
+    /// resync every 30 s (the idempotency check waits for one).
+    pub fn config(&self, name: &str) -> steady_runtime::Config {
+        steady_runtime::Config {
+            name: name.into(),
+            concurrency: 2,
+            resync_period: Some(RESYNC_PERIOD),
+            seed: Some(self.seed),
+            ..Default::default()
+        }
+    }
+
+    /// The simulated wall clock (for condition timestamps and the like).
+    pub fn clock(&self) -> steady_apiserver::Clock {
+        self.clock.clone()
+    }
+
+    /// The run's seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Also tell `observer` of every reconcile as it starts (the controller's own observer
+    /// is replaced by the simulation's, which traces each reconcile and then calls this).
+    pub fn with_observer(mut self, observer: Observer) -> Launch {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Run `controller` with `reconcile` and `data` until the simulation stops it (at the
+    /// end of the run, or by a crash).
+    pub async fn run<K, T, R, Fut, E>(
+        &self,
+        controller: Controller<K>,
+        reconcile: R,
+        data: Arc<T>,
+    ) -> Result<(), steady_runtime::Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        T: Send + Sync + 'static,
+        R: Fn(Arc<K>, Arc<Context<T>>) -> Fut,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let trace = self.trace.clone();
+        let observer = self.observer.clone();
+        let traced: Observer = Arc::new(move |key: &ObjectKey, triggers: &[Trigger]| {
+            let why: Vec<String> = triggers.iter().map(ToString::to_string).collect();
+            trace.log(format!("reconcile {key} ← {}", why.join(", ")));
+            if let Some(observer) = &observer {
+                observer(key, triggers);
+            }
+        });
+        let overlaps = self.overlaps.clone();
+        let checked = move |object: Arc<K>, ctx: Arc<Context<T>>| {
+            let running = overlaps.enter(ObjectKey::of(object.as_ref()));
+            let reconciling = reconcile(object, ctx);
+            async move {
+                let _running = running;
+                reconciling.await
+            }
+        };
+        let outcome = controller
+            .with_observer(traced)
+            .run(checked, data, std::future::pending::<()>())
+            .await;
+        if let Err(e) = &outcome {
+            self.trace.log(format!("controller stopped: {e}"));
+        }
+        outcome
+    }
+}
+
+/// How often [`Launch::config`] resyncs.
+pub(crate) const RESYNC_PERIOD: Duration = Duration::from_secs(30);

@@ -1,0 +1,220 @@
+//! A snapshot of everything the simulated API server stores, for invariants and for the
+//! end-state comparison with the fault-free run.
+//!
+//! Read straight from the store (not through the API, so taking one injects no fault and
+//! counts no request); objects are decoded only when asked for.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use steady_store::{ListOptions, Store};
+
+/// Every object the API server stores at one instant, by store key.
+///
+/// ```
+/// # use steady_sim::World;
+/// # use k8s_openapi::api::core::v1::Pod;
+/// fn no_failed_pod(world: &World) -> Result<(), String> {
+///     for pod in world.list::<Pod>() {
+///         let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+///         if phase == "Failed" {
+///             return Err(format!("pod {:?} failed", pod.metadata.name));
+///         }
+///     }
+///     Ok(())
+/// }
+/// assert!(no_failed_pod(&World::default()).is_ok());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    objects: BTreeMap<Arc<str>, Bytes>,
+}
+
+/// Kinds whose objects are records of what happened, not state a controller converges:
+/// left out of the end-state comparison.
+const HISTORY_KINDS: [&str; 3] = [
+    "/core/events/",
+    "/events.k8s.io/events/",
+    "/coordination.k8s.io/leases/",
+];
+
+impl World {
+    /// The store's current contents.
+    pub(crate) fn read(store: &Store) -> World {
+        let objects = store
+            .list("/", &ListOptions::default(), &|_| true)
+            .map(|page| page.items.into_iter().map(|o| (o.key, o.value)).collect())
+            .unwrap_or_default();
+        World { objects }
+    }
+
+    /// Every stored object of kind `K`, in namespace then name order (objects that do not
+    /// decode as `K` are skipped).
+    pub fn list<K>(&self) -> Vec<K>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let prefix = prefix_of::<K>();
+        self.objects
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .filter_map(|(_, value)| serde_json::from_slice(value).ok())
+            .collect()
+    }
+
+    /// The object of kind `K` named `name` in `namespace` (`""` for a cluster-scoped kind).
+    pub fn get<K>(&self, namespace: &str, name: &str) -> Option<K>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let key = match namespace {
+            "" => format!("{}{name}", prefix_of::<K>()),
+            ns => format!("{}{ns}/{name}", prefix_of::<K>()),
+        };
+        let value = self.objects.get(key.as_str())?;
+        serde_json::from_slice(value).ok()
+    }
+
+    /// How many objects are stored.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The world with what legitimately differs between two runs of one scenario masked:
+    /// uids, resourceVersions, timestamps, generated names; events and leases left out.
+    /// One line per object, in key order.
+    pub fn normalised(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .objects
+            .iter()
+            .filter(|(key, _)| !HISTORY_KINDS.iter().any(|p| key.starts_with(p)))
+            .filter_map(|(key, value)| {
+                let mut object: Value = serde_json::from_slice(value).ok()?;
+                let generated = normalise_metadata(&mut object);
+                mask_allocated_addresses(&mut object);
+                mask_timestamps(&mut object);
+                let key = match generated {
+                    Some((name, masked)) => key.replace(&name, &masked),
+                    None => key.to_string(),
+                };
+                Some(format!("{key} {object}"))
+            })
+            .collect();
+        lines.sort();
+        lines
+    }
+}
+
+/// The store-key prefix of every object of `K` (`/<group or core>/<plural>/`).
+fn prefix_of<K: Resource<DynamicType = ()>>() -> String {
+    let group = K::group(&());
+    let group = if group.is_empty() { "core" } else { &group };
+    format!("/{group}/{}/", K::plural(&()))
+}
+
+/// Drops identity and bookkeeping fields; a generated name becomes `<generateName>*`.
+/// Returns `(name, masked)` when the name was generated.
+fn normalise_metadata(object: &mut Value) -> Option<(String, String)> {
+    let meta = object.get_mut("metadata")?.as_object_mut()?;
+    for field in ["uid", "resourceVersion", "managedFields", "selfLink"] {
+        meta.remove(field);
+    }
+    if let Some(references) = meta
+        .get_mut("ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
+        for reference in references.iter_mut().filter_map(Value::as_object_mut) {
+            reference.remove("uid");
+        }
+    }
+    let prefix = meta.get("generateName")?.as_str()?.to_string();
+    let name = meta.get("name")?.as_str()?.to_string();
+    if prefix.is_empty() || !name.starts_with(&prefix) {
+        return None;
+    }
+    let masked = format!("{prefix}*");
+    meta.insert("name".into(), Value::String(masked.clone()));
+    Some((name, masked))
+}
+
+/// Addresses the server allocates (a Service's cluster IP, a pod's IP) depend on how many
+/// were allocated before, as uids do.
+fn mask_allocated_addresses(object: &mut Value) {
+    for (section, fields) in [
+        ("spec", ["clusterIP", "clusterIPs"]),
+        ("status", ["podIP", "podIPs"]),
+    ] {
+        if let Some(section) = object.get_mut(section).and_then(Value::as_object_mut) {
+            for field in fields {
+                if let Some(value) = section.get_mut(field) {
+                    *value = Value::String("<allocated>".into());
+                }
+            }
+        }
+    }
+}
+
+/// Every RFC 3339 timestamp becomes `<time>`: when something happened depends on the faults.
+fn mask_timestamps(value: &mut Value) {
+    match value {
+        Value::String(s) if chrono::DateTime::parse_from_rfc3339(s).is_ok() => {
+            *s = "<time>".into();
+        }
+        Value::Array(items) => items.iter_mut().for_each(mask_timestamps),
+        Value::Object(fields) => fields.values_mut().for_each(mask_timestamps),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalising_masks_identity_times_and_generated_names() {
+        let mut world = World::default();
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-x7k2p", "generateName": "web-", "namespace": "default",
+                "uid": "u-1", "resourceVersion": "42", "creationTimestamp": "2026-01-01T00:00:05Z",
+                "ownerReferences": [{"kind": "Web", "name": "web", "uid": "u-0"}]},
+            "status": {"podIP": "10.244.0.7"},
+        });
+        world.objects.insert(
+            Arc::from("/core/pods/default/web-x7k2p"),
+            Bytes::from(pod.to_string()),
+        );
+        world.objects.insert(
+            Arc::from("/core/events/default/web.1"),
+            Bytes::from_static(b"{}"),
+        );
+        let lines = world.normalised();
+        assert_eq!(lines.len(), 1, "events are history: {lines:?}");
+        assert!(
+            lines[0].starts_with("/core/pods/default/web-* "),
+            "{}",
+            lines[0]
+        );
+        for gone in ["u-1", "u-0", "\"42\"", "2026-01-01", "x7k2p", "10.244"] {
+            assert!(!lines[0].contains(gone), "{gone} in {}", lines[0]);
+        }
+        assert_eq!(world.list::<k8s_openapi::api::core::v1::Pod>().len(), 1);
+        assert!(
+            world
+                .get::<k8s_openapi::api::core::v1::Pod>("default", "web-x7k2p")
+                .is_some()
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! What a failing `Simulation::check` tells its reader: the property, the seed, a short
+//! trace and a one-line replay command (`steady sim` for a compiled-in scenario, the test
+//! itself with `STEADY_SIM_SEED` for the author's own).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use steady_sim::{FaultRates, Scenario, Simulation, Step, cache};
+
+fn quiet() -> Simulation {
+    Simulation {
+        faults: FaultRates::none(),
+        ..Simulation::default()
+    }
+}
+
+fn panic_message(run: impl FnOnce()) -> String {
+    let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else {
+        panic!("check should have failed");
+    };
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_compiled_in_scenario_replays_with_steady_sim() {
+    let bug = steady_sim::scenario("cache-status-every-reconcile").expect("compiled in");
+    let message = panic_message(|| quiet().check(&bug, 0..3));
+    assert!(
+        message.contains("failed at seed 0 without faults"),
+        "{message}"
+    );
+    assert!(message.contains("idempotent: "), "{message}");
+    assert!(message.contains("write PATCH"), "a short trace: {message}");
+    assert!(
+        !message.contains("  reconcile "),
+        "reconcile lines are left out: {message}"
+    );
+    assert!(
+        message.contains(
+            "replay: steady sim --scenario cache-status-every-reconcile --seed 0 --faults none"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_authors_scenario_replays_with_its_own_test() {
+    // The author's scenario: the Cache operator, an invariant of their own, and a step
+    // that breaks it.
+    let scenario = Scenario::new("my-operator")
+        .crd(steady_cache_operator::crd())
+        .invariant("at-most-one-pod", |world| match world.list::<Pod>().len() {
+            0 | 1 => Ok(()),
+            n => Err(format!("{n} pods")),
+        });
+    let scale = Step::scale::<steady_cache_operator::Cache>(cache::NAMESPACE, cache::NAME, 2);
+    let scenario = cache_like(scenario).at(Duration::from_secs(3), scale);
+    let message = panic_message(|| quiet().check(&scenario, 5..6));
+    assert!(
+        message.contains("scenario my-operator failed at seed 5"),
+        "{message}"
+    );
+    assert!(message.contains("at-most-one-pod: 2 pods"), "{message}");
+    assert!(
+        message.contains("replay: STEADY_SIM_SEED=5 cargo test an_authors_scenario_replays_with_its_own_test -- --exact --nocapture"),
+        "{message}"
+    );
+}
+
+/// The Cache operator's objects and controller, as an author would wire their own.
+fn cache_like(scenario: Scenario) -> Scenario {
+    let cache: steady_cache_operator::Cache = serde_json::from_value(serde_json::json!({
+        "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
+        "metadata": {"name": cache::NAME, "namespace": cache::NAMESPACE}, "spec": {"replicas": 1}
+    }))
+    .expect("a Cache");
+    scenario
+        .create(&cache)
+        .controller(|client, launch| async move {
+            let controller = steady_cache_operator::controller(client, launch.config("cache"));
+            let data =
+                std::sync::Arc::new(steady_cache_operator::OperatorContext::new(launch.clock()));
+            let _ = launch
+                .run(controller, steady_cache_operator::reconcile, data)
+                .await;
+        })
+}
