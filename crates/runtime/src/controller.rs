@@ -83,6 +83,16 @@ pub struct Config {
     pub shutdown_grace: Duration,
 }
 
+impl Config {
+    /// The defaults, named `name` (in metrics, logs, the web view).
+    pub fn named(name: impl Into<String>) -> Config {
+        Config {
+            name: name.into(),
+            ..Config::default()
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -574,6 +584,46 @@ where
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
         self.watches_with(api, watcher::Config::default(), mapper)
+    }
+
+    /// Watch objects of kind `C` that primaries refer to without owning them (the Service a
+    /// spec proxies to, the Secret it names): when one changes, every primary whose
+    /// `references` names it is reconciled. Returns the cache of `C`.
+    ///
+    /// The inverse of `references` is computed on each event by scanning the primary cache
+    /// (fine for thousands of primaries; with more, index them in a [`watches`](Self::watches)
+    /// mapper of your own).
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    /// # use kube::{Api, ResourceExt};
+    /// # use steady_runtime::{Config, Controller, ObjectKey};
+    /// # fn build(client: kube::Client) {
+    /// // Pods that mount a ConfigMap are reconciled when it changes.
+    /// let mut controller = Controller::new(Api::<Pod>::all(client.clone()), Config::named("pods"));
+    /// let config_maps = controller.watches_references(Api::<ConfigMap>::all(client), |pod: &Pod| {
+    ///     let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+    ///     let names: Vec<_> = volumes.filter_map(|v| v.config_map.as_ref()?.name.clone()).collect();
+    ///     names.into_iter().map(|name| ObjectKey::new(pod.namespace().as_deref(), &name)).collect::<Vec<_>>()
+    /// });
+    /// # }
+    /// ```
+    pub fn watches_references<C, R, I>(&mut self, api: Api<C>, references: R) -> ObjectCache<C>
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        R: Fn(&K) -> I + Send + Sync + 'static,
+        I: IntoIterator<Item = ObjectKey>,
+    {
+        let primaries = self.primary.clone();
+        self.watches(api, move |object: &C| {
+            let key = ObjectKey::of(object);
+            primaries
+                .list()
+                .iter()
+                .filter(|primary| references(primary).into_iter().any(|r| r == key))
+                .map(|primary| ObjectKey::of(primary.as_ref()))
+                .collect()
+        })
     }
 
     /// Reconcile the keys `mapper` names when an object of kind `C` that matches `watch`

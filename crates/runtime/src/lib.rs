@@ -117,6 +117,7 @@
 
 #![deny(missing_docs)]
 
+pub mod apply;
 pub mod backoff;
 pub mod conditions;
 pub mod controller;

@@ -264,3 +264,50 @@ async fn the_context_names_a_kind_it_has_no_cache_of() {
     );
     running.abort();
 }
+
+/// Reconciles each primary names, in order.
+type Reconciled = Mutex<Vec<String>>;
+
+async fn record_name(cm: Arc<ConfigMap>, ctx: Arc<Context<Reconciled>>) -> Result<Action, String> {
+    let name = cm.metadata.name.clone().unwrap_or_default();
+    ctx.data().lock().map_err(|e| e.to_string())?.push(name);
+    Ok(Action::done())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_referenced_object_triggers_the_primaries_that_name_it() {
+    let (_server, client) = client().await;
+    for (name, secret) in [("a", "one"), ("b", "two"), ("c", "one")] {
+        let cm = json!({"metadata": {"name": name}, "data": {"secret": secret}});
+        create_json(&configmaps(&client), cm).await;
+    }
+    for name in ["one", "two"] {
+        create_json(&secrets(&client), json!({"metadata": {"name": name}})).await;
+    }
+    let mut controller = Controller::new(configmaps(&client), config());
+    let cache = controller.watches_references(secrets(&client), |cm: &ConfigMap| {
+        let secret = cm.data.as_ref().and_then(|d| d.get("secret")).cloned();
+        secret.map(|name| ObjectKey::new(Some("default"), &name))
+    });
+    let reconciled = Arc::new(Mutex::new(Vec::new()));
+    let running =
+        tokio::spawn(controller.run(record_name, reconciled.clone(), std::future::pending()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(names(&cache.list()), ["one", "two"]);
+    reconciled.lock().expect("reconciled").clear();
+
+    let change = Patch::Merge(json!({"stringData": {"v": "2"}}));
+    secrets(&client)
+        .patch("one", &PatchParams::default(), &change)
+        .await
+        .expect("patch one");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut after = reconciled.lock().expect("reconciled").clone();
+    after.sort();
+    assert_eq!(
+        after,
+        ["a", "c"],
+        "the primaries naming `one`, and only those"
+    );
+    running.abort();
+}

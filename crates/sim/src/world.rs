@@ -102,6 +102,7 @@ impl World {
             .filter(|(key, _)| !HISTORY_KINDS.iter().any(|p| key.starts_with(p)))
             .filter_map(|(key, value)| {
                 let mut object: Value = serde_json::from_slice(value).ok()?;
+                mask_generation(&mut object);
                 let generated = normalise_metadata(&mut object);
                 mask_allocated_addresses(&mut object);
                 mask_timestamps(&mut object);
@@ -147,6 +148,25 @@ fn normalise_metadata(object: &mut Value) -> Option<(String, String)> {
     let masked = format!("{prefix}*");
     meta.insert("name".into(), Value::String(masked.clone()));
     Some((name, masked))
+}
+
+/// `metadata.generation` counts the spec changes an object went through, and faults change
+/// how many intermediate states a controller wrote on the way to the same spec. What
+/// matters at the end is whether the status describes the spec: an `observedGeneration`
+/// equal to the generation becomes `<generation>`, a lagging one keeps its number.
+fn mask_generation(object: &mut Value) {
+    let Some(generation) = object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|meta| meta.remove("generation"))
+    else {
+        return;
+    };
+    if let Some(observed) = object.pointer_mut("/status/observedGeneration")
+        && *observed == generation
+    {
+        *observed = Value::String("<generation>".into());
+    }
 }
 
 /// Addresses the server allocates (a Service's cluster IP, a pod's IP) depend on how many
@@ -216,5 +236,22 @@ mod tests {
                 .get::<k8s_openapi::api::core::v1::Pod>("default", "web-x7k2p")
                 .is_some()
         );
+    }
+
+    #[test]
+    fn normalising_keeps_only_whether_the_status_observed_the_generation() {
+        let normalised = |generation: i64, observed: i64| {
+            let mut world = World::default();
+            let object = serde_json::json!({
+                "metadata": {"name": "web", "generation": generation},
+                "status": {"observedGeneration": observed},
+            });
+            world
+                .objects
+                .insert(Arc::from("/apps/deployments/d/web"), Bytes::from(object.to_string()));
+            world.normalised().remove(0)
+        };
+        assert_eq!(normalised(2, 2), normalised(5, 5), "history is not the end state");
+        assert_ne!(normalised(5, 5), normalised(5, 4), "a status that lags is");
     }
 }

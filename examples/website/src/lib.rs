@@ -7,23 +7,20 @@
 //! own (a mapped watch: the Service's port goes into nginx's configuration); and it holds a
 //! finalizer, so the hostname leaves the external [`Registry`] before the Website goes.
 
-use std::fmt::Debug;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::{ByteString, NamespaceResourceScope};
-use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use serde_json::json;
 use steady_runtime::finalizer::{FinalizerError, FinalizerEvent, finalizer};
 use steady_runtime::{Action, Config, Context, Controller, ObjectCache, ObjectKey};
 
 mod types;
-pub use types::{Registry, Website, WebsiteSpec, WebsiteStatus};
+pub use types::{MemoryRegistry, Registry, Website, WebsiteSpec, WebsiteStatus};
 
 /// What a reconcile reads besides the Website.
 pub struct State {
@@ -36,34 +33,27 @@ pub struct State {
 /// The field manager of every apply, and the finalizer's name.
 pub const MANAGER: &str = "example.steady.dev/website";
 
-/// A reconcile that failed; the runtime retries it with backoff.
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct Error(#[from] FinalizerError<kube::Error>);
+/// A reconcile that failed (a write, or the finalizer's own); the runtime retries it with
+/// backoff.
+pub type Error = FinalizerError<kube::Error>;
 
-/// The Website controller: owns Deployments, ConfigMaps and Secrets, follows Services.
-pub fn controller(client: Client) -> (Controller<Website>, ObjectCache<Service>) {
-    let config = Config {
-        name: "website".into(),
-        ..Config::default()
-    };
-    let mut controller = Controller::new(Api::all(client.clone()), config);
+/// The Website controller (owns Deployments, ConfigMaps and Secrets, follows Services)
+/// and what its reconciles read, with hostnames kept in `registry`.
+pub fn controller(
+    client: Client,
+    registry: Arc<dyn Registry>,
+) -> (Controller<Website>, Arc<State>) {
+    let mut controller = Controller::new(Api::all(client.clone()), Config::named("website"));
     controller.owns(Api::<Deployment>::all(client.clone()));
     controller.owns(Api::<ConfigMap>::all(client.clone()));
     controller.owns(Api::<Secret>::all(client.clone()));
-    let sites = controller.primary_cache();
-    let services = controller.watches(Api::<Service>::all(client), move |svc: &Service| {
-        let proxies_to = |site: &Website| {
-            site.namespace() == svc.namespace() && site.spec.backend == svc.name_any()
-        };
-        sites
-            .list()
-            .iter()
-            .filter(|s| proxies_to(s))
-            .map(|s| ObjectKey::of(s.as_ref()))
-            .collect()
+    let services = controller.watches_references(Api::<Service>::all(client), |site: &Website| {
+        [ObjectKey::new(
+            site.namespace().as_deref(),
+            &site.spec.backend,
+        )]
     });
-    (controller, services)
+    (controller, Arc::new(State { services, registry }))
 }
 
 /// Converge one Website: see the [crate docs](crate).
@@ -78,35 +68,28 @@ pub async fn reconcile(site: Arc<Website>, ctx: Arc<Context<State>>) -> Result<A
             }
         }
     });
-    done.await?;
-    Ok(Action::done())
+    done.await.map(|_| Action::done())
 }
 
 async fn apply(site: &Website, ctx: &Context<State>) -> Result<(), kube::Error> {
     let (ns, name) = (site.namespace().unwrap_or_default(), site.name_any());
-    let backend = ObjectKey::new(Some(&ns), &site.spec.backend);
-    let service = ctx.data().services.get(&backend);
+    let backend = &site.spec.backend;
+    let service = ctx.data().services.get(&ObjectKey::new(Some(&ns), backend));
     let port = service.and_then(|svc| Some(svc.spec.as_ref()?.ports.as_ref()?.first()?.port));
     let conf = match port {
-        Some(port) => format!(
-            "location / {{ proxy_pass http://{}:{port}; }}",
-            backend.name
-        ),
+        Some(port) => format!("location / {{ proxy_pass http://{backend}:{port}; }}"),
         None => "location / { return 503; }".to_string(), // until the backend exists
     };
-    let htpasswd = site.spec.htpasswd.join("\n");
+    let htpasswd = ByteString(site.spec.htpasswd.join("\n").into_bytes());
     let mut hasher = DefaultHasher::new(); // fixed keys: equal content, equal hash
-    (&conf, &htpasswd).hash(&mut hasher);
+    (&conf, &htpasswd.0).hash(&mut hasher);
     let (conf_name, auth_name) = (format!("{name}-nginx"), format!("{name}-auth"));
-    let auth = ByteString(htpasswd.into_bytes());
-    put::<ConfigMap>(
-        ctx,
-        site,
-        &conf_name,
-        json!({ "data": { "site.conf": conf } }),
-    )
-    .await?;
-    put::<Secret>(ctx, site, &auth_name, json!({ "data": { "auth": auth } })).await?;
+    let conf = json!({ "data": { "site.conf": conf } });
+    ctx.apply_owned::<ConfigMap, _>(site, &conf_name, MANAGER, conf)
+        .await?;
+    let auth = json!({ "data": { "auth": htpasswd } });
+    ctx.apply_owned::<Secret, _>(site, &auth_name, MANAGER, auth)
+        .await?;
     let labels = json!({ "website": name });
     let pod = json!({
         // A new configuration rolls the pods: nginx reads it only at start.
@@ -119,7 +102,8 @@ async fn apply(site: &Website, ctx: &Context<State>) -> Result<(), kube::Error> 
                 { "name": "auth", "secret": { "secretName": auth_name } }] } });
     let spec = json!({ "replicas": site.spec.replicas, "template": pod,
         "selector": { "matchLabels": labels } });
-    put::<Deployment>(ctx, site, &name, json!({ "spec": spec })).await?;
+    ctx.apply_owned::<Deployment, _>(site, &name, MANAGER, json!({ "spec": spec }))
+        .await?;
     ctx.data()
         .registry
         .register(&site.spec.hostname, &format!("{ns}/{name}"));
@@ -127,39 +111,6 @@ async fn apply(site: &Website, ctx: &Context<State>) -> Result<(), kube::Error> 
         backend_port: port,
         observed_generation: site.metadata.generation,
     };
-    let status =
-        json!({ "apiVersion": Website::api_version(&()), "kind": "Website", "status": status });
-    let apply = PatchParams::apply(MANAGER).force();
-    ctx.api::<Website>(&ns)
-        .patch_status(&name, &apply, &Patch::Apply(status))
-        .await?;
-    Ok(())
-}
-
-/// Server-side apply `body` as the object `name` of kind `K`, controlled by `site`.
-async fn put<K>(
-    ctx: &Context<State>,
-    site: &Website,
-    name: &str,
-    mut body: Value,
-) -> Result<(), kube::Error>
-where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + Debug
-        + 'static,
-{
-    body["apiVersion"] = K::api_version(&()).into();
-    body["kind"] = K::kind(&()).into();
-    body["metadata"] = json!({ "name": name, "ownerReferences": [site.controller_owner_ref(&())] });
-    let api = ctx.api::<K>(&site.namespace().unwrap_or_default());
-    api.patch(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
+    ctx.apply_status(site, MANAGER, status).await?;
     Ok(())
 }

@@ -1,5 +1,8 @@
 //! The `Website` resource and the external system its finalizer protects.
 
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -41,4 +44,34 @@ pub trait Registry: Send + Sync {
     fn register(&self, hostname: &str, website: &str);
     /// Remove `hostname` (idempotent).
     fn deregister(&self, hostname: &str);
+}
+
+/// A [`Registry`] in memory (hostname → `namespace/name`), for tests and demos.
+#[derive(Default)]
+pub struct MemoryRegistry(Mutex<BTreeMap<String, String>>);
+
+impl MemoryRegistry {
+    /// The Website `hostname` points at, if registered.
+    pub fn get(&self, hostname: &str) -> Option<String> {
+        self.names().get(hostname).cloned()
+    }
+
+    /// Every registered hostname, sorted.
+    pub fn hostnames(&self) -> Vec<String> {
+        self.names().keys().cloned().collect()
+    }
+
+    fn names(&self) -> MutexGuard<'_, BTreeMap<String, String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Registry for MemoryRegistry {
+    fn register(&self, hostname: &str, website: &str) {
+        self.names().insert(hostname.into(), website.into());
+    }
+
+    fn deregister(&self, hostname: &str) {
+        self.names().remove(hostname);
+    }
 }

@@ -2,8 +2,7 @@
 //! writes, that it follows its backend Service, and that deleting a Website deregisters its
 //! hostname before the Website goes.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -12,34 +11,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt};
 use serde_json::json;
-use steady_example_website::{Registry, State, Website, controller, reconcile};
+use steady_example_website::{MemoryRegistry, Website, controller, reconcile};
 use steady_test_support::{create_json, eventually};
-
-#[derive(Default)]
-struct Hostnames(Mutex<BTreeMap<String, String>>);
-
-impl Registry for Hostnames {
-    fn register(&self, hostname: &str, website: &str) {
-        let mut names = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        names.insert(hostname.into(), website.into());
-    }
-    fn deregister(&self, hostname: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(hostname);
-    }
-}
-
-impl Hostnames {
-    fn get(&self, hostname: &str) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(hostname)
-            .cloned()
-    }
-}
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -62,12 +35,8 @@ async fn website_converges_follows_its_backend_and_deregisters_on_delete() {
     crds.create(&PostParams::default(), &Website::crd())
         .await
         .unwrap();
-    let registry = Arc::new(Hostnames::default());
-    let (controller, services) = controller(client.clone());
-    let state = Arc::new(State {
-        services,
-        registry: registry.clone(),
-    });
+    let registry = Arc::new(MemoryRegistry::default());
+    let (controller, state) = controller(client.clone(), registry.clone());
     let running = tokio::spawn(controller.run(reconcile, state, std::future::pending::<()>()));
 
     let sites: Api<Website> = Api::namespaced(client.clone(), "default");
