@@ -246,12 +246,17 @@ mod tests {
                 "metadata": {"name": "web", "generation": generation},
                 "status": {"observedGeneration": observed},
             });
-            world
-                .objects
-                .insert(Arc::from("/apps/deployments/d/web"), Bytes::from(object.to_string()));
+            world.objects.insert(
+                Arc::from("/apps/deployments/d/web"),
+                Bytes::from(object.to_string()),
+            );
             world.normalised().remove(0)
         };
-        assert_eq!(normalised(2, 2), normalised(5, 5), "history is not the end state");
+        assert_eq!(
+            normalised(2, 2),
+            normalised(5, 5),
+            "history is not the end state"
+        );
         assert_ne!(normalised(5, 5), normalised(5, 4), "a status that lags is");
     }
 }
