@@ -39,9 +39,12 @@ fn start_operator(client: &Client, recorder: &Recorder) -> RunningOperator {
         name: "cache".into(),
         ..Default::default()
     };
-    let controller =
-        steady_cache_operator::controller(client.clone(), config).with_recorder(recorder.clone());
-    let context = Arc::new(OperatorContext::default());
+    let (controller, context) = steady_cache_operator::controller(
+        client.clone(),
+        config,
+        steady_cache_operator::system_clock(),
+    );
+    let controller = controller.with_recorder(recorder.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(controller.run(
         steady_cache_operator::reconcile,

@@ -6,7 +6,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -112,8 +111,8 @@ pub async fn run_operator(
         name: "cache".into(),
         ..Default::default()
     };
-    let controller = steady_cache_operator::controller(client, config);
-    let data = Arc::new(steady_cache_operator::OperatorContext::default());
+    let (controller, data) =
+        steady_cache_operator::controller(client, config, steady_cache_operator::system_clock());
     println!("the Cache operator is running");
     operator
         .run(

@@ -4,7 +4,6 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use anyhow::Context;
 use futures::FutureExt;
@@ -159,7 +158,12 @@ async fn supervise(
             name: "cache".into(),
             ..Default::default()
         };
-        let controller = steady_cache_operator::controller(client.clone(), config)
+        let (controller, data) = steady_cache_operator::controller(
+            client.clone(),
+            config,
+            steady_cache_operator::system_clock(),
+        );
+        let controller = controller
             .with_metrics(metrics.clone())
             .with_health(health.clone())
             .with_recorder(recorder.clone());
@@ -171,7 +175,6 @@ async fn supervise(
                 _ = stop.wait() => {}
             }
         };
-        let data = Arc::new(steady_cache_operator::OperatorContext::default());
         controller
             .run(steady_cache_operator::reconcile, data, stopped)
             .await

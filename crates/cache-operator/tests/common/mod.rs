@@ -93,10 +93,9 @@ pub fn start_operator(client: &Client) -> Operator {
             .single()
             .unwrap_or_default()
     });
-    let data = Arc::new(OperatorContext::new(clock));
     let reconciles = Arc::new(AtomicU64::new(0));
     let counter = reconciles.clone();
-    let controller = steady_cache_operator::controller(client.clone(), config());
+    let (controller, data) = steady_cache_operator::controller(client.clone(), config(), clock);
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(controller.run(
         move |cache, ctx| {
