@@ -35,15 +35,7 @@ struct RunningOperator {
 }
 
 fn start_operator(client: &Client, recorder: &Recorder) -> RunningOperator {
-    let config = steady_runtime::Config {
-        name: "cache".into(),
-        ..Default::default()
-    };
-    let (controller, context) = steady_cache_operator::controller(
-        client.clone(),
-        config,
-        steady_cache_operator::system_clock(),
-    );
+    let (controller, context) = crate::operator::cache_controller(client.clone());
     let controller = controller.with_recorder(recorder.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(controller.run(

@@ -8,8 +8,7 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use futures::FutureExt;
 use kube::Client;
-use steady_runtime::Recorder;
-use steady_runtime::metrics::{self, Health, Metrics};
+use steady_runtime::{Operator, Recorder};
 use steady_ui::{Switch, Ui};
 
 use crate::server::ControlPlaneArgs;
@@ -125,8 +124,10 @@ pub async fn operate_with_ui(
 }
 
 /// Run the Cache operator while `switch` is on (the web view's stop and start buttons),
-/// until `shutdown`. A restart begins with empty caches, as a new process would: it
-/// converges from what it observes, not from the events it missed while stopped.
+/// until `shutdown`. Each run is one run of the runtime's [`Operator`], which serves the
+/// metrics and probes, and drains on stop as `steady operator` does. A restart begins
+/// with empty caches and a fresh metrics registry, as a new process would: it converges
+/// from what it observes, not from the events it missed while stopped.
 async fn supervise(
     client: Client,
     metrics_addr: Option<SocketAddr>,
@@ -134,19 +135,10 @@ async fn supervise(
     switch: Switch,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let metrics = Metrics::new();
-    let health = Health::default();
-    if let Some(addr) = metrics_addr {
-        let bound = metrics::serve(
-            addr,
-            metrics.clone(),
-            health.clone(),
-            shutdown.clone().wait(),
-        )
-        .await
-        .with_context(|| format!("cannot serve metrics on {addr}"))?;
-        println!("metrics and probes on http://{bound}/metrics (/healthz, /readyz)");
-    }
+    let metrics_socket = match metrics_addr {
+        Some(addr) => Some(MetricsSocket::bind(addr).await?),
+        None => None,
+    };
     println!("the Cache operator is running");
     let mut wanted = switch.subscribe();
     loop {
@@ -154,19 +146,11 @@ async fn supervise(
             _ = wanted.wait_for(|on| *on) => {}
             _ = shutdown.clone().wait() => return Ok(()),
         }
-        let config = steady_runtime::Config {
-            name: "cache".into(),
-            ..Default::default()
-        };
-        let (controller, data) = steady_cache_operator::controller(
-            client.clone(),
-            config,
-            steady_cache_operator::system_clock(),
-        );
-        let controller = controller
-            .with_metrics(metrics.clone())
-            .with_health(health.clone())
-            .with_recorder(recorder.clone());
+        let mut operator = Operator::new(client.clone());
+        if let Some(socket) = &metrics_socket {
+            operator = operator.metrics_listener(socket.listener()?);
+        }
+        let (controller, data) = crate::operator::cache_controller(client.clone());
         let mut off = switch.subscribe();
         let stop = shutdown.clone();
         let stopped = async move {
@@ -175,12 +159,41 @@ async fn supervise(
                 _ = stop.wait() => {}
             }
         };
-        controller
-            .run(steady_cache_operator::reconcile, data, stopped)
+        operator
+            .run(
+                controller.with_recorder(recorder.clone()),
+                steady_cache_operator::reconcile,
+                data,
+                stopped,
+            )
             .await
-            .context("the Cache controller stopped")?;
+            .context("the Cache operator stopped")?;
         if shutdown.clone().wait().now_or_never().is_some() {
             return Ok(());
         }
+    }
+}
+
+/// The metrics address, bound once so that every run of the operator serves on the same
+/// port (`127.0.0.1:0` included).
+struct MetricsSocket(std::net::TcpListener);
+
+impl MetricsSocket {
+    async fn bind(addr: SocketAddr) -> anyhow::Result<Self> {
+        let (listener, bound) = crate::server::bind(addr, "metrics").await?;
+        println!("metrics and probes on http://{bound}/metrics (/healthz, /readyz)");
+        let listener = listener
+            .into_std()
+            .context("cannot hand over the metrics socket")?;
+        Ok(MetricsSocket(listener))
+    }
+
+    /// The socket again, for one run of the operator (which stops serving when it stops).
+    fn listener(&self) -> anyhow::Result<tokio::net::TcpListener> {
+        let socket = self
+            .0
+            .try_clone()
+            .context("cannot share the metrics socket")?;
+        tokio::net::TcpListener::from_std(socket).context("cannot serve the metrics socket")
     }
 }
