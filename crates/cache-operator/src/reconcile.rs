@@ -635,6 +635,11 @@ async fn ensure_service(
     Ok(None)
 }
 
+/// `Progressing` is `True`: the run made or awaits a change, for `reason`.
+fn progressing(reason: &str, message: impl Into<String>) -> Condition {
+    Condition::from_bool(CONDITION_PROGRESSING, true, reason, message)
+}
+
 fn list(names: &[String]) -> String {
     names.join(", ")
 }
@@ -684,10 +689,8 @@ fn desired_status(
         )
     };
 
-    let progressing = if !progress.recreating.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+    let progressing_condition = if !progress.recreating.is_empty() {
+        progressing(
             "RecreatingFailedPods",
             format!(
                 "deleted failed {}; it is created again from the current template",
@@ -695,9 +698,7 @@ fn desired_status(
             ),
         )
     } else if !progress.removing.is_empty() && progress.replacing.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "ScalingDown",
             format!(
                 "removing {} (replicas is {replicas})",
@@ -709,9 +710,7 @@ fn desired_status(
             .range(..replicas)
             .filter(|(_, p)| hash_of(p) == Some(hash) && !is_terminating(p))
             .count();
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "RollingUpdate",
             format!(
                 "replacing pods one at a time with template {hash}: {updated} of {replicas} updated, next {}",
@@ -719,23 +718,17 @@ fn desired_status(
             ),
         )
     } else if !progress.created.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "CreatingPods",
             format!("created {}", list(&progress.created)),
         )
     } else if !progress.waiting_gone.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "WaitingForTermination",
             format!("waiting for {} to terminate", list(&progress.waiting_gone)),
         )
     } else if !progress.waiting_ready.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "WaitingForReady",
             format!(
                 "waiting for {} to become Ready; if this lasts, check `kubectl describe pod {}`",
@@ -744,9 +737,7 @@ fn desired_status(
             ),
         )
     } else if progress.raced {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "Retrying",
             "the operator's view was behind the API; looking again",
         )
@@ -772,7 +763,7 @@ fn desired_status(
         None => Condition::from_bool(CONDITION_DEGRADED, false, "AsExpected", ""),
     };
 
-    for condition in [ready_condition, progressing, degraded_condition] {
+    for condition in [ready_condition, progressing_condition, degraded_condition] {
         set_condition(
             &mut status.conditions,
             condition.with_observed_generation(generation),
