@@ -339,7 +339,7 @@ async fn object_request(
         (Method::GET, Some(name)) => {
             let representation = negotiate::negotiate(headers, Endpoint::Object)?;
             let include = table_include(&representation, params)?;
-            let object = server.get(&rt, ns, name, params).await?;
+            let object = server.get(Target::object(&rt, ns, name), params).await?;
             let body = match (&representation, include) {
                 (_, Some(include)) => {
                     table::of_resource(&rt, &[object], server.now(), include, json!({}))?

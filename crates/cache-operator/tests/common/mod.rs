@@ -168,6 +168,11 @@ pub fn serving(pods: &[Pod]) -> usize {
         .count()
 }
 
+/// The status (`True`, `False`, `Unknown`) of the condition `type_`, if reported.
+pub fn condition_status<'a>(cache: &'a Cache, type_: &str) -> Option<&'a str> {
+    condition(cache, type_).map(|c| c.status.as_str())
+}
+
 pub fn condition<'a>(
     cache: &'a Cache,
     type_: &str,
