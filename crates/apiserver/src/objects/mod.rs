@@ -27,7 +27,7 @@ pub(crate) use delete::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 pub(crate) use read::selects;
 pub(crate) use write::{Written, patch_error};
 
-/// The object a write is addressed to, as its URL names it: the resource type, namespace,
+/// The object a request is addressed to, as its URL names it: the resource type, namespace,
 /// name and, for a subresource (`status`, `scale`, `finalize`…), its name.
 #[derive(Clone, Copy, Debug)]
 pub struct Target<'a> {
