@@ -60,9 +60,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     )?;
     out.flush()?;
     drop(out);
+    let metrics = MetricsSocket::bind_if(args.metrics_addr).await?;
     let operator = tokio::spawn(supervise(
         client,
-        args.metrics_addr,
+        metrics,
         recorder,
         switch,
         shutdown.clone(),
@@ -109,9 +110,10 @@ pub async fn operate_with_ui(
         "web view (log in once with this link): https://{bound}{}",
         ui.login_path()
     );
+    let metrics = MetricsSocket::bind_if(metrics_addr).await?;
     let operator = tokio::spawn(supervise(
         client,
-        metrics_addr,
+        metrics,
         recorder,
         switch,
         shutdown.clone(),
@@ -130,15 +132,11 @@ pub async fn operate_with_ui(
 /// from what it observes, not from the events it missed while stopped.
 async fn supervise(
     client: Client,
-    metrics_addr: Option<SocketAddr>,
+    metrics_socket: Option<MetricsSocket>,
     recorder: Recorder,
     switch: Switch,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let metrics_socket = match metrics_addr {
-        Some(addr) => Some(MetricsSocket::bind(addr).await?),
-        None => None,
-    };
     println!("the Cache operator is running");
     let mut wanted = switch.subscribe();
     loop {
@@ -179,13 +177,17 @@ async fn supervise(
 struct MetricsSocket(std::net::TcpListener);
 
 impl MetricsSocket {
-    async fn bind(addr: SocketAddr) -> anyhow::Result<Self> {
+    /// Bind `addr`, if one is asked for, and say where the probes are.
+    async fn bind_if(addr: Option<SocketAddr>) -> anyhow::Result<Option<Self>> {
+        let Some(addr) = addr else {
+            return Ok(None);
+        };
         let (listener, bound) = crate::server::bind(addr, "metrics").await?;
         println!("metrics and probes on http://{bound}/metrics (/healthz, /readyz)");
         let listener = listener
             .into_std()
             .context("cannot hand over the metrics socket")?;
-        Ok(MetricsSocket(listener))
+        Ok(Some(MetricsSocket(listener)))
     }
 
     /// The socket again, for one run of the operator (which stops serving when it stops).
@@ -195,5 +197,85 @@ impl MetricsSocket {
             .try_clone()
             .context("cannot share the metrics socket")?;
         tokio::net::TcpListener::from_std(socket).context("cannot serve the metrics socket")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(60);
+
+    /// The status line of `GET path`, or `None` when nothing answers within a second.
+    async fn status_line(addr: SocketAddr, path: &str) -> Option<String> {
+        let exchange = async {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+            let request =
+                format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.ok()?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response).await.ok()?;
+            response.lines().next().map(str::to_string)
+        };
+        tokio::time::timeout(Duration::from_secs(1), exchange)
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn ready(addr: SocketAddr) -> bool {
+        status_line(addr, "/readyz")
+            .await
+            .is_some_and(|line| line.contains(" 200 "))
+    }
+
+    /// The switch stops the runner (its probes go quiet) and starts a new run, which
+    /// serves the probes again on the same address.
+    #[tokio::test]
+    async fn the_switch_stops_and_restarts_the_runner_on_one_metrics_address() {
+        let store = steady_store::Store::in_memory(Default::default())
+            .await
+            .expect("store");
+        let server = steady_apiserver::ApiServer::start(store, Default::default())
+            .await
+            .expect("server");
+        let client = server.client();
+        crate::operator::ensure_crd(&client).await.expect("CRD");
+        let socket = MetricsSocket::bind_if(Some(([127, 0, 0, 1], 0).into()))
+            .await
+            .expect("bind")
+            .expect("a socket");
+        let addr = socket.0.local_addr().expect("address");
+        let switch = Switch::new(true);
+        let (stop, shutdown) = Shutdown::manual();
+        let supervised = tokio::spawn(supervise(
+            client,
+            Some(socket),
+            Recorder::new(),
+            switch.clone(),
+            shutdown,
+        ));
+
+        let polled = |what: &'static str, want: bool| {
+            steady_test_support::eventually(what, WAIT, move || async move {
+                (ready(addr).await == want).then_some(())
+            })
+        };
+        polled("ready on the first run", true).await;
+        switch.set(false);
+        polled("the stopped runner no longer answers", false).await;
+        switch.set(true);
+        polled("ready again on the second run", true).await;
+
+        let _ = stop.send(true);
+        tokio::time::timeout(WAIT, supervised)
+            .await
+            .expect("the supervisor stops on shutdown")
+            .expect("joined")
+            .expect("a clean stop");
     }
 }
