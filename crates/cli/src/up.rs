@@ -31,16 +31,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signal();
     let client = plane.api.client();
     crate::operator::ensure_crd(&client).await?;
-    let recorder = Recorder::new();
-    let switch = Switch::new(true);
-    let ui = (!args.no_ui).then(|| {
-        Ui::new(
-            client.clone(),
-            recorder.clone(),
-            plane.admin_token(),
-            Some(switch.clone()),
-        )
-    });
+    let operator = Switched::new();
+    let ui = (!args.no_ui).then(|| operator.view(&client, plane.admin_token()));
     let mut out = std::io::stdout().lock();
     writeln!(out, "steady up: control plane listening on {}", plane.url)?;
     writeln!(out, "kubeconfig: {}", kubeconfig_path.display())?;
@@ -60,14 +52,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     )?;
     out.flush()?;
     drop(out);
-    let metrics = MetricsSocket::bind_if(args.metrics_addr).await?;
-    let operator = tokio::spawn(supervise(
-        client,
-        metrics,
-        recorder,
-        switch,
-        shutdown.clone(),
-    ));
+    let operator = operator
+        .spawn(client, args.metrics_addr, shutdown.clone())
+        .await?;
     let served = match ui {
         Some(ui) => {
             plane
@@ -98,31 +85,63 @@ pub async fn operate_with_ui(
         .context("cannot create the view's TLS certificate")?;
     let tls = steady_apiserver::tls::server_config(&credentials).context("cannot configure TLS")?;
     let (listener, bound) = crate::server::bind(addr, "the web view").await?;
-    let recorder = Recorder::new();
-    let switch = Switch::new(true);
-    let ui = Ui::new(
-        client.clone(),
-        recorder.clone(),
-        &credentials.token,
-        Some(switch.clone()),
-    );
+    let operator = Switched::new();
+    let ui = operator.view(&client, &credentials.token);
     println!(
         "web view (log in once with this link): https://{bound}{}",
         ui.login_path()
     );
-    let metrics = MetricsSocket::bind_if(metrics_addr).await?;
-    let operator = tokio::spawn(supervise(
-        client,
-        metrics,
-        recorder,
-        switch,
-        shutdown.clone(),
-    ));
+    let operator = operator
+        .spawn(client, metrics_addr, shutdown.clone())
+        .await?;
     let serving = steady_apiserver::serve::ServingConfig::from_env()?;
     steady_apiserver::serve::serve(listener, ui.router(), tls, &serving, shutdown.wait()).await;
     operator
         .await
         .map_err(|e| anyhow::anyhow!("the operator task failed: {e}"))?
+}
+
+/// The Cache operator under the web view: what the view shows (the recorder) and the
+/// stop/start switch it turns.
+struct Switched {
+    recorder: Recorder,
+    switch: Switch,
+}
+
+impl Switched {
+    fn new() -> Self {
+        Switched {
+            recorder: Recorder::new(),
+            switch: Switch::new(true),
+        }
+    }
+
+    /// The web view of this operator, for whoever logs in with `token`.
+    fn view(&self, client: &Client, token: &str) -> Ui {
+        Ui::new(
+            client.clone(),
+            self.recorder.clone(),
+            token,
+            Some(self.switch.clone()),
+        )
+    }
+
+    /// Bind the metrics address (if any) and run the operator under the switch in a task.
+    async fn spawn(
+        self,
+        client: Client,
+        metrics_addr: Option<SocketAddr>,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<()>>> {
+        let metrics = MetricsSocket::bind_if(metrics_addr).await?;
+        Ok(tokio::spawn(supervise(
+            client,
+            metrics,
+            self.recorder,
+            self.switch,
+            shutdown,
+        )))
+    }
 }
 
 /// Run the Cache operator while `switch` is on (the web view's stop and start buttons),
