@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::ApiServer;
 use crate::error::ApiResult;
 use crate::meta;
+use crate::objects::Target;
 use crate::request::WriteOptions;
 
 /// The ClusterIP of `default/kubernetes`: the first address of kube's default service range.
@@ -260,7 +261,11 @@ async fn reconcile_kubernetes_service(server: &ApiServer, wanted: Value) -> ApiR
     current["spec"]["ports"] = wanted["spec"]["ports"].clone();
     let options = WriteOptions::default();
     server
-        .update(&rt, Some("default"), "kubernetes", None, current, &options)
+        .update(
+            Target::object(&rt, Some("default"), "kubernetes"),
+            current,
+            &options,
+        )
         .await
         .map(|_| ())
 }

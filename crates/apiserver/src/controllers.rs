@@ -28,7 +28,7 @@ use crate::ApiServer;
 use crate::crd::CLEANUP_FINALIZER;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::objects::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use crate::objects::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Target};
 use crate::registry::ResourceType;
 use crate::request::{DeleteOptions, Propagation, WriteOptions};
 
@@ -715,10 +715,7 @@ impl GarbageCollector {
         change(&mut obj);
         self.server
             .update(
-                &rt,
-                node.namespace.as_deref(),
-                &node.name,
-                sub,
+                Target::object(&rt, node.namespace.as_deref(), &node.name).subresource(sub),
                 obj,
                 &WriteOptions::default(),
             )

@@ -18,6 +18,7 @@ use crate::discovery::{self, DiscoveryRoot};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::negotiate::{self, Endpoint, Representation};
+use crate::objects::Target;
 use crate::patch::{self, PatchType};
 use crate::registry::ResourceType;
 use crate::request::{
@@ -338,7 +339,7 @@ async fn object_request(
         (Method::GET, Some(name)) => {
             let representation = negotiate::negotiate(headers, Endpoint::Object)?;
             let include = table_include(&representation, params)?;
-            let object = server.get(&rt, ns, name, params).await?;
+            let object = server.get(Target::object(&rt, ns, name), params).await?;
             let body = match (&representation, include) {
                 (_, Some(include)) => {
                     table::of_resource(&rt, &[object], server.now(), include, json!({}))?
@@ -369,9 +370,8 @@ async fn object_request(
         }
         (Method::PUT, Some(name)) => {
             let obj = decode_body(headers, body).await?;
-            let written = server
-                .update(&rt, ns, name, sub, obj, &write_options()?)
-                .await?;
+            let target = Target::object(&rt, ns, name).subresource(sub);
+            let written = server.update(target, obj, &write_options()?).await?;
             Ok(written_response(StatusCode::OK, written))
         }
         (Method::PATCH, Some(name)) => {
@@ -382,7 +382,8 @@ async fn object_request(
             let patch = decode_patch_body(patch_type, body)
                 .await?
                 .map_err(crate::objects::patch_error)?;
-            let written = server.patch(&rt, ns, name, sub, &patch, &options).await?;
+            let target = Target::object(&rt, ns, name).subresource(sub);
+            let written = server.patch(target, &patch, &options).await?;
             let status = if written.created {
                 StatusCode::CREATED
             } else {

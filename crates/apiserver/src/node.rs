@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::ApiServer;
 use crate::error::ApiResult;
 use crate::meta;
+use crate::objects::Target;
 use crate::request::{DeleteOptions, WriteOptions};
 
 /// Annotation that makes the simulated node misbehave for one pod.
@@ -203,7 +204,11 @@ impl NodeSimulator {
         bound["spec"]["nodeName"] = json!(self.config.name);
         let (ns, name) = (meta::namespace(pod), meta::name(pod).unwrap_or(""));
         self.server
-            .update(&rt, ns, name, None, bound, &WriteOptions::default())
+            .update(
+                Target::object(&rt, ns, name),
+                bound,
+                &WriteOptions::default(),
+            )
             .await?;
         let message = format!(
             "Successfully assigned {}/{name} to {}",
@@ -317,10 +322,7 @@ impl NodeSimulator {
         let (ns, name) = (meta::namespace(pod), meta::name(pod).unwrap_or(""));
         self.server
             .update(
-                &rt,
-                ns,
-                name,
-                Some("status"),
+                Target::object(&rt, ns, name).subresource(Some("status")),
                 started,
                 &WriteOptions::default(),
             )

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use crate::objects::Target;
 use crate::rbac;
 use crate::registry::ResourceType;
 use crate::request::{DeleteOptions, Params, WriteOptions};
@@ -422,7 +423,11 @@ async fn bind(
     }
     pod["spec"]["nodeName"] = json!(node);
     server
-        .update(&pods, ns, pod_name, None, pod, &WriteOptions::default())
+        .update(
+            Target::object(&pods, ns, pod_name),
+            pod,
+            &WriteOptions::default(),
+        )
         .await?;
     Ok(success())
 }

@@ -7,7 +7,10 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{api_code, create_json, eventually, eventually_gone, get_existing, raw, server};
+use common::{
+    api_code, create_json, eventually, eventually_gone, get, get_existing, post_empty, post_json,
+    server,
+};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
@@ -327,12 +330,9 @@ async fn the_administrator_may_do_anything() {
         "spec": {"resourceAttributes": {"verb": "create", "group": "apps", "resource": "deployments", "namespace": "default"}},
     })).await;
     assert!(answered.status.expect("status").allowed);
-    let listed = raw(
+    let listed = get(
         &server,
-        "GET",
         "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        None,
-        "",
     )
     .await;
     listed.assert_status(405, "MethodNotAllowed");
@@ -393,11 +393,10 @@ async fn a_conflict_names_the_group() {
     let body = json!({
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "twice"},
         "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": pod_template(json!({"a": "b"}), "Always")},
-    })
-    .to_string();
-    let first = raw(&server, "POST", uri, Some("application/json"), body.clone()).await;
+    });
+    let first = post_json(&server, uri, &body).await;
     assert_eq!(first.status.as_u16(), 201);
-    let second = raw(&server, "POST", uri, Some("application/json"), body).await;
+    let second = post_json(&server, uri, &body).await;
     let status = second.assert_status(409, "AlreadyExists");
     assert_eq!(
         status["details"],
@@ -440,12 +439,9 @@ async fn exec_is_refused_with_a_status_and_eviction_deletes_the_pod() {
     )
     .await;
     for what in ["exec", "attach", "portforward"] {
-        let answer = raw(
+        let answer = post_empty(
             &server,
-            "POST",
             &format!("/api/v1/namespaces/default/pods/p/{what}"),
-            None,
-            "",
         )
         .await;
         let status = answer.assert_status(400, "BadRequest");
@@ -456,23 +452,14 @@ async fn exec_is_refused_with_a_status_and_eviction_deletes_the_pod() {
             )
         );
     }
-    let absent = raw(
-        &server,
-        "POST",
-        "/api/v1/namespaces/default/pods/nope/exec",
-        None,
-        "",
-    )
-    .await;
+    let absent = post_empty(&server, "/api/v1/namespaces/default/pods/nope/exec").await;
     absent.assert_status(404, "NotFound");
 
     let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "default"}, "deleteOptions": {"gracePeriodSeconds": 0}});
-    let answer = raw(
+    let answer = post_json(
         &server,
-        "POST",
         "/api/v1/namespaces/default/pods/p/eviction",
-        Some("application/json"),
-        eviction.to_string(),
+        &eviction,
     )
     .await;
     assert_eq!(answer.status.as_u16(), 201, "{}", answer.json());
@@ -509,12 +496,10 @@ async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
     assert_eq!(patched.metadata.labels.expect("labels")["a"], "b");
 
     let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "node-1"}});
-    let bound = raw(
+    let bound = post_json(
         &server,
-        "POST",
         "/api/v1/namespaces/default/pods/p/binding",
-        Some("application/json"),
-        binding.to_string(),
+        &binding,
     )
     .await;
     assert_eq!(bound.status.as_u16(), 201, "{}", bound.json());
@@ -526,12 +511,10 @@ async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
         .expect("spec")
         .node_name;
     assert_eq!(node.as_deref(), Some("node-1"));
-    let again = raw(
+    let again = post_json(
         &server,
-        "POST",
         "/api/v1/namespaces/default/pods/p/binding",
-        Some("application/json"),
-        binding.to_string(),
+        &binding,
     )
     .await;
     again.assert_status(409, "Conflict");
@@ -541,25 +524,13 @@ async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
 async fn a_subject_access_review_follows_the_stored_rbac_objects() {
     let server = server().await;
     let c = server.client();
-    let post = |uri: &'static str, body: Value| {
-        let server = server.clone();
-        async move {
-            raw(
-                &server,
-                "POST",
-                uri,
-                Some("application/json"),
-                body.to_string(),
-            )
-            .await
-        }
-    };
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pod-reader", "namespace": "default"},
         "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]}]});
     assert_eq!(
-        post(
+        post_json(
+            &server,
             "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
-            role
+            &role
         )
         .await
         .status
@@ -570,9 +541,10 @@ async fn a_subject_access_review_follows_the_stored_rbac_objects() {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
         "subjects": [{"kind": "ServiceAccount", "name": "robot"}]});
     assert_eq!(
-        post(
+        post_json(
+            &server,
             "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
-            binding
+            &binding
         )
         .await
         .status

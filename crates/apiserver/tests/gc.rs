@@ -27,6 +27,11 @@ fn dependent_cm(name: &str, owners: Vec<Value>, finalizers: &[&str]) -> ConfigMa
     .unwrap()
 }
 
+/// A ConfigMap in `cms` owned by `owners`, without finalizers of its own.
+async fn create_dependent(cms: &Api<ConfigMap>, name: &str, owners: Vec<Value>) -> ConfigMap {
+    create(cms, &dependent_cm(name, owners, &[])).await
+}
+
 fn dependent_pod(name: &str, owners: Vec<Value>) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -78,11 +83,7 @@ async fn background_deletes_dependents() {
     let (_s, cms, pods) = default_apis().await;
     let owner = create(&cms, &plain_cm("owner")).await;
     let other = create(&cms, &plain_cm("other")).await;
-    create(
-        &cms,
-        &dependent_cm("dep-cm", vec![owner_ref(&owner, false)], &[]),
-    )
-    .await;
+    create_dependent(&cms, "dep-cm", vec![owner_ref(&owner, false)]).await;
     create(
         &pods,
         &dependent_pod("dep-pod", vec![owner_ref(&owner, true)]),
@@ -121,11 +122,7 @@ async fn background_deletes_dependents() {
 
     // The default propagation is Background too.
     let owner = create(&cms, &plain_cm("owner2")).await;
-    create(
-        &cms,
-        &dependent_cm("dep2", vec![owner_ref(&owner, false)], &[]),
-    )
-    .await;
+    create_dependent(&cms, "dep2", vec![owner_ref(&owner, false)]).await;
     cms.delete("owner2", &DeleteParams::default())
         .await
         .unwrap();
@@ -137,11 +134,7 @@ async fn dependent_of_a_missing_owner_is_collected() {
     let (_s, cms, _) = default_apis().await;
     let mut ghost = plain_cm("ghost");
     ghost.metadata.uid = Some("22222222-2222-2222-2222-222222222222".into());
-    create(
-        &cms,
-        &dependent_cm("orphaned", vec![owner_ref(&ghost, false)], &[]),
-    )
-    .await;
+    create_dependent(&cms, "orphaned", vec![owner_ref(&ghost, false)]).await;
     eventually_gone(&cms, "orphaned").await;
 }
 
@@ -159,11 +152,7 @@ async fn foreground_waits_for_blocking_dependents() {
         ),
     )
     .await;
-    create(
-        &cms,
-        &dependent_cm("free", vec![owner_ref(&owner, false)], &[]),
-    )
-    .await;
+    create_dependent(&cms, "free", vec![owner_ref(&owner, false)]).await;
     create(&pods, &dependent_pod("pod", vec![owner_ref(&owner, true)])).await;
 
     let pending = cms
@@ -212,13 +201,10 @@ async fn orphan_keeps_dependents_and_strips_references() {
     let (_s, cms, pods) = default_apis().await;
     let owner = create(&cms, &plain_cm("owner")).await;
     let keep = create(&cms, &plain_cm("keep")).await;
-    create(
+    create_dependent(
         &cms,
-        &dependent_cm(
-            "dep",
-            vec![owner_ref(&owner, true), owner_ref(&keep, false)],
-            &[],
-        ),
+        "dep",
+        vec![owner_ref(&owner, true), owner_ref(&keep, false)],
     )
     .await;
     create(&pods, &dependent_pod("pod", vec![owner_ref(&owner, true)])).await;

@@ -23,6 +23,12 @@ const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGrou
 const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
+/// The previous version of the aggregated discovery document.
+const AGGREGATED_V2BETA1: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+/// A conversion the server does not offer, then a fallback it serves.
+const WIDGET_OR_JSON: &str = "application/json;as=Widget;g=example.com;v=v1, application/json";
+
 async fn get(server: &ApiServer, uri: &str, accept: &str) -> Raw {
     let request = Request::get(uri)
         .header(http::header::ACCEPT, accept)
@@ -176,12 +182,7 @@ async fn aggregated_documents_carry_every_field() {
     assert_eq!(namespaces["scope"], "Cluster");
     assert_eq!(subresource_names(namespaces), ["finalize", "status"]);
 
-    let beta = get(
-        &s,
-        "/apis",
-        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
-    )
-    .await;
+    let beta = get(&s, "/apis", AGGREGATED_V2BETA1).await;
     assert_eq!(beta.json()["apiVersion"], "apidiscovery.k8s.io/v2beta1");
     assert!(content_type(&beta).contains("v=v2beta1"));
 
@@ -318,7 +319,7 @@ async fn unsupported_conversions_are_not_acceptable() {
     let fallback = get(
         &s,
         "/api/v1/namespaces/default/configmaps/a",
-        "application/json;as=Widget;g=example.com;v=v1, application/json",
+        WIDGET_OR_JSON,
     )
     .await;
     assert_eq!(fallback.json()["kind"], "ConfigMap");

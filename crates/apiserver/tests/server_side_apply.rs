@@ -24,6 +24,11 @@ async fn apply(api: &Api<ConfigMap>, manager: &str, data: Value) -> Result<Confi
     .await
 }
 
+/// [`apply`] that must succeed.
+async fn applied(api: &Api<ConfigMap>, manager: &str, data: Value) -> ConfigMap {
+    apply(api, manager, data).await.expect("the apply succeeds")
+}
+
 fn managers(cm: &ConfigMap) -> Vec<(String, String, Value)> {
     cm.metadata
         .managed_fields
@@ -43,10 +48,8 @@ fn managers(cm: &ConfigMap) -> Vec<(String, String, Value)> {
 #[tokio::test]
 async fn a_field_dropped_from_the_configuration_is_removed() {
     let (_s, api) = default_configmaps().await;
-    apply(&api, "app", json!({"a": "1", "b": "2"}))
-        .await
-        .unwrap();
-    let second = apply(&api, "app", json!({"a": "1"})).await.unwrap();
+    applied(&api, "app", json!({"a": "1", "b": "2"})).await;
+    let second = applied(&api, "app", json!({"a": "1"})).await;
     let data = second.data.unwrap();
     assert_eq!(data.get("a").map(String::as_str), Some("1"));
     assert!(
@@ -69,7 +72,7 @@ async fn a_field_dropped_from_the_configuration_is_removed() {
 #[tokio::test]
 async fn another_managers_field_conflicts_until_forced() {
     let (_s, api) = default_configmaps().await;
-    apply(&api, "one", json!({"a": "1"})).await.unwrap();
+    applied(&api, "one", json!({"a": "1"})).await;
     let err = apply(&api, "two", json!({"a": "2"})).await.unwrap_err();
     let kube::Error::Api(status) = err else {
         panic!("expected a Status, got {err:?}");
@@ -105,13 +108,11 @@ async fn another_managers_field_conflicts_until_forced() {
 #[tokio::test]
 async fn a_field_owned_by_two_appliers_survives_one_leaving() {
     let (_s, api) = default_configmaps().await;
-    apply(&api, "one", json!({"shared": "x", "mine": "y"}))
-        .await
-        .unwrap();
-    apply(&api, "two", json!({"shared": "x"})).await.unwrap();
-    let after = apply(&api, "one", json!({"mine": "y"})).await.unwrap();
+    applied(&api, "one", json!({"shared": "x", "mine": "y"})).await;
+    applied(&api, "two", json!({"shared": "x"})).await;
+    let after = applied(&api, "one", json!({"mine": "y"})).await;
     assert_eq!(after.data.unwrap()["shared"], "x");
-    let after = apply(&api, "two", json!({})).await.unwrap();
+    let after = applied(&api, "two", json!({})).await;
     let data = after.data.unwrap_or_default();
     assert!(!data.contains_key("shared"), "the last owner let it go");
     assert_eq!(data["mine"], "y");

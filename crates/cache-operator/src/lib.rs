@@ -17,6 +17,7 @@ pub mod resources;
 pub mod types;
 
 pub use reconcile::{
-    Clock, Error, OperatorContext, Outcome, View, controller, reconcile, reconcile_with, run,
+    Clock, Error, Ledger, OperatorContext, Outcome, View, Writes, controller, reconcile,
+    reconcile_with, system_clock,
 };
 pub use types::{Cache, CacheSpec, CacheStatus, crd, crd_yaml};

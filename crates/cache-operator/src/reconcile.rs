@@ -2,8 +2,10 @@
 //! caches) to the few API writes that move the world one step closer to the spec.
 //!
 //! The decisions ([`reconcile_with`]) read the owned objects through a [`View`]. steady's
-//! runtime answers from its caches, and its context's writes update them ([`reconcile`]); a runtime
-//! without caches answers by asking the API server every time, which is how
+//! runtime answers from its caches, and the writes update them ([`reconcile`]): the
+//! [`OperatorContext`] holds the cache handles [`controller`] got when it declared the
+//! controller's sources, so a reconcile cannot ask for a cache the controller lacks. A
+//! runtime without caches answers by asking the API server every time, which is how
 //! `steady bench operators` runs this very reconciler on kube-rs's `Controller`.
 //!
 //! Level-triggered: every decision is made from observed state, never from the event that
@@ -18,18 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use steady_runtime::conditions::{Condition, set_condition};
-use steady_runtime::{Action, CachingApi, Context, Controller, ObjectKey};
+use steady_runtime::{Action, CachingApi, Context, Controller, ObjectCache, ObjectKey};
 
 use crate::resources::{
     desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready, is_terminating,
-    ordinal_of, pod_name, selector, service_update, template_hash,
+    ordinal_of, pod_name, selector, service_update, template_hash, this_incarnation,
 };
 use crate::types::{
     CONDITION_DEGRADED, CONDITION_PROGRESSING, CONDITION_READY, Cache, CacheStatus,
@@ -42,30 +41,36 @@ pub const REQUEUE_WHILE_PROGRESSING: Duration = Duration::from_secs(2);
 /// The clock used for condition timestamps.
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
-/// What a reconcile needs besides the runtime's context: a write counter and a clock.
-pub struct OperatorContext {
+/// The wall clock, for a process that is not simulated.
+pub fn system_clock() -> Clock {
+    Arc::new(Utc::now)
+}
+
+/// What every run of the decisions keeps: the API writes it attempts and the clock that
+/// stamps its conditions. Shared by every runtime that drives [`reconcile_with`].
+pub struct Ledger {
     writes: AtomicU64,
     clock: Clock,
 }
 
-impl Default for OperatorContext {
+impl Default for Ledger {
     fn default() -> Self {
-        OperatorContext::new(Arc::new(Utc::now))
+        Ledger::new(system_clock())
     }
 }
 
-impl fmt::Debug for OperatorContext {
+impl fmt::Debug for Ledger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OperatorContext")
+        f.debug_struct("Ledger")
             .field("writes", &self.writes())
             .finish_non_exhaustive()
     }
 }
 
-impl OperatorContext {
-    /// A context whose condition timestamps come from `clock`.
+impl Ledger {
+    /// A ledger whose condition timestamps come from `clock`.
     pub fn new(clock: Clock) -> Self {
-        OperatorContext {
+        Ledger {
             writes: AtomicU64::new(0),
             clock,
         }
@@ -85,11 +90,34 @@ impl OperatorContext {
     }
 }
 
+/// What [`reconcile`] needs besides the runtime's context: the caches of the Caches and
+/// what they own (the handles the controller's sources returned), and the [`Ledger`].
+/// Made only by [`controller`], together with the controller those handles belong to.
+pub struct OperatorContext {
+    caches: ObjectCache<Cache>,
+    pods: ObjectCache<Pod>,
+    services: ObjectCache<Service>,
+    ledger: Ledger,
+}
+
+impl fmt::Debug for OperatorContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OperatorContext")
+            .field("ledger", &self.ledger)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OperatorContext {
+    /// API writes (create, replace, patch, delete) attempted so far.
+    pub fn writes(&self) -> u64 {
+        self.ledger.writes()
+    }
+}
+
 /// Why a reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("the controller has no cache of {0}s: build it with steady_cache_operator::controller")]
-    MissingCache(&'static str),
     #[error("the Cache has no {0}")]
     MissingField(&'static str),
     #[error("{action} {kind} {namespace}/{name}: {source}")]
@@ -105,25 +133,24 @@ pub enum Error {
     Encode(#[from] serde_json::Error),
 }
 
-/// The controller of Caches in every namespace, owning their pods and Services.
-pub fn controller(client: Client, config: steady_runtime::Config) -> Controller<Cache> {
-    let mut controller = Controller::new(Api::<Cache>::all(client.clone()), config);
-    controller.owns(Api::<Pod>::all(client.clone()));
-    controller.trim(crate::resources::trim_pod);
-    controller.owns(Api::<Service>::all(client));
-    controller
-}
-
-/// Run the Cache controller until `shutdown` completes.
-pub async fn run(
+/// The controller of Caches in every namespace, owning their pods and Services, and the
+/// context [`reconcile`] reads its caches through (condition timestamps from `clock`).
+pub fn controller(
     client: Client,
     config: steady_runtime::Config,
-    data: Arc<OperatorContext>,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), steady_runtime::Error> {
-    controller(client, config)
-        .run(reconcile, data, shutdown)
-        .await
+    clock: Clock,
+) -> (Controller<Cache>, Arc<OperatorContext>) {
+    let mut controller = Controller::new(Api::<Cache>::all(client.clone()), config);
+    let pods = controller.owns(Api::<Pod>::all(client.clone()));
+    controller.trim(crate::resources::trim_pod);
+    let services = controller.owns(Api::<Service>::all(client));
+    let context = OperatorContext {
+        caches: controller.primary_cache(),
+        pods,
+        services,
+        ledger: Ledger::new(clock),
+    };
+    (controller, Arc::new(context))
 }
 
 fn api_code(error: &kube::Error) -> Option<u16> {
@@ -175,39 +202,28 @@ pub trait View: Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<Arc<Service>>, Error>> + Send;
-    /// Where writes of kind `C` in `namespace` go (by default plainly, through `client`).
-    fn api<C>(&self, client: &Client, namespace: &str) -> CachingApi<C>
-    where
-        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + fmt::Debug
-            + 'static,
-    {
-        CachingApi::from(Api::namespaced(client.clone(), namespace))
+    /// Where the writes in `namespace` go (by default plainly, through `client`).
+    fn writes(&self, client: &Client, namespace: &str) -> Writes {
+        Writes {
+            caches: CachingApi::from(Api::namespaced(client.clone(), namespace)),
+            pods: CachingApi::from(Api::namespaced(client.clone(), namespace)),
+            services: CachingApi::from(Api::namespaced(client.clone(), namespace)),
+        }
     }
 }
 
-/// steady's runtime caches: no request to read, and every write through the context.
-struct CachedView {
-    pods: steady_runtime::ObjectCache<Pod>,
-    services: steady_runtime::ObjectCache<Service>,
-    context: Context<()>,
+/// The kinds a reconcile writes, in one namespace.
+pub struct Writes {
+    /// Caches (their status).
+    pub caches: CachingApi<Cache>,
+    /// Pods.
+    pub pods: CachingApi<Pod>,
+    /// Services.
+    pub services: CachingApi<Service>,
 }
 
-impl CachedView {
-    /// The view, or the kind whose cache the controller lacks.
-    fn of(ctx: &Context<OperatorContext>) -> Result<CachedView, &'static str> {
-        Ok(CachedView {
-            pods: ctx.cache::<Pod>().map_err(|_| "Pod")?,
-            services: ctx.cache::<Service>().map_err(|_| "Service")?,
-            context: ctx.with_data(Arc::new(())),
-        })
-    }
-}
-
-impl View for CachedView {
+/// steady's runtime caches: no request to read, and every write updates them.
+impl View for OperatorContext {
     async fn owned_pods(
         &self,
         _cache: &Cache,
@@ -221,24 +237,29 @@ impl View for CachedView {
         Ok(self.services.get(&ObjectKey::new(Some(namespace), name)))
     }
 
-    fn api<C>(&self, _client: &Client, namespace: &str) -> CachingApi<C>
-    where
-        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + fmt::Debug
-            + 'static,
-    {
-        self.context.api(namespace)
+    fn writes(&self, client: &Client, namespace: &str) -> Writes {
+        Writes {
+            caches: CachingApi::with_cache(
+                Api::namespaced(client.clone(), namespace),
+                self.caches.clone(),
+            ),
+            pods: CachingApi::with_cache(
+                Api::namespaced(client.clone(), namespace),
+                self.pods.clone(),
+            ),
+            services: CachingApi::with_cache(
+                Api::namespaced(client.clone(), namespace),
+                self.services.clone(),
+            ),
+        }
     }
 }
 
 /// The writes of one reconcile, against one namespace, through the view.
 struct Writer<'a> {
-    data: &'a OperatorContext,
+    ledger: &'a Ledger,
     namespace: String,
-    pods: CachingApi<Pod>,
+    apis: Writes,
 }
 
 impl Error {
@@ -273,8 +294,8 @@ impl Writer<'_> {
     /// Create `pod`; `Ok(None)` when a pod of that name already exists (a stale cache).
     async fn create_pod(&self, pod: &Pod) -> Result<Option<Pod>, Error> {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        self.data.count_write();
-        match self.pods.create(&PostParams::default(), pod).await {
+        self.ledger.count_write();
+        match self.apis.pods.create(&PostParams::default(), pod).await {
             Ok(created) => {
                 tracing::info!(pod = %name, "created pod");
                 Ok(Some(created))
@@ -292,15 +313,9 @@ impl Writer<'_> {
     /// (another pod now has the name) or 404 counts as "look again".
     async fn delete_pod(&self, pod: &Pod) -> Result<Deleted, Error> {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: pod.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        self.data.count_write();
-        match self.pods.delete(&name, &params).await {
+        let params = this_incarnation(pod);
+        self.ledger.count_write();
+        match self.apis.pods.delete(&name, &params).await {
             Ok(terminating) => {
                 tracing::info!(pod = %name, "deleted pod");
                 Ok(match terminating {
@@ -345,9 +360,9 @@ pub async fn reconcile(
     cache: Arc<Cache>,
     ctx: Arc<Context<OperatorContext>>,
 ) -> Result<Action, Error> {
-    let view = CachedView::of(&ctx).map_err(Error::MissingCache)?;
+    let context = ctx.data();
     Ok(
-        match reconcile_with(&cache, ctx.client(), ctx.data(), &view).await? {
+        match reconcile_with(&cache, ctx.client(), &context.ledger, context).await? {
             Outcome::Converged => Action::done(),
             Outcome::Progressing => Action::requeue_after(REQUEUE_WHILE_PROGRESSING),
         },
@@ -368,7 +383,7 @@ pub enum Outcome {
 pub async fn reconcile_with(
     cache: &Cache,
     client: Client,
-    data: &OperatorContext,
+    ledger: &Ledger,
     view: &impl View,
 ) -> Result<Outcome, Error> {
     let name = cache
@@ -391,9 +406,9 @@ pub async fn reconcile_with(
         return Ok(Outcome::Converged);
     }
     let writer = Writer {
-        data,
+        ledger,
         namespace: namespace.clone(),
-        pods: view.api(&client, &namespace),
+        apis: view.writes(&client, &namespace),
     };
     let hash = template_hash(&cache.spec);
     let replicas = cache.spec.replicas.max(0);
@@ -419,9 +434,7 @@ pub async fn reconcile_with(
     let mut degraded: Option<(&'static str, String)> = None;
 
     // The Service.
-    if let Some(problem) =
-        ensure_service(cache, &client, data, view, &namespace, &name, &mut progress).await?
-    {
+    if let Some(problem) = ensure_service(cache, &writer, view, &name, &mut progress).await? {
         degraded = Some(problem);
     }
 
@@ -550,13 +563,15 @@ pub async fn reconcile_with(
         strays.len(),
         &progress,
         degraded,
-        data.now(),
+        ledger.now(),
     );
     if cache.status.as_ref() != Some(&status) {
-        let api = view.api::<Cache>(&client, &namespace);
         let patch = serde_json::json!({ "status": serde_json::to_value(&status)? });
-        data.count_write();
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+        ledger.count_write();
+        writer
+            .apis
+            .caches
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map_err(writer.api_error("updating the status of", "Cache", &name))?;
         tracing::info!(cache = %name, ready = status.ready_replicas, replicas = status.replicas, "status updated");
@@ -573,19 +588,21 @@ pub async fn reconcile_with(
 /// name is taken by a Service this Cache does not control.
 async fn ensure_service(
     cache: &Cache,
-    client: &Client,
-    data: &OperatorContext,
+    writer: &Writer<'_>,
     view: &impl View,
-    namespace: &str,
     name: &str,
     progress: &mut Progress,
 ) -> Result<Option<(&'static str, String)>, Error> {
-    let api = view.api::<Service>(client, namespace);
+    let (namespace, api, ledger) = (
+        writer.namespace.as_str(),
+        &writer.apis.services,
+        writer.ledger,
+    );
     let uid = cache.meta().uid.clone().unwrap_or_default();
     let err = |action: &'static str| Error::api(action, "Service", namespace, name);
     match view.service(namespace, name).await? {
         None => {
-            data.count_write();
+            ledger.count_write();
             match api
                 .create(&PostParams::default(), &desired_service(cache))
                 .await
@@ -606,7 +623,7 @@ async fn ensure_service(
         }
         Some(existing) => {
             if let Some(updated) = service_update(cache, &existing) {
-                data.count_write();
+                ledger.count_write();
                 match api.replace(name, &PostParams::default(), &updated).await {
                     Ok(_) => tracing::info!(service = %name, "updated service selector/port"),
                     Err(e) if api_code(&e) == Some(409) => progress.raced = true,
@@ -616,6 +633,11 @@ async fn ensure_service(
         }
     }
     Ok(None)
+}
+
+/// `Progressing` is `True`: the run made or awaits a change, for `reason`.
+fn progressing(reason: &str, message: impl Into<String>) -> Condition {
+    Condition::from_bool(CONDITION_PROGRESSING, true, reason, message)
 }
 
 fn list(names: &[String]) -> String {
@@ -667,10 +689,8 @@ fn desired_status(
         )
     };
 
-    let progressing = if !progress.recreating.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+    let progressing_condition = if !progress.recreating.is_empty() {
+        progressing(
             "RecreatingFailedPods",
             format!(
                 "deleted failed {}; it is created again from the current template",
@@ -678,9 +698,7 @@ fn desired_status(
             ),
         )
     } else if !progress.removing.is_empty() && progress.replacing.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "ScalingDown",
             format!(
                 "removing {} (replicas is {replicas})",
@@ -692,9 +710,7 @@ fn desired_status(
             .range(..replicas)
             .filter(|(_, p)| hash_of(p) == Some(hash) && !is_terminating(p))
             .count();
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "RollingUpdate",
             format!(
                 "replacing pods one at a time with template {hash}: {updated} of {replicas} updated, next {}",
@@ -702,23 +718,17 @@ fn desired_status(
             ),
         )
     } else if !progress.created.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "CreatingPods",
             format!("created {}", list(&progress.created)),
         )
     } else if !progress.waiting_gone.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "WaitingForTermination",
             format!("waiting for {} to terminate", list(&progress.waiting_gone)),
         )
     } else if !progress.waiting_ready.is_empty() {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "WaitingForReady",
             format!(
                 "waiting for {} to become Ready; if this lasts, check `kubectl describe pod {}`",
@@ -727,9 +737,7 @@ fn desired_status(
             ),
         )
     } else if progress.raced {
-        Condition::from_bool(
-            CONDITION_PROGRESSING,
-            true,
+        progressing(
             "Retrying",
             "the operator's view was behind the API; looking again",
         )
@@ -755,7 +763,7 @@ fn desired_status(
         None => Condition::from_bool(CONDITION_DEGRADED, false, "AsExpected", ""),
     };
 
-    for condition in [ready_condition, progressing, degraded_condition] {
+    for condition in [ready_condition, progressing_condition, degraded_condition] {
         set_condition(
             &mut status.conditions,
             condition.with_observed_generation(generation),

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{DeleteParams, Preconditions};
 
 use crate::types::{Cache, CacheSpec, GROUP, VERSION};
 
@@ -51,6 +52,18 @@ pub fn ordinal_of(cache_name: &str, pod_name: &str) -> Option<i32> {
         return None;
     }
     rest.parse().ok()
+}
+
+/// Delete options that delete `pod` only as it was read (its uid), never a pod created
+/// since under the same name.
+pub fn this_incarnation(pod: &Pod) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    }
 }
 
 /// A controller ownerReference to `cache` (the garbage collector deletes what it owns).

@@ -198,10 +198,7 @@ async fn a_failed_pod_is_replaced_and_reported() {
     let cache = wait_converged(&w.client, "x").await;
     let new = pods_api(&w.client).get("x-0").await.expect("x-0");
     assert_ne!(new.uid(), old.uid(), "x-0 was recreated");
-    assert_eq!(
-        condition(&cache, "Degraded").map(|c| c.status.as_str()),
-        Some("False")
-    );
+    assert_eq!(condition_status(&cache, "Degraded"), Some("False"));
     op.stop().await;
 }
 
@@ -240,10 +237,7 @@ async fn scaling_up_and_down_keeps_the_right_ordinals() {
             .expect("get")
             .is_some()
     );
-    assert_eq!(
-        condition(&cache, "Ready").map(|c| c.status.as_str()),
-        Some("True")
-    );
+    assert_eq!(condition_status(&cache, "Ready"), Some("True"));
     op.stop().await;
 }
 

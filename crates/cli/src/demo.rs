@@ -35,13 +35,8 @@ struct RunningOperator {
 }
 
 fn start_operator(client: &Client, recorder: &Recorder) -> RunningOperator {
-    let config = steady_runtime::Config {
-        name: "cache".into(),
-        ..Default::default()
-    };
-    let controller =
-        steady_cache_operator::controller(client.clone(), config).with_recorder(recorder.clone());
-    let context = Arc::new(OperatorContext::default());
+    let (controller, context) = crate::operator::cache_controller(client.clone());
+    let controller = controller.with_recorder(recorder.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(controller.run(
         steady_cache_operator::reconcile,

@@ -88,6 +88,21 @@ pub async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
     }
 }
 
+/// The Cache controller (named `cache` in metrics and the web view) and the context its
+/// reconciler reads through, on the wall clock: what every command runs.
+pub fn cache_controller(
+    client: Client,
+) -> (
+    steady_runtime::Controller<steady_cache_operator::Cache>,
+    Arc<steady_cache_operator::OperatorContext>,
+) {
+    let config = steady_runtime::Config {
+        name: "cache".into(),
+        ..Default::default()
+    };
+    steady_cache_operator::controller(client, config, steady_cache_operator::system_clock())
+}
+
 /// Run the operator with `client` until `shutdown` (the runtime's [`Operator`] serves the
 /// probes, campaigns, drains and releases the Lease); announces each step on stdout.
 pub async fn run_operator(
@@ -108,12 +123,7 @@ pub async fn run_operator(
         tokio::spawn(announce_leadership(operator.leadership()));
         operator = operator.leader_election(config);
     }
-    let config = steady_runtime::Config {
-        name: "cache".into(),
-        ..Default::default()
-    };
-    let controller = steady_cache_operator::controller(client, config);
-    let data = Arc::new(steady_cache_operator::OperatorContext::default());
+    let (controller, data) = cache_controller(client);
     println!("the Cache operator is running");
     operator
         .run(

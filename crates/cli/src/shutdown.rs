@@ -42,6 +42,13 @@ impl Shutdown {
         Shutdown { rx }
     }
 
+    /// A stop signal tripped by sending `true` on the returned sender.
+    #[cfg(test)]
+    pub fn manual() -> (watch::Sender<bool>, Shutdown) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Shutdown { rx })
+    }
+
     /// Resolves once the stop signal has tripped.
     pub async fn wait(mut self) {
         let _ = self.rx.wait_for(|stopped| *stopped).await;

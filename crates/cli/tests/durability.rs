@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Server, object_rv, rv_number};
+use common::{Server, assert_rv_above, object_rv, rv_number};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
@@ -322,11 +322,7 @@ async fn sigkill_during_acknowledged_writes_loses_nothing_acknowledged() {
         )
         .await
         .unwrap();
-    let rv = object_rv(&created);
-    assert!(
-        rv > max_rv_before,
-        "first write after the restart got RV {rv}, not above {max_rv_before}"
-    );
+    assert_rv_above(&created, max_rv_before, "the first write after the restart");
     let exit = server.terminate().await;
     assert!(exit.success(), "{exit:?}\n{}", server.output());
     eprintln!("took {:?}", started.elapsed());

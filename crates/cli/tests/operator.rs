@@ -90,11 +90,8 @@ where
 
 /// Pod name → (ready, image, uid), for pods not being deleted.
 async fn pods(client: &kube::Client) -> BTreeMap<String, (bool, String, String)> {
-    let list = Api::<Pod>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
+    in_default::<Pod>(client)
         .await
-        .expect("pods");
-    list.items
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .map(|p| {
@@ -324,6 +321,21 @@ impl Operator {
     }
 }
 
+/// Every object of kind `K` in `default`.
+async fn in_default<K>(client: &kube::Client) -> Vec<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + for<'de> k8s_openapi::serde::Deserialize<'de>
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+}
+
 /// `kind/name` → resourceVersion of every object of kind `K` in `default`.
 async fn versions_of<K>(client: &kube::Client, kind: &str) -> BTreeMap<String, String>
 where
@@ -332,11 +344,8 @@ where
         + for<'de> k8s_openapi::serde::Deserialize<'de>
         + std::fmt::Debug,
 {
-    let list = Api::<K>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
+    in_default::<K>(client)
         .await
-        .expect("list");
-    list.items
         .iter()
         .map(|o| {
             let meta = o.meta();

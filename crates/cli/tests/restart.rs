@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{Options, Server, object_rv, rv_number};
+use common::{Options, Server, assert_rv_above, object_rv, rv_number};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -197,18 +197,13 @@ async fn objects_credentials_and_revisions_survive_a_restart() {
         .create(&pp, &configmap("after-restart", json!({})))
         .await
         .unwrap();
-    let created_rv = object_rv(&created);
-    assert!(
-        created_rv > max_rv,
-        "create after restart got RV {created_rv}, not above {max_rv}"
-    );
+    let created_rv = assert_rv_above(&created, max_rv, "the create after the restart");
     let mut cm0 = cms.get("cm-0").await.unwrap();
     cm0.data
         .get_or_insert_default()
         .insert("after".into(), "restart".into());
     let updated = cms.replace("cm-0", &pp, &cm0).await.unwrap();
-    let updated_rv = object_rv(&updated);
-    assert!(updated_rv > created_rv, "{updated_rv} <= {created_rv}");
+    let updated_rv = assert_rv_above(&updated, created_rv, "the update after the create");
     // A stale resourceVersion from before the restart is still a conflict.
     let stale: ConfigMap =
         serde_json::from_value(before["ConfigMap/default/cm-0"].clone()).unwrap();

@@ -219,17 +219,19 @@ mod tests {
         Condition::new("Ready", status, reason, message)
     }
 
+    /// The one condition in `conds`, as (type, status, reason, message).
+    fn only(conds: &[Condition]) -> (&str, &str, &str, &str) {
+        assert_eq!(conds.len(), 1, "{conds:?}");
+        let c = &conds[0];
+        (&c.type_, &c.status, &c.reason, &c.message)
+    }
+
     #[test]
     fn adds_missing_condition_with_now() {
         let mut conds = vec![];
-        assert!(set_condition(
-            &mut conds,
-            ready("True", "Done", "all good"),
-            t(0)
-        ));
-        assert_eq!(conds.len(), 1);
-        assert_eq!(conds[0].type_, "Ready");
-        assert_eq!(conds[0].status, "True");
+        let changed = set_condition(&mut conds, ready("True", "Done", "all good"), t(0));
+        assert!(changed);
+        assert_eq!(only(&conds), ("Ready", "True", "Done", "all good"));
         assert_eq!(
             serde_json::to_value(&conds[0].last_transition_time).unwrap(),
             "2023-11-14T22:13:20Z"
@@ -249,15 +251,9 @@ mod tests {
     fn status_change_moves_transition_time() {
         let mut conds = vec![];
         set_condition(&mut conds, ready("False", "Pending", "waiting"), t(0));
-        assert!(set_condition(
-            &mut conds,
-            ready("True", "Done", "ok"),
-            t(60)
-        ));
-        assert_eq!(conds.len(), 1);
-        assert_eq!(conds[0].status, "True");
-        assert_eq!(conds[0].reason, "Done");
-        assert_eq!(conds[0].message, "ok");
+        let changed = set_condition(&mut conds, ready("True", "Done", "ok"), t(60));
+        assert!(changed);
+        assert_eq!(only(&conds), ("Ready", "True", "Done", "ok"));
         assert_eq!(conds[0].last_transition_time, to_time(t(60)));
     }
 
@@ -317,18 +313,11 @@ mod tests {
         );
         assert!(!is_true(&conds, "Ready"));
         assert!(!is_false(&conds, "Ready"));
-        set_condition(
-            &mut conds,
-            Condition::from_bool("Ready", true, "Done", ""),
-            t(1),
-        );
+        let ready_if = |ready: bool, reason: &str| Condition::from_bool("Ready", ready, reason, "");
+        set_condition(&mut conds, ready_if(true, "Done"), t(1));
         assert!(is_true(&conds, "Ready"));
         assert!(!is_true(&conds, "Other"));
-        set_condition(
-            &mut conds,
-            Condition::from_bool("Ready", false, "Lost", ""),
-            t(2),
-        );
+        set_condition(&mut conds, ready_if(false, "Lost"), t(2));
         assert!(is_false(&conds, "Ready"));
     }
 

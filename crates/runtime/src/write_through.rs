@@ -54,6 +54,15 @@ where
         CachingApi { api, cache, kind }
     }
 
+    /// Writes through `api` that update `cache` on success: for a reconciler that holds
+    /// the handle [`Controller::owns`](crate::Controller::owns) (or `watches`) returned.
+    pub fn with_cache(api: Api<C>, cache: ObjectCache<C>) -> Self
+    where
+        C: Resource<DynamicType = ()>,
+    {
+        CachingApi::new(api, Some(cache))
+    }
+
     /// The plain `Api`, for calls whose results are not cached (get, list, subresources).
     pub fn inner(&self) -> &Api<C> {
         &self.api

@@ -53,8 +53,8 @@ pub fn operator_context(ctx: &Arc<Context<Subject>>) -> Arc<Context<OperatorCont
 /// The Cache scenario with steady's own reconciler, wired as `steady operator` wires it.
 pub fn scenario() -> Scenario {
     script(Scenario::new("cache")).controller(|client, launch| async move {
-        let controller = steady_cache_operator::controller(client, launch.config("cache"));
-        let data = Arc::new(OperatorContext::new(launch.clock()));
+        let (controller, data) =
+            steady_cache_operator::controller(client, launch.config("cache"), launch.clock());
         let _ = launch
             .run(controller, steady_cache_operator::reconcile, data)
             .await;
@@ -66,9 +66,10 @@ pub fn scenario_with(name: &str, reconciler: ReconcileFn) -> Scenario {
     script(Scenario::new(name)).controller(move |client, launch| {
         let reconciler = reconciler.clone();
         async move {
-            let controller = steady_cache_operator::controller(client, launch.config("cache"));
+            let (controller, operator) =
+                steady_cache_operator::controller(client, launch.config("cache"), launch.clock());
             let subject = Arc::new(Subject {
-                operator: Arc::new(OperatorContext::new(launch.clock())),
+                operator,
                 last_triggers: Mutex::new(BTreeMap::new()),
             });
             let observed = subject.clone();

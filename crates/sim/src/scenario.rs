@@ -31,11 +31,10 @@ type Start = Arc<dyn Fn(Client, Launch) -> BoxFuture<'static, ()> + Send + Sync>
 /// many seeds as wanted.
 ///
 /// ```no_run
-/// use std::sync::Arc;
 /// use std::time::Duration;
 /// use kube::Api;
 /// use k8s_openapi::api::core::v1::Pod;
-/// use steady_cache_operator::{Cache, OperatorContext};
+/// use steady_cache_operator::Cache;
 /// use steady_sim::{Scenario, Simulation, Step};
 ///
 /// let cache: Cache = serde_json::from_value(serde_json::json!({
@@ -48,8 +47,8 @@ type Start = Arc<dyn Fn(Client, Launch) -> BoxFuture<'static, ()> + Send + Sync>
 ///     .at(Duration::from_secs(5), Step::scale::<Cache>("default", "web", 3))
 ///     .at(Duration::from_secs(9), Step::delete::<Pod>("default", "web-0"))
 ///     .controller(|client, launch| async move {
-///         let controller = steady_cache_operator::controller(client, launch.config("cache"));
-///         let data = Arc::new(OperatorContext::new(launch.clock()));
+///         let (controller, data) =
+///             steady_cache_operator::controller(client, launch.config("cache"), launch.clock());
 ///         let _ = launch.run(controller, steady_cache_operator::reconcile, data).await;
 ///     })
 ///     .invariant("at-most-three-pods", |world| {

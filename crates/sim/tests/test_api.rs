@@ -80,9 +80,8 @@ fn cache_like(scenario: Scenario) -> Scenario {
     scenario
         .create(&cache)
         .controller(|client, launch| async move {
-            let controller = steady_cache_operator::controller(client, launch.config("cache"));
-            let data =
-                std::sync::Arc::new(steady_cache_operator::OperatorContext::new(launch.clock()));
+            let (controller, data) =
+                steady_cache_operator::controller(client, launch.config("cache"), launch.clock());
             let _ = launch
                 .run(controller, steady_cache_operator::reconcile, data)
                 .await;

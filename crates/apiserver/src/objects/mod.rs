@@ -27,6 +27,33 @@ pub(crate) use delete::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 pub(crate) use read::selects;
 pub(crate) use write::{Written, patch_error};
 
+/// The object a request is addressed to, as its URL names it: the resource type, namespace,
+/// name and, for a subresource (`status`, `scale`, `finalize`…), its name.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    pub rt: &'a ResourceType,
+    pub ns: Option<&'a str>,
+    pub name: &'a str,
+    pub sub: Option<&'a str>,
+}
+
+impl<'a> Target<'a> {
+    /// The object itself.
+    pub fn object(rt: &'a ResourceType, ns: Option<&'a str>, name: &'a str) -> Self {
+        Target {
+            rt,
+            ns,
+            name,
+            sub: None,
+        }
+    }
+
+    /// Its subresource `sub` (none when `None`).
+    pub fn subresource(self, sub: Option<&'a str>) -> Self {
+        Target { sub, ..self }
+    }
+}
+
 /// How long a write without a resourceVersion precondition (a patch, a delete, a scale)
 /// keeps re-reading after losing a race to a concurrent writer. kube-apiserver's
 /// `GuaranteedUpdate` retries until the write applies, bounded only by the request timeout

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use steady_store::{ListOptions, Object, Revision, StoreError};
 
-use super::{parse_revision, parse_stored};
+use super::{Target, parse_revision, parse_stored};
 use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::ResourceType;
@@ -102,13 +102,8 @@ impl ApiServer {
     }
 
     /// GET of one object (`resourceVersion` "", "0" or not-older-than N).
-    pub async fn get(
-        &self,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        name: &str,
-        params: &Params,
-    ) -> ApiResult<Bytes> {
+    pub async fn get(&self, target: Target<'_>, params: &Params) -> ApiResult<Bytes> {
+        let Target { rt, ns, name, .. } = target;
         if let Some(rv) = params.non_empty("resourceVersion").filter(|rv| *rv != "0") {
             self.reached(rt, name, rv)?;
         }

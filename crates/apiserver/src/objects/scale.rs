@@ -5,8 +5,8 @@ use serde_json::{Map, Value, json};
 use steady_store::Revision;
 
 use super::ownership::Ownership;
-use super::write::{Written, patch_error};
-use super::{attempts_until_applied, parse_revision, parse_stored, to_bytes};
+use super::write::{Update, Written, patch_error};
+use super::{Target, attempts_until_applied, parse_revision, parse_stored, to_bytes};
 use crate::ApiServer;
 use crate::defaults;
 use crate::error::{ApiError, ApiResult};
@@ -54,12 +54,11 @@ impl ApiServer {
 
     pub(super) async fn patch_scale(
         &self,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        name: &str,
+        target: Target<'_>,
         patch: &DecodedPatch,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
+        let Target { rt, ns, name, .. } = target;
         let scale = rt.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
         for () in attempts_until_applied() {
             let stored = self.get_stored(rt, ns, name)?;
@@ -112,10 +111,15 @@ impl ApiServer {
         }
         let mut new = old.clone();
         set_path(&mut new, &scale.spec_replicas_path, json!(replicas));
-        let ownership = Ownership::Update {
-            subresource: "scale",
+        let update = Update {
+            old,
+            rev,
+            new,
+            ownership: Ownership::Update {
+                subresource: "scale",
+            },
         };
-        self.commit_update(rt, ns, name, None, old, rev, new, opts, ownership)
+        self.commit_update(Target::object(rt, ns, name), update, opts)
             .await
     }
 }

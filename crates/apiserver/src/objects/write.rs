@@ -9,7 +9,7 @@ use steady_store::Revision;
 
 use super::delete::deletion_complete;
 use super::ownership::{Ownership, apply_error, drop_managed_fields_if_too_deep, shape, writer};
-use super::{attempts_until_applied, parse_revision, parse_stored, to_bytes};
+use super::{Target, attempts_until_applied, parse_revision, parse_stored, to_bytes};
 use crate::ApiServer;
 use crate::apply;
 use crate::crd;
@@ -22,6 +22,15 @@ use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_th
 use crate::schema;
 use crate::validation::{self, NameRule};
 use crate::webhook::admission::{self, Attributes, Operation};
+
+/// An update about to be stored: the object as stored (`old`, at revision `rev`), what
+/// the request makes of it (`new`), and how the changed fields are owned.
+pub(super) struct Update<'a> {
+    pub(super) old: &'a Value,
+    pub(super) rev: Revision,
+    pub(super) new: Value,
+    pub(super) ownership: Ownership<'a>,
+}
 
 /// The result of a write: the object as stored (or as it would be, on a dry run).
 #[derive(Debug)]
@@ -301,13 +310,11 @@ impl ApiServer {
     /// PUT, on the object or its `status` subresource.
     pub async fn update(
         &self,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        name: &str,
-        sub: Option<&str>,
+        target: Target<'_>,
         mut obj: Value,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
+        let Target { rt, ns, name, sub } = target;
         check_type(rt, &mut obj)?;
         match meta::name(&obj) {
             Some(n) if n != name => {
@@ -332,37 +339,31 @@ impl ApiServer {
             return Err(ApiError::modified(&rt.qualified_name(), name));
         }
         let old = self.convert_object(rt, parse_stored(&stored)?).await?;
-        let ownership = Ownership::Update {
-            subresource: sub.unwrap_or(""),
+        let update = Update {
+            old: &old,
+            rev: stored.revision,
+            new: obj,
+            ownership: Ownership::Update {
+                subresource: sub.unwrap_or(""),
+            },
         };
-        self.commit_update(
-            rt,
-            ns,
-            name,
-            sub,
-            &old,
-            stored.revision,
-            obj,
-            opts,
-            ownership,
-        )
-        .await
+        self.commit_update(target, update, opts).await
     }
 
-    /// Apply the update rules to `new` against `old` (at revision `rev`) and store it.
-    #[allow(clippy::too_many_arguments)]
+    /// Apply the update rules to the new object against the stored one and store it.
     pub(super) async fn commit_update(
         &self,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        name: &str,
-        sub: Option<&str>,
-        old: &Value,
-        rev: Revision,
-        new: Value,
+        target: Target<'_>,
+        update: Update<'_>,
         opts: &WriteOptions,
-        ownership: Ownership<'_>,
     ) -> ApiResult<Written> {
+        let Target { rt, ns, name, sub } = target;
+        let Update {
+            old,
+            rev,
+            new,
+            ownership,
+        } = update;
         let mut new = match sub {
             Some("status") => with_status_of(old, &new),
             Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
@@ -447,16 +448,13 @@ impl ApiServer {
     }
 
     /// PATCH of any type, on the object or a subresource; apply-patch creates when missing.
-    #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        name: &str,
-        sub: Option<&str>,
+        target: Target<'_>,
         patch: &DecodedPatch,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
+        let Target { rt, ns, name, sub } = target;
         let patch_type = patch.patch_type();
         if patch_type == PatchType::StrategicMerge && !rt.builtin {
             return Err(ApiError::unsupported_media_type(
@@ -469,7 +467,7 @@ impl ApiServer {
             ));
         }
         if sub == Some("scale") {
-            return self.patch_scale(rt, ns, name, patch, opts).await;
+            return self.patch_scale(target, patch, opts).await;
         }
         for () in attempts_until_applied() {
             let stored = match self.get_stored(rt, ns, name) {
@@ -508,26 +506,18 @@ impl ApiServer {
                     "metadata.name cannot be changed by a patch",
                 ));
             }
-            let ownership = match patch_type {
-                PatchType::Apply => Ownership::Applied,
-                _ => Ownership::Update {
-                    subresource: sub.unwrap_or(""),
+            let update = Update {
+                old: &old,
+                rev: stored.revision,
+                new,
+                ownership: match patch_type {
+                    PatchType::Apply => Ownership::Applied,
+                    _ => Ownership::Update {
+                        subresource: sub.unwrap_or(""),
+                    },
                 },
             };
-            match self
-                .commit_update(
-                    rt,
-                    ns,
-                    name,
-                    sub,
-                    &old,
-                    stored.revision,
-                    new,
-                    opts,
-                    ownership,
-                )
-                .await
-            {
+            match self.commit_update(target, update, opts).await {
                 Err(e) if e.reason == "Conflict" && !patch.names_resource_version() => continue,
                 other => return other,
             }

@@ -4,7 +4,7 @@
 use regex::Regex;
 use serde_json::Value;
 
-use super::validate::Validator;
+use super::validate::{Node, Validator};
 use super::{
     FieldError, FieldErrorReason, child, flag, fmt_value, fmt_value_short, index, quote, type_name,
 };
@@ -243,7 +243,7 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
         && !d.is_null()
     {
         let dpath = child(path, "default");
-        Validator::default().node(d, s, &dpath, false, out);
+        Validator::default().node(Node::below(d, s, &dpath), out);
     }
 }
 

@@ -17,8 +17,45 @@ use super::{
 pub fn validate(obj: &Value, schema: &Value) -> Vec<FieldError> {
     let mut v = Validator::default();
     let mut out = Vec::new();
-    v.node(obj, schema, "", true, &mut out);
+    v.node(Node::root(obj, schema), &mut out);
     out
+}
+
+/// One step of the walk: a value, the schema it must satisfy, and where it is.
+#[derive(Clone, Copy)]
+pub(super) struct Node<'a> {
+    value: &'a Value,
+    schema: &'a Value,
+    /// The field path (`spec.items[0]`), as errors report it.
+    path: &'a str,
+    /// The object's top level, whose `apiVersion`, `kind` and `metadata` are not checked.
+    root: bool,
+}
+
+impl<'a> Node<'a> {
+    fn root(value: &'a Value, schema: &'a Value) -> Self {
+        Node {
+            value,
+            schema,
+            path: "",
+            root: true,
+        }
+    }
+
+    /// `value` at `path` below the top level, against `schema`.
+    pub(super) fn below(value: &'a Value, schema: &'a Value, path: &'a str) -> Self {
+        Node {
+            value,
+            schema,
+            path,
+            root: false,
+        }
+    }
+
+    /// The same value at the same place, against another schema (`allOf`, `anyOf`…).
+    fn against(self, schema: &'a Value) -> Self {
+        Node { schema, ..self }
+    }
 }
 
 #[derive(Default)]
@@ -34,14 +71,13 @@ impl Validator {
             .as_ref()
     }
 
-    pub(super) fn node(
-        &mut self,
-        v: &Value,
-        s: &Value,
-        path: &str,
-        root: bool,
-        out: &mut Vec<FieldError>,
-    ) {
+    pub(super) fn node(&mut self, node: Node<'_>, out: &mut Vec<FieldError>) {
+        let Node {
+            value: v,
+            schema: s,
+            path,
+            root,
+        } = node;
         if !s.is_object() {
             return;
         }
@@ -133,7 +169,7 @@ impl Validator {
             _ => {}
         }
 
-        self.composite(v, s, path, root, out);
+        self.composite(node, out);
     }
 
     fn number(
@@ -275,7 +311,7 @@ impl Validator {
         }
         if let Some(is) = s.get("items").filter(|i| i.is_object()) {
             for (i, x) in items.iter().enumerate() {
-                self.node(x, is, &index(path, i), false, out);
+                self.node(Node::below(x, is, &index(path, i)), out);
             }
         }
     }
@@ -315,7 +351,7 @@ impl Validator {
             }
             let p = child(path, k);
             if let Some(ps) = properties.and_then(|ps| ps.get(k)) {
-                self.node(val, ps, &p, false, out);
+                self.node(Node::below(val, ps, &p), out);
             } else {
                 match additional {
                     Some(Value::Bool(false)) => out.push(FieldError::new(
@@ -326,21 +362,20 @@ impl Validator {
                             quote(k)
                         ),
                     )),
-                    Some(a @ Value::Object(_)) => self.node(val, a, &p, false, out),
+                    Some(a @ Value::Object(_)) => self.node(Node::below(val, a, &p), out),
                     _ => {}
                 }
             }
         }
     }
 
-    fn composite(
-        &mut self,
-        v: &Value,
-        s: &Value,
-        path: &str,
-        root: bool,
-        out: &mut Vec<FieldError>,
-    ) {
+    fn composite(&mut self, node: Node<'_>, out: &mut Vec<FieldError>) {
+        let Node {
+            value: v,
+            schema: s,
+            path,
+            ..
+        } = node;
         let name = subject(path);
         let composite_err = |what: &str| {
             FieldError::new(
@@ -354,12 +389,12 @@ impl Validator {
         };
         if let Some(Value::Array(all)) = s.get("allOf") {
             for sub in all {
-                self.node(v, sub, path, root, out);
+                self.node(node.against(sub), out);
             }
         }
         if let Some(Value::Array(any)) = s.get("anyOf")
             && !any.is_empty()
-            && !any.iter().any(|sub| self.passes(v, sub, path, root))
+            && !any.iter().any(|sub| self.passes(node.against(sub)))
         {
             out.push(composite_err("must validate at least one schema (anyOf)"));
         }
@@ -368,7 +403,7 @@ impl Validator {
         {
             let passing = one
                 .iter()
-                .filter(|sub| self.passes(v, sub, path, root))
+                .filter(|sub| self.passes(node.against(sub)))
                 .count();
             if passing != 1 {
                 out.push(composite_err(
@@ -377,15 +412,15 @@ impl Validator {
             }
         }
         if let Some(not) = s.get("not").filter(|n| n.is_object())
-            && self.passes(v, not, path, root)
+            && self.passes(node.against(not))
         {
             out.push(composite_err("must not validate the schema (not)"));
         }
     }
 
-    fn passes(&mut self, v: &Value, s: &Value, path: &str, root: bool) -> bool {
+    fn passes(&mut self, node: Node<'_>) -> bool {
         let mut tmp = Vec::new();
-        self.node(v, s, path, root, &mut tmp);
+        self.node(node, &mut tmp);
         tmp.is_empty()
     }
 }

@@ -112,6 +112,21 @@ pub async fn raw(
     send(server, request.body(body.into()).expect("request")).await
 }
 
+/// `GET uri`.
+pub async fn get(server: &ApiServer, uri: &str) -> Raw {
+    raw(server, "GET", uri, None, "").await
+}
+
+/// `POST uri` with no body (connect subresources such as `exec`).
+pub async fn post_empty(server: &ApiServer, uri: &str) -> Raw {
+    raw(server, "POST", uri, None, "").await
+}
+
+/// `POST uri` with `body` as JSON.
+pub async fn post_json(server: &ApiServer, uri: &str, body: &Value) -> Raw {
+    raw(server, "POST", uri, JSON, body.to_string()).await
+}
+
 /// Send `request` straight into the Router (no socket); read the body in full under the guard.
 pub async fn send(server: &ApiServer, request: Request<Body>) -> Raw {
     let response = server.router().oneshot(request).await.expect("infallible");

@@ -93,10 +93,9 @@ pub fn start_operator(client: &Client) -> Operator {
             .single()
             .unwrap_or_default()
     });
-    let data = Arc::new(OperatorContext::new(clock));
     let reconciles = Arc::new(AtomicU64::new(0));
     let counter = reconciles.clone();
-    let controller = steady_cache_operator::controller(client.clone(), config());
+    let (controller, data) = steady_cache_operator::controller(client.clone(), config(), clock);
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(controller.run(
         move |cache, ctx| {
@@ -167,6 +166,11 @@ pub fn serving(pods: &[Pod]) -> usize {
     pods.iter()
         .filter(|p| is_ready(p) && !is_terminating(p))
         .count()
+}
+
+/// The status (`True`, `False`, `Unknown`) of the condition `type_`, if reported.
+pub fn condition_status<'a>(cache: &'a Cache, type_: &str) -> Option<&'a str> {
+    condition(cache, type_).map(|c| c.status.as_str())
 }
 
 pub fn condition<'a>(

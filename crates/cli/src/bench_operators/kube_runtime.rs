@@ -19,7 +19,7 @@ use kube::runtime::{Controller, watcher};
 use kube::{Client, ResourceExt};
 use steady_cache_operator::reconcile::REQUEUE_WHILE_PROGRESSING;
 use steady_cache_operator::resources::selector;
-use steady_cache_operator::{Cache, Error, OperatorContext, Outcome, View, reconcile_with};
+use steady_cache_operator::{Cache, Error, Ledger, Outcome, View, reconcile_with};
 
 /// Reads owned objects from the API server on every reconcile.
 struct ApiView {
@@ -52,7 +52,7 @@ impl View for ApiView {
 
 struct Shared {
     client: Client,
-    data: OperatorContext,
+    ledger: Ledger,
     resync: Duration,
     reconciles: Arc<AtomicU64>,
 }
@@ -63,7 +63,7 @@ async fn reconcile(cache: Arc<Cache>, shared: Arc<Shared>) -> Result<Action, Err
         client: shared.client.clone(),
     };
     Ok(
-        match reconcile_with(&cache, shared.client.clone(), &shared.data, &view).await? {
+        match reconcile_with(&cache, shared.client.clone(), &shared.ledger, &view).await? {
             Outcome::Converged => Action::requeue(shared.resync),
             Outcome::Progressing => Action::requeue(REQUEUE_WHILE_PROGRESSING),
         },
@@ -84,7 +84,7 @@ pub async fn run(
 ) {
     let shared = Arc::new(Shared {
         client: client.clone(),
-        data: OperatorContext::default(),
+        ledger: Ledger::default(),
         resync,
         reconciles,
     });

@@ -49,8 +49,11 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
                 ..Default::default()
             };
             let counter = reconciles.clone();
-            let controller = steady_cache_operator::controller(client, config);
-            let data = Arc::new(steady_cache_operator::OperatorContext::default());
+            let (controller, data) = steady_cache_operator::controller(
+                client,
+                config,
+                steady_cache_operator::system_clock(),
+            );
             tokio::spawn(async move {
                 let reconcile = move |cache, ctx| {
                     counter.fetch_add(1, Ordering::Relaxed);

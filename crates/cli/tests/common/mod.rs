@@ -411,6 +411,14 @@ pub fn object_rv<K: kube::Resource>(object: &K) -> u64 {
     rv_number(object.meta().resource_version.as_ref())
 }
 
+/// `object` (what `what` wrote) has a revision above `floor`: revisions never go back,
+/// restarts included. Returns that revision.
+pub fn assert_rv_above<K: kube::Resource>(object: &K, floor: u64, what: &str) -> u64 {
+    let rv = object_rv(object);
+    assert!(rv > floor, "{what} got RV {rv}, not above {floor}");
+    rv
+}
+
 /// Resident memory of the process `pid`, in bytes (Linux: `VmRSS` in /proc/PID/status).
 pub fn rss_of(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
