@@ -420,7 +420,7 @@ impl<'a> Run<'a> {
             clock,
             trace,
             overlaps: Arc::new(Overlaps::default()),
-            observer: None,
+            on_start: None,
         };
         let mut run = Run {
             options,
