@@ -120,18 +120,17 @@ fn script(scenario: Scenario) -> Scenario {
 /// of its ordinals (`<cache>-<n>`).
 pub fn ordinals(world: &World) -> Result<(), String> {
     let caches: BTreeMap<String, String> = world
-        .list::<Cache>()
+        .metadata::<Cache>()
         .into_iter()
-        .filter_map(|c| Some((c.metadata.uid?, c.metadata.name?)))
+        .filter_map(|c| Some((c.uid?, c.name?)))
         .collect();
     let mut seen: BTreeMap<(String, i32), String> = BTreeMap::new();
-    for pod in world.list::<Pod>() {
-        if pod.metadata.deletion_timestamp.is_some() {
+    for pod in world.metadata::<Pod>() {
+        if pod.deletion_timestamp.is_some() {
             continue;
         }
-        let name = pod.metadata.name.clone().unwrap_or_default();
+        let name = pod.name.clone().unwrap_or_default();
         let owner = pod
-            .metadata
             .owner_references
             .iter()
             .flatten()
