@@ -48,6 +48,39 @@ pub fn spawn_all(server: &ApiServer) -> Vec<JoinHandle<()>> {
 
 const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";
 
+/// Below this nesting a stored object parses whole (serde_json refuses 128 levels), so
+/// reading only its metadata cannot call readable what the rest of the server cannot read.
+const SKIM_DEPTH: usize = 100;
+
+/// Whether the JSON `bytes` nest more than `limit` arrays and objects (strings skipped).
+/// Skipping a part of a document with serde does not count its depth; this does.
+fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in bytes {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// The metadata fields [`Node::parse`] reads, each as it is stored (absent ones left out).
 #[derive(serde::Deserialize)]
 struct Skeleton {
@@ -96,7 +129,7 @@ struct Node {
 impl Node {
     /// The object's uid and what the collector needs of it, or why it cannot read it.
     fn read(key: &str, bytes: &[u8]) -> Result<(String, Node), String> {
-        let obj: Value = if Node::reads_spec(key) {
+        let obj: Value = if Node::reads_spec(key) || nests_deeper_than(bytes, SKIM_DEPTH) {
             serde_json::from_slice(bytes).map_err(|e| e.to_string())?
         } else {
             // The collector reads every write: decoding only the metadata it looks at
@@ -822,6 +855,17 @@ mod tests {
         let (_, ns) =
             Node::read("/core/namespaces/ns", namespace.to_string().as_bytes()).expect("readable");
         assert!(ns.namespace_finalizer, "a namespace's spec is still read");
+    }
+
+    #[test]
+    fn nesting_is_counted_outside_strings_only() {
+        let mut deep = json!("x");
+        for _ in 0..5 {
+            deep = json!([deep]);
+        }
+        let deep = json!({"s": "[[[[[[[[\\\"{{{{{{{", "d": deep}).to_string();
+        assert!(nests_deeper_than(deep.as_bytes(), 5));
+        assert!(!nests_deeper_than(deep.as_bytes(), 6));
     }
 
     async fn server_without_collector() -> ApiServer {
