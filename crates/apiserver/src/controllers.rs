@@ -46,6 +46,65 @@ pub fn spawn_all(server: &ApiServer) -> Vec<JoinHandle<()>> {
     tasks
 }
 
+const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";
+
+/// Below this nesting a stored object parses whole (serde_json refuses 128 levels), so
+/// reading only its metadata cannot call readable what the rest of the server cannot read.
+const SKIM_DEPTH: usize = 100;
+
+/// Whether the JSON `bytes` nest more than `limit` arrays and objects (strings skipped).
+/// Skipping a part of a document with serde does not count its depth; this does.
+fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in bytes {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The metadata fields [`Node::parse`] reads, each as it is stored (absent ones left out).
+#[derive(serde::Deserialize)]
+struct Skeleton {
+    #[serde(default)]
+    metadata: SkeletonMetadata,
+}
+
+#[derive(Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", default)]
+struct SkeletonMetadata {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_references: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deletion_timestamp: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finalizers: Option<Value>,
+}
+
 #[derive(Debug, Clone)]
 struct Owner {
     uid: String,
@@ -70,8 +129,20 @@ struct Node {
 impl Node {
     /// The object's uid and what the collector needs of it, or why it cannot read it.
     fn read(key: &str, bytes: &[u8]) -> Result<(String, Node), String> {
-        let obj: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let obj: Value = if Node::reads_spec(key) || nests_deeper_than(bytes, SKIM_DEPTH) {
+            serde_json::from_slice(bytes).map_err(|e| e.to_string())?
+        } else {
+            // The collector reads every write: decoding only the metadata it looks at
+            // skips spec, status and managedFields, most of an object's bytes.
+            let skeleton: Skeleton = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+            json!({ "metadata": skeleton.metadata })
+        };
         Node::parse(key, &obj).ok_or_else(|| "it has no metadata.uid".to_string())
+    }
+
+    /// Whether [`Node::parse`] looks at the object's spec (CRDs and namespaces only).
+    fn reads_spec(key: &str) -> bool {
+        key.starts_with(CRD_PREFIX) || key.starts_with(NAMESPACE_PREFIX)
     }
 
     fn parse(key: &str, obj: &Value) -> Option<(String, Node)> {
@@ -88,13 +159,11 @@ impl Node {
                 })
             })
             .collect();
-        let crd_prefix = key
-            .starts_with("/apiextensions.k8s.io/customresourcedefinitions/")
-            .then(|| {
-                let group = meta::str_at(obj, "/spec/group").unwrap_or("");
-                let plural = meta::str_at(obj, "/spec/names/plural").unwrap_or("");
-                format!("/{group}/{plural}/")
-            });
+        let crd_prefix = key.starts_with(CRD_PREFIX).then(|| {
+            let group = meta::str_at(obj, "/spec/group").unwrap_or("");
+            let plural = meta::str_at(obj, "/spec/names/plural").unwrap_or("");
+            format!("/{group}/{plural}/")
+        });
         let namespace_finalizer = key.starts_with(NAMESPACE_PREFIX)
             && obj
                 .pointer("/spec/finalizers")
@@ -757,6 +826,44 @@ mod tests {
 
     use super::*;
     use crate::Config;
+
+    #[test]
+    fn reading_only_the_metadata_sees_what_parsing_the_whole_object_sees() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-0", "namespace": "default", "uid": "u-1",
+                "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["a/b", 3],
+                "ownerReferences": [{"uid": "u-0", "blockOwnerDeletion": true}, {"name": "no uid"}],
+                "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"finalizers": ["kubernetes"], "containers": [{"name": "c"}]},
+        });
+        let key = "/core/pods/default/web-0";
+        let (uid, read) = Node::read(key, pod.to_string().as_bytes()).expect("readable");
+        let (_, parsed) = Node::parse(key, &pod).expect("parses");
+        assert_eq!(uid, "u-1");
+        assert_eq!(format!("{read:?}"), format!("{parsed:?}"));
+        assert_eq!(read.owners.len(), 1);
+        assert!(read.deleting);
+        assert_eq!(read.finalizers, ["a/b"]);
+        let no_uid = json!({"metadata": {"name": "x"}}).to_string();
+        assert!(Node::read(key, no_uid.as_bytes()).is_err());
+        let namespace = json!({"metadata": {"name": "ns", "uid": "u-2"},
+            "spec": {"finalizers": ["kubernetes"]}});
+        let (_, ns) =
+            Node::read("/core/namespaces/ns", namespace.to_string().as_bytes()).expect("readable");
+        assert!(ns.namespace_finalizer, "a namespace's spec is still read");
+    }
+
+    #[test]
+    fn nesting_is_counted_outside_strings_only() {
+        let mut deep = json!("x");
+        for _ in 0..5 {
+            deep = json!([deep]);
+        }
+        let deep = json!({"s": "[[[[[[[[\\\"{{{{{{{", "d": deep}).to_string();
+        assert!(nests_deeper_than(deep.as_bytes(), 5));
+        assert!(!nests_deeper_than(deep.as_bytes(), 6));
+    }
 
     async fn server_without_collector() -> ApiServer {
         let store = Store::in_memory(StoreOptions::default())

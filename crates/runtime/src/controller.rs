@@ -399,7 +399,6 @@ pub struct Controller<K: Resource> {
     metrics: Option<Metrics>,
     health: Option<Health>,
     leader: Option<watch::Receiver<bool>>,
-    observer: Option<Observer>,
     recorder: Option<Recorder>,
     /// Every source's kind, in declaration order (for the recorder's state).
     kinds: Vec<WatchedKind>,
@@ -409,9 +408,6 @@ pub struct Controller<K: Resource> {
     /// The first reason `run` must refuse to start.
     invalid: Option<Error>,
 }
-
-/// Called as each reconcile starts, with its key and why it runs (demos, traces, tests).
-pub type Observer = Arc<dyn Fn(&ObjectKey, &[Trigger]) + Send + Sync>;
 
 impl<K> Controller<K>
 where
@@ -429,7 +425,6 @@ where
             metrics: None,
             health: None,
             leader: None,
-            observer: None,
             recorder: None,
             kinds: Vec::new(),
             pending_trims: BTreeMap::new(),
@@ -688,12 +683,6 @@ where
         self
     }
 
-    /// Be told of every reconcile as it starts, with the triggers that caused it.
-    pub fn with_observer(mut self, observer: Observer) -> Self {
-        self.observer = Some(observer);
-        self
-    }
-
     /// Record every reconcile (triggers, outcome, writes) and the controller's state here
     /// (see [`crate::observe`]).
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {
@@ -737,7 +726,6 @@ where
             metrics,
             health,
             mut leader,
-            observer,
             recorder,
             kinds,
             ..
@@ -779,7 +767,6 @@ where
             backoff: Backoff::new(config.backoff.clone(), backoff_rng),
             metrics,
             running: JoinSet::new(),
-            observer,
             recorder,
         };
         let mut synced = 0;
@@ -924,7 +911,6 @@ struct LoopState<E> {
     backoff: Backoff<ObjectKey>,
     metrics: Option<ControllerMetrics>,
     running: JoinSet<Finished<E>>,
-    observer: Option<Observer>,
     recorder: Option<Recorder>,
 }
 
@@ -959,9 +945,6 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
             return;
         };
         let generation = obj.meta().generation;
-        if let Some(observer) = &self.observer {
-            observer(&key, &triggers);
-        }
         let record = self.recorder.as_ref().map(|recorder| {
             recorder.update_state(|state| state.backoff.remove(&key.to_string()).is_some());
             recorder.start(&self.name, &key, &triggers)

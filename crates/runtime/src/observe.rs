@@ -7,7 +7,9 @@
 //! is told it lagged and should take a fresh [`Recorder::history`]), the last
 //! [`HISTORY_PER_KEY`] reconciles of at most [`HISTORY_KEYS`] keys, and the latest
 //! [`ControllerState`]. One recorder may outlive several runs of a controller (a stop
-//! and restart), so the history spans them.
+//! and restart), so the history spans them. A recorder made with
+//! [`Recorder::with_start_hook`] also calls a function as each reconcile starts, before it
+//! runs, on the controller's task (the simulator traces reconciles this way, in order).
 //!
 //! Writes are known because the reconciler makes them through [`crate::Context::api`]:
 //! each successful call of a [`crate::CachingApi`] is added to the record of the reconcile
@@ -258,10 +260,14 @@ impl History {
     }
 }
 
+/// Called with a reconcile's record as it starts (see [`Recorder::with_start_hook`]).
+pub type StartHook = Arc<dyn Fn(&ReconcileRecord) + Send + Sync>;
+
 struct Shared {
     events: broadcast::Sender<Observed>,
     history: Mutex<History>,
     state: watch::Sender<ControllerState>,
+    start_hook: Option<StartHook>,
 }
 
 /// Receives what controllers do; cheap to clone (all clones share one history).
@@ -277,6 +283,7 @@ impl Default for Recorder {
                 events: broadcast::channel(BROADCAST_CAPACITY).0,
                 history: Mutex::default(),
                 state: watch::channel(ControllerState::default()).0,
+                start_hook: None,
             }),
         }
     }
@@ -286,6 +293,31 @@ impl Recorder {
     /// A recorder with no history.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A recorder that also calls `hook` with each reconcile's record as it starts:
+    /// synchronously, before the reconcile runs, so what the hook records is in place
+    /// when the reconciler looks (the simulator's trace, a test's last triggers).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use steady_runtime::observe::Recorder;
+    /// let started = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = started.clone();
+    /// let recorder = Recorder::with_start_hook(Arc::new(move |record| {
+    ///     seen.lock().unwrap().push(record.key.clone());
+    /// }));
+    /// # drop(recorder);
+    /// ```
+    pub fn with_start_hook(hook: StartHook) -> Self {
+        Recorder {
+            shared: Arc::new(Shared {
+                events: broadcast::channel(BROADCAST_CAPACITY).0,
+                history: Mutex::default(),
+                state: watch::channel(ControllerState::default()).0,
+                start_hook: Some(hook),
+            }),
+        }
     }
 
     /// Events from now on. Subscribe before reading [`history`](Self::history), and
@@ -333,6 +365,9 @@ impl Recorder {
             outcome: None,
             writes: Vec::new(),
         };
+        if let Some(hook) = &self.shared.start_hook {
+            hook(&record);
+        }
         self.publish(Observed::Started(record.clone()));
         record
     }
@@ -432,6 +467,32 @@ mod tests {
         .await;
         let said: Vec<String> = writes.iter().map(ToString::to_string).collect();
         assert_eq!(said, ["created pod demo-1", "patched status of cache demo"]);
+    }
+
+    #[test]
+    fn the_start_hook_sees_each_record_before_the_reconcile_runs() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let hook_seen = seen.clone();
+        let recorder = Recorder::with_start_hook(Arc::new(move |record: &ReconcileRecord| {
+            if let Ok(mut seen) = hook_seen.lock() {
+                seen.push((
+                    record.key.clone(),
+                    record.triggers.clone(),
+                    record.outcome.clone(),
+                ));
+            }
+        }));
+        let record = recorder.start("c", &key("a"), &[Trigger::Primary, Trigger::Resync]);
+        recorder.finish(record, Duration::from_millis(1), Outcome::Ok);
+        let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(
+            seen,
+            [(
+                "default/a".to_string(),
+                vec![Trigger::Primary, Trigger::Resync],
+                None
+            )]
+        );
     }
 
     #[test]

@@ -13,8 +13,8 @@ use steady_cache_operator::resources::{
     CACHE_LABEL, TEMPLATE_HASH_LABEL, is_ready, ordinal_of, template_hash,
 };
 use steady_cache_operator::{Cache, OperatorContext};
-use steady_runtime::controller::Observer;
-use steady_runtime::{Action, Context, ObjectKey, Trigger};
+use steady_runtime::observe::ReconcileRecord;
+use steady_runtime::{Action, Context, Trigger};
 
 use crate::scenario::{Scenario, Step};
 use crate::world::World;
@@ -40,8 +40,8 @@ pub type ReconcileFn = Arc<
 pub struct Subject {
     /// The Cache operator's own context.
     pub operator: Arc<OperatorContext>,
-    /// The triggers of the latest reconcile of each key.
-    pub last_triggers: Mutex<BTreeMap<ObjectKey, Vec<Trigger>>>,
+    /// The triggers of the latest reconcile of each key (`namespace/name`).
+    pub last_triggers: Mutex<BTreeMap<String, Vec<Trigger>>>,
 }
 
 /// The operator's reconcile takes `Context<OperatorContext>`; a wrong reconciler's context
@@ -73,14 +73,14 @@ pub fn scenario_with(name: &str, reconciler: ReconcileFn) -> Scenario {
                 last_triggers: Mutex::new(BTreeMap::new()),
             });
             let observed = subject.clone();
-            let observer: Observer = Arc::new(move |key: &ObjectKey, triggers: &[Trigger]| {
+            let on_start = Arc::new(move |record: &ReconcileRecord| {
                 if let Ok(mut last) = observed.last_triggers.lock() {
-                    last.insert(key.clone(), triggers.to_vec());
+                    last.insert(record.key.clone(), record.triggers.clone());
                 }
             });
             let reconcile = move |cache, ctx| reconciler(cache, ctx);
             let _ = launch
-                .with_observer(observer)
+                .on_reconcile_start(on_start)
                 .run(controller, reconcile, subject)
                 .await;
         }
@@ -121,18 +121,17 @@ fn script(scenario: Scenario) -> Scenario {
 /// of its ordinals (`<cache>-<n>`).
 pub fn ordinals(world: &World) -> Result<(), String> {
     let caches: BTreeMap<String, String> = world
-        .list::<Cache>()
+        .metadata::<Cache>()
         .into_iter()
-        .filter_map(|c| Some((c.metadata.uid?, c.metadata.name?)))
+        .filter_map(|c| Some((c.uid?, c.name?)))
         .collect();
     let mut seen: BTreeMap<(String, i32), String> = BTreeMap::new();
-    for pod in world.list::<Pod>() {
-        if pod.metadata.deletion_timestamp.is_some() {
+    for pod in world.metadata::<Pod>() {
+        if pod.deletion_timestamp.is_some() {
             continue;
         }
-        let name = pod.metadata.name.clone().unwrap_or_default();
+        let name = pod.name.clone().unwrap_or_default();
         let owner = pod
-            .metadata
             .owner_references
             .iter()
             .flatten()

@@ -15,8 +15,8 @@ use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use steady_runtime::controller::Observer;
-use steady_runtime::{Action, Context, Controller, ObjectKey, Trigger};
+use steady_runtime::observe::{ReconcileRecord, Recorder, StartHook};
+use steady_runtime::{Action, Context, Controller, ObjectKey};
 
 use crate::fault::Trace;
 use crate::simulation::Overlaps;
@@ -309,7 +309,7 @@ pub struct Launch {
     pub(crate) clock: steady_apiserver::Clock,
     pub(crate) trace: Trace,
     pub(crate) overlaps: Arc<Overlaps>,
-    pub(crate) observer: Option<Observer>,
+    pub(crate) on_start: Option<StartHook>,
 }
 
 impl Launch {
@@ -335,10 +335,11 @@ impl Launch {
         self.seed
     }
 
-    /// Also tell `observer` of every reconcile as it starts (the controller's own observer
-    /// is replaced by the simulation's, which traces each reconcile and then calls this).
-    pub fn with_observer(mut self, observer: Observer) -> Launch {
-        self.observer = Some(observer);
+    /// Also call `hook` with the record of every reconcile as it starts, before it runs
+    /// (the simulation records the controller with its own [`Recorder`], which traces
+    /// each reconcile and then calls this; a recorder the scenario set is replaced).
+    pub fn on_reconcile_start(mut self, hook: StartHook) -> Launch {
+        self.on_start = Some(hook);
         self
     }
 
@@ -358,14 +359,14 @@ impl Launch {
         E: std::fmt::Display + Send + 'static,
     {
         let trace = self.trace.clone();
-        let observer = self.observer.clone();
-        let traced: Observer = Arc::new(move |key: &ObjectKey, triggers: &[Trigger]| {
-            let why: Vec<String> = triggers.iter().map(ToString::to_string).collect();
-            trace.log(format!("reconcile {key} ← {}", why.join(", ")));
-            if let Some(observer) = &observer {
-                observer(key, triggers);
+        let on_start = self.on_start.clone();
+        let traced = Recorder::with_start_hook(Arc::new(move |record: &ReconcileRecord| {
+            let why: Vec<String> = record.triggers.iter().map(ToString::to_string).collect();
+            trace.log(format!("reconcile {} ← {}", record.key, why.join(", ")));
+            if let Some(on_start) = &on_start {
+                on_start(record);
             }
-        });
+        }));
         let overlaps = self.overlaps.clone();
         let checked = move |object: Arc<K>, ctx: Arc<Context<T>>| {
             let running = overlaps.enter(ObjectKey::of(object.as_ref()));
@@ -376,7 +377,7 @@ impl Launch {
             }
         };
         let outcome = controller
-            .with_observer(traced)
+            .with_recorder(traced)
             .run(checked, data, std::future::pending::<()>())
             .await;
         if let Err(e) = &outcome {

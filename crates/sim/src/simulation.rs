@@ -421,7 +421,7 @@ impl<'a> Run<'a> {
             clock,
             trace,
             overlaps: Arc::new(Overlaps::default()),
-            observer: None,
+            on_start: None,
         };
         let mut run = Run {
             options,
@@ -661,17 +661,16 @@ impl<'a> Run<'a> {
         }
         let world = self.world();
         let owned: Vec<(String, String)> = world
-            .list::<Pod>()
+            .metadata::<Pod>()
             .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.deletion_timestamp.is_none())
             .filter(|p| {
-                p.metadata
-                    .owner_references
+                p.owner_references
                     .iter()
                     .flatten()
                     .any(|r| r.controller == Some(true))
             })
-            .filter_map(|p| Some((p.metadata.namespace?, p.metadata.name?)))
+            .filter_map(|p| Some((p.namespace?, p.name?)))
             .collect();
         if owned.is_empty() {
             return;

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use steady_store::{ListOptions, Store};
@@ -58,15 +60,46 @@ impl World {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
+        self.of_kind::<K>()
+            .filter_map(|value| serde_json::from_slice(value).ok())
+            .collect()
+    }
+
+    /// The metadata of every stored object of kind `K`, in namespace then name order,
+    /// without `managedFields`: what invariants about names, owners, labels and deletion
+    /// need, several times cheaper than [`list`](Self::list) (spec and status are skipped,
+    /// not decoded).
+    ///
+    /// ```
+    /// # use steady_sim::World;
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// fn no_terminating_pod(world: &World) -> Result<(), String> {
+    ///     match world.metadata::<Pod>().iter().find(|m| m.deletion_timestamp.is_some()) {
+    ///         Some(pod) => Err(format!("pod {:?} is terminating", pod.name)),
+    ///         None => Ok(()),
+    ///     }
+    /// }
+    /// assert!(no_terminating_pod(&World::default()).is_ok());
+    /// ```
+    pub fn metadata<K>(&self) -> Vec<ObjectMeta>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        self.of_kind::<K>()
+            .filter_map(|value| serde_json::from_slice::<MetadataOnly>(value).ok())
+            .map(|object| object.metadata.into())
+            .collect()
+    }
+
+    fn of_kind<K: Resource<DynamicType = ()>>(&self) -> impl Iterator<Item = &Bytes> {
         let prefix = prefix_of::<K>();
         self.objects
             .range::<str, _>((
-                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Included(prefix.clone().as_str()),
                 std::ops::Bound::Unbounded,
             ))
-            .take_while(|(key, _)| key.starts_with(&prefix))
-            .filter_map(|(_, value)| serde_json::from_slice(value).ok())
-            .collect()
+            .take_while(move |(key, _)| key.starts_with(&prefix))
+            .map(|(_, value)| value)
     }
 
     /// The object of kind `K` named `name` in `namespace` (`""` for a cluster-scoped kind).
@@ -115,6 +148,53 @@ impl World {
             .collect();
         lines.sort();
         lines
+    }
+}
+
+/// An object with only its metadata decoded (serde skips the rest without building it).
+#[derive(Deserialize)]
+struct MetadataOnly {
+    #[serde(default)]
+    metadata: Metadata,
+}
+
+/// `ObjectMeta` but `managedFields`, whose field sets are most of a decode's cost.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct Metadata {
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+    finalizers: Option<Vec<String>>,
+}
+
+impl From<Metadata> for ObjectMeta {
+    fn from(m: Metadata) -> ObjectMeta {
+        ObjectMeta {
+            name: m.name,
+            generate_name: m.generate_name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            labels: m.labels,
+            annotations: m.annotations,
+            owner_references: m.owner_references,
+            finalizers: m.finalizers,
+            ..ObjectMeta::default()
+        }
     }
 }
 
@@ -231,6 +311,15 @@ mod tests {
             assert!(!lines[0].contains(gone), "{gone} in {}", lines[0]);
         }
         assert_eq!(world.list::<k8s_openapi::api::core::v1::Pod>().len(), 1);
+        let metadata = world.metadata::<k8s_openapi::api::core::v1::Pod>();
+        let full = world.list::<k8s_openapi::api::core::v1::Pod>()[0]
+            .metadata
+            .clone();
+        assert_eq!(
+            metadata,
+            [full],
+            "all but managedFields, which the pod has none of"
+        );
         assert!(
             world
                 .get::<k8s_openapi::api::core::v1::Pod>("default", "web-x7k2p")

@@ -98,7 +98,7 @@ pub fn edge_triggered() -> ReconcileFn {
                 .last_triggers
                 .lock()
                 .map_err(|e| e.to_string())?
-                .get(&key)
+                .get(&key.to_string())
                 .cloned()
                 .unwrap_or_default();
             let world = World::observe(&cache, &ctx)?;
