@@ -129,6 +129,7 @@ pub mod object_cache;
 pub mod observe;
 pub mod operator;
 pub mod queue;
+mod source;
 pub mod write_through;
 
 pub use controller::{Action, Config, Context, Controller, Error};
