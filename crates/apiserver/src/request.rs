@@ -237,7 +237,7 @@ pub fn deeper_than(value: &Value, limit: usize) -> bool {
 
 /// Whether JSON text nests more than `limit` levels deep: one linear pass, so a body is
 /// rejected before a parser recurses into it. Exact for valid JSON.
-fn json_deeper_than(text: &[u8], limit: usize) -> bool {
+pub(crate) fn json_deeper_than(text: &[u8], limit: usize) -> bool {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;

@@ -6,16 +6,14 @@
 //! resourceVersion, so no watch event follows): applying on every reconcile is idempotent.
 //! Both writes go through [`Context::api`], so the controller's caches see them at once.
 
-use std::fmt::Debug;
-
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
 use kube::api::{Patch, PatchParams};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use crate::controller::Context;
+use crate::write_through::Writable;
 
 impl<T> Context<T> {
     /// Server-side apply `fields` (the parts of the object this controller manages, e.g.
@@ -41,12 +39,7 @@ impl<T> Context<T> {
         fields: impl Serialize,
     ) -> Result<C, kube::Error>
     where
-        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + Debug
-            + 'static,
+        C: Writable<Scope = NamespaceResourceScope>,
         O: Resource<DynamicType = ()>,
     {
         let mut object = declared::<C>(name, fields)?;
@@ -70,12 +63,7 @@ impl<T> Context<T> {
         status: impl Serialize,
     ) -> Result<C, kube::Error>
     where
-        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + Debug
-            + 'static,
+        C: Writable<Scope = NamespaceResourceScope>,
     {
         let name = object.meta().name.clone().unwrap_or_default();
         let body = declared::<C>(&name, json!({ "status": to_value(status)? }))?;

@@ -20,7 +20,6 @@ use kube::runtime::watcher;
 use kube::{Client, Resource};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -35,7 +34,7 @@ use crate::observe::{
 };
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
 use crate::source::{AnySource, Mapper, Message, Source};
-use crate::write_through::CachingApi;
+use crate::write_through::{CachingApi, Writable};
 
 /// What a reconcile asks for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -177,12 +176,7 @@ impl<T> Context<T> {
     /// watches `C`) on success, so the next reconcile reads its own writes.
     pub fn api<C>(&self, namespace: &str) -> CachingApi<C>
     where
-        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + Debug
-            + 'static,
+        C: Writable<Scope = NamespaceResourceScope>,
     {
         CachingApi::new(
             Api::namespaced(self.client(), namespace),
@@ -193,12 +187,7 @@ impl<T> Context<T> {
     /// [`api`](Self::api) for a cluster-scoped kind.
     pub fn cluster_api<C>(&self) -> CachingApi<C>
     where
-        C: Resource<DynamicType = (), Scope = ClusterResourceScope>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + Debug
-            + 'static,
+        C: Writable<Scope = ClusterResourceScope>,
     {
         CachingApi::new(Api::all(self.client()), self.cache::<C>().ok())
     }
@@ -429,8 +418,11 @@ where
     /// let mut controller = Controller::new(Api::<Pod>::all(client.clone()), Config::named("pods"));
     /// let config_maps = controller.watches_references(Api::<ConfigMap>::all(client), |pod: &Pod| {
     ///     let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
-    ///     let names: Vec<_> = volumes.filter_map(|v| v.config_map.as_ref()?.name.clone()).collect();
-    ///     names.into_iter().map(|name| ObjectKey::new(pod.namespace().as_deref(), &name)).collect::<Vec<_>>()
+    ///     let mounted = volumes.filter_map(|v| Some(v.config_map.as_ref()?.name.clone()));
+    ///     let namespace = pod.namespace();
+    ///     mounted
+    ///         .map(|name| ObjectKey::new(namespace.as_deref(), &name))
+    ///         .collect::<Vec<_>>()
     /// });
     /// # }
     /// ```

@@ -137,4 +137,4 @@ pub use object_cache::{ObjectCache, ObjectKey};
 pub use observe::Recorder;
 pub use operator::{Operator, OperatorError};
 pub use queue::Trigger;
-pub use write_through::CachingApi;
+pub use write_through::{CachingApi, Writable};

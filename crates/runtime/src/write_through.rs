@@ -17,6 +17,18 @@ use serde::de::DeserializeOwned;
 use crate::object_cache::{ObjectCache, ObjectKey};
 use crate::observe::{self, WriteVerb};
 
+/// A kind a reconciler writes through the context: any k8s-openapi type or
+/// `#[derive(CustomResource)]` type (implemented for every type that qualifies).
+pub trait Writable:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + 'static
+{
+}
+
+impl<C> Writable for C where
+    C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + 'static
+{
+}
+
 /// An [`Api`] whose successful writes update the controller's cache of `C`, if it has one
 /// (the primary kind, an owned or a watched kind); reads go to the cache handle instead.
 ///

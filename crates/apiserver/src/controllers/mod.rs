@@ -52,35 +52,6 @@ const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";
 /// reading only its metadata cannot call readable what the rest of the server cannot read.
 const SKIM_DEPTH: usize = 100;
 
-/// Whether the JSON `bytes` nest more than `limit` arrays and objects (strings skipped).
-/// Skipping a part of a document with serde does not count its depth; this does.
-fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &byte in bytes {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
-}
-
 /// The metadata fields [`Node::parse`] reads, each as it is stored (absent ones left out).
 #[derive(serde::Deserialize)]
 struct Skeleton {
@@ -129,7 +100,9 @@ struct Node {
 impl Node {
     /// The object's uid and what the collector needs of it, or why it cannot read it.
     fn read(key: &str, bytes: &[u8]) -> Result<(String, Node), String> {
-        let obj: Value = if Node::reads_spec(key) || nests_deeper_than(bytes, SKIM_DEPTH) {
+        let obj: Value = if Node::reads_spec(key)
+            || crate::request::json_deeper_than(bytes, SKIM_DEPTH)
+        {
             serde_json::from_slice(bytes).map_err(|e| e.to_string())?
         } else {
             // The collector reads every write: decoding only the metadata it looks at

@@ -33,17 +33,6 @@ fn reading_only_the_metadata_sees_what_parsing_the_whole_object_sees() {
     assert!(ns.namespace_finalizer, "a namespace's spec is still read");
 }
 
-#[test]
-fn nesting_is_counted_outside_strings_only() {
-    let mut deep = json!("x");
-    for _ in 0..5 {
-        deep = json!([deep]);
-    }
-    let deep = json!({"s": "[[[[[[[[\\\"{{{{{{{", "d": deep}).to_string();
-    assert!(nests_deeper_than(deep.as_bytes(), 5));
-    assert!(!nests_deeper_than(deep.as_bytes(), 6));
-}
-
 async fn server_without_collector() -> ApiServer {
     let store = Store::in_memory(StoreOptions::default())
         .await
