@@ -24,6 +24,11 @@ impl<T> Context<T> {
     /// manager, and conflicts with other managers are forced (the controller owns these
     /// fields, as a controller should).
     ///
+    /// Declare a Secret's `data`, not `stringData`: the server turns `stringData` into
+    /// `data`, so an applied `stringData` is never "already there" and every apply writes a
+    /// new version (as on a cluster, kubernetes/kubernetes#118519) — and the owned Secret's
+    /// event triggers the next reconcile: a hot loop (`steady-sim` reports it).
+    ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::ConfigMap;
     /// # async fn reconcile(site: &ConfigMap, ctx: &steady_runtime::Context<()>) -> Result<(), kube::Error> {
