@@ -1,0 +1,261 @@
+//! The ReplicaSet controller: keeps `spec.replicas` active pods made from the template,
+//! each controlled by the ReplicaSet, and writes the status kube-controller-manager does
+//! (`replicas`, `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas`,
+//! `observedGeneration`).
+//!
+//! It counts only the pods it controls (ownerReference with `controller: true`): orphans
+//! matching the selector are not adopted. Reads come from the runtime's pod cache, which
+//! its own creates and deletes update at once, so a reconcile never creates a pod twice
+//! for one missing replica.
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use serde_json::json;
+use steady_runtime::{Action, Context, Controller, ObjectCache};
+
+use crate::pod_template::{self, Availability, Identity};
+use crate::{Error, Shutdown};
+
+/// At most this many pods are created or deleted by one reconcile (kube's `burstReplicas`);
+/// the next reconcile continues.
+const BURST: usize = 500;
+
+/// Start the ReplicaSet controller (an entry of [`crate::CONTROLLERS`]).
+pub fn start(
+    client: Client,
+    config: steady_runtime::Config,
+    shutdown: Shutdown,
+) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
+    let mut controller = Controller::new(Api::<ReplicaSet>::all(client.clone()), config);
+    let pods = controller.owns(Api::<Pod>::all(client));
+    controller.run(reconcile, Arc::new(pods), shutdown).boxed()
+}
+
+/// Bring the ReplicaSet's pods to `spec.replicas`, then write its status if it changed.
+pub async fn reconcile(
+    rs: Arc<ReplicaSet>,
+    ctx: Arc<Context<ObjectCache<Pod>>>,
+) -> Result<Action, Error> {
+    if rs.metadata.deletion_timestamp.is_some() {
+        // The garbage collector removes its pods; creating more would race it.
+        return Ok(Action::done());
+    }
+    let id = Identity::of(rs.as_ref())?;
+    let pods = ctx.data();
+    let active = active_pods(pods, &id.uid);
+    let wanted =
+        usize::try_from(rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)).unwrap_or(0);
+    let scaled = if active.len() < wanted {
+        create_pods(&rs, &id, &ctx, (wanted - active.len()).min(BURST)).await
+    } else {
+        delete_pods(&id, &ctx, doomed(active, wanted)).await
+    };
+    let now = Timestamp::now();
+    let (status, next_available) = status(&rs, &active_pods(pods, &id.uid), now);
+    if rs.status.as_ref() != Some(&status) {
+        write_status(&id, &ctx, &status).await?;
+    }
+    scaled?;
+    Ok(match next_available {
+        Some(after) => Action::requeue_after(after),
+        None => Action::done(),
+    })
+}
+
+/// The active pods the ReplicaSet `uid` controls.
+fn active_pods(pods: &ObjectCache<Pod>, uid: &str) -> Vec<Arc<Pod>> {
+    pods.owned_by(uid)
+        .into_iter()
+        .filter(|p| pod_template::is_controlled_by(&p.metadata, uid) && pod_template::is_active(p))
+        .collect()
+}
+
+/// Create `count` pods from the template: in batches of 1, 2, 4, … (kube's slow start),
+/// so a template the API rejects fails once, not `count` times.
+async fn create_pods(
+    rs: &ReplicaSet,
+    id: &Identity,
+    ctx: &Context<ObjectCache<Pod>>,
+    count: usize,
+) -> Result<(), Error> {
+    let pod = pod_from_template(rs, id);
+    let api = ctx.api::<Pod>(&id.namespace);
+    let params = PostParams::default();
+    let (mut created, mut batch) = (0, 1);
+    while created < count {
+        let size = batch.min(count - created);
+        let results = futures::future::join_all((0..size).map(|_| api.create(&params, &pod))).await;
+        created += size;
+        batch *= 2;
+        if let Some(error) = results.into_iter().find_map(Result::err) {
+            return Err(error.into());
+        }
+    }
+    Ok(())
+}
+
+/// A pod of the ReplicaSet: the template's metadata and spec, a generated name
+/// `<replicaset>-xxxxx`, controlled by the ReplicaSet.
+fn pod_from_template(rs: &ReplicaSet, id: &Identity) -> Pod {
+    let template = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.clone())
+        .unwrap_or_default();
+    let template_meta = template.metadata.unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}-", id.name)),
+            namespace: Some(id.namespace.clone()),
+            labels: template_meta.labels,
+            annotations: template_meta.annotations,
+            finalizers: template_meta.finalizers,
+            owner_references: Some(vec![pod_template::controller_ref::<ReplicaSet>(id)]),
+            ..ObjectMeta::default()
+        },
+        spec: template.spec,
+        status: None,
+    }
+}
+
+/// The `active.len() - wanted` pods to delete, the least useful first (kube's ranking,
+/// abridged): unscheduled before scheduled, pending before running, unready before
+/// ready, recently ready before long ready, newer before older.
+fn doomed(mut active: Vec<Arc<Pod>>, wanted: usize) -> Vec<Arc<Pod>> {
+    let excess = active.len().saturating_sub(wanted).min(BURST);
+    active.sort_by_key(|pod| {
+        let scheduled = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some();
+        let running = pod_template::phase(pod) == "Running";
+        let ready_since = pod_template::ready_since(pod);
+        let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (
+            scheduled,
+            running,
+            ready_since.is_some(),
+            Reverse(ready_since.flatten()),
+            Reverse(created),
+        )
+    });
+    active.truncate(excess);
+    active
+}
+
+/// Delete `pods` (each only if it is still the pod we saw: uid precondition).
+async fn delete_pods(
+    id: &Identity,
+    ctx: &Context<ObjectCache<Pod>>,
+    pods: Vec<Arc<Pod>>,
+) -> Result<(), Error> {
+    let api = &ctx.api::<Pod>(&id.namespace);
+    let deletes = pods.iter().filter_map(|pod| {
+        let name = pod.metadata.name.clone()?;
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: pod.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        Some(async move { api.delete(&name, &params).await })
+    });
+    for result in futures::future::join_all(deletes).await {
+        match result {
+            Ok(_) => {}
+            // Already gone (or replaced): what we wanted.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// The status the ReplicaSet's pods give it at `now`, and when a pod that is Ready but not
+/// yet for `minReadySeconds` becomes available (so the count is written then).
+fn status(
+    rs: &ReplicaSet,
+    active: &[Arc<Pod>],
+    now: Timestamp,
+) -> (ReplicaSetStatus, Option<Duration>) {
+    let spec = rs.spec.as_ref();
+    let min_ready_seconds = spec.and_then(|s| s.min_ready_seconds).unwrap_or(0);
+    let template_labels = spec
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let fully_labeled = active.iter().filter(|pod| {
+        let labels = pod.metadata.labels.as_ref();
+        template_labels
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+    });
+    let mut next_available: Option<Duration> = None;
+    let mut available = 0;
+    for pod in active {
+        match pod_template::availability(pod, min_ready_seconds, now) {
+            Availability::Available => available += 1,
+            Availability::ReadyFor(left) => {
+                next_available = Some(next_available.map_or(left, |n| n.min(left)));
+            }
+            Availability::Unready => {}
+        }
+    }
+    let previous = rs.status.as_ref();
+    let status = ReplicaSetStatus {
+        replicas: count(active.len()),
+        fully_labeled_replicas: nonzero(count(fully_labeled.count())),
+        ready_replicas: nonzero(count(
+            active.iter().filter(|p| pod_template::is_ready(p)).count(),
+        )),
+        available_replicas: nonzero(available),
+        observed_generation: rs.metadata.generation,
+        // Not written by this controller (no ReplicaFailure reporting yet): kept as found.
+        conditions: previous.and_then(|s| s.conditions.clone()),
+        terminating_replicas: previous.and_then(|s| s.terminating_replicas),
+    };
+    (status, next_available)
+}
+
+/// `n` as an API count (saturating).
+pub(crate) fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// `None` for zero: kube omits zero counts (`omitempty`), so `kubectl get -o yaml` shows
+/// the same fields.
+pub(crate) fn nonzero(n: i32) -> Option<i32> {
+    (n != 0).then_some(n)
+}
+
+/// Write `status` as a merge patch; counts it leaves out (zero) are removed with `null`.
+async fn write_status(
+    id: &Identity,
+    ctx: &Context<ObjectCache<Pod>>,
+    status: &ReplicaSetStatus,
+) -> Result<(), Error> {
+    let patch = json!({"status": {
+        "replicas": status.replicas,
+        "fullyLabeledReplicas": status.fully_labeled_replicas,
+        "readyReplicas": status.ready_replicas,
+        "availableReplicas": status.available_replicas,
+        "observedGeneration": status.observed_generation,
+    }});
+    ctx.api::<ReplicaSet>(&id.namespace)
+        .patch_status(&id.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
