@@ -1,5 +1,5 @@
-//! `steady up`: the embedded default — control plane, simulated node, the Cache CRD and the
-//! Cache operator in one process, state kept in the data directory — and the live web view
+//! `steady up`: the embedded default — control plane, simulated node, the workload
+//! controllers (steady-cluster), the Cache CRD and the Cache operator in one process, state kept in the data directory — and the live web view
 //! of the operator (`/ui/` on the API's TLS listener, behind a one-time login link).
 
 use std::io::Write;
@@ -62,6 +62,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     )?;
     out.flush()?;
     drop(out);
+    // kube-controller-manager's part: the workload controllers (Deployments, ReplicaSets, …).
+    let cluster = tokio::spawn(steady_cluster::run(client.clone(), shutdown.clone().wait()));
     let operator = tokio::spawn(supervise(
         client,
         args.metrics_addr,
@@ -80,7 +82,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let operated = operator
         .await
         .map_err(|e| anyhow::anyhow!("the operator task failed: {e}"))?;
-    served.and(operated)
+    let clustered = cluster
+        .await
+        .map_err(|e| anyhow::anyhow!("the cluster controllers' task failed: {e}"))?
+        .map_err(anyhow::Error::from);
+    served.and(operated).and(clustered)
 }
 
 /// `steady operator --ui ADDR`: the Cache operator (under the view's switch) and its web
