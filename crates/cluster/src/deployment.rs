@@ -458,6 +458,8 @@ impl Rollout<'_> {
         }
         match self.api().create(&PostParams::default(), &rs).await {
             Ok(created) => {
+                self.record(format!("Scaled up replica set {name} to {replicas}"))
+                    .await;
                 self.new_condition = Some(condition(
                     "Progressing",
                     "True",
@@ -535,15 +537,31 @@ impl Rollout<'_> {
             .api()
             .patch(&name_of(rs), &PatchParams::default(), &Patch::Merge(patch))
             .await?;
-        tracing::debug!(
-            deployment = %self.id.name,
-            replica_set = %name_of(rs),
-            from = spec_replicas(rs),
-            to = replicas,
-            "scaled replica set"
-        );
+        let from = spec_replicas(rs);
+        if from != replicas {
+            let direction = if replicas > from { "up" } else { "down" };
+            let name = name_of(rs);
+            self.record(format!(
+                "Scaled {direction} replica set {name} to {replicas} from {from}"
+            ))
+            .await;
+        }
         self.sets.replace(written);
         Ok(())
+    }
+
+    /// A `ScalingReplicaSet` event on the Deployment, as kube's deployment controller
+    /// records for every scale.
+    async fn record(&self, message: String) {
+        let client = self.ctx.client();
+        pod_template::record_event(
+            client,
+            "deployment-controller",
+            self.deployment,
+            "ScalingReplicaSet",
+            &message,
+        )
+        .await;
     }
 
     /// Once the rollout is complete, delete the oldest scaled-down ReplicaSets beyond

@@ -54,6 +54,22 @@ pub fn controller_ref<K: Resource<DynamicType = ()>>(owner: &Identity) -> OwnerR
     }
 }
 
+/// Record a Normal event about `obj` as `component` (kube's controller names, e.g.
+/// `deployment-controller`). Events are best effort: a failure is logged, not returned.
+pub async fn record_event<K: Resource<DynamicType = ()>>(
+    client: kube::Client,
+    component: &str,
+    obj: &K,
+    reason: &str,
+    message: &str,
+) {
+    let recorder = steady_runtime::events::Recorder::new(client, component, component);
+    let normal = steady_runtime::events::EventType::Normal;
+    if let Err(error) = recorder.publish(obj, normal, reason, message).await {
+        tracing::debug!(%error, reason, "could not record an event");
+    }
+}
+
 /// Whether `meta`'s controller ownerReference names `uid`.
 pub fn is_controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
     meta.owner_references

@@ -58,7 +58,7 @@ pub async fn reconcile(
     let scaled = if active.len() < wanted {
         create_pods(&rs, &id, &ctx, (wanted - active.len()).min(BURST)).await
     } else {
-        delete_pods(&id, &ctx, doomed(active, wanted)).await
+        delete_pods(&rs, &id, &ctx, doomed(active, wanted)).await
     };
     let now = Timestamp::now();
     let (status, next_available) = status(&rs, &active_pods(pods, &id.uid), now);
@@ -97,7 +97,17 @@ async fn create_pods(
         let results = futures::future::join_all((0..size).map(|_| api.create(&params, &pod))).await;
         created += size;
         batch *= 2;
-        if let Some(error) = results.into_iter().find_map(Result::err) {
+        let mut failed = None;
+        for result in results {
+            match result {
+                Ok(pod) => {
+                    let message = format!("Created pod: {}", pod.metadata.name.unwrap_or_default());
+                    record(ctx, rs, "SuccessfulCreate", &message).await;
+                }
+                Err(error) => failed = Some(error),
+            }
+        }
+        if let Some(error) = failed {
             return Err(error.into());
         }
     }
@@ -156,6 +166,7 @@ fn doomed(mut active: Vec<Arc<Pod>>, wanted: usize) -> Vec<Arc<Pod>> {
 
 /// Delete `pods` (each only if it is still the pod we saw: uid precondition).
 async fn delete_pods(
+    rs: &ReplicaSet,
     id: &Identity,
     ctx: &Context<ObjectCache<Pod>>,
     pods: Vec<Arc<Pod>>,
@@ -172,15 +183,26 @@ async fn delete_pods(
         };
         Some(async move { api.delete(&name, &params).await })
     });
-    for result in futures::future::join_all(deletes).await {
+    let names = pods.iter().filter_map(|pod| pod.metadata.name.clone());
+    for (result, name) in futures::future::join_all(deletes)
+        .await
+        .into_iter()
+        .zip(names)
+    {
         match result {
-            Ok(_) => {}
+            Ok(_) => {
+                record(ctx, rs, "SuccessfulDelete", &format!("Deleted pod: {name}")).await;
+            }
             // Already gone (or replaced): what we wanted.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
             Err(error) => return Err(error.into()),
         }
     }
     Ok(())
+}
+
+async fn record(ctx: &Context<ObjectCache<Pod>>, rs: &ReplicaSet, reason: &str, message: &str) {
+    pod_template::record_event(ctx.client(), "replicaset-controller", rs, reason, message).await;
 }
 
 /// The status the ReplicaSet's pods give it at `now`, and when a pod that is Ready but not

@@ -126,6 +126,29 @@ impl Cluster {
         .await
     }
 
+    /// Events as `Kind/name reason message`.
+    async fn events(&self) -> Vec<String> {
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client.clone(), NS);
+        events
+            .list(&ListParams::default())
+            .await
+            .expect("list events")
+            .items
+            .iter()
+            .map(|e| {
+                let about = &e.involved_object;
+                format!(
+                    "{}/{} {} {}",
+                    about.kind.as_deref().unwrap_or(""),
+                    about.name.as_deref().unwrap_or(""),
+                    e.reason.as_deref().unwrap_or(""),
+                    e.message.as_deref().unwrap_or("")
+                )
+            })
+            .collect()
+    }
+
     /// Pods not being deleted.
     async fn active_pods(&self) -> Vec<Pod> {
         self.pods()
@@ -308,6 +331,19 @@ async fn a_deployment_becomes_available_through_its_replica_set() {
         ),
         ("Deployment", Some(true), Some(true))
     );
+
+    let events = cluster.events().await;
+    let scaled = format!("Deployment/web ScalingReplicaSet Scaled up replica set web-{hash} to 3");
+    assert!(events.contains(&scaled), "{events:?}");
+    let created = events
+        .iter()
+        .filter(|e| {
+            e.starts_with(&format!(
+                "ReplicaSet/web-{hash} SuccessfulCreate Created pod: web-{hash}-"
+            ))
+        })
+        .count();
+    assert_eq!(created, 3, "{events:?}");
 
     let pods = cluster.active_pods().await;
     assert_eq!(pods.len(), 3);
