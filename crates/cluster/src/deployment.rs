@@ -80,6 +80,7 @@ pub async fn reconcile(
         .ok_or_else(|| Error::Incomplete(format!("deployment {} has no spec", id.name)))?;
     let rollout = Rollout {
         deployment: &deployment,
+        owner: deployment.clone(),
         spec,
         ctx: &ctx,
         sets: ReplicaSets::of(ctx.data(), &id.uid, spec),
@@ -209,6 +210,8 @@ fn is_recreate(spec: &DeploymentSpec) -> bool {
 /// write), and the Progressing condition a new ReplicaSet brings.
 struct Rollout<'a> {
     deployment: &'a Deployment,
+    /// The same Deployment, shared with the events about it.
+    owner: Arc<Deployment>,
     spec: &'a DeploymentSpec,
     ctx: &'a Context<ObjectCache<ReplicaSet>>,
     id: Identity,
@@ -458,8 +461,7 @@ impl Rollout<'_> {
         }
         match self.api().create(&PostParams::default(), &rs).await {
             Ok(created) => {
-                self.record(format!("Scaled up replica set {name} to {replicas}"))
-                    .await;
+                self.record(format!("Scaled up replica set {name} to {replicas}"));
                 self.new_condition = Some(condition(
                     "Progressing",
                     "True",
@@ -543,8 +545,7 @@ impl Rollout<'_> {
             let name = name_of(rs);
             self.record(format!(
                 "Scaled {direction} replica set {name} to {replicas} from {from}"
-            ))
-            .await;
+            ));
         }
         self.sets.replace(written);
         Ok(())
@@ -552,16 +553,14 @@ impl Rollout<'_> {
 
     /// A `ScalingReplicaSet` event on the Deployment, as kube's deployment controller
     /// records for every scale.
-    async fn record(&self, message: String) {
-        let client = self.ctx.client();
+    fn record(&self, message: String) {
         pod_template::record_event(
-            client,
+            self.ctx.client(),
             "deployment-controller",
-            self.deployment,
+            self.owner.clone(),
             "ScalingReplicaSet",
-            &message,
-        )
-        .await;
+            message,
+        );
     }
 
     /// Once the rollout is complete, delete the oldest scaled-down ReplicaSets beyond

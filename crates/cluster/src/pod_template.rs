@@ -4,6 +4,7 @@
 //!
 //! Must not know any one workload kind's rules: those live in the controller's module.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
@@ -55,19 +56,28 @@ pub fn controller_ref<K: Resource<DynamicType = ()>>(owner: &Identity) -> OwnerR
 }
 
 /// Record a Normal event about `obj` as `component` (kube's controller names, e.g.
-/// `deployment-controller`). Events are best effort: a failure is logged, not returned.
-pub async fn record_event<K: Resource<DynamicType = ()>>(
+/// `deployment-controller`) in the background, as client-go's event broadcaster does: a
+/// reconcile never waits for its events, and a failure is only logged.
+pub fn record_event<K>(
     client: kube::Client,
     component: &str,
-    obj: &K,
+    obj: Arc<K>,
     reason: &str,
-    message: &str,
-) {
+    message: String,
+) where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+{
     let recorder = steady_runtime::events::Recorder::new(client, component, component);
-    let normal = steady_runtime::events::EventType::Normal;
-    if let Err(error) = recorder.publish(obj, normal, reason, message).await {
-        tracing::debug!(%error, reason, "could not record an event");
-    }
+    let reason = reason.to_string();
+    tokio::spawn(async move {
+        let normal = steady_runtime::events::EventType::Normal;
+        if let Err(error) = recorder
+            .publish(obj.as_ref(), normal, &reason, &message)
+            .await
+        {
+            tracing::debug!(%error, reason, "could not record an event");
+        }
+    });
 }
 
 /// Whether `meta`'s controller ownerReference names `uid`.

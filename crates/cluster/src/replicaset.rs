@@ -83,7 +83,7 @@ fn active_pods(pods: &ObjectCache<Pod>, uid: &str) -> Vec<Arc<Pod>> {
 /// Create `count` pods from the template: in batches of 1, 2, 4, … (kube's slow start),
 /// so a template the API rejects fails once, not `count` times.
 async fn create_pods(
-    rs: &ReplicaSet,
+    rs: &Arc<ReplicaSet>,
     id: &Identity,
     ctx: &Context<ObjectCache<Pod>>,
     count: usize,
@@ -102,7 +102,7 @@ async fn create_pods(
             match result {
                 Ok(pod) => {
                     let message = format!("Created pod: {}", pod.metadata.name.unwrap_or_default());
-                    record(ctx, rs, "SuccessfulCreate", &message).await;
+                    record(ctx, rs, "SuccessfulCreate", message);
                 }
                 Err(error) => failed = Some(error),
             }
@@ -166,7 +166,7 @@ fn doomed(mut active: Vec<Arc<Pod>>, wanted: usize) -> Vec<Arc<Pod>> {
 
 /// Delete `pods` (each only if it is still the pod we saw: uid precondition).
 async fn delete_pods(
-    rs: &ReplicaSet,
+    rs: &Arc<ReplicaSet>,
     id: &Identity,
     ctx: &Context<ObjectCache<Pod>>,
     pods: Vec<Arc<Pod>>,
@@ -191,7 +191,7 @@ async fn delete_pods(
     {
         match result {
             Ok(_) => {
-                record(ctx, rs, "SuccessfulDelete", &format!("Deleted pod: {name}")).await;
+                record(ctx, rs, "SuccessfulDelete", format!("Deleted pod: {name}"));
             }
             // Already gone (or replaced): what we wanted.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
@@ -201,8 +201,14 @@ async fn delete_pods(
     Ok(())
 }
 
-async fn record(ctx: &Context<ObjectCache<Pod>>, rs: &ReplicaSet, reason: &str, message: &str) {
-    pod_template::record_event(ctx.client(), "replicaset-controller", rs, reason, message).await;
+fn record(ctx: &Context<ObjectCache<Pod>>, rs: &Arc<ReplicaSet>, reason: &str, message: String) {
+    pod_template::record_event(
+        ctx.client(),
+        "replicaset-controller",
+        rs.clone(),
+        reason,
+        message,
+    );
 }
 
 /// The status the ReplicaSet's pods give it at `now`, and when a pod that is Ready but not
