@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -87,8 +88,7 @@ pub async fn reconcile(
         id,
         new_condition: None,
     };
-    rollout.run().await?;
-    Ok(Action::done())
+    rollout.run().await
 }
 
 /// The Deployment's ReplicaSets: the one running its template, and the others, oldest
@@ -228,7 +228,7 @@ impl Rollout<'_> {
         self.ctx.api::<ReplicaSet>(&self.id.namespace)
     }
 
-    async fn run(mut self) -> Result<(), Error> {
+    async fn run(mut self) -> Result<Action, Error> {
         if !self.spec.paused.unwrap_or(false) {
             if is_recreate(self.spec) {
                 self.recreate().await?;
@@ -236,7 +236,29 @@ impl Rollout<'_> {
                 self.roll().await?;
             }
         }
-        self.sync_status().await
+        let status = self.sync_status().await?;
+        Ok(match self.until_deadline(&status) {
+            // A second past it, as kube requeues a stuck Deployment.
+            Some(left) => Action::requeue_after(left + Duration::from_secs(1)),
+            None => Action::done(),
+        })
+    }
+
+    /// `progressDeadlineSeconds`, when set (kube defaults it to 600).
+    fn deadline(&self) -> Option<Duration> {
+        let seconds = self.spec.progress_deadline_seconds?;
+        Some(Duration::from_secs(u64::try_from(seconds).ok()?))
+    }
+
+    /// How long until a rollout still in progress passes its deadline.
+    fn until_deadline(&self, status: &DeploymentStatus) -> Option<Duration> {
+        let deadline = self.deadline()?;
+        let progressing = find_condition(status, "Progressing")?;
+        let stuck_for = |c: &DeploymentCondition| since(c.last_update_time.as_ref());
+        let running = progressing.status == "True"
+            && progressing.reason.as_deref() != Some("NewReplicaSetAvailable")
+            && !is_complete(self.deployment, status);
+        running.then(|| deadline.saturating_sub(stuck_for(progressing)))
     }
 
     /// RollingUpdate: surge the new ReplicaSet up, then take old ones down as far as
@@ -612,11 +634,11 @@ impl Rollout<'_> {
         Ok(())
     }
 
-    /// Write the status the ReplicaSets give the Deployment, if it changed.
-    async fn sync_status(&self) -> Result<(), Error> {
+    /// Write the status the ReplicaSets give the Deployment, if it changed; returns it.
+    async fn sync_status(&self) -> Result<DeploymentStatus, Error> {
         let status = self.status();
         if self.deployment.status.as_ref() == Some(&status) {
-            return Ok(());
+            return Ok(status);
         }
         let mut body = serde_json::to_value(&status).unwrap_or_else(|_| json!({}));
         // Counts that are now zero are omitted, so the merge patch must remove them.
@@ -639,7 +661,7 @@ impl Rollout<'_> {
                 &Patch::Merge(json!({"status": body})),
             )
             .await?;
-        Ok(())
+        Ok(status)
     }
 
     /// kube's `calculateStatus` and `syncRolloutStatus`.
@@ -732,8 +754,30 @@ impl Rollout<'_> {
                 conditions.retain(|c| c.type_ != "Progressing");
             }
             set_condition(status, updated);
+        } else if let Some(deadline) = self.deadline()
+            && let Some(current) = current.filter(|c| c.status == "True")
+            && since(current.last_update_time.as_ref()) > deadline
+        {
+            set_condition(
+                status,
+                condition(
+                    "Progressing",
+                    "False",
+                    "ProgressDeadlineExceeded",
+                    format!("{subject} has timed out progressing."),
+                ),
+            );
         }
     }
+}
+
+/// How long ago `time` was (zero if unknown or in the future).
+fn since(time: Option<&Time>) -> Duration {
+    let Some(time) = time else {
+        return Duration::ZERO;
+    };
+    let millis = Timestamp::now().as_millisecond() - time.0.as_millisecond();
+    Duration::from_millis(u64::try_from(millis).unwrap_or(0))
 }
 
 fn name_of(rs: &ReplicaSet) -> String {

@@ -598,3 +598,29 @@ async fn a_replica_set_replaces_lost_pods_and_scales_down() {
     assert!(rs.uid().is_some());
     cluster.stop().await;
 }
+
+/// On the real clock: the deadline is compared with condition timestamps, which come from
+/// the wall clock.
+#[tokio::test]
+async fn a_rollout_that_stops_progressing_passes_its_deadline() {
+    let cluster = Cluster::start().await;
+    let spec = json!({
+        "progressDeadlineSeconds": 1,
+        "template": {"metadata": {"annotations": {"steady.dev/simulate": "never-ready"}}},
+    });
+    cluster.create_deployment("stuck", 1, spec).await;
+    let stuck = eventually("the deadline passed", LIMIT, || async {
+        let d = cluster.deployments().get("stuck").await.ok()?;
+        (condition(&d, "Progressing").1 == "ProgressDeadlineExceeded").then_some(d)
+    })
+    .await;
+    assert_eq!(
+        condition(&stuck, "Progressing"),
+        ("False".into(), "ProgressDeadlineExceeded".into())
+    );
+    assert_eq!(
+        condition(&stuck, "Available"),
+        ("False".into(), "MinimumReplicasUnavailable".into())
+    );
+    cluster.stop().await;
+}
