@@ -12,7 +12,8 @@
 //! becomes the new one with the next revision.
 //!
 //! Decisions read ReplicaSets from the runtime's cache (this controller's own writes
-//! included) and their status as the ReplicaSet controller wrote it; pods are never read.
+//! included) and their status as the ReplicaSet controller wrote it; pods only for
+//! Recreate, which waits until the old ones are gone, terminating ones included.
 //! An old ReplicaSet's availability counts at most its `spec.replicas`, so a status not
 //! yet updated after a scale-down cannot make the rollout remove more pods than allowed.
 
@@ -25,13 +26,16 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
 };
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
-use steady_runtime::{Action, Context, Controller, ObjectCache};
+use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, Identity, TEMPLATE_HASH_LABEL};
 use crate::replicaset::nonzero;
@@ -61,15 +65,73 @@ pub fn start(
     shutdown: Shutdown,
 ) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
     let mut controller = Controller::new(Api::<Deployment>::all(client.clone()), config);
-    let sets = controller.owns(Api::<ReplicaSet>::all(client));
-    controller.run(reconcile, Arc::new(sets), shutdown).boxed()
+    let sets = controller.owns(Api::<ReplicaSet>::all(client.clone()));
+    // Only pods a ReplicaSet made for a Deployment (they carry the hash label), kept as
+    // little more than owner and lifecycle; only their ending wakes the Deployment (a
+    // Recreate waits for it).
+    let owners = sets.clone();
+    let managed = watcher::Config::default().labels(TEMPLATE_HASH_LABEL);
+    let pods = controller.watches_with(Api::<Pod>::all(client), managed, move |pod: &Pod| {
+        ending(pod)
+            .then(|| deployment_of(&owners, pod))
+            .flatten()
+            .into_iter()
+            .collect()
+    });
+    controller.trim(trim_pod);
+    let caches = Caches { sets, pods };
+    controller
+        .run(reconcile, Arc::new(caches), shutdown)
+        .boxed()
+}
+
+/// What the Deployment controller reads: its ReplicaSets, and the pods of Deployments'
+/// ReplicaSets (only owner and lifecycle).
+pub struct Caches {
+    sets: ObjectCache<ReplicaSet>,
+    pods: ObjectCache<Pod>,
+}
+
+/// Whether the pod is on its way out (being deleted or finished).
+fn ending(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some() || !pod_template::is_active(pod)
+}
+
+/// The Deployment controlling the ReplicaSet controlling `pod`, if cached.
+fn deployment_of(sets: &ObjectCache<ReplicaSet>, pod: &Pod) -> Option<ObjectKey> {
+    let namespace = pod.metadata.namespace.as_deref();
+    let controller = |refs: &Option<Vec<OwnerReference>>| {
+        refs.iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+            .map(|r| r.name.clone())
+    };
+    let rs = sets.get(&ObjectKey::new(
+        namespace,
+        &controller(&pod.metadata.owner_references)?,
+    ))?;
+    Some(ObjectKey::new(
+        namespace,
+        &controller(&rs.metadata.owner_references)?,
+    ))
+}
+
+fn trim_pod(pod: &mut Pod) {
+    pod.spec = None;
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    let phase = pod.status.take().and_then(|s| s.phase);
+    pod.status = Some(PodStatus {
+        phase,
+        ..PodStatus::default()
+    });
 }
 
 /// Take the Deployment's rollout one step (create, scale or clean up ReplicaSets), then
 /// write its status if it changed.
 pub async fn reconcile(
     deployment: Arc<Deployment>,
-    ctx: Arc<Context<ObjectCache<ReplicaSet>>>,
+    ctx: Arc<Context<Caches>>,
 ) -> Result<Action, Error> {
     if deployment.metadata.deletion_timestamp.is_some() {
         return Ok(Action::done());
@@ -84,7 +146,7 @@ pub async fn reconcile(
         owner: deployment.clone(),
         spec,
         ctx: &ctx,
-        sets: ReplicaSets::of(ctx.data(), &id.uid, spec),
+        sets: ReplicaSets::of(&ctx.data().sets, &id.uid, spec),
         id,
         new_condition: None,
     };
@@ -213,7 +275,7 @@ struct Rollout<'a> {
     /// The same Deployment, shared with the events about it.
     owner: Arc<Deployment>,
     spec: &'a DeploymentSpec,
-    ctx: &'a Context<ObjectCache<ReplicaSet>>,
+    ctx: &'a Context<Caches>,
     id: Identity,
     sets: ReplicaSets,
     new_condition: Option<DeploymentCondition>,
@@ -296,9 +358,14 @@ impl Rollout<'_> {
         for rs in &running {
             self.scale(rs, 0).await?;
         }
+        // Terminating pods count: their containers may still be running.
+        let pods = &self.ctx.data().pods;
         let pods_left = self.sets.old.iter().any(|rs| {
-            status_of(rs, |s| Some(s.replicas)) > 0
-                || rs.status.as_ref().and_then(|s| s.observed_generation) < rs.metadata.generation
+            let uid = rs.metadata.uid.as_deref().unwrap_or_default();
+            pods.owned_by(uid).iter().any(|pod| {
+                pod_template::is_controlled_by(&pod.metadata, uid)
+                    && !matches!(pod_template::phase(pod), "Succeeded" | "Failed")
+            })
         });
         if !running.is_empty() || pods_left {
             return Ok(());
