@@ -360,6 +360,17 @@ async fn a_deployment_becomes_available_through_its_replica_set() {
             ("ReplicaSet", rs.name_any().as_str(), Some(true))
         );
     }
+
+    // The fixed point: a resync of everything (every 600 s) writes nothing.
+    let versions = |d: &Deployment, sets: &[ReplicaSet]| {
+        let mut all = vec![d.resource_version()];
+        all.extend(sets.iter().map(ResourceExt::resource_version));
+        all
+    };
+    let before = versions(&web, &sets);
+    tokio::time::sleep(Duration::from_secs(700)).await;
+    let web = get_existing(&cluster.deployments(), "web").await;
+    assert_eq!(versions(&web, &cluster.replica_sets_of(&web).await), before);
     cluster.stop().await;
 }
 
