@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -38,7 +38,27 @@ pub fn start(
 ) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
     let mut controller = Controller::new(Api::<ReplicaSet>::all(client.clone()), config);
     let pods = controller.owns(Api::<Pod>::all(client));
+    controller.trim(trim_pod);
     controller.run(reconcile, Arc::new(pods), shutdown).boxed()
+}
+
+/// Keep of a cached pod only what counting and ranking read: metadata (owners, labels,
+/// times), the node it is bound to, its phase and conditions.
+fn trim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    let node_name = pod.spec.take().and_then(|s| s.node_name);
+    pod.spec = Some(PodSpec {
+        node_name,
+        ..PodSpec::default()
+    });
+    if let Some(status) = pod.status.take() {
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            ..PodStatus::default()
+        });
+    }
 }
 
 /// Bring the ReplicaSet's pods to `spec.replicas`, then write its status if it changed.
