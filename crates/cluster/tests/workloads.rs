@@ -632,3 +632,29 @@ async fn a_rollout_that_stops_progressing_passes_its_deadline() {
     );
     cluster.stop().await;
 }
+
+/// How long 1,000 replicas take to come up on the in-memory server, on the real clock:
+/// a measurement, run by hand (`cargo test -p steady-cluster --test workloads --
+/// --ignored --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn a_thousand_replicas_measurement() {
+    let cluster = Cluster::start().await;
+    let started = std::time::Instant::now();
+    cluster.create_deployment("big", 1000, json!({})).await;
+    let created = eventually("1000 pods created", Duration::from_secs(300), || async {
+        let rs = cluster
+            .replica_sets()
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        (rs.items.first()?.status.as_ref()?.replicas == 1000).then(|| started.elapsed())
+    })
+    .await;
+    cluster.rolled_out("big", "nginx:1.26").await;
+    println!(
+        "1000 replicas: pods created and counted after {created:?}, rolled out after {:?}",
+        started.elapsed()
+    );
+    cluster.stop().await;
+}
