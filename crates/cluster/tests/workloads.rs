@@ -658,3 +658,48 @@ async fn a_thousand_replicas_measurement() {
     );
     cluster.stop().await;
 }
+
+/// On the real clock (readiness times come from the wall clock): pods count as available
+/// only once Ready for `minReadySeconds`, and the ReplicaSet comes back to count them
+/// without any further pod event.
+#[tokio::test]
+async fn replicas_are_available_after_min_ready_seconds() {
+    let cluster = Cluster::start().await;
+    create_json(
+        &cluster.replica_sets(),
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "slow", "namespace": NS},
+            "spec": {
+                "replicas": 2,
+                "minReadySeconds": 1,
+                "selector": {"matchLabels": {"app": "slow"}},
+                "template": {
+                    "metadata": {"labels": {"app": "slow"}},
+                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+                },
+            },
+        }),
+    )
+    .await
+    .name_any();
+    eventually("2 available", LIMIT, || async {
+        let rs = cluster.replica_sets().get("slow").await.ok()?;
+        (rs.status?.available_replicas == Some(2)).then_some(())
+    })
+    .await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    for pod in cluster.active_pods().await {
+        let since = steady_cluster::pod_template::ready_since(&pod)
+            .flatten()
+            .expect("a Ready pod with its transition time");
+        let ready_for = now.as_millisecond() - since.as_millisecond();
+        assert!(
+            ready_for >= 1000,
+            "{} counted after {ready_for} ms",
+            pod.name_any()
+        );
+    }
+    cluster.stop().await;
+}
