@@ -3,8 +3,8 @@
 //! (`replicas`, `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas`,
 //! `observedGeneration`).
 //!
-//! It counts only the pods it controls (ownerReference with `controller: true`): orphans
-//! matching the selector are not adopted. Reads come from the runtime's pod cache, which
+//! It counts the pods it controls (ownerReference with `controller: true`), adopts active
+//! orphans its selector matches and releases the pods it no longer matches. Reads come from the runtime's pod cache, which
 //! its own creates and deletes update at once, so a reconcile never creates a pod twice
 //! for one missing replica.
 
@@ -20,8 +20,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use serde_json::json;
-use steady_runtime::{Action, Context, Controller, ObjectCache};
+use kube::core::{Selector, SelectorExt};
+use serde_json::{Value, json};
+use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, Availability, Identity};
 use crate::{Error, Shutdown};
@@ -37,9 +38,94 @@ pub fn start(
     shutdown: Shutdown,
 ) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
     let mut controller = Controller::new(Api::<ReplicaSet>::all(client.clone()), config);
-    let pods = controller.owns(Api::<Pod>::all(client));
+    let sets = controller.primary_cache();
+    let pods = controller.watches(Api::<Pod>::all(client), move |pod: &Pod| {
+        replica_sets_for(&sets, pod)
+    });
     controller.trim(trim_pod);
     controller.run(reconcile, Arc::new(pods), shutdown).boxed()
+}
+
+/// The ReplicaSets a pod concerns: its controller if that is a ReplicaSet, else (an
+/// orphan) every ReplicaSet of its namespace whose selector matches it, which may adopt it.
+fn replica_sets_for(sets: &ObjectCache<ReplicaSet>, pod: &Pod) -> Vec<ObjectKey> {
+    let namespace = pod.metadata.namespace.as_deref();
+    let controller = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true));
+    match controller {
+        Some(owner) if owner.kind == "ReplicaSet" && owner.api_version == "apps/v1" => {
+            vec![ObjectKey::new(namespace, &owner.name)]
+        }
+        Some(_) => Vec::new(),
+        None if !pod_template::is_active(pod) => Vec::new(),
+        None => sets
+            .list()
+            .iter()
+            .filter(|rs| rs.metadata.namespace.as_deref() == namespace && selects(rs, pod))
+            .map(|rs| ObjectKey::of(rs.as_ref()))
+            .collect(),
+    }
+}
+
+/// Whether the ReplicaSet's selector matches the pod's labels (an empty or unreadable
+/// selector matches nothing: apps/v1 rejects them anyway).
+fn selects(rs: &ReplicaSet, pod: &Pod) -> bool {
+    let Some(selector) = rs.spec.as_ref().map(|s| s.selector.clone()) else {
+        return false;
+    };
+    let empty = selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|e| e.is_empty());
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    !empty && Selector::try_from(selector).is_ok_and(|s| s.matches(&labels))
+}
+
+/// Adopt the active orphans the selector matches and release the pods it no longer
+/// matches, as kube's ReplicaSet controller claims pods. Each patch carries the pod's
+/// resourceVersion, so a pod that changed meanwhile (say, another controller adopted it)
+/// is left to the next reconcile.
+async fn claim(
+    rs: &ReplicaSet,
+    id: &Identity,
+    ctx: &Context<ObjectCache<Pod>>,
+) -> Result<(), Error> {
+    let api = ctx.api::<Pod>(&id.namespace);
+    let ours = pod_template::controller_ref::<ReplicaSet>(id);
+    for pod in ctx.data().list() {
+        if pod.metadata.namespace.as_deref() != Some(id.namespace.as_str()) {
+            continue;
+        }
+        let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
+        let controlled = refs.iter().any(|r| r.controller == Some(true));
+        let matches = selects(rs, &pod);
+        if pod_template::is_controlled_by(&pod.metadata, &id.uid) && !matches {
+            refs.retain(|r| r.uid != id.uid);
+        } else if !controlled && matches && pod_template::is_active(&pod) {
+            refs.push(ours.clone());
+        } else {
+            continue;
+        }
+        let patch = json!({"metadata": {
+            "resourceVersion": pod.metadata.resource_version,
+            "ownerReferences": if refs.is_empty() { Value::Null } else { json!(refs) },
+        }});
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Keep of a cached pod only what counting and ranking read: metadata (owners, labels,
@@ -71,6 +157,7 @@ pub async fn reconcile(
         return Ok(Action::done());
     }
     let id = Identity::of(rs.as_ref())?;
+    claim(&rs, &id, &ctx).await?;
     let pods = ctx.data();
     let active = active_pods(pods, &id.uid);
     let wanted =

@@ -703,3 +703,64 @@ async fn replicas_are_available_after_min_ready_seconds() {
     }
     cluster.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_set_adopts_matching_orphans_and_releases_pods_it_no_longer_selects() {
+    let cluster = Cluster::start().await;
+    let orphan: Pod = create_json(
+        &cluster.pods(),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "orphan", "namespace": NS, "labels": {"app": "cache"}},
+            "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+        }),
+    )
+    .await;
+    let rs: ReplicaSet = create_json(
+        &cluster.replica_sets(),
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "cache", "namespace": NS},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "cache"}},
+                "template": {
+                    "metadata": {"labels": {"app": "cache"}},
+                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+                },
+            },
+        }),
+    )
+    .await;
+    let uid = rs.uid().expect("a uid");
+    let controlled = |pod: &Pod| {
+        pod.owner_references()
+            .iter()
+            .any(|r| r.controller == Some(true) && r.uid == uid)
+    };
+    eventually("the orphan adopted and one pod added", LIMIT, || async {
+        let pods = cluster.active_pods().await;
+        (pods.len() == 2 && pods.iter().all(controlled)).then_some(())
+    })
+    .await;
+    let adopted = get_existing(&cluster.pods(), "orphan").await;
+    assert_eq!(adopted.uid(), orphan.uid(), "the same pod, adopted");
+
+    merge_patch(
+        &cluster.pods(),
+        "orphan",
+        json!({"metadata": {"labels": {"app": "other"}}}),
+    )
+    .await
+    .expect("relabel");
+    eventually("the pod released and replaced", LIMIT, || async {
+        let pods = cluster.active_pods().await;
+        let released = pods.iter().find(|p| p.name_any() == "orphan")?;
+        let owned = pods.iter().filter(|p| controlled(p)).count();
+        (!controlled(released) && owned == 2).then_some(())
+    })
+    .await;
+    cluster.stop().await;
+}
