@@ -1,6 +1,7 @@
 //! `steady up`: the embedded default — control plane, simulated node, the workload
-//! controllers (steady-cluster), the Cache CRD and the Cache operator in one process, state kept in the data directory — and the live web view
-//! of the operator (`/ui/` on the API's TLS listener, behind a one-time login link).
+//! controllers (steady-cluster), the Cache CRD and the Cache operator in one process, state
+//! kept in the data directory — and the live web view of the operator (`/ui/` on the API's
+//! TLS listener, behind a one-time login link).
 
 use std::io::Write;
 use std::net::SocketAddr;
