@@ -1,0 +1,11 @@
+//! The DaemonSet controller.
+use kube::Client;
+use std::future::Future;
+/// Run the DaemonSet controller until `shutdown` completes.
+pub async fn run(
+    _client: Client,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), steady_runtime::Error> {
+    shutdown.await;
+    Ok(())
+}

@@ -1,0 +1,406 @@
+//! The Job controller: runs a Job's pods until enough succeed (`Complete`) or too many
+//! fail (`Failed`, reason `BackoffLimitExceeded`), as kube-controller-manager 1.32 does.
+//!
+//! Level-triggered: every reconcile counts the Job's pods (active, ready, succeeded,
+//! failed, terminating) from the runtime's cache and decides from them and the Job's
+//! conditions. Once the outcome is known the Job first gets the interim condition
+//! (`SuccessCriteriaMet` or `FailureTarget`) and its remaining pods are deleted; the
+//! terminal condition (`Complete` or `Failed`) follows when none is left running, as
+//! 1.31+ delays it. A replacement for a failed pod waits 10 s, doubling per failure
+//! (capped at 10 min), like kube's pod failure backoff.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use steady_runtime::conditions::to_time;
+use steady_runtime::events::{EventType, Recorder};
+use steady_runtime::{Action, Context, Controller, ObjectCache};
+use tokio::time::Instant;
+
+use crate::Error;
+use crate::pods::{self, PodName};
+
+/// The label naming a pod's Job (the API server adds it to the template).
+pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+/// The label carrying the uid of a pod's Job: the Job's generated selector.
+pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+/// Who writes the Job's status and events.
+const MANAGER: &str = "job-controller";
+
+/// kube's default `backoffLimit`, should a Job reach us without defaults.
+const DEFAULT_BACKOFF_LIMIT: i32 = 6;
+
+/// How the Job controller paces replacements of failed pods.
+#[derive(Debug, Clone)]
+pub struct JobConfig {
+    /// Delay before the first replacement after a failure (kube: 10 s); it doubles
+    /// with every further failure.
+    pub failure_backoff: Duration,
+    /// The longest that delay gets (kube: 10 min).
+    pub max_failure_backoff: Duration,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            failure_backoff: Duration::from_secs(10),
+            max_failure_backoff: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Run the Job controller until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), steady_runtime::Error> {
+    run_with(client, JobConfig::default(), shutdown).await
+}
+
+/// [`run`] with explicit pacing.
+pub async fn run_with(
+    client: Client,
+    config: JobConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), steady_runtime::Error> {
+    let mut controller = Controller::new(
+        Api::<Job>::all(client.clone()),
+        crate::runtime_config(MANAGER),
+    );
+    let job_pods = watcher::Config::default().labels(CONTROLLER_UID_LABEL);
+    let pods = controller.owns_with(Api::<Pod>::all(client.clone()), job_pods);
+    let data = JobData {
+        pods,
+        events: Recorder::new(client, MANAGER, MANAGER),
+        failures: Mutex::new(BTreeMap::new()),
+        config,
+    };
+    controller.run(reconcile, Arc::new(data), shutdown).await
+}
+
+struct JobData {
+    pods: ObjectCache<Pod>,
+    events: Recorder,
+    /// Per Job uid: the failure count last seen, and when it was first seen (the
+    /// replacement backoff runs from there, on tokio's clock).
+    failures: Mutex<BTreeMap<String, (i32, Instant)>>,
+    config: JobConfig,
+}
+
+impl JobData {
+    /// How long replacements of `job`'s failed pods must still wait.
+    fn replacement_delay(&self, uid: &str, failed: i32) -> Duration {
+        if failed == 0 {
+            return Duration::ZERO;
+        }
+        let now = Instant::now();
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = failures.entry(uid.to_string()).or_insert((failed, now));
+        if seen.0 != failed {
+            *seen = (failed, now);
+        }
+        let doublings = u32::try_from(failed - 1).unwrap_or(0).min(20);
+        let backoff = self
+            .config
+            .failure_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.config.max_failure_backoff);
+        (seen.1 + backoff).saturating_duration_since(now)
+    }
+
+    fn forget(&self, uid: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+}
+
+/// What the Job's pods add up to.
+#[derive(Debug, Default, PartialEq)]
+struct Counts {
+    active: i32,
+    ready: i32,
+    succeeded: i32,
+    failed: i32,
+    terminating: i32,
+}
+
+impl Counts {
+    fn of(pods: &[Arc<Pod>]) -> Counts {
+        let count = |f: &dyn Fn(&Pod) -> bool| {
+            i32::try_from(pods.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX)
+        };
+        Counts {
+            active: count(&pods::is_active),
+            ready: count(&|p| pods::is_active(p) && pods::is_ready(p)),
+            succeeded: count(&pods::succeeded),
+            failed: count(&pods::failed),
+            terminating: count(&|p| pods::is_terminating(p) && !pods::is_finished(p)),
+        }
+    }
+}
+
+/// Where a Job stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Outcome {
+    /// Pods still to run.
+    Running,
+    /// Enough pods succeeded.
+    Succeeded,
+    /// More pods failed than `backoffLimit` allows.
+    Failed,
+}
+
+impl Outcome {
+    /// The interim and terminal condition types, reason and message kube writes.
+    fn conditions(self) -> Option<(&'static str, &'static str, &'static str, &'static str)> {
+        match self {
+            Outcome::Running => None,
+            Outcome::Succeeded => Some((
+                "SuccessCriteriaMet",
+                "Complete",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+            )),
+            Outcome::Failed => Some((
+                "FailureTarget",
+                "Failed",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            )),
+        }
+    }
+}
+
+fn has_condition(status: &JobStatus, type_: &str) -> bool {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// The outcome once decided stays decided (an interim condition is never taken back).
+fn outcome(spec: &JobSpec, status: &JobStatus, counts: &Counts) -> Outcome {
+    if has_condition(status, "FailureTarget") || has_condition(status, "Failed") {
+        return Outcome::Failed;
+    }
+    if has_condition(status, "SuccessCriteriaMet") || has_condition(status, "Complete") {
+        return Outcome::Succeeded;
+    }
+    if counts.failed > spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT) {
+        return Outcome::Failed;
+    }
+    let succeeded = match spec.completions {
+        Some(completions) => counts.succeeded >= completions,
+        // Without completions any success completes the Job once its pods are done.
+        None => counts.succeeded > 0 && counts.active == 0,
+    };
+    if succeeded {
+        Outcome::Succeeded
+    } else {
+        Outcome::Running
+    }
+}
+
+/// How many pods should be running now.
+fn wanted_active(spec: &JobSpec, counts: &Counts) -> i32 {
+    if spec.suspend == Some(true) {
+        return 0;
+    }
+    let parallelism = spec.parallelism.unwrap_or(1).max(0);
+    match spec.completions {
+        Some(completions) => (completions - counts.succeeded).clamp(0, parallelism),
+        None if counts.succeeded > 0 => 0,
+        None => parallelism,
+    }
+}
+
+fn is_finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .is_some_and(|s| has_condition(s, "Complete") || has_condition(s, "Failed"))
+}
+
+async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, Error> {
+    let data = ctx.data();
+    let uid = job.uid().unwrap_or_default();
+    if job.metadata.deletion_timestamp.is_some() || is_finished(&job) {
+        data.forget(&uid);
+        return Ok(Action::done());
+    }
+    let spec = job.spec.clone().unwrap_or_default();
+    let owned = data.pods.owned_by(&uid);
+    let counts = Counts::of(&owned);
+    let mut status = job.status.clone().unwrap_or_default();
+    let outcome = outcome(&spec, &status, &counts);
+    let mut requeue = None;
+    match outcome.conditions() {
+        None => {
+            let want = wanted_active(&spec, &counts);
+            if counts.active < want {
+                let delay = data.replacement_delay(&uid, counts.failed);
+                if delay.is_zero() {
+                    create_pods(&ctx, &job, want - counts.active).await?;
+                } else {
+                    requeue = Some(delay);
+                }
+            } else if counts.active > want {
+                let excess = usize::try_from(counts.active - want).unwrap_or(0);
+                delete_pods(&ctx, &job, &owned, excess).await?;
+            }
+        }
+        Some((interim, terminal, reason, message)) => {
+            let now = to_time(chrono::Utc::now());
+            set_condition(&mut status, interim, reason, message, &now);
+            let left = usize::try_from(counts.active).unwrap_or(0);
+            delete_pods(&ctx, &job, &owned, left).await?;
+            if counts.active == 0 && counts.terminating == 0 && !has_condition(&status, terminal) {
+                set_condition(&mut status, terminal, reason, message, &now);
+                if outcome == Outcome::Succeeded {
+                    status.completion_time = Some(now);
+                    publish(&ctx, &job, EventType::Normal, "Completed", "Job completed").await;
+                } else {
+                    publish(&ctx, &job, EventType::Warning, reason, message).await;
+                }
+            }
+        }
+    }
+    // Count again: the writes above went through the cache.
+    let counts = Counts::of(&data.pods.owned_by(&uid));
+    fill_counts(&mut status, &counts);
+    if status.start_time.is_none() && spec.suspend != Some(true) {
+        status.start_time = Some(to_time(chrono::Utc::now()));
+    }
+    write_status(&ctx, &job, status).await?;
+    Ok(requeue.map_or_else(Action::done, Action::requeue_after))
+}
+
+fn fill_counts(status: &mut JobStatus, counts: &Counts) {
+    // kube omits zero active/succeeded/failed (omitempty) but always writes ready and
+    // terminating.
+    let nonzero = |n: i32| (n != 0).then_some(n);
+    status.active = nonzero(counts.active);
+    status.succeeded = nonzero(counts.succeeded);
+    status.failed = nonzero(counts.failed);
+    status.ready = Some(counts.ready);
+    status.terminating = Some(counts.terminating);
+    status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
+}
+
+/// Add `type_` (True) unless it is there: lastProbeTime and lastTransitionTime are now.
+fn set_condition(
+    status: &mut JobStatus,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) {
+    if has_condition(status, type_) {
+        return;
+    }
+    status
+        .conditions
+        .get_or_insert_with(Vec::new)
+        .push(JobCondition {
+            type_: type_.into(),
+            status: "True".into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            last_probe_time: Some(now.clone()),
+            last_transition_time: Some(now.clone()),
+        });
+}
+
+/// Write `status` if it differs from the Job's (a JSON merge patch, with explicit nulls
+/// for counts that dropped to zero).
+async fn write_status(ctx: &Context<JobData>, job: &Job, status: JobStatus) -> Result<(), Error> {
+    if job.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let mut value = serde_json::to_value(&status).map_err(kube::Error::SerdeError)?;
+    if let Value::Object(fields) = &mut value {
+        for field in ["active", "succeeded", "failed"] {
+            fields.entry(field).or_insert(Value::Null);
+        }
+    }
+    let patch = Patch::Merge(json!({ "status": value }));
+    ctx.api::<Job>(&pods::namespace_of(job))
+        .patch_status(&job.name_any(), &PatchParams::default(), &patch)
+        .await?;
+    Ok(())
+}
+
+async fn create_pods(ctx: &Context<JobData>, job: &Job, count: i32) -> Result<(), Error> {
+    let Some(template) = job.spec.as_ref().map(|s| &s.template) else {
+        return Ok(());
+    };
+    let namespace = pods::namespace_of(job);
+    let api = ctx.api::<Pod>(&namespace);
+    for _ in 0..count {
+        let pod = pods::from_template(
+            template,
+            pods::controller_reference(job),
+            &namespace,
+            PodName::Prefix(format!("{}-", job.name_any())),
+        );
+        let created = api.create(&PostParams::default(), &pod).await?;
+        let message = format!("Created pod: {}", created.name_any());
+        publish(ctx, job, EventType::Normal, "SuccessfulCreate", &message).await;
+    }
+    Ok(())
+}
+
+/// Delete `count` of the Job's active pods: those not ready first, then the newest.
+async fn delete_pods(
+    ctx: &Context<JobData>,
+    job: &Job,
+    owned: &[Arc<Pod>],
+    count: usize,
+) -> Result<(), Error> {
+    if count == 0 {
+        return Ok(());
+    }
+    let mut active: Vec<&Arc<Pod>> = owned.iter().filter(|p| pods::is_active(p)).collect();
+    active.sort_by_key(|p| {
+        (
+            pods::is_ready(p),
+            std::cmp::Reverse(p.metadata.creation_timestamp.clone()),
+        )
+    });
+    let api = ctx.api::<Pod>(&pods::namespace_of(job));
+    for pod in active.into_iter().take(count) {
+        let precondition = DeleteParams {
+            preconditions: pod.uid().map(|uid| kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&pod.name_any(), &precondition).await {
+            Ok(_) => {}
+            // Someone else deleted it first.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        let message = format!("Deleted pod: {}", pod.name_any());
+        publish(ctx, job, EventType::Normal, "SuccessfulDelete", &message).await;
+    }
+    Ok(())
+}
+
+/// Events are best effort: a failure is logged, never retried.
+async fn publish(ctx: &Context<JobData>, job: &Job, kind: EventType, reason: &str, message: &str) {
+    if let Err(e) = ctx.data().events.publish(job, kind, reason, message).await {
+        tracing::debug!(job = %job.name_any(), error = %e, "could not record an event");
+    }
+}
