@@ -16,6 +16,7 @@ use kube::Client;
 pub mod daemonset;
 pub mod job;
 mod pods;
+mod revision;
 pub mod statefulset;
 
 /// Why one reconcile failed (the runtime retries the key with backoff).

@@ -1,0 +1,76 @@
+//! Revisions of a pod template, as StatefulSets and DaemonSets keep them: a
+//! `ControllerRevision` named `<owner>-<hash>` holding the template, and the
+//! `controller-revision-hash` label on every pod made from it.
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use serde_json::json;
+
+/// The label naming the revision a pod was made from.
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// The letters kube renders hashes with (no vowels, no look-alikes).
+const SAFE_LETTERS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// FNV-1a (32 bits) of the template's JSON, its decimal digits mapped to safe letters as
+/// kube's `SafeEncodeString` does.
+pub fn template_hash(template: &PodTemplateSpec) -> String {
+    let bytes = serde_json::to_vec(template).unwrap_or_default();
+    let hash = bytes.iter().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)
+    });
+    hash.to_string()
+        .bytes()
+        .map(|digit| char::from(SAFE_LETTERS[usize::from(digit) % SAFE_LETTERS.len()]))
+        .collect()
+}
+
+/// `<owner>-<hash>`: the revision's name and the pods' label value.
+pub fn revision_name(owner: &str, template: &PodTemplateSpec) -> String {
+    format!("{owner}-{}", template_hash(template))
+}
+
+/// The revision a pod was made from, by its label.
+pub fn of_pod(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(REVISION_LABEL)
+        .map(String::as_str)
+}
+
+/// A ControllerRevision holding `template` (as kube stores it: the template under
+/// `spec`, to be applied with `$patch: replace`).
+pub fn controller_revision(
+    name: &str,
+    namespace: &str,
+    owner: OwnerReference,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    template: &PodTemplateSpec,
+    number: i64,
+) -> ControllerRevision {
+    let mut template_json = serde_json::to_value(template).unwrap_or_default();
+    template_json["$patch"] = json!("replace");
+    ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(namespace.to_string()),
+            labels,
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        data: Some(RawExtension(json!({"spec": {"template": template_json}}))),
+        revision: number,
+    }
+}
+
+/// The template a revision holds, if it holds one.
+pub fn template_of(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
+    let mut template = revision.data.as_ref()?.0.pointer("/spec/template")?.clone();
+    if let Some(fields) = template.as_object_mut() {
+        fields.remove("$patch");
+    }
+    serde_json::from_value(template).ok()
+}
