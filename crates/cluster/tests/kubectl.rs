@@ -44,10 +44,8 @@ async fn kubectl(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
     let described = format!("kubectl {args:?}");
     let output = tokio::task::spawn_blocking(move || {
         let mut child = command.spawn().expect("kubectl is on the machine image");
-        if let Some(mut pipe) = child.stdin.take() {
-            if let Some(input) = stdin {
-                pipe.write_all(input.as_bytes()).expect("write stdin");
-            }
+        if let (Some(mut pipe), Some(input)) = (child.stdin.take(), stdin) {
+            pipe.write_all(input.as_bytes()).expect("write stdin");
         }
         child.wait_with_output().expect("kubectl ran")
     });
