@@ -85,9 +85,37 @@ spec:
       containers: [{name: work, image: busybox, command: ["false"]}]
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
-    let dir = tempfile::tempdir().expect("tempdir");
+const WORKLOADS: &str = r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  replicas: 3
+  serviceName: web
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: nginx, image: "nginx:1.27"}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: fluentd}]}
+"#;
+
+/// A test server over HTTPS with every controller of this crate running beside it, as
+/// `steady up` would run them; dropping the returned guard's sender stops them.
+struct Running {
+    _server: steady_apiserver::ApiServer,
+    stop: tokio::sync::oneshot::Sender<()>,
+    controllers: tokio::task::JoinHandle<Result<(), steady_runtime::Error>>,
+}
+
+async fn start(dir: &Path) -> Running {
     let config = steady_apiserver::Config {
         node: Some(steady_apiserver::node::NodeConfig::default()),
         ..Default::default()
@@ -95,11 +123,74 @@ async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
     let server = steady_apiserver::ApiServer::in_memory(config)
         .await
         .expect("server");
-    serve_https(&server, dir.path()).await;
+    serve_https(&server, dir).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(steady_cluster::run(server.client(), async move {
         let _ = stopped.await;
     }));
+    Running {
+        _server: server,
+        stop,
+        controllers,
+    }
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.controllers
+            .await
+            .expect("controllers task")
+            .expect("controllers stopped cleanly");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rollout_status_follows_a_statefulset_and_a_daemonset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path()).await;
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(WORKLOADS)).await;
+    let rolled = kubectl(
+        dir.path(),
+        &["rollout", "status", "statefulset/web", "--timeout=60s"],
+        None,
+    )
+    .await;
+    assert!(
+        rolled.contains("roll out complete: 3 new pods have been updated"),
+        "{rolled}"
+    );
+    let rolled = kubectl(
+        dir.path(),
+        &["rollout", "status", "daemonset/agent", "--timeout=60s"],
+        None,
+    )
+    .await;
+    assert!(
+        rolled.contains("daemon set \"agent\" successfully rolled out"),
+        "{rolled}"
+    );
+    let pods = kubectl(
+        dir.path(),
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(pods, "web-0 web-1 web-2");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path()).await;
 
     kubectl(dir.path(), &["apply", "-f", "-"], Some(JOBS)).await;
     let waited = kubectl(
@@ -152,10 +243,5 @@ async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
     )
     .await;
     assert_eq!(reason, "BackoffLimitExceeded");
-
-    let _ = stop.send(());
-    controllers
-        .await
-        .expect("controllers task")
-        .expect("controllers stopped cleanly");
+    running.stop().await;
 }
