@@ -106,6 +106,15 @@ async fn one_pod_runs_on_every_node() {
         placement(&cluster.pods("app=agent").await),
         ["second", "steady-node"]
     );
+
+    // The fixed point: nothing more is written.
+    let settled = cluster.api::<DaemonSet>().get("agent").await.expect("set");
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    let later = cluster.api::<DaemonSet>().get("agent").await.expect("set");
+    assert_eq!(
+        later.metadata.resource_version,
+        settled.metadata.resource_version
+    );
     cluster.stop().await;
 }
 

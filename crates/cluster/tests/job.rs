@@ -114,6 +114,14 @@ async fn a_job_with_three_completions_runs_its_pods_to_complete() {
                 .starts_with("count-")
         );
     }
+
+    // A finished Job is left alone.
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    let later: Job = cluster.api::<Job>().get("count").await.expect("job");
+    assert_eq!(
+        later.metadata.resource_version,
+        done.metadata.resource_version
+    );
     cluster.stop().await;
 }
 

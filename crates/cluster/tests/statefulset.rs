@@ -5,6 +5,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::*;
 use futures::{StreamExt, TryStreamExt};
@@ -243,6 +244,25 @@ async fn ordered_ready_comes_up_in_order_and_scales_down_from_the_top() {
         .items
         .len();
     assert_eq!(claims_left, 3, "claims are retained on scale-down");
+
+    // The fixed point: nothing more is written.
+    let settled = cluster.api::<StatefulSet>().get("web").await.expect("set");
+    let pods_before = cluster.pods(SELECTOR).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let later = cluster.api::<StatefulSet>().get("web").await.expect("set");
+    assert_eq!(
+        later.metadata.resource_version,
+        settled.metadata.resource_version
+    );
+    let versions = |pods: &[Pod]| -> Vec<Option<String>> {
+        pods.iter()
+            .map(|p| p.metadata.resource_version.clone())
+            .collect()
+    };
+    assert_eq!(
+        versions(&cluster.pods(SELECTOR).await),
+        versions(&pods_before)
+    );
     cluster.stop().await;
 }
 
