@@ -7,7 +7,7 @@
 //! (`SuccessCriteriaMet` or `FailureTarget`) and its remaining pods are deleted; the
 //! terminal condition (`Complete` or `Failed`) follows when none is left running, as
 //! 1.31+ delays it. A replacement for a failed pod waits 10 s, doubling per failure
-//! (capped at 10 min), like kube's pod failure backoff.
+//! (capped at 10 min), like kube's pod failure backoff. A suspended Job runs no pods.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -243,6 +244,12 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
     let counts = Counts::of(&owned);
     let mut status = job.status.clone().unwrap_or_default();
     let outcome = outcome(&spec, &status, &counts);
+    let now = to_time(chrono::Utc::now());
+    if outcome == Outcome::Running
+        && let Some((reason, message)) = track_suspension(&mut status, &spec, &now)
+    {
+        publish(&ctx, &job, EventType::Normal, reason, message).await;
+    }
     let mut requeue = None;
     match outcome.conditions() {
         None => {
@@ -260,14 +267,13 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
             }
         }
         Some((interim, terminal, reason, message)) => {
-            let now = to_time(chrono::Utc::now());
-            set_condition(&mut status, interim, reason, message, &now);
+            set_condition(&mut status, interim, true, reason, message, &now);
             let left = usize::try_from(counts.active).unwrap_or(0);
             delete_pods(&ctx, &job, &owned, left).await?;
             if counts.active == 0 && counts.terminating == 0 && !has_condition(&status, terminal) {
-                set_condition(&mut status, terminal, reason, message, &now);
+                set_condition(&mut status, terminal, true, reason, message, &now);
                 if outcome == Outcome::Succeeded {
-                    status.completion_time = Some(now);
+                    status.completion_time = Some(now.clone());
                     publish(&ctx, &job, EventType::Normal, "Completed", "Job completed").await;
                 } else {
                     publish(&ctx, &job, EventType::Warning, reason, message).await;
@@ -279,7 +285,7 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
     let counts = Counts::of(&data.pods.owned_by(&uid));
     fill_counts(&mut status, &counts);
     if status.start_time.is_none() && spec.suspend != Some(true) {
-        status.start_time = Some(to_time(chrono::Utc::now()));
+        status.start_time = Some(now);
     }
     write_status(&ctx, &job, status).await?;
     Ok(requeue.map_or_else(Action::done, Action::requeue_after))
@@ -297,28 +303,62 @@ fn fill_counts(status: &mut JobStatus, counts: &Counts) {
     status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
 }
 
-/// Add `type_` (True) unless it is there: lastProbeTime and lastTransitionTime are now.
+/// Set condition `type_` to `value`: added when missing, replaced (a new transition time)
+/// when its status changes, left alone otherwise. Both times are `now`, as kube writes.
 fn set_condition(
     status: &mut JobStatus,
     type_: &str,
+    value: bool,
     reason: &str,
     message: &str,
-    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    now: &Time,
 ) {
-    if has_condition(status, type_) {
-        return;
+    let wanted = if value { "True" } else { "False" };
+    let new = JobCondition {
+        type_: type_.into(),
+        status: wanted.into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        last_probe_time: Some(now.clone()),
+        last_transition_time: Some(now.clone()),
+    };
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) if existing.status == wanted => {}
+        Some(existing) => *existing = new,
+        None => conditions.push(new),
     }
-    status
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(JobCondition {
-            type_: type_.into(),
-            status: "True".into(),
-            reason: Some(reason.into()),
-            message: Some(message.into()),
-            last_probe_time: Some(now.clone()),
-            last_transition_time: Some(now.clone()),
-        });
+}
+
+/// kube's `Suspended` condition: True while `spec.suspend` (its pods are deleted), False
+/// with reason `JobResumed` after; a resumed Job's `startTime` starts again. Returns the
+/// event to record, if the Job was just suspended or resumed.
+fn track_suspension(
+    status: &mut JobStatus,
+    spec: &JobSpec,
+    now: &Time,
+) -> Option<(&'static str, &'static str)> {
+    let was_suspended = has_condition(status, "Suspended");
+    if spec.suspend == Some(true) {
+        if was_suspended {
+            return None;
+        }
+        set_condition(
+            status,
+            "Suspended",
+            true,
+            "JobSuspended",
+            "Job suspended",
+            now,
+        );
+        return Some(("Suspended", "Job suspended"));
+    }
+    if !was_suspended {
+        return None;
+    }
+    set_condition(status, "Suspended", false, "JobResumed", "Job resumed", now);
+    status.start_time = Some(now.clone());
+    Some(("Resumed", "Job resumed"))
 }
 
 /// Write `status` if it differs from the Job's (a JSON merge patch, with explicit nulls

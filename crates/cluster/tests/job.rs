@@ -190,3 +190,56 @@ async fn a_job_whose_pods_fail_is_failed_after_its_backoff_limit() {
     assert!(pods.iter().all(|p| phase(p) == "Failed"));
     cluster.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_suspended_job_runs_nothing_until_resumed() {
+    let cluster = job_cluster().await;
+    let mut suspended = job("later", 2, 1, None);
+    suspended["spec"]["suspend"] = json!(true);
+    create_json::<Job>(&cluster.api(), suspended).await;
+    let waiting = wait_for_condition(&cluster, "later", "Suspended").await;
+    let c = condition(&waiting, "Suspended").expect("Suspended");
+    assert_eq!(
+        (c.reason.as_deref(), c.message.as_deref()),
+        (Some("JobSuspended"), Some("Job suspended"))
+    );
+    assert!(
+        waiting
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.clone())
+            .is_none()
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert!(
+        cluster
+            .pods(&format!("{JOB_NAME_LABEL}=later"))
+            .await
+            .is_empty()
+    );
+
+    steady_test_support::merge_patch(
+        &cluster.api::<Job>(),
+        "later",
+        json!({"spec": {"suspend": false}}),
+    )
+    .await
+    .expect("resume");
+    let done = wait_for_condition(&cluster, "later", "Complete").await;
+    let resumed = done
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Suspended"))
+        .expect("Suspended condition kept");
+    assert_eq!(resumed.status, "False");
+    assert_eq!(resumed.reason.as_deref(), Some("JobResumed"));
+    assert!(
+        done.status
+            .as_ref()
+            .and_then(|s| s.start_time.clone())
+            .is_some()
+    );
+    assert_eq!(done.status.and_then(|s| s.succeeded), Some(2));
+    cluster.stop().await;
+}
