@@ -8,7 +8,7 @@
 //! one pod at a time (`maxUnavailable` 1, the default), only while every other pod is
 //! available. Nodes are listed through the API, so every node the cluster has counts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -183,6 +183,24 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
     daemon.pods = pods_by_node(&ctx, &daemon);
     roll(&ctx, &daemon).await?;
     daemon.pods = pods_by_node(&ctx, &daemon);
+    let mut in_use: BTreeSet<String> = daemon
+        .pods
+        .values()
+        .flatten()
+        .filter_map(|pod| revision::of_pod(pod).map(str::to_string))
+        .collect();
+    in_use.insert(daemon.update_revision.clone());
+    let uid = object.uid().unwrap_or_default();
+    let revisions = &ctx.data().revisions;
+    revision::prune(
+        &ctx,
+        revisions,
+        &uid,
+        &daemon.namespace,
+        &in_use,
+        spec.revision_history_limit,
+    )
+    .await?;
     write_status(&ctx, &daemon).await?;
     Ok(Action::done())
 }

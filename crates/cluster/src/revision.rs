@@ -2,11 +2,16 @@
 //! `ControllerRevision` named `<owner>-<hash>` holding the template, and the
 //! `controller-revision-hash` label on every pod made from it.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::ResourceExt;
+use kube::api::DeleteParams;
 use serde_json::json;
+use steady_runtime::{Context, ObjectCache};
 
 /// The label naming the revision a pod was made from.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -73,4 +78,39 @@ pub fn template_of(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
         fields.remove("$patch");
     }
     serde_json::from_value(template).ok()
+}
+
+/// Delete the oldest revisions `owner_uid` owns beyond `limit` (its
+/// `revisionHistoryLimit`), never one named in `in_use` (the current and update
+/// revisions, and those live pods were made from).
+pub async fn prune<T>(
+    ctx: &Context<T>,
+    revisions: &ObjectCache<ControllerRevision>,
+    owner_uid: &str,
+    namespace: &str,
+    in_use: &BTreeSet<String>,
+    limit: Option<i32>,
+) -> Result<(), kube::Error> {
+    let limit = usize::try_from(limit.unwrap_or(10)).unwrap_or(0);
+    let mut unused: Vec<_> = revisions
+        .owned_by(owner_uid)
+        .into_iter()
+        .filter(|r| !in_use.contains(&r.name_any()) && r.metadata.deletion_timestamp.is_none())
+        .collect();
+    if unused.len() <= limit {
+        return Ok(());
+    }
+    unused.sort_by_key(|r| r.revision);
+    let api = ctx.api::<ControllerRevision>(namespace);
+    for revision in &unused[..unused.len() - limit] {
+        match api
+            .delete(&revision.name_any(), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

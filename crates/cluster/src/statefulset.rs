@@ -10,7 +10,7 @@
 //! `<template>-<set>-<ordinal>` before its pod (retained, as the default
 //! `persistentVolumeClaimRetentionPolicy` says).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -156,6 +156,15 @@ async fn reconcile(object: Arc<StatefulSet>, ctx: Arc<Context<SetData>>) -> Resu
             roll(&ctx, &set, &by_ordinal).await?;
         }
     }
+    let mut in_use: BTreeSet<String> = pods_by_ordinal(&ctx, &set)
+        .values()
+        .filter_map(|pod| revision::of_pod(pod).map(str::to_string))
+        .collect();
+    in_use.extend([set.current_revision.clone(), set.update_revision.clone()]);
+    let uid = object.uid().unwrap_or_default();
+    let revisions = &ctx.data().revisions;
+    let limit = set.spec.revision_history_limit;
+    revision::prune(&ctx, revisions, &uid, &set.namespace, &in_use, limit).await?;
     write_status(&ctx, &set).await?;
     Ok(Action::done())
 }

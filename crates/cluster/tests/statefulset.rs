@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::*;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use serde_json::json;
 use steady_test_support::{create_json, eventually, merge_patch};
 
@@ -343,5 +343,34 @@ async fn a_rolling_update_stops_at_the_partition() {
     assert!(pods.iter().all(|p| pod_revision(p) == new));
     let image = pods[0].spec.as_ref().map(|s| s.containers[0].image.clone());
     assert_eq!(image, Some(Some("nginx:1.28".to_string())));
+
+    let revisions: Api<ControllerRevision> = cluster.api();
+    let names = |list: Vec<ControllerRevision>| -> Vec<String> {
+        list.into_iter().filter_map(|r| r.metadata.name).collect()
+    };
+    let kept = names(
+        revisions
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items,
+    );
+    assert_eq!(
+        kept.len(),
+        2,
+        "both templates are kept by default: {kept:?}"
+    );
+    merge_patch(&sets, "web", json!({"spec": {"revisionHistoryLimit": 0}}))
+        .await
+        .expect("limit");
+    eventually("the old revision pruned", LIMIT, || {
+        let revisions = revisions.clone();
+        let new = new.clone();
+        async move {
+            let left = names(revisions.list(&ListParams::default()).await.ok()?.items);
+            (left == [new]).then_some(())
+        }
+    })
+    .await;
     cluster.stop().await;
 }
