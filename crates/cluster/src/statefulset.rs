@@ -7,8 +7,8 @@
 //! template change is rolled out by deleting, highest ordinal first and one at a time,
 //! the pods at or above `partition` that are not at the update revision; they come
 //! back from the new template. Each `volumeClaimTemplate` becomes a claim
-//! `<template>-<set>-<ordinal>` before its pod (retained, as the default
-//! `persistentVolumeClaimRetentionPolicy` says).
+//! `<template>-<set>-<ordinal>` before its pod; `persistentVolumeClaimRetentionPolicy`
+//! says whether claims are retained (the default) or go with the set or a condemned pod.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimStatus, PersistentVolumeClaimVolumeSource, Pod,
     PodTemplateSpec, Volume,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -113,6 +113,17 @@ impl Set<'_> {
                 .and_then(|r| r.partition)
                 .unwrap_or(0),
         )
+    }
+
+    /// `persistentVolumeClaimRetentionPolicy`: whether claims go with the set (when it
+    /// is deleted) and with a condemned pod (when scaled down). The default retains both.
+    fn claims_deleted_when(&self, event: &str) -> bool {
+        let policy = self.spec.persistent_volume_claim_retention_policy.as_ref();
+        let rule = match event {
+            "deleted" => policy.and_then(|p| p.when_deleted.as_deref()),
+            _ => policy.and_then(|p| p.when_scaled.as_deref()),
+        };
+        rule == Some("Delete")
     }
 
     fn claim_name(&self, template: &PersistentVolumeClaim, ordinal: i32) -> String {
@@ -216,18 +227,20 @@ async fn scale_down(
     set: &Set<'_>,
     by_ordinal: &BTreeMap<i32, Arc<Pod>>,
 ) -> Result<bool, Error> {
-    let condemned: Vec<&Arc<Pod>> = by_ordinal
+    let condemned: Vec<(&i32, &Arc<Pod>)> = by_ordinal
         .iter()
         .rev()
         .filter(|(ordinal, _)| !(set.first..set.end).contains(*ordinal))
-        .map(|(_, pod)| pod)
         .collect();
-    for pod in &condemned {
+    for (ordinal, pod) in &condemned {
         if pods::is_terminating(pod) {
             if set.ordered() {
                 break;
             }
             continue;
+        }
+        if set.claims_deleted_when("scaled") {
+            give_claims_to(ctx, set, **ordinal, pod).await?;
         }
         delete_pod(ctx, set, pod).await?;
         if set.ordered() {
@@ -341,6 +354,10 @@ async fn create_claims(ctx: &Context<SetData>, set: &Set<'_>, ordinal: i32) -> R
                 namespace: Some(set.namespace.clone()),
                 labels: Some(labels),
                 annotations: template.metadata.annotations.clone(),
+                // The garbage collector removes them with the set.
+                owner_references: set
+                    .claims_deleted_when("deleted")
+                    .then(|| vec![pods::controller_reference(set.object)]),
                 ..ObjectMeta::default()
             },
             spec: template.spec.clone(),
@@ -367,6 +384,47 @@ async fn create_claims(ctx: &Context<SetData>, set: &Set<'_>, ordinal: i32) -> R
             set.name
         );
         publish(ctx, set, EventType::Normal, "SuccessfulCreate", &message).await;
+    }
+    Ok(())
+}
+
+/// Make the condemned `pod` the owner of its claims instead of the set, so the garbage
+/// collector deletes them once the pod is gone (`whenScaled: Delete`).
+async fn give_claims_to(
+    ctx: &Context<SetData>,
+    set: &Set<'_>,
+    ordinal: i32,
+    pod: &Pod,
+) -> Result<(), Error> {
+    let pod_reference = OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: pod.name_any(),
+        uid: pod.uid().unwrap_or_default(),
+        controller: None,
+        block_owner_deletion: Some(true),
+    };
+    let api = ctx.api::<PersistentVolumeClaim>(&set.namespace);
+    for template in set.spec.volume_claim_templates.iter().flatten() {
+        let name = set.claim_name(template, ordinal);
+        let key = ObjectKey::new(Some(&set.namespace), &name);
+        let Some(claim) = ctx.data().claims.get(&key) else {
+            continue;
+        };
+        let mut owners = claim.metadata.owner_references.clone().unwrap_or_default();
+        if owners.iter().any(|o| o.uid == pod_reference.uid) {
+            continue;
+        }
+        // The pod alone owns them now: with the set still an owner they would stay.
+        let set_uid = set.object.uid().unwrap_or_default();
+        owners.retain(|o| o.uid != set_uid);
+        owners.push(pod_reference.clone());
+        let patch = Patch::Merge(json!({"metadata": {"ownerReferences": owners}}));
+        match api.patch(&name, &PatchParams::default(), &patch).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }

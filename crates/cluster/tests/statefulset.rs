@@ -374,3 +374,49 @@ async fn a_rolling_update_stops_at_the_partition() {
     .await;
     cluster.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn claims_follow_the_retention_policy() {
+    let cluster = set_cluster().await;
+    let mut set = web(2, "Parallel");
+    set["spec"]["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Delete", "whenScaled": "Delete"});
+    create_json::<StatefulSet>(&cluster.api(), set).await;
+    wait_for_status(&cluster, "two ready", |s| ready_replicas(s) == 2).await;
+    let claims = cluster.api::<PersistentVolumeClaim>();
+    let claim_names = || {
+        let claims = claims.clone();
+        async move {
+            let listed = claims.list(&ListParams::default()).await.ok()?;
+            let mut names: Vec<String> = listed
+                .items
+                .into_iter()
+                .filter_map(|c| c.metadata.name)
+                .collect();
+            names.sort();
+            Some(names)
+        }
+    };
+    assert_eq!(
+        claim_names().await.expect("claims"),
+        ["data-web-0", "data-web-1"]
+    );
+
+    let sets = cluster.api::<StatefulSet>();
+    merge_patch(&sets, "web", json!({"spec": {"replicas": 1}}))
+        .await
+        .expect("scale down");
+    eventually("data-web-1 deleted with its pod", LIMIT, || async {
+        (claim_names().await? == ["data-web-0"]).then_some(())
+    })
+    .await;
+
+    sets.delete("web", &Default::default())
+        .await
+        .expect("delete the set");
+    eventually("data-web-0 deleted with the set", LIMIT, || async {
+        claim_names().await?.is_empty().then_some(())
+    })
+    .await;
+    cluster.stop().await;
+}
