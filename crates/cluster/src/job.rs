@@ -8,14 +8,15 @@
 //! terminal condition (`Complete` or `Failed`) follows when none is left running, as
 //! 1.31+ delays it. A replacement for a failed pod waits 10 s, doubling per failure
 //! (capped at 10 min), like kube's pod failure backoff. A suspended Job runs no pods.
+//! An Indexed Job runs one pod per index (`completedIndexes` says which are done).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -33,6 +34,8 @@ use crate::pods::{self, PodName};
 pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 /// The label carrying the uid of a pod's Job: the Job's generated selector.
 pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+/// The annotation (and label) holding an Indexed Job pod's completion index.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// Who writes the Job's status and events.
 const MANAGER: &str = "job-controller";
 
@@ -130,24 +133,81 @@ impl JobData {
 struct Counts {
     active: i32,
     ready: i32,
+    /// Succeeded pods; for an Indexed Job, completed indexes.
     succeeded: i32,
     failed: i32,
     terminating: i32,
+    /// Indexed Jobs: the indexes with a succeeded pod, and those with an active one.
+    completed_indexes: BTreeSet<i32>,
+    active_indexes: BTreeSet<i32>,
 }
 
 impl Counts {
-    fn of(pods: &[Arc<Pod>]) -> Counts {
+    fn of(spec: &JobSpec, pods: &[Arc<Pod>]) -> Counts {
         let count = |f: &dyn Fn(&Pod) -> bool| {
             i32::try_from(pods.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX)
         };
-        Counts {
+        let mut counts = Counts {
             active: count(&pods::is_active),
             ready: count(&|p| pods::is_active(p) && pods::is_ready(p)),
             succeeded: count(&pods::succeeded),
             failed: count(&pods::failed),
             terminating: count(&|p| pods::is_terminating(p) && !pods::is_finished(p)),
+            ..Counts::default()
+        };
+        if let Some(completions) = indexed_completions(spec) {
+            let indexes = |f: &dyn Fn(&Pod) -> bool| -> BTreeSet<i32> {
+                pods.iter()
+                    .filter(|p| f(p))
+                    .filter_map(|p| completion_index(p))
+                    .filter(|i| (0..completions).contains(i))
+                    .collect()
+            };
+            counts.completed_indexes = indexes(&pods::succeeded);
+            counts.active_indexes = indexes(&pods::is_active);
+            counts.succeeded = i32::try_from(counts.completed_indexes.len()).unwrap_or(i32::MAX);
+        }
+        counts
+    }
+}
+
+/// `completions` of an Indexed Job (None for NonIndexed).
+fn indexed_completions(spec: &JobSpec) -> Option<i32> {
+    if spec.completion_mode.as_deref() == Some("Indexed") {
+        spec.completions
+    } else {
+        None
+    }
+}
+
+fn completion_index(pod: &Pod) -> Option<i32> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(COMPLETION_INDEX)?
+        .parse()
+        .ok()
+}
+
+/// kube's `completedIndexes`: sorted indexes, runs of consecutive ones as `first-last`.
+fn compress_indexes(indexes: &BTreeSet<i32>) -> String {
+    let mut runs: Vec<(i32, i32)> = Vec::new();
+    for &index in indexes {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == index => *last = index,
+            _ => runs.push((index, index)),
         }
     }
+    runs.iter()
+        .map(|&(first, last)| {
+            if first == last {
+                first.to_string()
+            } else {
+                format!("{first}-{last}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Where a Job stands.
@@ -241,7 +301,7 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
     }
     let spec = job.spec.clone().unwrap_or_default();
     let owned = data.pods.owned_by(&uid);
-    let counts = Counts::of(&owned);
+    let counts = Counts::of(&spec, &owned);
     let mut status = job.status.clone().unwrap_or_default();
     let outcome = outcome(&spec, &status, &counts);
     let now = to_time(chrono::Utc::now());
@@ -257,7 +317,7 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
             if counts.active < want {
                 let delay = data.replacement_delay(&uid, counts.failed);
                 if delay.is_zero() {
-                    create_pods(&ctx, &job, want - counts.active).await?;
+                    create_pods(&ctx, &job, &counts, want - counts.active).await?;
                 } else {
                     requeue = Some(delay);
                 }
@@ -282,8 +342,12 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
         }
     }
     // Count again: the writes above went through the cache.
-    let counts = Counts::of(&data.pods.owned_by(&uid));
+    let counts = Counts::of(&spec, &data.pods.owned_by(&uid));
     fill_counts(&mut status, &counts);
+    if indexed_completions(&spec).is_some() {
+        let completed = compress_indexes(&counts.completed_indexes);
+        status.completed_indexes = (!completed.is_empty()).then_some(completed);
+    }
     if status.start_time.is_none() && spec.suspend != Some(true) {
         status.start_time = Some(now);
     }
@@ -369,7 +433,7 @@ async fn write_status(ctx: &Context<JobData>, job: &Job, status: JobStatus) -> R
     }
     let mut value = serde_json::to_value(&status).map_err(kube::Error::SerdeError)?;
     if let Value::Object(fields) = &mut value {
-        for field in ["active", "succeeded", "failed"] {
+        for field in ["active", "succeeded", "failed", "completedIndexes"] {
             fields.entry(field).or_insert(Value::Null);
         }
     }
@@ -380,24 +444,86 @@ async fn write_status(ctx: &Context<JobData>, job: &Job, status: JobStatus) -> R
     Ok(())
 }
 
-async fn create_pods(ctx: &Context<JobData>, job: &Job, count: i32) -> Result<(), Error> {
-    let Some(template) = job.spec.as_ref().map(|s| &s.template) else {
+/// Create `count` pods: for an Indexed Job, one per lowest index neither completed nor
+/// running, each told its index (annotation, label, `JOB_COMPLETION_INDEX`, hostname).
+async fn create_pods(
+    ctx: &Context<JobData>,
+    job: &Job,
+    counts: &Counts,
+    count: i32,
+) -> Result<(), Error> {
+    let Some(spec) = job.spec.as_ref() else {
         return Ok(());
     };
     let namespace = pods::namespace_of(job);
     let api = ctx.api::<Pod>(&namespace);
-    for _ in 0..count {
-        let pod = pods::from_template(
-            template,
+    let indexes: Vec<Option<i32>> = match indexed_completions(spec) {
+        Some(completions) => (0..completions)
+            .filter(|i| !counts.completed_indexes.contains(i) && !counts.active_indexes.contains(i))
+            .take(usize::try_from(count).unwrap_or(0))
+            .map(Some)
+            .collect(),
+        None => (0..count).map(|_| None).collect(),
+    };
+    for index in indexes {
+        let prefix = match index {
+            Some(index) => format!("{}-{index}-", job.name_any()),
+            None => format!("{}-", job.name_any()),
+        };
+        let mut pod = pods::from_template(
+            &spec.template,
             pods::controller_reference(job),
             &namespace,
-            PodName::Prefix(format!("{}-", job.name_any())),
+            PodName::Prefix(prefix),
         );
+        if let Some(index) = index {
+            label_with_index(&mut pod, &job.name_any(), index);
+        }
         let created = api.create(&PostParams::default(), &pod).await?;
         let message = format!("Created pod: {}", created.name_any());
         publish(ctx, job, EventType::Normal, "SuccessfulCreate", &message).await;
     }
     Ok(())
+}
+
+/// What kube gives an Indexed Job's pod: its index as annotation, label and environment
+/// variable, and the hostname `<job>-<index>`.
+fn label_with_index(pod: &mut Pod, job: &str, index: i32) {
+    let value = index.to_string();
+    let metadata = &mut pod.metadata;
+    metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(COMPLETION_INDEX.into(), value.clone());
+    metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(COMPLETION_INDEX.into(), value);
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    spec.hostname = Some(format!("{job}-{index}"));
+    let variable = EnvVar {
+        name: "JOB_COMPLETION_INDEX".into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                api_version: Some("v1".into()),
+                field_path: format!("metadata.annotations['{COMPLETION_INDEX}']"),
+            }),
+            ..EnvVarSource::default()
+        }),
+    };
+    for container in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        container
+            .env
+            .get_or_insert_with(Vec::new)
+            .push(variable.clone());
+    }
 }
 
 /// Delete `count` of the Job's active pods: those not ready first, then the newest.
@@ -442,5 +568,18 @@ async fn delete_pods(
 async fn publish(ctx: &Context<JobData>, job: &Job, kind: EventType, reason: &str, message: &str) {
     if let Err(e) = ctx.data().events.publish(job, kind, reason, message).await {
         tracing::debug!(job = %job.name_any(), error = %e, "could not record an event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completed_indexes_are_written_as_runs() {
+        let indexes = |list: &[i32]| list.iter().copied().collect::<BTreeSet<i32>>();
+        assert_eq!(compress_indexes(&indexes(&[])), "");
+        assert_eq!(compress_indexes(&indexes(&[3])), "3");
+        assert_eq!(compress_indexes(&indexes(&[0, 1, 2, 4, 6, 7])), "0-2,4,6-7");
     }
 }

@@ -10,7 +10,7 @@ use common::*;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
-use steady_cluster::job::{CONTROLLER_UID_LABEL, JOB_NAME_LABEL};
+use steady_cluster::job::{COMPLETION_INDEX, CONTROLLER_UID_LABEL, JOB_NAME_LABEL};
 use steady_test_support::{create_json, eventually};
 
 async fn job_cluster() -> Cluster {
@@ -241,5 +241,35 @@ async fn a_suspended_job_runs_nothing_until_resumed() {
             .is_some()
     );
     assert_eq!(done.status.and_then(|s| s.succeeded), Some(2));
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_indexed_job_runs_one_pod_per_index() {
+    let cluster = job_cluster().await;
+    let mut indexed = job("indexed", 3, 2, None);
+    indexed["spec"]["completionMode"] = json!("Indexed");
+    create_json::<Job>(&cluster.api(), indexed).await;
+    let done = wait_for_condition(&cluster, "indexed", "Complete").await;
+    let status = done.status.expect("status");
+    assert_eq!(status.succeeded, Some(3));
+    assert_eq!(status.completed_indexes.as_deref(), Some("0-2"));
+
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=indexed")).await;
+    let mut indexes: Vec<String> = Vec::new();
+    for pod in &pods {
+        let index = pod.metadata.annotations.clone().unwrap_or_default()[COMPLETION_INDEX].clone();
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels[COMPLETION_INDEX], index);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        assert!(name.starts_with(&format!("indexed-{index}-")), "{name}");
+        let spec = pod.spec.clone().expect("spec");
+        assert_eq!(spec.hostname, Some(format!("indexed-{index}")));
+        let env = spec.containers[0].env.clone().unwrap_or_default();
+        assert!(env.iter().any(|e| e.name == "JOB_COMPLETION_INDEX"));
+        indexes.push(index);
+    }
+    indexes.sort();
+    assert_eq!(indexes, ["0", "1", "2"]);
     cluster.stop().await;
 }
