@@ -160,3 +160,42 @@ async fn a_node_selector_picks_the_nodes_and_a_relabel_moves_the_pod_off() {
     .await;
     cluster.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_template_change_replaces_the_pod() {
+    let cluster = daemon_cluster().await;
+    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
+    let before = wait_for(&cluster, "agent", "ready", |s| {
+        s.status.as_ref().is_some_and(|s| s.number_ready == 1)
+    })
+    .await;
+    let old_pod = cluster.pods("app=agent").await.remove(0);
+
+    let update = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "fluent-bit"}]}}}});
+    merge_patch(&cluster.api::<DaemonSet>(), "agent", update)
+        .await
+        .expect("update");
+    let generation = before.metadata.generation.unwrap_or(0) + 1;
+    let after = wait_for(&cluster, "agent", "updated and ready", |s| {
+        s.status.as_ref().is_some_and(|st| {
+            st.observed_generation == Some(generation)
+                && st.updated_number_scheduled == Some(1)
+                && st.number_ready == 1
+        })
+    })
+    .await;
+    assert_eq!(after.status.and_then(|s| s.number_available), Some(1));
+    let pods: Vec<Pod> = cluster
+        .pods("app=agent")
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    assert_eq!(pods.len(), 1);
+    assert_ne!(pods[0].metadata.uid, old_pod.metadata.uid);
+    let image = pods[0].spec.as_ref().map(|s| s.containers[0].image.clone());
+    assert_eq!(image, Some(Some("fluent-bit".to_string())));
+    let labels = pods[0].metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["pod-template-generation"], generation.to_string());
+    cluster.stop().await;
+}

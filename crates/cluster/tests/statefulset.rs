@@ -420,3 +420,28 @@ async fn claims_follow_the_retention_policy() {
     .await;
     cluster.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_pod_is_recreated_under_its_name() {
+    let cluster = set_cluster().await;
+    let mut set = web(1, "OrderedReady");
+    set["spec"]["template"]["metadata"]["annotations"] = json!({"steady.dev/simulate": "fail"});
+    create_json::<StatefulSet>(&cluster.api(), set).await;
+    let pods = cluster.api::<Pod>();
+    // The failed pod is replaced at once, so watch for a new uid under the same name.
+    let first = eventually("web-0 created", LIMIT, || {
+        let pods = pods.clone();
+        async move { pods.get("web-0").await.ok().map(|pod| pod.metadata.uid) }
+    })
+    .await;
+    eventually("web-0 recreated", LIMIT, || {
+        let pods = pods.clone();
+        let first = first.clone();
+        async move {
+            let pod = pods.get("web-0").await.ok()?;
+            (pod.metadata.uid != first).then_some(())
+        }
+    })
+    .await;
+    cluster.stop().await;
+}
