@@ -217,8 +217,33 @@ enum Outcome {
     Running,
     /// Enough pods succeeded.
     Succeeded,
+    /// It will not succeed.
+    Failed(Failure),
+}
+
+/// Why a Job failed, as kube's condition reason and message say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Failure {
     /// More pods failed than `backoffLimit` allows.
-    Failed,
+    BackoffLimitExceeded,
+    /// It ran longer than `activeDeadlineSeconds`.
+    DeadlineExceeded,
+}
+
+impl Failure {
+    fn reason(self) -> &'static str {
+        match self {
+            Failure::BackoffLimitExceeded => "BackoffLimitExceeded",
+            Failure::DeadlineExceeded => "DeadlineExceeded",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Failure::BackoffLimitExceeded => "Job has reached the specified backoff limit",
+            Failure::DeadlineExceeded => "Job was active longer than specified deadline",
+        }
+    }
 }
 
 impl Outcome {
@@ -232,11 +257,11 @@ impl Outcome {
                 "CompletionsReached",
                 "Reached expected number of succeeded pods",
             )),
-            Outcome::Failed => Some((
+            Outcome::Failed(failure) => Some((
                 "FailureTarget",
                 "Failed",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
+                failure.reason(),
+                failure.message(),
             )),
         }
     }
@@ -250,16 +275,51 @@ fn has_condition(status: &JobStatus, type_: &str) -> bool {
         .any(|c| c.type_ == type_ && c.status == "True")
 }
 
+/// The failure an interim or terminal condition already records.
+fn recorded_failure(status: &JobStatus) -> Option<Failure> {
+    let condition = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| (c.type_ == "FailureTarget" || c.type_ == "Failed") && c.status == "True")?;
+    Some(match condition.reason.as_deref() {
+        Some("DeadlineExceeded") => Failure::DeadlineExceeded,
+        _ => Failure::BackoffLimitExceeded,
+    })
+}
+
+/// How long the Job may still run under `activeDeadlineSeconds` (counted from
+/// `startTime`, stopped while suspended); None without a deadline.
+fn time_left(
+    spec: &JobSpec,
+    status: &JobStatus,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<Duration> {
+    if spec.suspend == Some(true) {
+        return None;
+    }
+    let deadline = spec.active_deadline_seconds?;
+    let started = status.start_time.as_ref()?.0.as_millisecond();
+    let ends = started.saturating_add(deadline.saturating_mul(1000));
+    let left = ends.saturating_sub(now.timestamp_millis());
+    Some(Duration::from_millis(u64::try_from(left).unwrap_or(0)))
+}
+
 /// The outcome once decided stays decided (an interim condition is never taken back).
-fn outcome(spec: &JobSpec, status: &JobStatus, counts: &Counts) -> Outcome {
-    if has_condition(status, "FailureTarget") || has_condition(status, "Failed") {
-        return Outcome::Failed;
+fn outcome(
+    spec: &JobSpec,
+    status: &JobStatus,
+    counts: &Counts,
+    time_left: Option<Duration>,
+) -> Outcome {
+    if let Some(failure) = recorded_failure(status) {
+        return Outcome::Failed(failure);
     }
     if has_condition(status, "SuccessCriteriaMet") || has_condition(status, "Complete") {
         return Outcome::Succeeded;
     }
     if counts.failed > spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT) {
-        return Outcome::Failed;
+        return Outcome::Failed(Failure::BackoffLimitExceeded);
     }
     let succeeded = match spec.completions {
         Some(completions) => counts.succeeded >= completions,
@@ -268,6 +328,8 @@ fn outcome(spec: &JobSpec, status: &JobStatus, counts: &Counts) -> Outcome {
     };
     if succeeded {
         Outcome::Succeeded
+    } else if time_left.is_some_and(|left| left.is_zero()) {
+        Outcome::Failed(Failure::DeadlineExceeded)
     } else {
         Outcome::Running
     }
@@ -303,14 +365,17 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
     let owned = data.pods.owned_by(&uid);
     let counts = Counts::of(&spec, &owned);
     let mut status = job.status.clone().unwrap_or_default();
-    let outcome = outcome(&spec, &status, &counts);
-    let now = to_time(chrono::Utc::now());
+    let clock = chrono::Utc::now();
+    let left = time_left(&spec, &status, clock);
+    let outcome = outcome(&spec, &status, &counts, left);
+    let now = to_time(clock);
     if outcome == Outcome::Running
         && let Some((reason, message)) = track_suspension(&mut status, &spec, &now)
     {
         publish(&ctx, &job, EventType::Normal, reason, message).await;
     }
-    let mut requeue = None;
+    // Back when the deadline passes, if nothing else brings it back first.
+    let mut requeue = left.filter(|_| outcome == Outcome::Running);
     match outcome.conditions() {
         None => {
             let want = wanted_active(&spec, &counts);
@@ -319,7 +384,7 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
                 if delay.is_zero() {
                     create_pods(&ctx, &job, &counts, want - counts.active).await?;
                 } else {
-                    requeue = Some(delay);
+                    requeue = Some(requeue.map_or(delay, |r| r.min(delay)));
                 }
             } else if counts.active > want {
                 let excess = usize::try_from(counts.active - want).unwrap_or(0);

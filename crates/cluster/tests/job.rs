@@ -273,3 +273,26 @@ async fn an_indexed_job_runs_one_pod_per_index() {
     assert_eq!(indexes, ["0", "1", "2"]);
     cluster.stop().await;
 }
+
+/// On the real clock: the deadline is counted from `startTime`, a wall-clock timestamp.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_past_its_active_deadline_fails() {
+    let cluster = job_cluster().await;
+    // Fifty completions one at a time take far longer than the one-second deadline.
+    let mut slow = job("slow", 50, 1, None);
+    slow["spec"]["activeDeadlineSeconds"] = json!(1);
+    create_json::<Job>(&cluster.api(), slow).await;
+    let failed = wait_for_condition(&cluster, "slow", "Failed").await;
+    for type_ in ["FailureTarget", "Failed"] {
+        let c = condition(&failed, type_).expect(type_);
+        assert_eq!(c.reason.as_deref(), Some("DeadlineExceeded"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("Job was active longer than specified deadline")
+        );
+    }
+    let status = failed.status.expect("status");
+    assert_eq!(status.active, None, "its running pod was deleted");
+    assert!(status.succeeded.unwrap_or(0) < 50);
+    cluster.stop().await;
+}
