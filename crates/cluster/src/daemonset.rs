@@ -17,12 +17,12 @@ use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
     PodSpec, Taint, Toleration,
 };
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use steady_runtime::events::{EventType, Recorder};
-use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
+use steady_runtime::{Action, Context, Controller, ObjectCache};
 
 use crate::Error;
 use crate::pods::{self, PodName};
@@ -328,21 +328,9 @@ async fn delete_pod(
     daemon: &Daemon<'_>,
     pod: &Pod,
 ) -> Result<(), Error> {
-    let params = DeleteParams {
-        preconditions: pod.uid().map(|uid| kube::api::Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match ctx
-        .api::<Pod>(&daemon.namespace)
-        .delete(&pod.name_any(), &params)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => return Ok(()),
-        Err(e) => return Err(e.into()),
+    let api = ctx.api::<Pod>(&daemon.namespace);
+    if !pods::delete_exact(&api, pod).await? {
+        return Ok(());
     }
     let message = format!("Deleted pod: {}", pod.name_any());
     publish(ctx, daemon, EventType::Normal, "SuccessfulDelete", &message).await;
@@ -350,41 +338,19 @@ async fn delete_pod(
 }
 
 async fn ensure_revision(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<(), Error> {
-    let key = ObjectKey::new(Some(&daemon.namespace), &daemon.update_revision);
     let Some(template) = daemon.template() else {
         return Ok(());
     };
-    if ctx.data().revisions.get(&key).is_some() {
-        return Ok(());
-    }
-    let uid = daemon.object.uid().unwrap_or_default();
-    let number = ctx
-        .data()
-        .revisions
-        .owned_by(&uid)
-        .iter()
-        .map(|r| r.revision)
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let labels = template.metadata.as_ref().and_then(|m| m.labels.clone());
-    let revision = revision::controller_revision(
+    let revisions = &ctx.data().revisions;
+    revision::ensure(
+        ctx,
+        revisions,
+        daemon.object,
         &daemon.update_revision,
-        &daemon.namespace,
-        pods::controller_reference(daemon.object),
-        labels,
         template,
-        number,
-    );
-    match ctx
-        .api::<ControllerRevision>(&daemon.namespace)
-        .create(&PostParams::default(), &revision)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    )
+    .await?;
+    Ok(())
 }
 
 fn status_of(daemon: &Daemon) -> DaemonSetStatus {

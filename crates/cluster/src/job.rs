@@ -18,7 +18,7 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -610,18 +610,9 @@ async fn delete_pods(
     });
     let api = ctx.api::<Pod>(&pods::namespace_of(job));
     for pod in active.into_iter().take(count) {
-        let precondition = DeleteParams {
-            preconditions: pod.uid().map(|uid| kube::api::Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&pod.name_any(), &precondition).await {
-            Ok(_) => {}
+        if !pods::delete_exact(&api, pod).await? {
             // Someone else deleted it first.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(e) => return Err(e.into()),
+            continue;
         }
         let message = format!("Deleted pod: {}", pod.name_any());
         publish(ctx, job, EventType::Normal, "SuccessfulDelete", &message).await;

@@ -4,6 +4,8 @@
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
+use kube::api::{DeleteParams, Preconditions};
+use steady_runtime::CachingApi;
 
 /// The controller ownerReference kube-controller-manager puts on what `owner` creates
 /// (blocking the owner's foreground deletion).
@@ -104,4 +106,22 @@ pub enum PodName {
 /// A key's namespace and name, for the writes of a reconcile.
 pub fn namespace_of<K: Resource>(obj: &K) -> String {
     obj.meta().namespace.clone().unwrap_or_default()
+}
+
+/// Delete `pod` if it is still the same pod (a uid precondition: never its replacement
+/// under the same name). False when someone else deleted or replaced it first.
+pub async fn delete_exact(api: &CachingApi<Pod>, pod: &Pod) -> Result<bool, kube::Error> {
+    let params = DeleteParams {
+        preconditions: pod.metadata.uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    match api.delete(&name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
 }

@@ -8,10 +8,10 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kube::ResourceExt;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, PostParams};
+use kube::{Resource, ResourceExt};
 use serde_json::json;
-use steady_runtime::{Context, ObjectCache};
+use steady_runtime::{Context, ObjectCache, ObjectKey};
 
 /// The label naming the revision a pod was made from.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -113,4 +113,45 @@ pub async fn prune<T>(
         }
     }
     Ok(())
+}
+
+/// Create the ControllerRevision `name` holding `template`, owned by `owner` and numbered
+/// after its others, unless the cache already has it.
+pub async fn ensure<T, K: Resource<DynamicType = ()>>(
+    ctx: &Context<T>,
+    revisions: &ObjectCache<ControllerRevision>,
+    owner: &K,
+    name: &str,
+    template: &PodTemplateSpec,
+) -> Result<(), kube::Error> {
+    let namespace = owner.meta().namespace.clone().unwrap_or_default();
+    if revisions
+        .get(&ObjectKey::new(Some(&namespace), name))
+        .is_some()
+    {
+        return Ok(());
+    }
+    let owner_uid = owner.meta().uid.clone().unwrap_or_default();
+    let number = revisions
+        .owned_by(&owner_uid)
+        .iter()
+        .map(|r| r.revision)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let labels = template.metadata.as_ref().and_then(|m| m.labels.clone());
+    let revision = controller_revision(
+        name,
+        &namespace,
+        crate::pods::controller_reference(owner),
+        labels,
+        template,
+        number,
+    );
+    let api = ctx.api::<ControllerRevision>(&namespace);
+    match api.create(&PostParams::default(), &revision).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
 }

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{
     PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -430,21 +430,9 @@ async fn give_claims_to(
 }
 
 async fn delete_pod(ctx: &Context<SetData>, set: &Set<'_>, pod: &Pod) -> Result<(), Error> {
-    let params = DeleteParams {
-        preconditions: pod.uid().map(|uid| kube::api::Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match ctx
-        .api::<Pod>(&set.namespace)
-        .delete(&pod.name_any(), &params)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => return Ok(()),
-        Err(e) => return Err(e.into()),
+    let api = ctx.api::<Pod>(&set.namespace);
+    if !pods::delete_exact(&api, pod).await? {
+        return Ok(());
     }
     let message = format!(
         "delete Pod {} in StatefulSet {} successful",
@@ -457,43 +445,10 @@ async fn delete_pod(ctx: &Context<SetData>, set: &Set<'_>, pod: &Pod) -> Result<
 
 /// The ControllerRevision of the set's template, created once.
 async fn ensure_revision(ctx: &Context<SetData>, set: &Set<'_>) -> Result<(), Error> {
-    let key = ObjectKey::new(Some(&set.namespace), &set.update_revision);
-    if ctx.data().revisions.get(&key).is_some() {
-        return Ok(());
-    }
-    let uid = set.object.uid().unwrap_or_default();
-    let number = ctx
-        .data()
-        .revisions
-        .owned_by(&uid)
-        .iter()
-        .map(|r| r.revision)
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let labels = set
-        .spec
-        .template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.labels.clone());
-    let revision = revision::controller_revision(
-        &set.update_revision,
-        &set.namespace,
-        pods::controller_reference(set.object),
-        labels,
-        &set.spec.template,
-        number,
-    );
-    match ctx
-        .api::<ControllerRevision>(&set.namespace)
-        .create(&PostParams::default(), &revision)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    let revisions = &ctx.data().revisions;
+    let template = &set.spec.template;
+    revision::ensure(ctx, revisions, set.object, &set.update_revision, template).await?;
+    Ok(())
 }
 
 /// The status kube writes, from the pods as the cache has them after this reconcile.
