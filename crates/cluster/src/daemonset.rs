@@ -421,7 +421,7 @@ async fn write_status(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<
     Ok(())
 }
 
-/// Events are best effort: a failure is logged, never retried.
+/// Record an event about the object this reconcile is for.
 async fn publish(
     ctx: &Context<DaemonData>,
     daemon: &Daemon<'_>,
@@ -429,12 +429,5 @@ async fn publish(
     reason: &str,
     message: &str,
 ) {
-    if let Err(e) = ctx
-        .data()
-        .events
-        .publish(daemon.object, kind, reason, message)
-        .await
-    {
-        tracing::debug!(daemonset = %daemon.name, error = %e, "could not record an event");
-    }
+    crate::publish(&ctx.data().events, daemon.object, kind, reason, message).await;
 }

@@ -620,11 +620,9 @@ async fn delete_pods(
     Ok(())
 }
 
-/// Events are best effort: a failure is logged, never retried.
+/// Record an event about the object this reconcile is for.
 async fn publish(ctx: &Context<JobData>, job: &Job, kind: EventType, reason: &str, message: &str) {
-    if let Err(e) = ctx.data().events.publish(job, kind, reason, message).await {
-        tracing::debug!(job = %job.name_any(), error = %e, "could not record an event");
-    }
+    crate::publish(&ctx.data().events, job, kind, reason, message).await;
 }
 
 #[cfg(test)]

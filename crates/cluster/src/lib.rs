@@ -11,7 +11,8 @@
 
 use std::future::Future;
 
-use kube::Client;
+use kube::{Client, Resource};
+use steady_runtime::events::{EventType, Recorder};
 
 pub mod daemonset;
 pub mod job;
@@ -53,6 +54,20 @@ pub async fn run(
     }
     let _ = stop.send(true);
     controllers.await.map(|_| ())
+}
+
+/// Events are best effort: a failure is logged, never retried.
+async fn publish<K: Resource<DynamicType = ()>>(
+    events: &Recorder,
+    object: &K,
+    kind: EventType,
+    reason: &str,
+    message: &str,
+) {
+    if let Err(e) = events.publish(object, kind, reason, message).await {
+        let name = object.meta().name.as_deref().unwrap_or("");
+        tracing::debug!(kind = %K::kind(&()), %name, error = %e, "could not record an event");
+    }
 }
 
 /// The runtime settings every controller here shares, named after its controller.

@@ -501,7 +501,7 @@ async fn write_status(ctx: &Context<SetData>, set: &Set<'_>) -> Result<(), Error
     Ok(())
 }
 
-/// Events are best effort: a failure is logged, never retried.
+/// Record an event about the object this reconcile is for.
 async fn publish(
     ctx: &Context<SetData>,
     set: &Set<'_>,
@@ -509,12 +509,5 @@ async fn publish(
     reason: &str,
     message: &str,
 ) {
-    if let Err(e) = ctx
-        .data()
-        .events
-        .publish(set.object, kind, reason, message)
-        .await
-    {
-        tracing::debug!(set = %set.name, error = %e, "could not record an event");
-    }
+    crate::publish(&ctx.data().events, set.object, kind, reason, message).await;
 }
