@@ -115,6 +115,28 @@ async fn a_job_with_three_completions_runs_its_pods_to_complete() {
         );
     }
 
+    // What `kubectl describe job` shows.
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> = cluster.api();
+    let listed = events
+        .list(&kube::api::ListParams::default().fields("involvedObject.name=count"))
+        .await
+        .expect("events");
+    let mut reasons: Vec<String> = listed
+        .items
+        .iter()
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        [
+            "Completed",
+            "SuccessfulCreate",
+            "SuccessfulCreate",
+            "SuccessfulCreate"
+        ]
+    );
+
     // A finished Job is left alone.
     tokio::time::sleep(std::time::Duration::from_secs(30)).await;
     let later: Job = cluster.api::<Job>().get("count").await.expect("job");
