@@ -6,6 +6,8 @@
 //! decides the next step from its state. Annotations on a pod inject faults:
 //! `steady.dev/simulate: fail` (the container exits 1: phase Failed), `never-ready`
 //! (Running, never Ready), `ignore-sigterm` (deletion waits the whole grace period).
+//! A pod a Job owns runs to completion (phase Succeeded, exit 0) after
+//! `job_pod_run_time`, as kwok's default stages complete Job pods.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -32,6 +34,20 @@ fn simulated_behaviour(pod: &Value) -> &str {
         .unwrap_or("")
 }
 
+/// Whether a Job controls `pod` (its containers run to completion).
+fn owned_by_job(pod: &Value) -> bool {
+    meta::metadata(pod)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .is_some_and(|owners| {
+            owners.iter().any(|o| {
+                o["kind"] == "Job"
+                    && o["apiVersion"] == "batch/v1"
+                    && o["controller"] == json!(true)
+            })
+        })
+}
+
 /// How the simulated node behaves.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -40,6 +56,8 @@ pub struct NodeConfig {
     pub pod_start_delay: Duration,
     /// From a graceful delete to the node confirming it (capped by the grace period).
     pub pod_stop_delay: Duration,
+    /// From Running to Succeeded, for pods a Job owns (their containers exit 0).
+    pub job_pod_run_time: Duration,
 }
 
 impl Default for NodeConfig {
@@ -48,6 +66,7 @@ impl Default for NodeConfig {
             name: "steady-node".into(),
             pod_start_delay: Duration::from_millis(200),
             pod_stop_delay: Duration::from_millis(100),
+            job_pod_run_time: Duration::from_millis(300),
         }
     }
 }
@@ -61,6 +80,8 @@ pub(crate) struct NodeSimulator {
     bound_at: BTreeMap<String, Instant>,
     /// When the node began stopping each deleted pod (its Killing event was recorded then).
     stopping_since: BTreeMap<String, Instant>,
+    /// When the node first saw each running pod that will run to completion.
+    running_since: BTreeMap<String, Instant>,
     timers: BTreeMap<(Instant, u64), String>,
     timer_seq: u64,
     next_ip: u32,
@@ -73,6 +94,7 @@ impl NodeSimulator {
             config,
             bound_at: BTreeMap::new(),
             stopping_since: BTreeMap::new(),
+            running_since: BTreeMap::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
             next_ip: 0,
@@ -130,6 +152,7 @@ impl NodeSimulator {
     fn forget(&mut self, key: &str) {
         self.bound_at.remove(key);
         self.stopping_since.remove(key);
+        self.running_since.remove(key);
     }
 
     async fn fire_due_timers(&mut self) {
@@ -181,7 +204,13 @@ impl NodeSimulator {
         if node.is_empty() {
             return self.bind(pod).await;
         }
-        if node != self.config.name || phase != "Pending" {
+        if node != self.config.name {
+            return Ok(());
+        }
+        if phase == "Running" && owned_by_job(pod) {
+            return self.complete_after_run(key, pod).await;
+        }
+        if phase != "Pending" {
             return Ok(());
         }
         let now = Instant::now();
@@ -322,6 +351,62 @@ impl NodeSimulator {
                 name,
                 Some("status"),
                 started,
+                &WriteOptions::default(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// A Job's pod: its containers exit 0 once it has run `job_pod_run_time`.
+    async fn complete_after_run(&mut self, key: &str, pod: &Value) -> ApiResult<()> {
+        let now = Instant::now();
+        let since = *self.running_since.entry(key.to_string()).or_insert(now);
+        let due = since + self.config.job_pod_run_time;
+        if now < due {
+            self.schedule(due, key);
+            return Ok(());
+        }
+        self.running_since.remove(key);
+        let Some(rt) = self.server.registry().builtin("", "pods") else {
+            return Ok(());
+        };
+        let finished_at = self.server.timestamp();
+        let mut completed = pod.clone();
+        completed["status"]["phase"] = json!("Succeeded");
+        if let Some(statuses) = completed
+            .pointer_mut("/status/containerStatuses")
+            .and_then(Value::as_array_mut)
+        {
+            for status in statuses {
+                let started_at = status.pointer("/state/running/startedAt").cloned();
+                status["ready"] = json!(false);
+                status["started"] = json!(false);
+                status["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started_at, "finishedAt": finished_at, "containerID": status["containerID"]}});
+            }
+        }
+        if let Some(conditions) = completed
+            .pointer_mut("/status/conditions")
+            .and_then(Value::as_array_mut)
+        {
+            for condition in conditions {
+                if matches!(
+                    condition["type"].as_str(),
+                    Some("Ready" | "ContainersReady")
+                ) {
+                    condition["status"] = json!("False");
+                    condition["reason"] = json!("PodCompleted");
+                    condition["lastTransitionTime"] = json!(finished_at);
+                }
+            }
+        }
+        let (ns, name) = (meta::namespace(pod), meta::name(pod).unwrap_or(""));
+        self.server
+            .update(
+                &rt,
+                ns,
+                name,
+                Some("status"),
+                completed,
                 &WriteOptions::default(),
             )
             .await?;

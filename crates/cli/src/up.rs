@@ -63,7 +63,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     )?;
     out.flush()?;
     drop(out);
-    // kube-controller-manager's part: the workload controllers (Deployments, ReplicaSets, …).
+    // kube-controller-manager's part: the workload controllers (Deployments, ReplicaSets,
+    // Jobs, StatefulSets, DaemonSets: steady_cluster::CONTROLLERS).
     let cluster = tokio::spawn(steady_cluster::run(client.clone(), shutdown.clone().wait()));
     let operator = tokio::spawn(supervise(
         client,

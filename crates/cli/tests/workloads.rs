@@ -212,3 +212,24 @@ async fn kubectl_creates_rolls_undoes_and_deletes_a_deployment_on_steady_up() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_waits_for_a_job_to_complete_on_steady_up() {
+    let cluster = Cluster::up().await;
+    cluster
+        .kubectl(&["create", "job", "once", "--image=busybox"])
+        .await;
+    let waited = cluster
+        .kubectl(&[
+            "wait",
+            "--for=condition=complete",
+            "job/once",
+            "--timeout=50s",
+        ])
+        .await;
+    assert!(waited.contains("condition met"), "{waited}");
+    let succeeded = cluster
+        .kubectl(&["get", "job", "once", "-o", "jsonpath={.status.succeeded}"])
+        .await;
+    assert_eq!(succeeded, "1");
+}

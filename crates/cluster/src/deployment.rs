@@ -32,9 +32,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use serde_json::{Value, json};
+use serde_json::json;
+use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, Identity, TEMPLATE_HASH_LABEL};
@@ -56,6 +57,18 @@ const NOT_COPIED: &[&str] = &[
     DESIRED_REPLICAS_ANNOTATION,
     MAX_REPLICAS_ANNOTATION,
     "deprecated.deployment.rollback.to",
+];
+
+/// The component its events name, as kube-controller-manager's.
+const MANAGER: &str = "deployment-controller";
+
+/// The status counts kube omits when zero.
+const OMITTED_COUNTS: &[&str] = &[
+    "replicas",
+    "updatedReplicas",
+    "readyReplicas",
+    "availableReplicas",
+    "unavailableReplicas",
 ];
 
 /// Start the Deployment controller (an entry of [`crate::CONTROLLERS`]).
@@ -530,7 +543,7 @@ impl Rollout<'_> {
                 name: Some(name.clone()),
                 namespace: Some(self.id.namespace.clone()),
                 labels: Some(labels),
-                owner_references: Some(vec![pod_template::controller_ref::<Deployment>(&self.id)]),
+                owner_references: Some(vec![pod_template::controller_ref(self.deployment)]),
                 ..ObjectMeta::default()
             },
             spec: Some(ReplicaSetSpec {
@@ -643,13 +656,8 @@ impl Rollout<'_> {
     /// A `ScalingReplicaSet` event on the Deployment, as kube's deployment controller
     /// records for every scale.
     fn record(&self, message: String) {
-        pod_template::record_event(
-            self.ctx.client(),
-            "deployment-controller",
-            self.owner.clone(),
-            "ScalingReplicaSet",
-            message,
-        );
+        let events = Recorder::new(self.ctx.client(), MANAGER, MANAGER);
+        crate::publish_in_background(events, self.owner.clone(), "ScalingReplicaSet", message);
     }
 
     /// Once the rollout is complete, delete the oldest scaled-down ReplicaSets beyond
@@ -680,23 +688,9 @@ impl Rollout<'_> {
             return Ok(());
         }
         cleanable.sort_by_key(|rs| revision(rs));
-        let doomed: Vec<(String, Option<String>)> = cleanable[..cleanable.len() - limit]
-            .iter()
-            .map(|rs| (name_of(rs), rs.metadata.uid.clone()))
-            .collect();
-        for (name, uid) in doomed {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid,
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match self.api().delete(&name, &params).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-                Err(error) => return Err(error.into()),
-            }
+        let api = self.api();
+        for doomed in &cleanable[..cleanable.len() - limit] {
+            pod_template::delete_exact(&api, *doomed).await?;
         }
         Ok(())
     }
@@ -704,30 +698,9 @@ impl Rollout<'_> {
     /// Write the status the ReplicaSets give the Deployment, if it changed; returns it.
     async fn sync_status(&self) -> Result<DeploymentStatus, Error> {
         let status = self.status();
-        if self.deployment.status.as_ref() == Some(&status) {
-            return Ok(status);
-        }
-        let mut body = serde_json::to_value(&status).unwrap_or_else(|_| json!({}));
-        // Counts that are now zero are omitted, so the merge patch must remove them.
-        for field in [
-            "replicas",
-            "updatedReplicas",
-            "readyReplicas",
-            "availableReplicas",
-            "unavailableReplicas",
-        ] {
-            if body.get(field).is_none() {
-                body[field] = Value::Null;
-            }
-        }
-        self.ctx
-            .api::<Deployment>(&self.id.namespace)
-            .patch_status(
-                &self.id.name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": body})),
-            )
-            .await?;
+        let api = self.ctx.api::<Deployment>(&self.id.namespace);
+        let current = self.deployment.status.as_ref();
+        crate::write_status(&api, &self.id.name, current, &status, OMITTED_COUNTS).await?;
         Ok(status)
     }
 

@@ -1,16 +1,18 @@
 //! What the workload controllers share about pods and their templates: controller
-//! ownerReferences, a pod's lifecycle as a controller counts it (active, ready,
-//! available), and the `pod-template-hash` that names a template.
+//! ownerReferences, a pod made from a template for its owner, a pod's lifecycle as a
+//! controller counts it (active, finished, ready, available), its uid-preconditioned
+//! deletion, and the hash that names a template.
 //!
 //! Must not know any one workload kind's rules: those live in the controller's module.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
+use kube::api::{DeleteParams, Preconditions};
+use steady_runtime::CachingApi;
 
 use crate::Error;
 
@@ -41,43 +43,86 @@ impl Identity {
     }
 }
 
-/// The ownerReference a controller of kind `K` puts on what it creates: `controller:
-/// true` (it alone manages the child) and `blockOwnerDeletion` (a foreground deletion of
-/// the owner waits for the child).
-pub fn controller_ref<K: Resource<DynamicType = ()>>(owner: &Identity) -> OwnerReference {
+/// The ownerReference a controller puts on what `owner` (of kind `K`) creates:
+/// `controller: true` (it alone manages the child) and `blockOwnerDeletion` (a foreground
+/// deletion of the owner waits for the child).
+pub fn controller_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
+    let meta = owner.meta();
     OwnerReference {
         api_version: K::api_version(&()).into_owned(),
         kind: K::kind(&()).into_owned(),
-        name: owner.name.clone(),
-        uid: owner.uid.clone(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
         controller: Some(true),
         block_owner_deletion: Some(true),
     }
 }
 
-/// Record a Normal event about `obj` as `component` (kube's controller names, e.g.
-/// `deployment-controller`) in the background, as client-go's event broadcaster does: a
-/// reconcile never waits for its events, and a failure is only logged.
-pub fn record_event<K>(
-    client: kube::Client,
-    component: &str,
-    obj: Arc<K>,
-    reason: &str,
-    message: String,
-) where
-    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+/// How a new pod is named.
+pub enum PodName {
+    /// Exactly this (a StatefulSet's ordinal names).
+    Exact(String),
+    /// `generateName`: the server appends a random suffix.
+    Prefix(String),
+}
+
+/// A pod of `template` controlled by `owner` (its metadata and spec, no status).
+pub fn pod_from_template(
+    template: &PodTemplateSpec,
+    owner: OwnerReference,
+    namespace: &str,
+    name: PodName,
+) -> Pod {
+    let template_meta = template.metadata.clone().unwrap_or_default();
+    let (name, generate_name) = match name {
+        PodName::Exact(name) => (Some(name), None),
+        PodName::Prefix(prefix) => (None, Some(prefix)),
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name,
+            generate_name,
+            namespace: Some(namespace.to_string()),
+            labels: template_meta.labels,
+            annotations: template_meta.annotations,
+            finalizers: template_meta.finalizers,
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    }
+}
+
+/// The object's namespace (empty for a cluster-scoped one).
+pub fn namespace_of<K: Resource>(obj: &K) -> String {
+    obj.meta().namespace.clone().unwrap_or_default()
+}
+
+/// Delete `obj` if it is still the same object (a uid precondition: never its
+/// replacement under the same name). False when someone else deleted or replaced it first.
+pub async fn delete_exact<K>(api: &CachingApi<K>, obj: &K) -> Result<bool, kube::Error>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
 {
-    let recorder = steady_runtime::events::Recorder::new(client, component, component);
-    let reason = reason.to_string();
-    tokio::spawn(async move {
-        let normal = steady_runtime::events::EventType::Normal;
-        if let Err(error) = recorder
-            .publish(obj.as_ref(), normal, &reason, &message)
-            .await
-        {
-            tracing::debug!(%error, reason, "could not record an event");
-        }
-    });
+    let meta = obj.meta();
+    let params = DeleteParams {
+        preconditions: meta.uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let name = meta.name.clone().unwrap_or_default();
+    match api.delete(&name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether `meta`'s controller ownerReference names `uid`.
@@ -90,7 +135,32 @@ pub fn is_controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
 
 /// A pod a controller counts as one of its replicas: not being deleted, not finished.
 pub fn is_active(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none() && !matches!(phase(pod), "Succeeded" | "Failed")
+    !is_terminating(pod) && !is_finished(pod)
+}
+
+/// Being deleted (it has a deletionTimestamp).
+pub fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// Its containers exited for good: phase Succeeded or Failed.
+pub fn is_finished(pod: &Pod) -> bool {
+    matches!(phase(pod), "Succeeded" | "Failed")
+}
+
+/// Phase Succeeded.
+pub fn succeeded(pod: &Pod) -> bool {
+    phase(pod) == "Succeeded"
+}
+
+/// Phase Failed.
+pub fn failed(pod: &Pod) -> bool {
+    phase(pod) == "Failed"
+}
+
+/// Phase Running.
+pub fn is_running(pod: &Pod) -> bool {
+    phase(pod) == "Running"
 }
 
 /// The pod's phase (`Pending` until a node reports one).

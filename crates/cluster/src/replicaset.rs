@@ -16,20 +16,22 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use serde_json::{Value, json};
+use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
 
-use crate::pod_template::{self, Availability, Identity};
+use crate::pod_template::{self, Availability, Identity, PodName};
 use crate::{Error, Shutdown};
 
 /// At most this many pods are created or deleted by one reconcile (kube's `burstReplicas`);
 /// the next reconcile continues.
 const BURST: usize = 500;
+/// The component its events name, as kube-controller-manager's.
+const MANAGER: &str = "replicaset-controller";
 
 /// Start the ReplicaSet controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(
@@ -96,7 +98,7 @@ async fn claim(
     ctx: &Context<ObjectCache<Pod>>,
 ) -> Result<(), Error> {
     let api = ctx.api::<Pod>(&id.namespace);
-    let ours = pod_template::controller_ref::<ReplicaSet>(id);
+    let ours = pod_template::controller_ref(rs);
     for pod in ctx.data().list() {
         if pod.metadata.namespace.as_deref() != Some(id.namespace.as_str()) {
             continue;
@@ -169,9 +171,8 @@ pub async fn reconcile(
     };
     let now = Timestamp::now();
     let (status, next_available) = status(&rs, &active_pods(pods, &id.uid), now);
-    if rs.status.as_ref() != Some(&status) {
-        write_status(&id, &ctx, &status).await?;
-    }
+    let api = ctx.api::<ReplicaSet>(&id.namespace);
+    crate::write_status(&api, &id.name, rs.status.as_ref(), &status, OMITTED_COUNTS).await?;
     scaled?;
     Ok(match next_available {
         Some(after) => Action::requeue_after(after),
@@ -221,7 +222,7 @@ async fn create_pods(
     Ok(())
 }
 
-/// A pod of the ReplicaSet: the template's metadata and spec, a generated name
+/// A pod of the ReplicaSet: its template's metadata and spec, a generated name
 /// `<replicaset>-xxxxx`, controlled by the ReplicaSet.
 fn pod_from_template(rs: &ReplicaSet, id: &Identity) -> Pod {
     let template = rs
@@ -229,20 +230,9 @@ fn pod_from_template(rs: &ReplicaSet, id: &Identity) -> Pod {
         .as_ref()
         .and_then(|s| s.template.clone())
         .unwrap_or_default();
-    let template_meta = template.metadata.unwrap_or_default();
-    Pod {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}-", id.name)),
-            namespace: Some(id.namespace.clone()),
-            labels: template_meta.labels,
-            annotations: template_meta.annotations,
-            finalizers: template_meta.finalizers,
-            owner_references: Some(vec![pod_template::controller_ref::<ReplicaSet>(id)]),
-            ..ObjectMeta::default()
-        },
-        spec: template.spec,
-        status: None,
-    }
+    let owner = pod_template::controller_ref(rs);
+    let name = PodName::Prefix(format!("{}-", id.name));
+    pod_template::pod_from_template(&template, owner, &id.namespace, name)
 }
 
 /// The `active.len() - wanted` pods to delete, the least useful first (kube's ranking,
@@ -279,43 +269,24 @@ async fn delete_pods(
     pods: Vec<Arc<Pod>>,
 ) -> Result<(), Error> {
     let api = &ctx.api::<Pod>(&id.namespace);
-    let deletes = pods.iter().filter_map(|pod| {
-        let name = pod.metadata.name.clone()?;
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: pod.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        Some(async move { api.delete(&name, &params).await })
-    });
-    let names = pods.iter().filter_map(|pod| pod.metadata.name.clone());
-    for (result, name) in futures::future::join_all(deletes)
+    let deletes = pods.iter().map(|pod| pod_template::delete_exact(api, pod));
+    for (deleted, pod) in futures::future::join_all(deletes)
         .await
         .into_iter()
-        .zip(names)
+        .zip(&pods)
     {
-        match result {
-            Ok(_) => {
-                record(ctx, rs, "SuccessfulDelete", format!("Deleted pod: {name}"));
-            }
-            // Already gone (or replaced): what we wanted.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(error) => return Err(error.into()),
+        // Not deleted: already gone (or replaced), which is what we wanted.
+        if deleted? {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            record(ctx, rs, "SuccessfulDelete", format!("Deleted pod: {name}"));
         }
     }
     Ok(())
 }
 
 fn record(ctx: &Context<ObjectCache<Pod>>, rs: &Arc<ReplicaSet>, reason: &str, message: String) {
-    pod_template::record_event(
-        ctx.client(),
-        "replicaset-controller",
-        rs.clone(),
-        reason,
-        message,
-    );
+    let events = Recorder::new(ctx.client(), MANAGER, MANAGER);
+    crate::publish_in_background(events, rs.clone(), reason, message);
 }
 
 /// The status the ReplicaSet's pods give it at `now`, and when a pod that is Ready but not
@@ -376,21 +347,5 @@ pub(crate) fn nonzero(n: i32) -> Option<i32> {
     (n != 0).then_some(n)
 }
 
-/// Write `status` as a merge patch; counts it leaves out (zero) are removed with `null`.
-async fn write_status(
-    id: &Identity,
-    ctx: &Context<ObjectCache<Pod>>,
-    status: &ReplicaSetStatus,
-) -> Result<(), Error> {
-    let patch = json!({"status": {
-        "replicas": status.replicas,
-        "fullyLabeledReplicas": status.fully_labeled_replicas,
-        "readyReplicas": status.ready_replicas,
-        "availableReplicas": status.available_replicas,
-        "observedGeneration": status.observed_generation,
-    }});
-    ctx.api::<ReplicaSet>(&id.namespace)
-        .patch_status(&id.name, &PatchParams::default(), &Patch::Merge(patch))
-        .await?;
-    Ok(())
-}
+/// The status counts kube omits when zero.
+const OMITTED_COUNTS: &[&str] = &["fullyLabeledReplicas", "readyReplicas", "availableReplicas"];
