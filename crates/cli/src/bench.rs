@@ -25,6 +25,8 @@ pub enum BenchTarget {
     Server(ServerBenchArgs),
     /// The controller runtime: work-queue cost per key, event-to-reconcile latency.
     Runtime(RuntimeBenchArgs),
+    /// A Deployment of N replicas to every pod Running and Ready: time, writes, raw rate.
+    Workloads(crate::bench_workloads::WorkloadsBenchArgs),
     /// The Cache operator on steady's runtime vs the same reconciler on kube-runtime.
     Operators(crate::bench_operators::OperatorsBenchArgs),
     /// One operator under test, driven by `steady bench operators` (internal).
@@ -62,6 +64,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.target {
         BenchTarget::Server(args) => server(args).await,
         BenchTarget::Runtime(args) => crate::bench_runtime::run(args.quick).await,
+        BenchTarget::Workloads(args) => crate::bench_workloads::run(args).await,
         BenchTarget::Operators(args) => crate::bench_operators::run(args).await,
         BenchTarget::OperatorProcess(args) => {
             crate::bench_operators::serve_operator_process(args).await
@@ -69,15 +72,26 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 }
 
-struct Report {
+#[derive(Default)]
+pub(crate) struct Report {
     rows: Vec<(String, String)>,
 }
 
 impl Report {
-    fn add(&mut self, name: impl Into<String>, value: impl Into<String>) {
+    pub(crate) fn add(&mut self, name: impl Into<String>, value: impl Into<String>) {
         let (name, value) = (name.into(), value.into());
         println!("{name:<58} {value}");
         self.rows.push((name, value));
+    }
+
+    /// The rows again as a Markdown table (for docs/BENCHMARKS.md).
+    pub(crate) fn print_table(&self) {
+        println!();
+        println!("| measurement | result |");
+        println!("|---|---|");
+        for (name, value) in &self.rows {
+            println!("| {name} | {value} |");
+        }
     }
 }
 
@@ -98,7 +112,7 @@ async fn server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
     let https = https_client(&plane.kubeconfig).await?;
     let serving = tokio::spawn(plane.serve(std::future::pending()));
     let in_process = api.client();
-    let mut report = Report { rows: Vec::new() };
+    let mut report = Report::default();
     println!(
         "steady bench server: {} creates per client type, {} clients, durable SQLite store",
         args.creates, args.clients
@@ -139,12 +153,7 @@ async fn server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
 
     serving.abort();
     api.shutdown().await;
-    println!();
-    println!("| measurement | result |");
-    println!("|---|---|");
-    for (name, value) in &report.rows {
-        println!("| {name} | {value} |");
-    }
+    report.print_table();
     Ok(())
 }
 
@@ -154,7 +163,7 @@ async fn https_client(kubeconfig: &str) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+pub(crate) async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
@@ -171,7 +180,7 @@ fn config_map(name: String) -> anyhow::Result<ConfigMap> {
 }
 
 /// Creates per second with `clients` concurrent tasks.
-async fn create_rate(
+pub(crate) async fn create_rate(
     client: &Client,
     ns: &str,
     total: usize,

@@ -5,6 +5,7 @@
 mod bench;
 mod bench_operators;
 mod bench_runtime;
+mod bench_workloads;
 mod compare;
 mod demo;
 mod manifests;

@@ -1,6 +1,7 @@
-//! `steady up`: the embedded default — control plane, simulated node, the Cache CRD and the
-//! Cache operator in one process, state kept in the data directory — and the live web view
-//! of the operator (`/ui/` on the API's TLS listener, behind a one-time login link).
+//! `steady up`: the embedded default — control plane, simulated node, the workload
+//! controllers (steady-cluster), the Cache CRD and the Cache operator in one process, state
+//! kept in the data directory — and the live web view of the operator (`/ui/` on the API's
+//! TLS listener, behind a one-time login link).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -52,6 +53,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     )?;
     out.flush()?;
     drop(out);
+    // kube-controller-manager's part: the workload controllers (Deployments, ReplicaSets,
+    // Jobs, StatefulSets, DaemonSets: steady_cluster::CONTROLLERS).
+    let cluster = tokio::spawn(steady_cluster::run(client.clone(), shutdown.clone().wait()));
     let operator = operator
         .spawn(client, args.metrics_addr, shutdown.clone())
         .await?;
@@ -66,7 +70,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let operated = operator
         .await
         .map_err(|e| anyhow::anyhow!("the operator task failed: {e}"))?;
-    served.and(operated)
+    let clustered = cluster
+        .await
+        .map_err(|e| anyhow::anyhow!("the cluster controllers' task failed: {e}"))?
+        .map_err(anyhow::Error::from);
+    served.and(operated).and(clustered)
 }
 
 /// `steady operator --ui ADDR`: the Cache operator (under the view's switch) and its web

@@ -61,6 +61,22 @@ fn runtime_bench_quick_reports_every_measurement() {
     );
 }
 
+#[test]
+fn workloads_bench_quick_reports_every_measurement() {
+    let out = quick("workloads", &[]);
+    assert_measured(
+        &out,
+        &[
+            "raw writes/s",
+            "50 pods Running and Ready through the Deployment",
+            "writes during the rollout",
+            "writes per pod",
+            "rollout writes/s ÷ raw writes/s",
+            "  writes to core/pods",
+        ],
+    );
+}
+
 /// The cells of the operators table row with this scenario prefix and measurement.
 fn row<'a>(table: &'a str, scenario: &str, measurement: &str) -> Vec<&'a str> {
     table

@@ -1,0 +1,438 @@
+//! The DaemonSet controller: one pod per eligible Node, as kube-controller-manager 1.32
+//! runs them.
+//!
+//! A Node is eligible when its labels match the template's `nodeSelector` and the pod
+//! tolerates its `NoSchedule`/`NoExecute` taints. Each eligible Node without a pod gets
+//! one (its `nodeName` set: see below), pods that failed are replaced, extra pods and
+//! pods on Nodes no longer eligible (or gone) are deleted. A template change is rolled
+//! one pod at a time (`maxUnavailable` 1, the default), only while every other pod is
+//! available. Nodes are listed through the API, so every node the cluster has counts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::core::v1::{
+    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+    PodSpec, Taint, Toleration,
+};
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use steady_runtime::events::{EventType, Recorder};
+use steady_runtime::{Action, Context, Controller, ObjectCache};
+
+use crate::pod_template::{self, PodName};
+use crate::revision::{self, REVISION_LABEL};
+use crate::{Error, Shutdown};
+
+/// The label holding the DaemonSet generation a pod was made at.
+pub const GENERATION_LABEL: &str = "pod-template-generation";
+const MANAGER: &str = "daemonset-controller";
+
+/// Start the DaemonSet controller (an entry of [`crate::CONTROLLERS`]).
+pub fn start(
+    client: Client,
+    config: steady_runtime::Config,
+    shutdown: Shutdown,
+) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
+    let mut controller = Controller::new(Api::<DaemonSet>::all(client.clone()), config);
+    let sets = controller.primary_cache();
+    let daemon_pods = watcher::Config::default().labels(GENERATION_LABEL);
+    let data = DaemonData {
+        pods: controller.owns_with(Api::<Pod>::all(client.clone()), daemon_pods),
+        revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
+        // Any Node change may change where every DaemonSet runs.
+        nodes: controller.watches(Api::<Node>::all(client.clone()), move |_| sets.keys()),
+        events: Recorder::new(client, MANAGER, MANAGER),
+    };
+    controller.run(reconcile, Arc::new(data), shutdown).boxed()
+}
+
+/// Run the DaemonSet controller alone until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), steady_runtime::Error> {
+    crate::run_one(start, "daemonset", client, shutdown).await
+}
+
+struct DaemonData {
+    pods: ObjectCache<Pod>,
+    revisions: ObjectCache<ControllerRevision>,
+    nodes: ObjectCache<Node>,
+    events: Recorder,
+}
+
+/// Whether the pod's toleration covers the taint.
+fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    let effect_matches = toleration
+        .effect
+        .as_deref()
+        .is_none_or(|e| e.is_empty() || e == taint.effect);
+    let key_matches = match toleration.key.as_deref() {
+        None | Some("") => toleration.operator.as_deref() == Some("Exists"),
+        Some(key) => key == taint.key,
+    };
+    let value_matches = match toleration.operator.as_deref() {
+        Some("Exists") => true,
+        _ => toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+    };
+    effect_matches && key_matches && value_matches
+}
+
+/// Whether a pod of `spec` may run on `node`: the nodeSelector matches and every
+/// scheduling taint is tolerated.
+fn eligible(spec: &PodSpec, node: &Node) -> bool {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let selected = spec
+        .node_selector
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let tolerations = spec.tolerations.clone().unwrap_or_default();
+    let tolerated = taints
+        .iter()
+        .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+        .all(|taint| tolerations.iter().any(|t| tolerates(t, taint)));
+    selected && tolerated
+}
+
+/// The tolerations kube adds to every daemon pod, so node trouble does not evict it.
+fn daemon_tolerations() -> Vec<Toleration> {
+    [
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ]
+    .into_iter()
+    .map(|(key, effect)| Toleration {
+        key: Some(key.into()),
+        operator: Some("Exists".into()),
+        effect: Some(effect.into()),
+        ..Toleration::default()
+    })
+    .collect()
+}
+
+fn node_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or("")
+}
+
+/// What one reconcile knows about a DaemonSet.
+struct Daemon<'a> {
+    object: &'a DaemonSet,
+    name: String,
+    namespace: String,
+    update_revision: String,
+    /// Eligible node names.
+    nodes: Vec<String>,
+    /// The DaemonSet's pods by node (terminating ones included).
+    pods: BTreeMap<String, Vec<Arc<Pod>>>,
+}
+
+impl Daemon<'_> {
+    fn template(&self) -> Option<&k8s_openapi::api::core::v1::PodTemplateSpec> {
+        self.object.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Result<Action, Error> {
+    if object.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::done());
+    }
+    let Some(spec) = object.spec.clone() else {
+        return Ok(Action::done());
+    };
+    let pod_spec = spec.template.spec.clone().unwrap_or_default();
+    let name = object.name_any();
+    let mut daemon = Daemon {
+        object: &object,
+        namespace: pod_template::namespace_of(object.as_ref()),
+        update_revision: revision::revision_name(&name, &spec.template),
+        name,
+        nodes: ctx
+            .data()
+            .nodes
+            .list()
+            .iter()
+            .filter(|node| eligible(&pod_spec, node))
+            .map(|node| node.name_any())
+            .collect(),
+        pods: BTreeMap::new(),
+    };
+    ensure_revision(&ctx, &daemon).await?;
+    daemon.pods = pods_by_node(&ctx, &daemon);
+    for node in daemon.nodes.clone() {
+        place(&ctx, &daemon, &node).await?;
+    }
+    for (node, pods) in &daemon.pods {
+        if !daemon.nodes.contains(node) {
+            for pod in pods.iter().filter(|p| !pod_template::is_terminating(p)) {
+                delete_pod(&ctx, &daemon, pod).await?;
+            }
+        }
+    }
+    daemon.pods = pods_by_node(&ctx, &daemon);
+    roll(&ctx, &daemon).await?;
+    daemon.pods = pods_by_node(&ctx, &daemon);
+    let mut in_use: BTreeSet<String> = daemon
+        .pods
+        .values()
+        .flatten()
+        .filter_map(|pod| revision::of_pod(pod).map(str::to_string))
+        .collect();
+    in_use.insert(daemon.update_revision.clone());
+    let uid = object.uid().unwrap_or_default();
+    let revisions = &ctx.data().revisions;
+    revision::prune(
+        &ctx,
+        revisions,
+        &uid,
+        &daemon.namespace,
+        &in_use,
+        spec.revision_history_limit,
+    )
+    .await?;
+    write_status(&ctx, &daemon).await?;
+    Ok(Action::done())
+}
+
+fn pods_by_node(ctx: &Context<DaemonData>, daemon: &Daemon) -> BTreeMap<String, Vec<Arc<Pod>>> {
+    let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+    for pod in ctx
+        .data()
+        .pods
+        .owned_by(&daemon.object.uid().unwrap_or_default())
+    {
+        by_node
+            .entry(node_of(&pod).to_string())
+            .or_default()
+            .push(pod);
+    }
+    by_node
+}
+
+/// Exactly one live pod on `node`: create one, replace a failed one, delete extras.
+async fn place(ctx: &Context<DaemonData>, daemon: &Daemon<'_>, node: &str) -> Result<(), Error> {
+    let pods = daemon.pods.get(node).cloned().unwrap_or_default();
+    let mut live: Vec<&Arc<Pod>> = pods
+        .iter()
+        .filter(|p| !pod_template::is_terminating(p))
+        .collect();
+    for failed in live.iter().filter(|p| pod_template::is_finished(p)) {
+        delete_pod(ctx, daemon, failed).await?;
+    }
+    live.retain(|p| !pod_template::is_finished(p));
+    // The oldest stays.
+    live.sort_by_key(|p| p.metadata.creation_timestamp.clone());
+    for extra in live.iter().skip(1) {
+        delete_pod(ctx, daemon, extra).await?;
+    }
+    if live.is_empty() && pods.iter().all(|p| !pod_template::is_terminating(p)) {
+        create_pod(ctx, daemon, node).await?;
+    }
+    Ok(())
+}
+
+/// Replace one outdated pod once every other pod is available (`maxUnavailable` 1).
+async fn roll(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<(), Error> {
+    let strategy = daemon
+        .object
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.clone());
+    if strategy.and_then(|s| s.type_).as_deref() == Some("OnDelete") {
+        return Ok(());
+    }
+    let pods: Vec<&Arc<Pod>> = daemon
+        .nodes
+        .iter()
+        .filter_map(|node| daemon.pods.get(node))
+        .flatten()
+        .collect();
+    let all_available = pods.len() == daemon.nodes.len()
+        && pods
+            .iter()
+            .all(|p| pod_template::is_ready(p) && !pod_template::is_terminating(p));
+    if !all_available {
+        return Ok(());
+    }
+    let outdated = pods
+        .iter()
+        .find(|p| revision::of_pod(p) != Some(daemon.update_revision.as_str()));
+    if let Some(pod) = outdated {
+        delete_pod(ctx, daemon, pod).await?;
+    }
+    Ok(())
+}
+
+async fn create_pod(
+    ctx: &Context<DaemonData>,
+    daemon: &Daemon<'_>,
+    node: &str,
+) -> Result<(), Error> {
+    let Some(template) = daemon.template() else {
+        return Ok(());
+    };
+    let mut pod = pod_template::pod_from_template(
+        template,
+        pod_template::controller_ref(daemon.object),
+        &daemon.namespace,
+        PodName::Prefix(format!("{}-", daemon.name)),
+    );
+    let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
+    labels.insert(REVISION_LABEL.into(), daemon.update_revision.clone());
+    let generation = daemon.object.metadata.generation.unwrap_or(1);
+    labels.insert(GENERATION_LABEL.into(), generation.to_string());
+    let spec = pod.spec.get_or_insert_with(PodSpec::default);
+    // kube pins the pod with node affinity and lets the scheduler bind it; steady binds
+    // it here, so a simulated node only ever runs the pods meant for it.
+    spec.node_name = Some(node.to_string());
+    spec.affinity
+        .get_or_insert_with(Affinity::default)
+        .node_affinity = Some(NodeAffinity {
+        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_fields: Some(vec![NodeSelectorRequirement {
+                    key: "metadata.name".into(),
+                    operator: "In".into(),
+                    values: Some(vec![node.to_string()]),
+                }]),
+                match_expressions: None,
+            }],
+        }),
+        preferred_during_scheduling_ignored_during_execution: None,
+    });
+    let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
+    for toleration in daemon_tolerations() {
+        if !tolerations.contains(&toleration) {
+            tolerations.push(toleration);
+        }
+    }
+    let created = ctx
+        .api::<Pod>(&daemon.namespace)
+        .create(&PostParams::default(), &pod)
+        .await?;
+    let message = format!("Created pod: {}", created.name_any());
+    publish(ctx, daemon, EventType::Normal, "SuccessfulCreate", &message).await;
+    Ok(())
+}
+
+async fn delete_pod(
+    ctx: &Context<DaemonData>,
+    daemon: &Daemon<'_>,
+    pod: &Pod,
+) -> Result<(), Error> {
+    let api = ctx.api::<Pod>(&daemon.namespace);
+    if !pod_template::delete_exact(&api, pod).await? {
+        return Ok(());
+    }
+    let message = format!("Deleted pod: {}", pod.name_any());
+    publish(ctx, daemon, EventType::Normal, "SuccessfulDelete", &message).await;
+    Ok(())
+}
+
+async fn ensure_revision(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<(), Error> {
+    let Some(template) = daemon.template() else {
+        return Ok(());
+    };
+    let revisions = &ctx.data().revisions;
+    revision::ensure(
+        ctx,
+        revisions,
+        daemon.object,
+        &daemon.update_revision,
+        template,
+    )
+    .await?;
+    Ok(())
+}
+
+fn status_of(daemon: &Daemon) -> DaemonSetStatus {
+    let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    let scheduled: Vec<&Arc<Pod>> = daemon
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            daemon
+                .pods
+                .get(node)?
+                .iter()
+                .find(|p| !pod_template::is_terminating(p))
+        })
+        .collect();
+    let misscheduled = daemon
+        .pods
+        .iter()
+        .filter(|(node, pods)| {
+            !daemon.nodes.contains(node) && pods.iter().any(|p| !pod_template::is_terminating(p))
+        })
+        .count();
+    let ready = scheduled
+        .iter()
+        .filter(|p| pod_template::is_ready(p))
+        .count();
+    let updated = scheduled
+        .iter()
+        .filter(|p| revision::of_pod(p) == Some(daemon.update_revision.as_str()))
+        .count();
+    let desired = count(daemon.nodes.len());
+    let nonzero = |n: i32| (n != 0).then_some(n);
+    DaemonSetStatus {
+        observed_generation: daemon.object.metadata.generation,
+        desired_number_scheduled: desired,
+        current_number_scheduled: count(scheduled.len()),
+        number_misscheduled: count(misscheduled),
+        number_ready: count(ready),
+        number_available: nonzero(count(ready)),
+        number_unavailable: nonzero(desired - count(ready)),
+        updated_number_scheduled: nonzero(count(updated)),
+        collision_count: None,
+        conditions: daemon
+            .object
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone()),
+    }
+}
+
+async fn write_status(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<(), Error> {
+    let status = status_of(daemon);
+    let api = ctx.api::<DaemonSet>(&daemon.namespace);
+    // Counts that dropped to zero are omitted by kube: remove them.
+    let omitted = [
+        "numberAvailable",
+        "numberUnavailable",
+        "updatedNumberScheduled",
+    ];
+    let current = daemon.object.status.as_ref();
+    crate::write_status(&api, &daemon.name, current, &status, &omitted).await?;
+    Ok(())
+}
+
+/// Record an event about the object this reconcile is for.
+async fn publish(
+    ctx: &Context<DaemonData>,
+    daemon: &Daemon<'_>,
+    kind: EventType,
+    reason: &str,
+    message: &str,
+) {
+    crate::publish(&ctx.data().events, daemon.object, kind, reason, message).await;
+}

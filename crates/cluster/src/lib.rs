@@ -1,0 +1,198 @@
+//! The simulated cluster's controllers: what kube-controller-manager runs so that
+//! workloads come alive (Deployment → ReplicaSet → Pods, Job, StatefulSet, DaemonSet),
+//! each a controller on steady's own runtime, each writing the status fields and
+//! conditions kube-controller-manager 1.32 writes, so `kubectl get/wait/rollout` read them
+//! as on a real cluster.
+//!
+//! Owns: the workload controllers' decisions (which children to create, scale or delete,
+//! and their status and conditions), one module per controller, what they share about
+//! pods and templates (`pod_template`), ControllerRevisions (`revision`), events and
+//! status writes (here), and [`run`], which runs them all.
+//! Must not know: the API server's internals or the store. Like kube-controller-manager it
+//! talks to the API only through `kube::Client`, so it runs unchanged against steady's
+//! embedded server or a real cluster. Pods are run by whatever node serves the API (steady's
+//! simulated node); this crate only creates and deletes them.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, FutureExt, Shared};
+use kube::api::{Patch, PatchParams};
+use kube::{Client, Resource};
+use serde::Serialize;
+use steady_runtime::CachingApi;
+use steady_runtime::events::{EventType, Recorder};
+
+pub mod daemonset;
+pub mod deployment;
+pub mod job;
+pub mod pod_template;
+pub mod replicaset;
+mod revision;
+pub mod statefulset;
+
+/// Why a reconcile failed (the runtime logs it and retries the key with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API refused or failed a request.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// The object lacks what a controller needs to act on it (a name, a uid, a namespace).
+    #[error("{0}")]
+    Incomplete(String),
+    /// A child's name is taken by an object the controller cannot use: it bumped the
+    /// collision count and tries another name on the next reconcile.
+    #[error("{0}")]
+    NameCollision(String),
+}
+
+/// A stop signal every controller can wait for.
+pub type Shutdown = Shared<BoxFuture<'static, ()>>;
+
+/// A controller's entry point: run until `Shutdown`, with the runtime settings given.
+pub type Start = fn(
+    Client,
+    steady_runtime::Config,
+    Shutdown,
+) -> BoxFuture<'static, Result<(), steady_runtime::Error>>;
+
+/// Every controller of the simulated cluster, by name (one line per module).
+pub const CONTROLLERS: &[(&str, Start)] = &[
+    ("deployment", deployment::start),
+    ("replicaset", replicaset::start),
+    ("job", job::start),
+    ("statefulset", statefulset::start),
+    ("daemonset", daemonset::start),
+];
+
+/// Why the cluster's controllers stopped other than by shutdown.
+#[derive(Debug, thiserror::Error)]
+#[error("the {controller} controller stopped: {source}")]
+pub struct Stopped {
+    /// The controller's name in [`CONTROLLERS`].
+    pub controller: &'static str,
+    /// Its runtime's reason.
+    pub source: steady_runtime::Error,
+}
+
+/// Run every controller in [`CONTROLLERS`] against `client` until `shutdown` completes,
+/// each with the runtime's default settings under its own name.
+pub async fn run(
+    client: Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Stopped> {
+    run_with(client, steady_runtime::Config::default(), shutdown).await
+}
+
+/// [`run`] with `config` as every controller's runtime settings (its name is replaced by
+/// the controller's): tests pin the seed and the concurrency.
+pub async fn run_with(
+    client: Client,
+    config: steady_runtime::Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Stopped> {
+    let shutdown = shutdown_signal(shutdown);
+    let running = CONTROLLERS.iter().map(|(name, start)| {
+        start(client.clone(), named(&config, name), shutdown.clone()).map(move |result| {
+            result.map_err(|source| Stopped {
+                controller: name,
+                source,
+            })
+        })
+    });
+    futures::future::try_join_all(running).await.map(drop)
+}
+
+/// Run the one controller `start` (with the runtime's default settings, named `name`)
+/// until `shutdown` completes: what a test of one controller runs.
+async fn run_one(
+    start: Start,
+    name: &str,
+    client: Client,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), steady_runtime::Error> {
+    let config = named(&steady_runtime::Config::default(), name);
+    start(client, config, shutdown_signal(shutdown)).await
+}
+
+fn shutdown_signal(shutdown: impl Future<Output = ()> + Send + 'static) -> Shutdown {
+    shutdown.boxed().shared()
+}
+
+fn named(config: &steady_runtime::Config, name: &str) -> steady_runtime::Config {
+    steady_runtime::Config {
+        name: name.to_string(),
+        ..config.clone()
+    }
+}
+
+/// Publish an event about `object`. Events are best effort: a failure is logged, never
+/// retried, and never fails the reconcile.
+async fn publish<K: Resource<DynamicType = ()>>(
+    events: &Recorder,
+    object: &K,
+    kind: EventType,
+    reason: &str,
+    message: &str,
+) {
+    if let Err(e) = events.publish(object, kind, reason, message).await {
+        let name = object.meta().name.as_deref().unwrap_or("");
+        tracing::debug!(kind = %K::kind(&()), %name, error = %e, "could not record an event");
+    }
+}
+
+/// Publish a Normal event about `object` in the background, as client-go's event
+/// broadcaster does: the reconcile does not wait for it (the ReplicaSet and Deployment
+/// controllers, whose events come one per pod and scale).
+fn publish_in_background<K>(events: Recorder, object: Arc<K>, reason: &str, message: String)
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+{
+    let reason = reason.to_string();
+    tokio::spawn(async move {
+        publish(
+            &events,
+            object.as_ref(),
+            EventType::Normal,
+            &reason,
+            &message,
+        )
+        .await;
+    });
+}
+
+/// Write `status` to `name`'s status subresource as a merge patch, unless it equals
+/// `current` (a reconcile at the fixed point writes nothing). kube omits counts that are
+/// zero; `omitted_counts` names those the patch must then remove with `null`.
+/// Returns whether it wrote.
+async fn write_status<K, S>(
+    api: &CachingApi<K>,
+    name: &str,
+    current: Option<&S>,
+    status: &S,
+    omitted_counts: &[&str],
+) -> Result<bool, Error>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+    S: Serialize + PartialEq,
+{
+    if current == Some(status) {
+        return Ok(false);
+    }
+    let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    if let serde_json::Value::Object(fields) = &mut body {
+        for field in omitted_counts {
+            fields
+                .entry(field.to_string())
+                .or_insert(serde_json::Value::Null);
+        }
+    }
+    let patch = Patch::Merge(serde_json::json!({ "status": body }));
+    api.patch_status(name, &PatchParams::default(), &patch)
+        .await?;
+    Ok(true)
+}

@@ -1,0 +1,351 @@
+//! The ReplicaSet controller: keeps `spec.replicas` active pods made from the template,
+//! each controlled by the ReplicaSet, and writes the status kube-controller-manager does
+//! (`replicas`, `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas`,
+//! `observedGeneration`).
+//!
+//! It counts the pods it controls (ownerReference with `controller: true`), adopts active
+//! orphans its selector matches and releases the pods it no longer matches. Reads come from the runtime's pod cache, which
+//! its own creates and deletes update at once, so a reconcile never creates a pod twice
+//! for one missing replica.
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::{Selector, SelectorExt};
+use serde_json::{Value, json};
+use steady_runtime::events::Recorder;
+use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
+
+use crate::pod_template::{self, Availability, Identity, PodName};
+use crate::{Error, Shutdown};
+
+/// At most this many pods are created or deleted by one reconcile (kube's `burstReplicas`);
+/// the next reconcile continues.
+const BURST: usize = 500;
+/// The component its events name, as kube-controller-manager's.
+const MANAGER: &str = "replicaset-controller";
+
+/// Start the ReplicaSet controller (an entry of [`crate::CONTROLLERS`]).
+pub fn start(
+    client: Client,
+    config: steady_runtime::Config,
+    shutdown: Shutdown,
+) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
+    let mut controller = Controller::new(Api::<ReplicaSet>::all(client.clone()), config);
+    let sets = controller.primary_cache();
+    let pods = controller.watches(Api::<Pod>::all(client), move |pod: &Pod| {
+        replica_sets_for(&sets, pod)
+    });
+    controller.trim(trim_pod);
+    controller.run(reconcile, Arc::new(pods), shutdown).boxed()
+}
+
+/// The ReplicaSets a pod concerns: its controller if that is a ReplicaSet, else (an
+/// orphan) every ReplicaSet of its namespace whose selector matches it, which may adopt it.
+fn replica_sets_for(sets: &ObjectCache<ReplicaSet>, pod: &Pod) -> Vec<ObjectKey> {
+    let namespace = pod.metadata.namespace.as_deref();
+    let controller = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true));
+    match controller {
+        Some(owner) if owner.kind == "ReplicaSet" && owner.api_version == "apps/v1" => {
+            vec![ObjectKey::new(namespace, &owner.name)]
+        }
+        Some(_) => Vec::new(),
+        None if !pod_template::is_active(pod) => Vec::new(),
+        None => sets
+            .list()
+            .iter()
+            .filter(|rs| rs.metadata.namespace.as_deref() == namespace && selects(rs, pod))
+            .map(|rs| ObjectKey::of(rs.as_ref()))
+            .collect(),
+    }
+}
+
+/// Whether the ReplicaSet's selector matches the pod's labels (an empty or unreadable
+/// selector matches nothing: apps/v1 rejects them anyway).
+fn selects(rs: &ReplicaSet, pod: &Pod) -> bool {
+    let Some(selector) = rs.spec.as_ref().map(|s| s.selector.clone()) else {
+        return false;
+    };
+    let empty = selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|e| e.is_empty());
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    !empty && Selector::try_from(selector).is_ok_and(|s| s.matches(&labels))
+}
+
+/// Adopt the active orphans the selector matches and release the pods it no longer
+/// matches, as kube's ReplicaSet controller claims pods. Each patch carries the pod's
+/// resourceVersion, so a pod that changed meanwhile (say, another controller adopted it)
+/// is left to the next reconcile.
+async fn claim(
+    rs: &ReplicaSet,
+    id: &Identity,
+    ctx: &Context<ObjectCache<Pod>>,
+) -> Result<(), Error> {
+    let api = ctx.api::<Pod>(&id.namespace);
+    let ours = pod_template::controller_ref(rs);
+    for pod in ctx.data().list() {
+        if pod.metadata.namespace.as_deref() != Some(id.namespace.as_str()) {
+            continue;
+        }
+        let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
+        let controlled = refs.iter().any(|r| r.controller == Some(true));
+        let matches = selects(rs, &pod);
+        if pod_template::is_controlled_by(&pod.metadata, &id.uid) && !matches {
+            refs.retain(|r| r.uid != id.uid);
+        } else if !controlled && matches && pod_template::is_active(&pod) {
+            refs.push(ours.clone());
+        } else {
+            continue;
+        }
+        let patch = json!({"metadata": {
+            "resourceVersion": pod.metadata.resource_version,
+            "ownerReferences": if refs.is_empty() { Value::Null } else { json!(refs) },
+        }});
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Keep of a cached pod only what counting and ranking read: metadata (owners, labels,
+/// times), the node it is bound to, its phase and conditions.
+fn trim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    let node_name = pod.spec.take().and_then(|s| s.node_name);
+    pod.spec = Some(PodSpec {
+        node_name,
+        ..PodSpec::default()
+    });
+    if let Some(status) = pod.status.take() {
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            ..PodStatus::default()
+        });
+    }
+}
+
+/// Bring the ReplicaSet's pods to `spec.replicas`, then write its status if it changed.
+pub async fn reconcile(
+    rs: Arc<ReplicaSet>,
+    ctx: Arc<Context<ObjectCache<Pod>>>,
+) -> Result<Action, Error> {
+    if rs.metadata.deletion_timestamp.is_some() {
+        // The garbage collector removes its pods; creating more would race it.
+        return Ok(Action::done());
+    }
+    let id = Identity::of(rs.as_ref())?;
+    claim(&rs, &id, &ctx).await?;
+    let pods = ctx.data();
+    let active = active_pods(pods, &id.uid);
+    let wanted =
+        usize::try_from(rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)).unwrap_or(0);
+    let scaled = if active.len() < wanted {
+        create_pods(&rs, &id, &ctx, (wanted - active.len()).min(BURST)).await
+    } else {
+        delete_pods(&rs, &id, &ctx, doomed(active, wanted)).await
+    };
+    let now = Timestamp::now();
+    let (status, next_available) = status(&rs, &active_pods(pods, &id.uid), now);
+    let api = ctx.api::<ReplicaSet>(&id.namespace);
+    crate::write_status(&api, &id.name, rs.status.as_ref(), &status, OMITTED_COUNTS).await?;
+    scaled?;
+    Ok(match next_available {
+        Some(after) => Action::requeue_after(after),
+        None => Action::done(),
+    })
+}
+
+/// The active pods the ReplicaSet `uid` controls.
+fn active_pods(pods: &ObjectCache<Pod>, uid: &str) -> Vec<Arc<Pod>> {
+    pods.owned_by(uid)
+        .into_iter()
+        .filter(|p| pod_template::is_controlled_by(&p.metadata, uid) && pod_template::is_active(p))
+        .collect()
+}
+
+/// Create `count` pods from the template: in batches of 1, 2, 4, … (kube's slow start),
+/// so a template the API rejects fails once, not `count` times.
+async fn create_pods(
+    rs: &Arc<ReplicaSet>,
+    id: &Identity,
+    ctx: &Context<ObjectCache<Pod>>,
+    count: usize,
+) -> Result<(), Error> {
+    let pod = pod_from_template(rs, id);
+    let api = ctx.api::<Pod>(&id.namespace);
+    let params = PostParams::default();
+    let (mut created, mut batch) = (0, 1);
+    while created < count {
+        let size = batch.min(count - created);
+        let results = futures::future::join_all((0..size).map(|_| api.create(&params, &pod))).await;
+        created += size;
+        batch *= 2;
+        let mut failed = None;
+        for result in results {
+            match result {
+                Ok(pod) => {
+                    let message = format!("Created pod: {}", pod.metadata.name.unwrap_or_default());
+                    record(ctx, rs, "SuccessfulCreate", message);
+                }
+                Err(error) => failed = Some(error),
+            }
+        }
+        if let Some(error) = failed {
+            return Err(error.into());
+        }
+    }
+    Ok(())
+}
+
+/// A pod of the ReplicaSet: its template's metadata and spec, a generated name
+/// `<replicaset>-xxxxx`, controlled by the ReplicaSet.
+fn pod_from_template(rs: &ReplicaSet, id: &Identity) -> Pod {
+    let template = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.clone())
+        .unwrap_or_default();
+    let owner = pod_template::controller_ref(rs);
+    let name = PodName::Prefix(format!("{}-", id.name));
+    pod_template::pod_from_template(&template, owner, &id.namespace, name)
+}
+
+/// The `active.len() - wanted` pods to delete, the least useful first (kube's ranking,
+/// abridged): unscheduled before scheduled, pending before running, unready before
+/// ready, recently ready before long ready, newer before older.
+fn doomed(mut active: Vec<Arc<Pod>>, wanted: usize) -> Vec<Arc<Pod>> {
+    let excess = active.len().saturating_sub(wanted).min(BURST);
+    active.sort_by_key(|pod| {
+        let scheduled = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some();
+        let running = pod_template::phase(pod) == "Running";
+        let ready_since = pod_template::ready_since(pod);
+        let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (
+            scheduled,
+            running,
+            ready_since.is_some(),
+            Reverse(ready_since.flatten()),
+            Reverse(created),
+        )
+    });
+    active.truncate(excess);
+    active
+}
+
+/// Delete `pods` (each only if it is still the pod we saw: uid precondition).
+async fn delete_pods(
+    rs: &Arc<ReplicaSet>,
+    id: &Identity,
+    ctx: &Context<ObjectCache<Pod>>,
+    pods: Vec<Arc<Pod>>,
+) -> Result<(), Error> {
+    let api = &ctx.api::<Pod>(&id.namespace);
+    let deletes = pods.iter().map(|pod| pod_template::delete_exact(api, pod));
+    for (deleted, pod) in futures::future::join_all(deletes)
+        .await
+        .into_iter()
+        .zip(&pods)
+    {
+        // Not deleted: already gone (or replaced), which is what we wanted.
+        if deleted? {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            record(ctx, rs, "SuccessfulDelete", format!("Deleted pod: {name}"));
+        }
+    }
+    Ok(())
+}
+
+fn record(ctx: &Context<ObjectCache<Pod>>, rs: &Arc<ReplicaSet>, reason: &str, message: String) {
+    let events = Recorder::new(ctx.client(), MANAGER, MANAGER);
+    crate::publish_in_background(events, rs.clone(), reason, message);
+}
+
+/// The status the ReplicaSet's pods give it at `now`, and when a pod that is Ready but not
+/// yet for `minReadySeconds` becomes available (so the count is written then).
+fn status(
+    rs: &ReplicaSet,
+    active: &[Arc<Pod>],
+    now: Timestamp,
+) -> (ReplicaSetStatus, Option<Duration>) {
+    let spec = rs.spec.as_ref();
+    let min_ready_seconds = spec.and_then(|s| s.min_ready_seconds).unwrap_or(0);
+    let template_labels = spec
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let fully_labeled = active.iter().filter(|pod| {
+        let labels = pod.metadata.labels.as_ref();
+        template_labels
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+    });
+    let mut next_available: Option<Duration> = None;
+    let mut available = 0;
+    for pod in active {
+        match pod_template::availability(pod, min_ready_seconds, now) {
+            Availability::Available => available += 1,
+            Availability::ReadyFor(left) => {
+                next_available = Some(next_available.map_or(left, |n| n.min(left)));
+            }
+            Availability::Unready => {}
+        }
+    }
+    let previous = rs.status.as_ref();
+    let status = ReplicaSetStatus {
+        replicas: count(active.len()),
+        fully_labeled_replicas: nonzero(count(fully_labeled.count())),
+        ready_replicas: nonzero(count(
+            active.iter().filter(|p| pod_template::is_ready(p)).count(),
+        )),
+        available_replicas: nonzero(available),
+        observed_generation: rs.metadata.generation,
+        // Not written by this controller (no ReplicaFailure reporting yet): kept as found.
+        conditions: previous.and_then(|s| s.conditions.clone()),
+        terminating_replicas: previous.and_then(|s| s.terminating_replicas),
+    };
+    (status, next_available)
+}
+
+/// `n` as an API count (saturating).
+pub(crate) fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// `None` for zero: kube omits zero counts (`omitempty`), so `kubectl get -o yaml` shows
+/// the same fields.
+pub(crate) fn nonzero(n: i32) -> Option<i32> {
+    (n != 0).then_some(n)
+}
+
+/// The status counts kube omits when zero.
+const OMITTED_COUNTS: &[&str] = &["fullyLabeledReplicas", "readyReplicas", "availableReplicas"];

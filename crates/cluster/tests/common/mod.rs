@@ -1,0 +1,97 @@
+//! A cluster for the controllers' tests: steady's in-process API server with the
+//! simulated node (pods really bind, start, fail or complete), and one of this crate's
+//! controllers running beside it, as kube-controller-manager would.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const NS: &str = "default";
+
+/// Long enough for anything these tests wait for on the paused clock.
+pub const LIMIT: Duration = Duration::from_secs(300);
+
+pub struct Cluster {
+    pub server: steady_apiserver::ApiServer,
+    pub client: Client,
+    stop: Option<oneshot::Sender<()>>,
+    controller: Option<JoinHandle<Result<(), steady_runtime::Error>>>,
+}
+
+/// The server, and the controller `start` returns, running until the cluster is stopped.
+pub async fn cluster<F, Fut>(start: F) -> Cluster
+where
+    F: FnOnce(Client, oneshot::Receiver<()>) -> Fut,
+    Fut: Future<Output = Result<(), steady_runtime::Error>> + Send + 'static,
+{
+    let config = steady_apiserver::Config {
+        seed: Some(1),
+        node: Some(steady_apiserver::node::NodeConfig::default()),
+        ..Default::default()
+    };
+    let server = steady_apiserver::ApiServer::in_memory(config)
+        .await
+        .expect("server");
+    let client = server.client();
+    let (stop, stopped) = oneshot::channel();
+    let controller = tokio::spawn(start(client.clone(), stopped));
+    Cluster {
+        server,
+        client,
+        stop: Some(stop),
+        controller: Some(controller),
+    }
+}
+
+/// A shutdown future from the receiver `cluster` hands the controller.
+pub async fn until(stopped: oneshot::Receiver<()>) {
+    let _ = stopped.await;
+}
+
+impl Cluster {
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// The pods whose labels match `selector`, by name.
+    pub async fn pods(&self, selector: &str) -> Vec<Pod> {
+        let mut pods = self
+            .api::<Pod>()
+            .list(&ListParams::default().labels(selector))
+            .await
+            .expect("list pods")
+            .items;
+        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        pods
+    }
+
+    /// Stop the controller cleanly; it must not have failed.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(controller) = self.controller.take() {
+            controller
+                .await
+                .expect("controller task")
+                .expect("controller stopped cleanly");
+        }
+    }
+}
+
+pub fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}

@@ -1,0 +1,201 @@
+//! The DaemonSet controller against steady's API server and simulated node: one pod per
+//! Node the API lists, nodeSelector honoured, pods leaving Nodes that stop matching, and
+//! the status kube writes.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use serde_json::json;
+use steady_test_support::{create_json, eventually, merge_patch};
+
+async fn daemon_cluster() -> Cluster {
+    cluster(|client, stopped| steady_cluster::daemonset::run(client, until(stopped))).await
+}
+
+fn daemon(name: &str, node_selector: Option<serde_json::Value>) -> serde_json::Value {
+    let mut spec = json!({"containers": [{"name": "agent", "image": "fluentd"}]});
+    if let Some(selector) = node_selector {
+        spec["nodeSelector"] = selector;
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    })
+}
+
+/// A second Node, with no simulated kubelet behind it: its pods stay Pending.
+async fn add_node(cluster: &Cluster, name: &str, labels: serde_json::Value) {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    create_json::<Node>(
+        &nodes,
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}),
+    )
+    .await;
+}
+
+async fn wait_for(
+    cluster: &Cluster,
+    name: &str,
+    what: &str,
+    check: impl Fn(&DaemonSet) -> bool,
+) -> DaemonSet {
+    let sets = cluster.api::<DaemonSet>();
+    eventually(what, LIMIT, || {
+        let sets = sets.clone();
+        let check = &check;
+        async move {
+            let set = sets.get(name).await.ok()?;
+            check(&set).then_some(set)
+        }
+    })
+    .await
+}
+
+fn placement(pods: &[Pod]) -> Vec<String> {
+    let mut nodes: Vec<String> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_pod_runs_on_every_node() {
+    let cluster = daemon_cluster().await;
+    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
+    let set = wait_for(&cluster, "agent", "ready on the node", |s| {
+        s.status.as_ref().is_some_and(|s| s.number_ready == 1)
+    })
+    .await;
+    let status = set.status.expect("status");
+    assert_eq!(status.desired_number_scheduled, 1);
+    assert_eq!(status.current_number_scheduled, 1);
+    assert_eq!(status.number_available, Some(1));
+    assert_eq!(status.updated_number_scheduled, Some(1));
+    assert_eq!(status.number_misscheduled, 0);
+    assert_eq!(status.observed_generation, set.metadata.generation);
+    let pods = cluster.pods("app=agent").await;
+    assert_eq!(placement(&pods), ["steady-node"]);
+    assert_eq!(phase(&pods[0]), "Running");
+    let labels = pods[0].metadata.labels.clone().unwrap_or_default();
+    assert!(labels.contains_key("controller-revision-hash"));
+    assert_eq!(labels["pod-template-generation"], "1");
+
+    add_node(&cluster, "second", json!({})).await;
+    let set = wait_for(&cluster, "agent", "scheduled on both nodes", |s| {
+        s.status
+            .as_ref()
+            .is_some_and(|s| s.current_number_scheduled == 2)
+    })
+    .await;
+    let status = set.status.expect("status");
+    assert_eq!(status.desired_number_scheduled, 2);
+    assert_eq!(status.number_ready, 1, "nothing runs the second node's pod");
+    assert_eq!(status.number_unavailable, Some(1));
+    assert_eq!(
+        placement(&cluster.pods("app=agent").await),
+        ["second", "steady-node"]
+    );
+
+    // The fixed point: nothing more is written.
+    let settled = cluster.api::<DaemonSet>().get("agent").await.expect("set");
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    let later = cluster.api::<DaemonSet>().get("agent").await.expect("set");
+    assert_eq!(
+        later.metadata.resource_version,
+        settled.metadata.resource_version
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_selector_picks_the_nodes_and_a_relabel_moves_the_pod_off() {
+    let cluster = daemon_cluster().await;
+    add_node(&cluster, "fast", json!({"disk": "ssd"})).await;
+    create_json::<DaemonSet>(&cluster.api(), daemon("ssd", Some(json!({"disk": "ssd"})))).await;
+    wait_for(&cluster, "ssd", "scheduled on the ssd node", |s| {
+        s.status
+            .as_ref()
+            .is_some_and(|s| s.current_number_scheduled == 1)
+    })
+    .await;
+    assert_eq!(placement(&cluster.pods("app=ssd").await), ["fast"]);
+
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    merge_patch(
+        &nodes,
+        "fast",
+        json!({"metadata": {"labels": {"disk": "hdd"}}}),
+    )
+    .await
+    .expect("relabel");
+    let set = wait_for(&cluster, "ssd", "no node wanted", |s| {
+        s.status
+            .as_ref()
+            .is_some_and(|s| s.desired_number_scheduled == 0 && s.number_misscheduled == 0)
+    })
+    .await;
+    assert_eq!(set.status.expect("status").current_number_scheduled, 0);
+    let pods = cluster.api::<Pod>();
+    eventually("the pod on fast deleted", LIMIT, || {
+        let pods = pods.clone();
+        async move {
+            let listed = pods
+                .list(&kube::api::ListParams::default().labels("app=ssd"))
+                .await
+                .ok()?;
+            placement(&listed.items).is_empty().then_some(())
+        }
+    })
+    .await;
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_template_change_replaces_the_pod() {
+    let cluster = daemon_cluster().await;
+    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
+    let before = wait_for(&cluster, "agent", "ready", |s| {
+        s.status.as_ref().is_some_and(|s| s.number_ready == 1)
+    })
+    .await;
+    let old_pod = cluster.pods("app=agent").await.remove(0);
+
+    let update = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "fluent-bit"}]}}}});
+    merge_patch(&cluster.api::<DaemonSet>(), "agent", update)
+        .await
+        .expect("update");
+    let generation = before.metadata.generation.unwrap_or(0) + 1;
+    let after = wait_for(&cluster, "agent", "updated and ready", |s| {
+        s.status.as_ref().is_some_and(|st| {
+            st.observed_generation == Some(generation)
+                && st.updated_number_scheduled == Some(1)
+                && st.number_ready == 1
+        })
+    })
+    .await;
+    assert_eq!(after.status.and_then(|s| s.number_available), Some(1));
+    let pods: Vec<Pod> = cluster
+        .pods("app=agent")
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    assert_eq!(pods.len(), 1);
+    assert_ne!(pods[0].metadata.uid, old_pod.metadata.uid);
+    let image = pods[0].spec.as_ref().map(|s| s.containers[0].image.clone());
+    assert_eq!(image, Some(Some("fluent-bit".to_string())));
+    let labels = pods[0].metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["pod-template-generation"], generation.to_string());
+    cluster.stop().await;
+}

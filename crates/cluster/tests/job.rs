@@ -1,0 +1,320 @@
+//! The Job controller against steady's API server and simulated node: completions,
+//! parallelism, backoffLimit and the status and conditions kube-controller-manager writes.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::*;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+use steady_cluster::job::{COMPLETION_INDEX, CONTROLLER_UID_LABEL, JOB_NAME_LABEL};
+use steady_test_support::{create_json, eventually};
+
+async fn job_cluster() -> Cluster {
+    cluster(|client, stopped| steady_cluster::job::run(client, until(stopped))).await
+}
+
+fn job(
+    name: &str,
+    completions: i32,
+    parallelism: i32,
+    simulate: Option<&str>,
+) -> serde_json::Value {
+    let mut annotations = json!({});
+    if let Some(fault) = simulate {
+        annotations["steady.dev/simulate"] = json!(fault);
+    }
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completions": completions,
+            "parallelism": parallelism,
+            "backoffLimit": 2,
+            "template": {
+                "metadata": {"annotations": annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "work", "image": "busybox"}],
+                },
+            },
+        },
+    })
+}
+
+fn condition<'a>(
+    job: &'a Job,
+    type_: &str,
+) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+}
+
+async fn wait_for_condition(cluster: &Cluster, name: &str, type_: &str) -> Job {
+    let jobs = cluster.api::<Job>();
+    eventually(&format!("job {name} {type_}"), LIMIT, || {
+        let jobs = jobs.clone();
+        async move {
+            let job = jobs.get(name).await.ok()?;
+            condition(&job, type_).is_some().then_some(job)
+        }
+    })
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_with_three_completions_runs_its_pods_to_complete() {
+    let cluster = job_cluster().await;
+    let created: Job = create_json(&cluster.api(), job("count", 3, 1, None)).await;
+    let uid = created.metadata.uid.clone().expect("uid");
+
+    let done = wait_for_condition(&cluster, "count", "Complete").await;
+    let status = done.status.clone().expect("status");
+    assert_eq!(status.succeeded, Some(3));
+    assert_eq!(status.active, None);
+    assert_eq!(status.failed, None);
+    assert_eq!(status.ready, Some(0));
+    assert_eq!(status.terminating, Some(0));
+    assert!(status.start_time.is_some() && status.completion_time.is_some());
+    assert!(status.start_time <= status.completion_time);
+    for type_ in ["SuccessCriteriaMet", "Complete"] {
+        let c = condition(&done, type_).expect(type_);
+        assert_eq!(c.reason.as_deref(), Some("CompletionsReached"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("Reached expected number of succeeded pods")
+        );
+    }
+
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=count")).await;
+    assert_eq!(pods.len(), 3, "one pod per completion, none extra");
+    for pod in &pods {
+        assert_eq!(phase(pod), "Succeeded");
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get(CONTROLLER_UID_LABEL), Some(&uid));
+        let owner = &pod.metadata.owner_references.as_ref().expect("owner")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Job", uid.as_str())
+        );
+        assert_eq!(owner.controller, Some(true));
+        assert!(
+            pod.metadata
+                .name
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("count-")
+        );
+    }
+
+    // What `kubectl describe job` shows.
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> = cluster.api();
+    let listed = events
+        .list(&kube::api::ListParams::default().fields("involvedObject.name=count"))
+        .await
+        .expect("events");
+    let mut reasons: Vec<String> = listed
+        .items
+        .iter()
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        [
+            "Completed",
+            "SuccessfulCreate",
+            "SuccessfulCreate",
+            "SuccessfulCreate"
+        ]
+    );
+
+    // A finished Job is left alone.
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    let later: Job = cluster.api::<Job>().get("count").await.expect("job");
+    assert_eq!(
+        later.metadata.resource_version,
+        done.metadata.resource_version
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn parallelism_bounds_the_pods_running_at_once() {
+    let cluster = job_cluster().await;
+    create_json::<Job>(&cluster.api(), job("wide", 5, 2, None)).await;
+    let jobs = cluster.api::<Job>();
+    let most_running = Arc::new(AtomicUsize::new(0));
+    eventually("job wide Complete", LIMIT, || {
+        let (jobs, pods) = (jobs.clone(), cluster.api::<Pod>());
+        let running = most_running.clone();
+        async move {
+            let selector = format!("{JOB_NAME_LABEL}=wide");
+            let listed = pods
+                .list(&kube::api::ListParams::default().labels(&selector))
+                .await
+                .ok()?;
+            let unfinished = listed
+                .items
+                .iter()
+                .filter(|p| !matches!(phase(p), "Succeeded" | "Failed"))
+                .count();
+            running.fetch_max(unfinished, Ordering::SeqCst);
+            let job = jobs.get("wide").await.ok()?;
+            condition(&job, "Complete").map(|_| ())
+        }
+    })
+    .await;
+    assert_eq!(
+        most_running.load(Ordering::SeqCst),
+        2,
+        "two pods at a time, never more"
+    );
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=wide")).await;
+    assert_eq!(pods.len(), 5);
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_whose_pods_fail_is_failed_after_its_backoff_limit() {
+    let cluster = job_cluster().await;
+    create_json::<Job>(&cluster.api(), job("broken", 1, 1, Some("fail"))).await;
+
+    let failed = wait_for_condition(&cluster, "broken", "Failed").await;
+    let status = failed.status.clone().expect("status");
+    // backoffLimit 2: the third failure is one too many.
+    assert_eq!(status.failed, Some(3));
+    assert_eq!(status.succeeded, None);
+    assert_eq!(status.active, None);
+    assert!(
+        status.completion_time.is_none(),
+        "only a Complete Job has one"
+    );
+    for type_ in ["FailureTarget", "Failed"] {
+        let c = condition(&failed, type_).expect(type_);
+        assert_eq!(c.reason.as_deref(), Some("BackoffLimitExceeded"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("Job has reached the specified backoff limit")
+        );
+    }
+    assert!(condition(&failed, "Complete").is_none());
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=broken")).await;
+    assert_eq!(pods.len(), 3, "no pod after the limit");
+    assert!(pods.iter().all(|p| phase(p) == "Failed"));
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_suspended_job_runs_nothing_until_resumed() {
+    let cluster = job_cluster().await;
+    let mut suspended = job("later", 2, 1, None);
+    suspended["spec"]["suspend"] = json!(true);
+    create_json::<Job>(&cluster.api(), suspended).await;
+    let waiting = wait_for_condition(&cluster, "later", "Suspended").await;
+    let c = condition(&waiting, "Suspended").expect("Suspended");
+    assert_eq!(
+        (c.reason.as_deref(), c.message.as_deref()),
+        (Some("JobSuspended"), Some("Job suspended"))
+    );
+    assert!(
+        waiting
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.clone())
+            .is_none()
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert!(
+        cluster
+            .pods(&format!("{JOB_NAME_LABEL}=later"))
+            .await
+            .is_empty()
+    );
+
+    steady_test_support::merge_patch(
+        &cluster.api::<Job>(),
+        "later",
+        json!({"spec": {"suspend": false}}),
+    )
+    .await
+    .expect("resume");
+    let done = wait_for_condition(&cluster, "later", "Complete").await;
+    let resumed = done
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Suspended"))
+        .expect("Suspended condition kept");
+    assert_eq!(resumed.status, "False");
+    assert_eq!(resumed.reason.as_deref(), Some("JobResumed"));
+    assert!(
+        done.status
+            .as_ref()
+            .and_then(|s| s.start_time.clone())
+            .is_some()
+    );
+    assert_eq!(done.status.and_then(|s| s.succeeded), Some(2));
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_indexed_job_runs_one_pod_per_index() {
+    let cluster = job_cluster().await;
+    let mut indexed = job("indexed", 3, 2, None);
+    indexed["spec"]["completionMode"] = json!("Indexed");
+    create_json::<Job>(&cluster.api(), indexed).await;
+    let done = wait_for_condition(&cluster, "indexed", "Complete").await;
+    let status = done.status.expect("status");
+    assert_eq!(status.succeeded, Some(3));
+    assert_eq!(status.completed_indexes.as_deref(), Some("0-2"));
+
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=indexed")).await;
+    let mut indexes: Vec<String> = Vec::new();
+    for pod in &pods {
+        let index = pod.metadata.annotations.clone().unwrap_or_default()[COMPLETION_INDEX].clone();
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels[COMPLETION_INDEX], index);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        assert!(name.starts_with(&format!("indexed-{index}-")), "{name}");
+        let spec = pod.spec.clone().expect("spec");
+        assert_eq!(spec.hostname, Some(format!("indexed-{index}")));
+        let env = spec.containers[0].env.clone().unwrap_or_default();
+        assert!(env.iter().any(|e| e.name == "JOB_COMPLETION_INDEX"));
+        indexes.push(index);
+    }
+    indexes.sort();
+    assert_eq!(indexes, ["0", "1", "2"]);
+    cluster.stop().await;
+}
+
+/// On the real clock: the deadline is counted from `startTime`, a wall-clock timestamp.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_past_its_active_deadline_fails() {
+    let cluster = job_cluster().await;
+    // Fifty completions one at a time take far longer than the one-second deadline.
+    let mut slow = job("slow", 50, 1, None);
+    slow["spec"]["activeDeadlineSeconds"] = json!(1);
+    create_json::<Job>(&cluster.api(), slow).await;
+    let failed = wait_for_condition(&cluster, "slow", "Failed").await;
+    for type_ in ["FailureTarget", "Failed"] {
+        let c = condition(&failed, type_).expect(type_);
+        assert_eq!(c.reason.as_deref(), Some("DeadlineExceeded"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("Job was active longer than specified deadline")
+        );
+    }
+    let status = failed.status.expect("status");
+    assert_eq!(status.active, None, "its running pod was deleted");
+    assert!(status.succeeded.unwrap_or(0) < 50);
+    cluster.stop().await;
+}

@@ -1,0 +1,247 @@
+//! The real kubectl against steady's API server served over HTTPS, with this crate's
+//! controllers running beside it as `steady up` runs them: what a user types to wait for
+//! a workload works.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use steady_apiserver::{kubeconfig, serve, tls};
+
+/// Serve `server` over HTTPS on a free port; returns a kubeconfig for it.
+async fn serve_https(server: &steady_apiserver::ApiServer, dir: &Path) -> std::path::PathBuf {
+    let credentials = tls::load_or_create(&dir.join("pki")).expect("credentials");
+    let tls_config = tls::server_config(&credentials).expect("tls config");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("https://{}", listener.local_addr().expect("address"));
+    let app = steady_apiserver::auth::require_token(server.router(), &credentials.token);
+    tokio::spawn(async move {
+        let config = serve::ServingConfig::default();
+        serve::serve(listener, app, tls_config, &config, std::future::pending()).await;
+    });
+    let path = dir.join("kubeconfig");
+    let contents = kubeconfig::render(&url, &credentials.ca_cert_pem, &credentials.token);
+    kubeconfig::write_private(&path, &contents).expect("kubeconfig");
+    path
+}
+
+/// Run kubectl (off the runtime's workers) with `stdin`; it must succeed. Returns stdout.
+async fn kubectl(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let mut command = Command::new("kubectl");
+    command
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
+        .arg("--cache-dir")
+        .arg(dir.join("kube-cache"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let stdin = stdin.map(str::to_string);
+    let described = format!("kubectl {args:?}");
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = command.spawn().expect("kubectl is on the machine image");
+        if let (Some(mut pipe), Some(input)) = (child.stdin.take(), stdin) {
+            pipe.write_all(input.as_bytes()).expect("write stdin");
+        }
+        child.wait_with_output().expect("kubectl ran")
+    });
+    let output = tokio::time::timeout(Duration::from_secs(90), output)
+        .await
+        .unwrap_or_else(|_| panic!("{described} hung"))
+        .expect("kubectl task");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{described} failed:\nstdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+const JOBS: &str = r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: three}
+spec:
+  completions: 3
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: busybox, command: ["true"]}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: doomed}
+spec:
+  backoffLimit: 0
+  template:
+    metadata: {annotations: {steady.dev/simulate: fail}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: busybox, command: ["false"]}]
+"#;
+
+const WORKLOADS: &str = r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  replicas: 3
+  serviceName: web
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: nginx, image: "nginx:1.27"}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: fluentd}]}
+"#;
+
+/// A test server over HTTPS with every controller of this crate running beside it, as
+/// `steady up` would run them; dropping the returned guard's sender stops them.
+struct Running {
+    _server: steady_apiserver::ApiServer,
+    stop: tokio::sync::oneshot::Sender<()>,
+    controllers: tokio::task::JoinHandle<Result<(), steady_cluster::Stopped>>,
+}
+
+async fn start(dir: &Path) -> Running {
+    let config = steady_apiserver::Config {
+        node: Some(steady_apiserver::node::NodeConfig::default()),
+        ..Default::default()
+    };
+    let server = steady_apiserver::ApiServer::in_memory(config)
+        .await
+        .expect("server");
+    serve_https(&server, dir).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controllers = tokio::spawn(steady_cluster::run(server.client(), async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        _server: server,
+        stop,
+        controllers,
+    }
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.controllers
+            .await
+            .expect("controllers task")
+            .expect("controllers stopped cleanly");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rollout_status_follows_a_statefulset_and_a_daemonset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path()).await;
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(WORKLOADS)).await;
+    let rolled = kubectl(
+        dir.path(),
+        &["rollout", "status", "statefulset/web", "--timeout=60s"],
+        None,
+    )
+    .await;
+    assert!(
+        rolled.contains("roll out complete: 3 new pods have been updated"),
+        "{rolled}"
+    );
+    let rolled = kubectl(
+        dir.path(),
+        &["rollout", "status", "daemonset/agent", "--timeout=60s"],
+        None,
+    )
+    .await;
+    assert!(
+        rolled.contains("daemon set \"agent\" successfully rolled out"),
+        "{rolled}"
+    );
+    let pods = kubectl(
+        dir.path(),
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(pods, "web-0 web-1 web-2");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path()).await;
+
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(JOBS)).await;
+    let waited = kubectl(
+        dir.path(),
+        &[
+            "wait",
+            "--for=condition=complete",
+            "job/three",
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(waited.trim(), "job.batch/three condition met");
+    let succeeded = kubectl(
+        dir.path(),
+        &["get", "job", "three", "-o", "jsonpath={.status.succeeded}"],
+        None,
+    )
+    .await;
+    assert_eq!(succeeded, "3");
+    let listed = kubectl(dir.path(), &["get", "job", "three"], None).await;
+    assert!(
+        listed.contains("Complete") && listed.contains("3/3"),
+        "{listed}"
+    );
+
+    let waited = kubectl(
+        dir.path(),
+        &[
+            "wait",
+            "--for=condition=failed",
+            "job/doomed",
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(waited.trim(), "job.batch/doomed condition met");
+    let reason = kubectl(
+        dir.path(),
+        &[
+            "get",
+            "job",
+            "doomed",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Failed\")].reason}",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(reason, "BackoffLimitExceeded");
+    running.stop().await;
+}

@@ -1,0 +1,766 @@
+//! The Deployment and ReplicaSet controllers against steady's in-process API server with
+//! its simulated node (pods really become Running and Ready) and garbage collector, on a
+//! paused tokio clock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use steady_cluster::deployment::REVISION_ANNOTATION;
+use steady_cluster::pod_template::{TEMPLATE_HASH_LABEL, is_ready};
+use steady_test_support::{create_json, eventually, get_existing, merge_patch};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const NS: &str = "default";
+const LIMIT: Duration = Duration::from_secs(60);
+
+struct Cluster {
+    client: Client,
+    _server: steady_apiserver::ApiServer,
+    stop: Option<oneshot::Sender<()>>,
+    controllers: Option<JoinHandle<Result<(), steady_cluster::Stopped>>>,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let config = steady_apiserver::Config {
+            seed: Some(1),
+            node: Some(steady_apiserver::node::NodeConfig::default()),
+            ..Default::default()
+        };
+        let server = steady_apiserver::ApiServer::in_memory(config)
+            .await
+            .expect("server");
+        let client = server.client();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let runtime = steady_runtime::Config {
+            concurrency: 2,
+            seed: Some(7),
+            ..steady_runtime::Config::default()
+        };
+        let controllers = tokio::spawn(steady_cluster::run_with(
+            client.clone(),
+            runtime,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Cluster {
+            client,
+            _server: server,
+            stop: Some(stop),
+            controllers: Some(controllers),
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(running) = self.controllers.take() {
+            running.await.expect("joined").expect("a clean stop");
+        }
+    }
+
+    fn deployments(&self) -> Api<Deployment> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn replica_sets(&self) -> Api<ReplicaSet> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    async fn create_deployment(&self, name: &str, replicas: i32, spec: Value) -> Deployment {
+        let mut body = json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "nginx", "image": "nginx:1.26"}]},
+                },
+            },
+        });
+        merge(&mut body["spec"], spec);
+        create_json(&self.deployments(), body).await
+    }
+
+    async fn set_image(&self, name: &str, image: &str) {
+        let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": image}]}}}});
+        merge_patch(&self.deployments(), name, patch)
+            .await
+            .expect("set the image");
+    }
+
+    /// The Deployment once its rollout is complete (what `kubectl rollout status` waits
+    /// for), with every pod Ready on `image`.
+    async fn rolled_out(&self, name: &str, image: &str) -> Deployment {
+        eventually(&format!("{name} rolled out on {image}"), LIMIT, || async {
+            let d = self.deployments().get(name).await.ok()?;
+            let pods = self.active_pods().await;
+            let replicas = d.spec.as_ref()?.replicas?;
+            let on_image = pods
+                .iter()
+                .filter(|p| is_ready(p) && image_of(p) == image)
+                .count();
+            (rollout_complete(&d)
+                && on_image == usize::try_from(replicas).ok()?
+                && pods.len() == on_image)
+                .then_some(d)
+        })
+        .await
+    }
+
+    /// Events as `Kind/name reason message`.
+    async fn events(&self) -> Vec<String> {
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client.clone(), NS);
+        events
+            .list(&ListParams::default())
+            .await
+            .expect("list events")
+            .items
+            .iter()
+            .map(|e| {
+                let about = &e.involved_object;
+                format!(
+                    "{}/{} {} {}",
+                    about.kind.as_deref().unwrap_or(""),
+                    about.name.as_deref().unwrap_or(""),
+                    e.reason.as_deref().unwrap_or(""),
+                    e.message.as_deref().unwrap_or("")
+                )
+            })
+            .collect()
+    }
+
+    /// Pods not being deleted.
+    async fn active_pods(&self) -> Vec<Pod> {
+        self.pods()
+            .list(&ListParams::default())
+            .await
+            .expect("list pods")
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect()
+    }
+
+    async fn replica_sets_of(&self, deployment: &Deployment) -> Vec<ReplicaSet> {
+        let uid = deployment.uid().expect("a uid");
+        let mut sets: Vec<ReplicaSet> = self
+            .replica_sets()
+            .list(&ListParams::default())
+            .await
+            .expect("list replica sets")
+            .items
+            .into_iter()
+            .filter(|rs| rs.owner_references().iter().any(|r| r.uid == uid))
+            .collect();
+        sets.sort_by_key(revision);
+        sets
+    }
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(into), Value::Object(from)) => {
+            for (k, v) in from {
+                merge(into.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (into, from) => *into = from,
+    }
+}
+
+fn image_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.as_deref())
+        .unwrap_or("")
+}
+
+fn revision(rs: &ReplicaSet) -> i64 {
+    rs.annotations()
+        .get(REVISION_ANNOTATION)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// kubectl's rollout-status rule: observed, every replica updated, none old, all
+/// available.
+fn rollout_complete(d: &Deployment) -> bool {
+    let (Some(spec), Some(status)) = (d.spec.as_ref(), d.status.as_ref()) else {
+        return false;
+    };
+    let replicas = spec.replicas.unwrap_or(1);
+    status.observed_generation >= d.metadata.generation
+        && status.updated_replicas.unwrap_or(0) == replicas
+        && status.replicas.unwrap_or(0) == replicas
+        && status.available_replicas.unwrap_or(0) == replicas
+}
+
+fn condition(d: &Deployment, type_: &str) -> (String, String) {
+    d.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+        .unwrap_or_default()
+}
+
+/// The fewest Ready pods and the most pods (neither counting terminating ones) seen
+/// after any pod event, from a watch started now.
+#[derive(Default, Debug, Clone, Copy)]
+struct Extremes {
+    fewest_ready: Option<usize>,
+    most_pods: usize,
+    events: usize,
+}
+
+fn follow_pods(client: &Client) -> (Arc<Mutex<Extremes>>, JoinHandle<()>) {
+    let extremes = Arc::new(Mutex::new(Extremes::default()));
+    let seen = extremes.clone();
+    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let task = tokio::spawn(async move {
+        let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
+        let stream = watcher::watcher(api, watcher::Config::default());
+        futures::pin_mut!(stream);
+        let mut listing = BTreeMap::new();
+        while let Some(event) = stream.next().await {
+            // Judged after every change, but not halfway through a (re)list.
+            match event {
+                Ok(Event::Init) => {
+                    listing.clear();
+                    continue;
+                }
+                Ok(Event::InitApply(pod)) => {
+                    listing.insert(pod.name_any(), pod);
+                    continue;
+                }
+                Ok(Event::InitDone) => pods = std::mem::take(&mut listing),
+                Ok(Event::Apply(pod)) => {
+                    pods.insert(pod.name_any(), pod);
+                }
+                Ok(Event::Delete(pod)) => {
+                    pods.remove(&pod.name_any());
+                }
+                Err(_) => continue,
+            }
+            let active: Vec<&Pod> = pods
+                .values()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            let ready = active.iter().filter(|p| is_ready(p)).count();
+            let mut extremes = seen.lock().unwrap_or_else(|e| e.into_inner());
+            extremes.fewest_ready = Some(extremes.fewest_ready.map_or(ready, |f| f.min(ready)));
+            extremes.most_pods = extremes.most_pods.max(active.len());
+            extremes.events += 1;
+        }
+    });
+    (extremes, task)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deployment_becomes_available_through_its_replica_set() {
+    let cluster = Cluster::start().await;
+    cluster.create_deployment("web", 3, json!({})).await;
+    let web = cluster.rolled_out("web", "nginx:1.26").await;
+
+    assert_eq!(
+        condition(&web, "Available"),
+        ("True".into(), "MinimumReplicasAvailable".into())
+    );
+    assert_eq!(
+        condition(&web, "Progressing"),
+        ("True".into(), "NewReplicaSetAvailable".into())
+    );
+    let status = web.status.clone().expect("a status");
+    assert_eq!(status.ready_replicas, Some(3));
+    assert_eq!(status.unavailable_replicas, None, "zero counts are omitted");
+    assert_eq!(
+        web.annotations()
+            .get(REVISION_ANNOTATION)
+            .map(String::as_str),
+        Some("1")
+    );
+
+    let sets = cluster.replica_sets_of(&web).await;
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    let rs = &sets[0];
+    let hash = rs
+        .labels()
+        .get(TEMPLATE_HASH_LABEL)
+        .expect("the hash label")
+        .clone();
+    assert_eq!(rs.name_any(), format!("web-{hash}"));
+    assert_eq!(revision(rs), 1);
+    let rs_status = rs.status.clone().expect("a status");
+    assert_eq!(
+        (
+            rs_status.replicas,
+            rs_status.ready_replicas,
+            rs_status.available_replicas,
+            rs_status.fully_labeled_replicas
+        ),
+        (3, Some(3), Some(3), Some(3))
+    );
+    assert_eq!(rs_status.observed_generation, rs.metadata.generation);
+    let owner = &rs.owner_references()[0];
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.controller,
+            owner.block_owner_deletion
+        ),
+        ("Deployment", Some(true), Some(true))
+    );
+
+    let events = cluster.events().await;
+    let scaled = format!("Deployment/web ScalingReplicaSet Scaled up replica set web-{hash} to 3");
+    assert!(events.contains(&scaled), "{events:?}");
+    let created = events
+        .iter()
+        .filter(|e| {
+            e.starts_with(&format!(
+                "ReplicaSet/web-{hash} SuccessfulCreate Created pod: web-{hash}-"
+            ))
+        })
+        .count();
+    assert_eq!(created, 3, "{events:?}");
+
+    let pods = cluster.active_pods().await;
+    assert_eq!(pods.len(), 3);
+    for pod in &pods {
+        assert!(
+            pod.name_any().starts_with(&format!("web-{hash}-")),
+            "{}",
+            pod.name_any()
+        );
+        assert_eq!(pod.labels().get(TEMPLATE_HASH_LABEL), Some(&hash));
+        let owner = &pod.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("ReplicaSet", rs.name_any().as_str(), Some(true))
+        );
+    }
+
+    // The fixed point: a resync of everything (every 600 s) writes nothing.
+    let versions = |d: &Deployment, sets: &[ReplicaSet]| {
+        let mut all = vec![d.resource_version()];
+        all.extend(sets.iter().map(ResourceExt::resource_version));
+        all
+    };
+    let before = versions(&web, &sets);
+    tokio::time::sleep(Duration::from_secs(700)).await;
+    let web = get_existing(&cluster.deployments(), "web").await;
+    assert_eq!(versions(&web, &cluster.replica_sets_of(&web).await), before);
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restores() {
+    let cluster = Cluster::start().await;
+    // 4 replicas at the default 25 %: at most 5 pods, at least 3 Ready.
+    cluster.create_deployment("web", 4, json!({})).await;
+    cluster.rolled_out("web", "nginx:1.26").await;
+    let (extremes, watching) = follow_pods(&cluster.client);
+    eventually("the pod watch synced", LIMIT, || async {
+        (extremes.lock().map(|e| e.events).unwrap_or(0) > 0).then_some(())
+    })
+    .await;
+
+    cluster.set_image("web", "nginx:1.27").await;
+    let web = cluster.rolled_out("web", "nginx:1.27").await;
+    let seen = *extremes.lock().expect("extremes");
+    assert!(
+        seen.fewest_ready >= Some(3),
+        "fell below replicas - maxUnavailable: {seen:?}"
+    );
+    assert!(
+        seen.most_pods <= 5,
+        "went past replicas + maxSurge: {seen:?}"
+    );
+    assert!(
+        seen.most_pods == 5,
+        "the rollout never surged, so this test shows nothing: {seen:?}"
+    );
+    assert_eq!(
+        web.annotations()
+            .get(REVISION_ANNOTATION)
+            .map(String::as_str),
+        Some("2")
+    );
+    let sets = cluster.replica_sets_of(&web).await;
+    let summary: Vec<(i64, Option<i32>)> = sets
+        .iter()
+        .map(|rs| (revision(rs), rs.spec.as_ref().and_then(|s| s.replicas)))
+        .collect();
+    assert_eq!(summary, vec![(1, Some(0)), (2, Some(4))]);
+
+    // What `kubectl rollout undo` does: the previous revision's template, minus its hash.
+    let mut template = sets[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.clone())
+        .expect("a template");
+    if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        labels.remove(TEMPLATE_HASH_LABEL);
+    }
+    merge_patch(
+        &cluster.deployments(),
+        "web",
+        json!({"spec": {"template": template}}),
+    )
+    .await
+    .expect("roll back");
+    let web = cluster.rolled_out("web", "nginx:1.26").await;
+    let seen = *extremes.lock().expect("extremes");
+    assert!(
+        seen.fewest_ready >= Some(3) && seen.most_pods <= 5,
+        "{seen:?}"
+    );
+    let first = sets[0].name_any();
+    let sets = cluster.replica_sets_of(&web).await;
+    let names: Vec<(String, i64)> = sets
+        .iter()
+        .map(|rs| (rs.name_any(), revision(rs)))
+        .collect();
+    assert_eq!(names.len(), 2, "the old ReplicaSet is reused: {names:?}");
+    assert_eq!(
+        names[1],
+        (first, 3),
+        "revision 1's ReplicaSet is new again as 3"
+    );
+    assert_eq!(
+        web.annotations()
+            .get(REVISION_ANNOTATION)
+            .map(String::as_str),
+        Some("3")
+    );
+    watching.abort();
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn recreate_removes_every_old_pod_before_creating_new_ones() {
+    let cluster = Cluster::start().await;
+    cluster
+        .create_deployment(
+            "db",
+            3,
+            json!({"strategy": {"type": "Recreate", "rollingUpdate": null}}),
+        )
+        .await;
+    cluster.rolled_out("db", "nginx:1.26").await;
+    let mixed = Arc::new(Mutex::new(false));
+    let flag = mixed.clone();
+    let api: Api<Pod> = cluster.pods();
+    let watching = tokio::spawn(async move {
+        let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
+        let stream = watcher::watcher(api, watcher::Config::default());
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
+                    pods.insert(pod.name_any(), pod);
+                }
+                Ok(Event::Delete(pod)) => {
+                    pods.remove(&pod.name_any());
+                }
+                _ => continue,
+            }
+            // Terminating pods count: their containers may still run.
+            let images: std::collections::BTreeSet<&str> = pods.values().map(image_of).collect();
+            if images.len() > 1 {
+                *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            }
+        }
+    });
+    cluster.set_image("db", "nginx:1.27").await;
+    cluster.rolled_out("db", "nginx:1.27").await;
+    assert!(
+        !*mixed.lock().expect("flag"),
+        "old and new pods ran at once"
+    );
+    watching.abort();
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn history_is_kept_to_the_revision_history_limit() {
+    let cluster = Cluster::start().await;
+    cluster
+        .create_deployment("web", 2, json!({"revisionHistoryLimit": 1}))
+        .await;
+    cluster.rolled_out("web", "nginx:1.26").await;
+    for image in ["nginx:1.27", "nginx:1.28"] {
+        cluster.set_image("web", image).await;
+        cluster.rolled_out("web", image).await;
+    }
+    let web = get_existing(&cluster.deployments(), "web").await;
+    let sets = eventually("the oldest revision deleted", LIMIT, || async {
+        let sets = cluster.replica_sets_of(&web).await;
+        (sets.len() == 2).then_some(sets)
+    })
+    .await;
+    let revisions: Vec<i64> = sets.iter().map(revision).collect();
+    assert_eq!(revisions, vec![2, 3]);
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn deleting_a_deployment_removes_its_replica_sets_and_pods() {
+    let cluster = Cluster::start().await;
+    cluster.create_deployment("web", 2, json!({})).await;
+    cluster.rolled_out("web", "nginx:1.26").await;
+    cluster
+        .deployments()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("replica sets and pods gone", LIMIT, || async {
+        let sets = cluster
+            .replica_sets()
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        let pods = cluster.pods().list(&ListParams::default()).await.ok()?;
+        (sets.items.is_empty() && pods.items.is_empty()).then_some(())
+    })
+    .await;
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_set_replaces_lost_pods_and_scales_down() {
+    let cluster = Cluster::start().await;
+    let rs: ReplicaSet = create_json(
+        &cluster.replica_sets(),
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "cache", "namespace": NS},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "cache"}},
+                "template": {
+                    "metadata": {"labels": {"app": "cache"}},
+                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+                },
+            },
+        }),
+    )
+    .await;
+    let ready = |n: i32| {
+        let api = cluster.replica_sets();
+        async move {
+            eventually(&format!("{n} ready"), LIMIT, || async {
+                let rs = api.get("cache").await.ok()?;
+                let status = rs.status.clone()?;
+                (status.replicas == n
+                    && status.ready_replicas.unwrap_or(0) == n
+                    && status.observed_generation >= rs.metadata.generation)
+                    .then_some(rs)
+            })
+            .await
+        }
+    };
+    ready(2).await;
+    let lost = cluster.active_pods().await[0].name_any();
+    cluster
+        .pods()
+        .delete(&lost, &DeleteParams::default())
+        .await
+        .expect("delete a pod");
+    eventually("a replacement", LIMIT, || async {
+        let pods = cluster.active_pods().await;
+        (pods.len() == 2 && pods.iter().all(|p| p.name_any() != lost && is_ready(p))).then_some(())
+    })
+    .await;
+    merge_patch(
+        &cluster.replica_sets(),
+        "cache",
+        json!({"spec": {"replicas": 1}}),
+    )
+    .await
+    .expect("scale down");
+    ready(1).await;
+    assert_eq!(cluster.active_pods().await.len(), 1);
+    assert!(rs.uid().is_some());
+    cluster.stop().await;
+}
+
+/// On the real clock: the deadline is compared with condition timestamps, which come from
+/// the wall clock.
+#[tokio::test]
+async fn a_rollout_that_stops_progressing_passes_its_deadline() {
+    let cluster = Cluster::start().await;
+    let spec = json!({
+        "progressDeadlineSeconds": 1,
+        "template": {"metadata": {"annotations": {"steady.dev/simulate": "never-ready"}}},
+    });
+    cluster.create_deployment("stuck", 1, spec).await;
+    let stuck = eventually("the deadline passed", LIMIT, || async {
+        let d = cluster.deployments().get("stuck").await.ok()?;
+        (condition(&d, "Progressing").1 == "ProgressDeadlineExceeded").then_some(d)
+    })
+    .await;
+    assert_eq!(
+        condition(&stuck, "Progressing"),
+        ("False".into(), "ProgressDeadlineExceeded".into())
+    );
+    assert_eq!(
+        condition(&stuck, "Available"),
+        ("False".into(), "MinimumReplicasUnavailable".into())
+    );
+    cluster.stop().await;
+}
+
+/// How long 1,000 replicas take to come up on the in-memory server, on the real clock:
+/// a measurement, run by hand (`cargo test -p steady-cluster --test workloads --
+/// --ignored --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn a_thousand_replicas_measurement() {
+    let cluster = Cluster::start().await;
+    let started = std::time::Instant::now();
+    cluster.create_deployment("big", 1000, json!({})).await;
+    let created = eventually("1000 pods created", Duration::from_secs(300), || async {
+        let rs = cluster
+            .replica_sets()
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        (rs.items.first()?.status.as_ref()?.replicas == 1000).then(|| started.elapsed())
+    })
+    .await;
+    cluster.rolled_out("big", "nginx:1.26").await;
+    println!(
+        "1000 replicas: pods created and counted after {created:?}, rolled out after {:?}",
+        started.elapsed()
+    );
+    cluster.stop().await;
+}
+
+/// On the real clock (readiness times come from the wall clock): pods count as available
+/// only once Ready for `minReadySeconds`, and the ReplicaSet comes back to count them
+/// without any further pod event.
+#[tokio::test]
+async fn replicas_are_available_after_min_ready_seconds() {
+    let cluster = Cluster::start().await;
+    create_json(
+        &cluster.replica_sets(),
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "slow", "namespace": NS},
+            "spec": {
+                "replicas": 2,
+                "minReadySeconds": 1,
+                "selector": {"matchLabels": {"app": "slow"}},
+                "template": {
+                    "metadata": {"labels": {"app": "slow"}},
+                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+                },
+            },
+        }),
+    )
+    .await
+    .name_any();
+    eventually("2 available", LIMIT, || async {
+        let rs = cluster.replica_sets().get("slow").await.ok()?;
+        (rs.status?.available_replicas == Some(2)).then_some(())
+    })
+    .await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    for pod in cluster.active_pods().await {
+        let since = steady_cluster::pod_template::ready_since(&pod)
+            .flatten()
+            .expect("a Ready pod with its transition time");
+        let ready_for = now.as_millisecond() - since.as_millisecond();
+        assert!(
+            ready_for >= 1000,
+            "{} counted after {ready_for} ms",
+            pod.name_any()
+        );
+    }
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_set_adopts_matching_orphans_and_releases_pods_it_no_longer_selects() {
+    let cluster = Cluster::start().await;
+    let orphan: Pod = create_json(
+        &cluster.pods(),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "orphan", "namespace": NS, "labels": {"app": "cache"}},
+            "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+        }),
+    )
+    .await;
+    let rs: ReplicaSet = create_json(
+        &cluster.replica_sets(),
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "cache", "namespace": NS},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "cache"}},
+                "template": {
+                    "metadata": {"labels": {"app": "cache"}},
+                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+                },
+            },
+        }),
+    )
+    .await;
+    let uid = rs.uid().expect("a uid");
+    let controlled = |pod: &Pod| {
+        pod.owner_references()
+            .iter()
+            .any(|r| r.controller == Some(true) && r.uid == uid)
+    };
+    eventually("the orphan adopted and one pod added", LIMIT, || async {
+        let pods = cluster.active_pods().await;
+        (pods.len() == 2 && pods.iter().all(controlled)).then_some(())
+    })
+    .await;
+    let adopted = get_existing(&cluster.pods(), "orphan").await;
+    assert_eq!(adopted.uid(), orphan.uid(), "the same pod, adopted");
+
+    merge_patch(
+        &cluster.pods(),
+        "orphan",
+        json!({"metadata": {"labels": {"app": "other"}}}),
+    )
+    .await
+    .expect("relabel");
+    eventually("the pod released and replaced", LIMIT, || async {
+        let pods = cluster.active_pods().await;
+        let released = pods.iter().find(|p| p.name_any() == "orphan")?;
+        let owned = pods.iter().filter(|p| controlled(p)).count();
+        (!controlled(released) && owned == 2).then_some(())
+    })
+    .await;
+    cluster.stop().await;
+}
