@@ -2,7 +2,7 @@
 //!
 //! Group, version, kind, plural and scope come from k8s-openapi's `Resource` metadata;
 //! what k8s-openapi does not know (short names, categories, verbs, subresources, field
-//! selectors) sits beside it, as kube-apiserver's discovery shows them. The set is what a
+//! selectors, whether the server keeps `metadata.generation`) sits beside it, as kube-apiserver's discovery shows them. The set is what a
 //! default 1.32 cluster serves: GA versions only (alpha and beta APIs are disabled by
 //! default), without the kinds that became GA in 1.33 (networking.k8s.io/v1 IPAddress and
 //! ServiceCIDR). This module knows nothing of storage or HTTP.
@@ -89,6 +89,28 @@ const SERVICE_ACCOUNT_SUBRESOURCES: &[Subresource] = &[Subresource {
 const NAMESPACE_SUBRESOURCES: &[Subresource] = &[sub("finalize", &["update"]), STATUS];
 const CSR_SUBRESOURCES: &[Subresource] = &[sub("approval", GET_PATCH_UPDATE), STATUS];
 
+/// How the server keeps `metadata.generation` of a kind. kube-apiserver sets it only where
+/// the kind's registry strategy does, so most core kinds never carry one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generation {
+    /// The server leaves `generation` as the client created it (usually absent).
+    Untracked,
+    /// 1 on create, one more on each change outside `metadata` and `status`.
+    OnSpecChange,
+    /// 1 on create and never bumped (PriorityClass's strategy only initialises it).
+    OnCreateOnly,
+}
+
+impl Generation {
+    pub fn set_on_create(self) -> bool {
+        self != Generation::Untracked
+    }
+
+    pub fn bumped_by_spec_change(self) -> bool {
+        self == Generation::OnSpecChange
+    }
+}
+
 /// One built-in kind at one version.
 #[derive(Debug, Clone, Copy)]
 pub struct BuiltinKind {
@@ -103,6 +125,7 @@ pub struct BuiltinKind {
     pub subresources: &'static [Subresource],
     /// Field selector paths beyond `metadata.name` and `metadata.namespace`.
     pub fields: &'static [&'static str],
+    pub generation: Generation,
 }
 
 /// Whether a k8s-openapi scope is namespaced; sub-resource scopes are not kinds.
@@ -132,6 +155,7 @@ where
         verbs: ALL_VERBS,
         subresources: &[],
         fields: &[],
+        generation: Generation::Untracked,
     }
 }
 
@@ -165,6 +189,15 @@ impl BuiltinKind {
     }
     const fn fields(mut self, fields: &'static [&'static str]) -> Self {
         self.fields = fields;
+        self
+    }
+    /// Its strategy sets `generation` to 1 on create and bumps it on each spec change.
+    const fn tracks_generation(mut self) -> Self {
+        self.generation = Generation::OnSpecChange;
+        self
+    }
+    const fn generation_on_create_only(mut self) -> Self {
+        self.generation = Generation::OnCreateOnly;
         self
     }
 
@@ -243,7 +276,8 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
         .short(&["rc"])
         .in_all()
         .status_and_scale()
-        .fields(&["status.replicas"]),
+        .fields(&["status.replicas"])
+        .tracks_generation(),
     of::<core::ResourceQuota>().short(&["quota"]).status(),
     of::<core::Secret>().fields(&["type"]),
     of::<core::ServiceAccount>()
@@ -251,37 +285,52 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
         .subs(SERVICE_ACCOUNT_SUBRESOURCES),
     of::<core::Service>().short(&["svc"]).in_all().status(),
     // admissionregistration.k8s.io/v1
-    of::<admissionregistration::MutatingWebhookConfiguration>().api_extensions(),
+    of::<admissionregistration::MutatingWebhookConfiguration>()
+        .api_extensions()
+        .tracks_generation(),
     of::<admissionregistration::ValidatingAdmissionPolicy>()
         .api_extensions()
-        .status(),
-    of::<admissionregistration::ValidatingAdmissionPolicyBinding>().api_extensions(),
-    of::<admissionregistration::ValidatingWebhookConfiguration>().api_extensions(),
+        .status()
+        .tracks_generation(),
+    of::<admissionregistration::ValidatingAdmissionPolicyBinding>()
+        .api_extensions()
+        .tracks_generation(),
+    of::<admissionregistration::ValidatingWebhookConfiguration>()
+        .api_extensions()
+        .tracks_generation(),
     // apiextensions.k8s.io/v1
     of::<apiextensions::CustomResourceDefinition>()
         .short(&["crd", "crds"])
         .api_extensions()
-        .status(),
+        .status()
+        .tracks_generation(),
     // apiregistration.k8s.io/v1
     of::<apiregistration::APIService>()
         .api_extensions()
         .status(),
     // apps/v1
     of::<apps::ControllerRevision>(),
-    of::<apps::DaemonSet>().short(&["ds"]).in_all().status(),
+    of::<apps::DaemonSet>()
+        .short(&["ds"])
+        .in_all()
+        .status()
+        .tracks_generation(),
     of::<apps::Deployment>()
         .short(&["deploy"])
         .in_all()
-        .status_and_scale(),
+        .status_and_scale()
+        .tracks_generation(),
     of::<apps::ReplicaSet>()
         .short(&["rs"])
         .in_all()
         .status_and_scale()
-        .fields(&["status.replicas"]),
+        .fields(&["status.replicas"])
+        .tracks_generation(),
     of::<apps::StatefulSet>()
         .short(&["sts"])
         .in_all()
-        .status_and_scale(),
+        .status_and_scale()
+        .tracks_generation(),
     // authentication.k8s.io/v1
     of::<authentication::SelfSubjectReview>().verbs(CREATE_ONLY),
     of::<authentication::TokenReview>().verbs(CREATE_ONLY),
@@ -300,8 +349,12 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
         .in_all()
         .status(),
     // batch/v1
-    of::<batch::CronJob>().short(&["cj"]).in_all().status(),
-    of::<batch::Job>().in_all().status(),
+    of::<batch::CronJob>()
+        .short(&["cj"])
+        .in_all()
+        .status()
+        .tracks_generation(),
+    of::<batch::Job>().in_all().status().tracks_generation(),
     // certificates.k8s.io/v1
     of::<certificates::CertificateSigningRequest>()
         .short(&["csr"])
@@ -310,31 +363,43 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
     // coordination.k8s.io/v1
     of::<coordination::Lease>(),
     // discovery.k8s.io/v1
-    of::<discovery::EndpointSlice>(),
+    of::<discovery::EndpointSlice>().tracks_generation(),
     // events.k8s.io/v1
     of::<events::Event>()
         .short(&["ev"])
         .fields(EVENTS_V1_FIELDS),
     // flowcontrol.apiserver.k8s.io/v1
-    of::<flowcontrol::FlowSchema>().status(),
-    of::<flowcontrol::PriorityLevelConfiguration>().status(),
+    of::<flowcontrol::FlowSchema>().status().tracks_generation(),
+    of::<flowcontrol::PriorityLevelConfiguration>()
+        .status()
+        .tracks_generation(),
     // networking.k8s.io/v1
-    of::<networking::IngressClass>(),
-    of::<networking::Ingress>().short(&["ing"]).status(),
-    of::<networking::NetworkPolicy>().short(&["netpol"]),
+    of::<networking::IngressClass>().tracks_generation(),
+    of::<networking::Ingress>()
+        .short(&["ing"])
+        .status()
+        .tracks_generation(),
+    of::<networking::NetworkPolicy>()
+        .short(&["netpol"])
+        .tracks_generation(),
     // node.k8s.io/v1
     of::<node::RuntimeClass>(),
     // policy/v1
-    of::<policy::PodDisruptionBudget>().short(&["pdb"]).status(),
+    of::<policy::PodDisruptionBudget>()
+        .short(&["pdb"])
+        .status()
+        .tracks_generation(),
     // rbac.authorization.k8s.io/v1
     of::<rbac::ClusterRoleBinding>(),
     of::<rbac::ClusterRole>(),
     of::<rbac::RoleBinding>(),
     of::<rbac::Role>(),
     // scheduling.k8s.io/v1
-    of::<scheduling::PriorityClass>().short(&["pc"]),
+    of::<scheduling::PriorityClass>()
+        .short(&["pc"])
+        .generation_on_create_only(),
     // storage.k8s.io/v1
-    of::<storage::CSIDriver>(),
+    of::<storage::CSIDriver>().tracks_generation(),
     of::<storage::CSINode>(),
     of::<storage::CSIStorageCapacity>(),
     of::<storage::StorageClass>().short(&["sc"]),

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::ApiServer;
+use crate::builtin::Generation;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::registry::{ResourceType, ScaleSubresource};
@@ -228,6 +229,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                     .cloned()
                     .unwrap_or_default(),
                 crd_name: Some(crd_name.to_string()),
+                generation: Generation::OnSpecChange,
             })
         })
         .collect()

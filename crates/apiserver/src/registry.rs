@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
-use crate::builtin::{self, Subresource};
+use crate::builtin::{self, Generation, Subresource};
 
 /// `autoscaling/v1 Scale` mapping of a custom resource (the CRD's `subresources.scale`).
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +39,7 @@ pub struct ResourceType {
     pub printer_columns: Vec<Value>,
     /// Name of the CRD that defines this kind (None for built-ins).
     pub crd_name: Option<String>,
+    pub generation: Generation,
 }
 
 impl ResourceType {
@@ -155,6 +156,7 @@ fn builtin_types() -> impl Iterator<Item = ResourceType> {
         schema: None,
         printer_columns: Vec::new(),
         crd_name: None,
+        generation: b.generation,
     })
 }
 

@@ -1,7 +1,8 @@
 //! The built-in API of Kubernetes 1.32 through kube-rs: discovery of every group, CRUD on
 //! every listable kind, workload defaults and selector validation, bootstrap objects, the
 //! review APIs and TokenRequest, eviction, and the small fidelity items (409
-//! `details.group`, unset boolean field selectors, exec refused with a Status).
+//! `details.group`, unset boolean field selectors, exec refused with a Status, which kinds
+//! carry `metadata.generation`).
 
 mod common;
 
@@ -16,11 +17,12 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolumeClaim, Pod, Service, ServiceAccount,
+    ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
 use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{Discovery, Scope, verbs};
 use serde::Serialize;
@@ -632,5 +634,155 @@ async fn the_simulated_node_reports_container_events_in_kubelet_order() {
             ("Created", "Created container: c"),
             ("Started", "Started container c"),
         ]
+    );
+}
+
+/// `metadata.generation` of each write, in order.
+async fn generations_after_writes<K>(
+    api: &Api<K>,
+    created: &K,
+    patches: &[Value],
+) -> Vec<Option<i64>>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let name = created.meta().name.clone().expect("name");
+    let mut seen = vec![created.meta().generation];
+    for patch in patches {
+        let patched = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("merge patch");
+        seen.push(patched.meta().generation);
+    }
+    seen
+}
+
+#[tokio::test]
+async fn only_kinds_whose_strategy_keeps_it_carry_a_generation() {
+    let server = server().await;
+    let c = server.client();
+    let pp = PostParams::default();
+    let labelled = json!({"metadata": {"labels": {"touched": "yes"}}});
+
+    let configmaps: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "cm"}, "data": {"k": "v"}}))
+            .expect("configmap");
+    let created = configmaps.create(&pp, &cm).await.expect("create configmap");
+    let mut replaced = created.clone();
+    replaced.data = Some([("k".to_string(), "changed".to_string())].into());
+    let replaced = configmaps
+        .replace("cm", &pp, &replaced)
+        .await
+        .expect("replace");
+    let applied = configmaps
+        .patch(
+            "cm",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"k": "applied"}})),
+        )
+        .await
+        .expect("apply");
+    assert_eq!(
+        (
+            created.metadata.generation,
+            replaced.metadata.generation,
+            applied.metadata.generation
+        ),
+        (None, None, None)
+    );
+    let patches = [json!({"data": {"k": "patched"}}), labelled.clone()];
+    assert_eq!(
+        generations_after_writes(&configmaps, &applied, &patches).await,
+        [None; 3]
+    );
+
+    let secrets: Api<Secret> = Api::default_namespaced(c.clone());
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}}))
+            .expect("secret");
+    let created = secrets.create(&pp, &secret).await.expect("create secret");
+    let patches = [json!({"stringData": {"k": "w"}}), labelled.clone()];
+    assert_eq!(
+        generations_after_writes(&secrets, &created, &patches).await,
+        [None; 3]
+    );
+
+    let services: Api<Service> = Api::default_namespaced(c.clone());
+    let service: Service = serde_json::from_value(
+        json!({"metadata": {"name": "svc"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .expect("service");
+    let created = services
+        .create(&pp, &service)
+        .await
+        .expect("create service");
+    let patches = [json!({"spec": {"ports": [{"port": 81}]}}), labelled.clone()];
+    assert_eq!(
+        generations_after_writes(&services, &created, &patches).await,
+        [None; 3]
+    );
+
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    let pod: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "p"}, "spec": pod_template(json!({}), "Always")["spec"]}),
+    )
+    .expect("pod");
+    let created = pods.create(&pp, &pod).await.expect("create pod");
+    let patches = [
+        json!({"spec": {"activeDeadlineSeconds": 60}}),
+        labelled.clone(),
+    ];
+    assert_eq!(
+        generations_after_writes(&pods, &created, &patches).await,
+        [None; 3]
+    );
+
+    let deployments: Api<Deployment> = Api::default_namespaced(c.clone());
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": pod_template(json!({"app": "web"}), "Always")},
+    }))
+    .expect("deployment");
+    let created = deployments
+        .create(&pp, &deployment)
+        .await
+        .expect("create deployment");
+    let with_status = deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 1}})),
+        )
+        .await
+        .expect("patch status");
+    assert_eq!(
+        (created.metadata.generation, with_status.metadata.generation),
+        (Some(1), Some(1))
+    );
+    let patches = [
+        labelled.clone(),
+        json!({"spec": {"replicas": 3}}),
+        labelled.clone(),
+    ];
+    assert_eq!(
+        generations_after_writes(&deployments, &with_status, &patches).await,
+        [Some(1), Some(1), Some(2), Some(2)]
+    );
+
+    // PriorityClass's strategy sets 1 on create and never bumps it.
+    let classes: Api<PriorityClass> = Api::all(c);
+    let class: PriorityClass =
+        serde_json::from_value(json!({"metadata": {"name": "high"}, "value": 1000}))
+            .expect("priority class");
+    let created = classes
+        .create(&pp, &class)
+        .await
+        .expect("create priority class");
+    let patches = [json!({"description": "changed"})];
+    assert_eq!(
+        generations_after_writes(&classes, &created, &patches).await,
+        [Some(1), Some(1)]
     );
 }

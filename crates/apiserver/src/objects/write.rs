@@ -140,7 +140,9 @@ impl ApiServer {
             let m = meta::metadata_mut(&mut obj);
             m.insert("uid".into(), Value::String(self.new_uid()));
             m.insert("creationTimestamp".into(), Value::String(now));
-            m.insert("generation".into(), json!(1));
+            if rt.generation.set_on_create() {
+                m.insert("generation".into(), json!(1));
+            }
             m.remove("deletionTimestamp");
             m.remove("deletionGracePeriodSeconds");
             if let Some(ns) = &ns {
@@ -387,7 +389,7 @@ impl ApiServer {
             }
         }
         keep_server_fields(old, &mut new);
-        if meta::spec_part(old) != meta::spec_part(&new) {
+        if rt.generation.bumped_by_spec_change() && meta::spec_part(old) != meta::spec_part(&new) {
             meta::metadata_mut(&mut new)
                 .insert("generation".into(), json!(meta::generation(old) + 1));
         }
