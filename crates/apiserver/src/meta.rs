@@ -107,15 +107,47 @@ pub fn spec_part(obj: &Value) -> Map<String, Value> {
 /// Equal apart from `resourceVersion`: a write of `new` would change nothing. A change of
 /// field ownership alone is a change (kube-apiserver writes it); an unchanged write leaves
 /// `managedFields`, timestamps included, as they were.
+///
+/// Compared in place: every write asks, and copies of both objects would cost more than
+/// the comparison.
 pub fn same_content(old: &Value, new: &Value) -> bool {
-    fn strip(v: &Value) -> Value {
-        let mut v = v.clone();
-        if let Some(Value::Object(m)) = v.get_mut("metadata") {
-            m.remove("resourceVersion");
-        }
-        v
+    match (old.as_object(), new.as_object()) {
+        (Some(old), Some(new)) => same_fields(old, new, |name, old, new| {
+            if name == "metadata" {
+                same_metadata(old, new)
+            } else {
+                old == new
+            }
+        }),
+        _ => old == new,
     }
-    strip(old) == strip(new)
+}
+
+fn same_metadata(old: &Value, new: &Value) -> bool {
+    match (old.as_object(), new.as_object()) {
+        (Some(old), Some(new)) => {
+            let without_version =
+                |m: &Map<String, Value>| m.len() - usize::from(m.contains_key("resourceVersion"));
+            without_version(old) == without_version(new)
+                && old
+                    .iter()
+                    .filter(|(name, _)| *name != "resourceVersion")
+                    .all(|(name, value)| new.get(name) == Some(value))
+        }
+        _ => old == new,
+    }
+}
+
+/// Whether two objects have the same field names, with each pair of values `same`.
+fn same_fields(
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+    same: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    old.len() == new.len()
+        && old
+            .iter()
+            .all(|(name, value)| new.get(name).is_some_and(|other| same(name, value, other)))
 }
 
 #[cfg(test)]
@@ -130,5 +162,12 @@ mod tests {
         let c = json!({"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"k": "w"}});
         assert!(same_content(&a, &b));
         assert!(!same_content(&a, &c));
+        let unversioned = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+        assert!(same_content(&a, &unversioned));
+        let renamed =
+            json!({"metadata": {"name": "b", "resourceVersion": "1"}, "data": {"k": "v"}});
+        assert!(!same_content(&a, &renamed));
+        let extra = json!({"metadata": {"name": "a"}, "data": {"k": "v"}, "spec": {}});
+        assert!(!same_content(&a, &extra));
     }
 }
