@@ -92,16 +92,18 @@ pub fn generation(obj: &Value) -> i64 {
         .unwrap_or(0)
 }
 
-/// The object without `metadata` and `status`: what `generation` tracks.
-pub fn spec_part(obj: &Value) -> Map<String, Value> {
+/// Whether two objects agree apart from `metadata` and `status`: what `generation`
+/// tracks. Compared in place, as every update asks.
+pub fn same_spec(old: &Value, new: &Value) -> bool {
+    spec_fields(old).count() == spec_fields(new).count()
+        && spec_fields(old).all(|(k, v)| new.get(k) == Some(v))
+}
+
+fn spec_fields(obj: &Value) -> impl Iterator<Item = (&String, &Value)> {
     obj.as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
 }
 
 /// Equal apart from `resourceVersion`: a write of `new` would change nothing. A change of
@@ -154,6 +156,17 @@ fn same_fields(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn same_spec_ignores_metadata_and_status() {
+        let a = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": 1}});
+        let b = json!({"metadata": {"name": "b"}, "spec": {"x": 1}, "status": {"y": 2}});
+        assert!(same_spec(&a, &b));
+        assert!(!same_spec(&a, &json!({"metadata": {"name": "a"}, "spec": {"x": 2}})));
+        assert!(!same_spec(&a, &json!({"spec": {"x": 1}, "data": {}})));
+        assert!(!same_spec(&a, &json!({"metadata": {"name": "a"}})));
+        assert!(same_spec(&json!({"status": {}}), &json!(null)));
+    }
 
     #[test]
     fn same_content_ignores_resource_version() {
