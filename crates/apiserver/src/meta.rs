@@ -162,7 +162,10 @@ mod tests {
         let a = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": 1}});
         let b = json!({"metadata": {"name": "b"}, "spec": {"x": 1}, "status": {"y": 2}});
         assert!(same_spec(&a, &b));
-        assert!(!same_spec(&a, &json!({"metadata": {"name": "a"}, "spec": {"x": 2}})));
+        assert!(!same_spec(
+            &a,
+            &json!({"metadata": {"name": "a"}, "spec": {"x": 2}})
+        ));
         assert!(!same_spec(&a, &json!({"spec": {"x": 1}, "data": {}})));
         assert!(!same_spec(&a, &json!({"metadata": {"name": "a"}})));
         assert!(same_spec(&json!({"status": {}}), &json!(null)));
