@@ -92,30 +92,64 @@ pub fn generation(obj: &Value) -> i64 {
         .unwrap_or(0)
 }
 
-/// The object without `metadata` and `status`: what `generation` tracks.
-pub fn spec_part(obj: &Value) -> Map<String, Value> {
+/// Whether two objects agree apart from `metadata` and `status`: what `generation`
+/// tracks. Compared in place, as every update asks.
+pub fn same_spec(old: &Value, new: &Value) -> bool {
+    spec_fields(old).count() == spec_fields(new).count()
+        && spec_fields(old).all(|(k, v)| new.get(k) == Some(v))
+}
+
+fn spec_fields(obj: &Value) -> impl Iterator<Item = (&String, &Value)> {
     obj.as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
 }
 
 /// Equal apart from `resourceVersion`: a write of `new` would change nothing. A change of
 /// field ownership alone is a change (kube-apiserver writes it); an unchanged write leaves
 /// `managedFields`, timestamps included, as they were.
+///
+/// Compared in place: every write asks, and copies of both objects would cost more than
+/// the comparison.
 pub fn same_content(old: &Value, new: &Value) -> bool {
-    fn strip(v: &Value) -> Value {
-        let mut v = v.clone();
-        if let Some(Value::Object(m)) = v.get_mut("metadata") {
-            m.remove("resourceVersion");
-        }
-        v
+    match (old.as_object(), new.as_object()) {
+        (Some(old), Some(new)) => same_fields(old, new, |name, old, new| {
+            if name == "metadata" {
+                same_metadata(old, new)
+            } else {
+                old == new
+            }
+        }),
+        _ => old == new,
     }
-    strip(old) == strip(new)
+}
+
+fn same_metadata(old: &Value, new: &Value) -> bool {
+    match (old.as_object(), new.as_object()) {
+        (Some(old), Some(new)) => {
+            let without_version =
+                |m: &Map<String, Value>| m.len() - usize::from(m.contains_key("resourceVersion"));
+            without_version(old) == without_version(new)
+                && old
+                    .iter()
+                    .filter(|(name, _)| *name != "resourceVersion")
+                    .all(|(name, value)| new.get(name) == Some(value))
+        }
+        _ => old == new,
+    }
+}
+
+/// Whether two objects have the same field names, with each pair of values `same`.
+fn same_fields(
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+    same: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    old.len() == new.len()
+        && old
+            .iter()
+            .all(|(name, value)| new.get(name).is_some_and(|other| same(name, value, other)))
 }
 
 #[cfg(test)]
@@ -124,11 +158,32 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn same_spec_ignores_metadata_and_status() {
+        let a = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": 1}});
+        let b = json!({"metadata": {"name": "b"}, "spec": {"x": 1}, "status": {"y": 2}});
+        assert!(same_spec(&a, &b));
+        assert!(!same_spec(
+            &a,
+            &json!({"metadata": {"name": "a"}, "spec": {"x": 2}})
+        ));
+        assert!(!same_spec(&a, &json!({"spec": {"x": 1}, "data": {}})));
+        assert!(!same_spec(&a, &json!({"metadata": {"name": "a"}})));
+        assert!(same_spec(&json!({"status": {}}), &json!(null)));
+    }
+
+    #[test]
     fn same_content_ignores_resource_version() {
         let a = json!({"metadata": {"name": "a", "resourceVersion": "1"}, "data": {"k": "v"}});
         let b = json!({"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"k": "v"}});
         let c = json!({"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"k": "w"}});
         assert!(same_content(&a, &b));
         assert!(!same_content(&a, &c));
+        let unversioned = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+        assert!(same_content(&a, &unversioned));
+        let renamed =
+            json!({"metadata": {"name": "b", "resourceVersion": "1"}, "data": {"k": "v"}});
+        assert!(!same_content(&a, &renamed));
+        let extra = json!({"metadata": {"name": "a"}, "data": {"k": "v"}, "spec": {}});
+        assert!(!same_content(&a, &extra));
     }
 }

@@ -182,69 +182,178 @@ fn insert(set: &mut FieldSet, path: &[String]) {
 }
 
 /// The fields added, modified and removed from `old` to `new`.
+///
+/// Walks both objects in place: server fields are skipped where they sit instead of being
+/// stripped from copies, and a subtree equal on both sides is not walked at all.
 pub fn compare(old: &Value, new: &Value, shape: Shape) -> Comparison {
     let mut out = Comparison::default();
-    let (old, new) = (without_server_fields(old), without_server_fields(new));
-    diff(
-        Some(&old),
-        Some(&new),
-        &mut Vec::new(),
-        &mut Vec::new(),
+    let mut walk = Walk {
         shape,
-        &mut out,
-    );
+        names: Vec::new(),
+        path: Vec::new(),
+        out: &mut out,
+    };
+    walk.diff(Some(old), Some(new));
     out
 }
 
-fn diff(
-    old: Option<&Value>,
-    new: Option<&Value>,
-    names: &mut Vec<String>,
-    path: &mut Vec<String>,
-    shape: Shape,
-    out: &mut Comparison,
-) {
-    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let old_node = old.map(|v| node(v, &name_refs, shape));
-    let new_node = new.map(|v| node(v, &name_refs, shape));
-    let (old_children, new_children) = match (old_node, new_node) {
-        (Some(Node::Object(o)), Some(Node::Object(n)))
-        | (Some(Node::List(o)), Some(Node::List(n))) => (o, n),
-        (None, Some(Node::Object(n) | Node::List(n))) => (Vec::new(), n),
-        (Some(Node::Object(o) | Node::List(o)), None) => (o, Vec::new()),
-        _ => {
-            let target = match (old, new) {
-                (None, _) => &mut out.added,
-                (_, None) => &mut out.removed,
-                (Some(o), Some(n)) if o != n => &mut out.modified,
-                _ => return,
-            };
-            insert(target, path);
-            return;
-        }
-    };
-    // Lookups by element keep large maps and lists linear-logarithmic, not quadratic.
-    let old_by_element: BTreeMap<&str, &Value> = old_children
-        .iter()
-        .map(|c| (c.element.as_str(), c.value))
-        .collect();
-    let new_elements: BTreeSet<&str> = new_children.iter().map(|c| c.element.as_str()).collect();
-    for child in &new_children {
-        let before = old_by_element.get(child.element.as_str()).copied();
-        descend(names, path, child, |names, path| {
-            diff(before, Some(child.value), names, path, shape, out);
-            if before.is_none() {
-                insert(&mut out.added, path);
+/// The state of one comparison: where it is in both objects and what it found.
+struct Walk<'v, 's, 'o> {
+    shape: Shape<'s>,
+    /// Field names from the root, list levels skipped (what [`Shape`] is asked with).
+    names: Vec<&'v str>,
+    /// Path elements from the root, list items included (what the field sets record).
+    path: Vec<String>,
+    out: &'o mut Comparison,
+}
+
+/// The children of a value the comparison descends into.
+enum Children<'v> {
+    Leaf,
+    Object(&'v Map<String, Value>),
+    List(Vec<Child<'v>>),
+}
+
+impl<'v> Walk<'v, '_, '_> {
+    fn diff(&mut self, old: Option<&'v Value>, new: Option<&'v Value>) {
+        let old_children = old.map(|v| self.children(v));
+        let new_children = new.map(|v| self.children(v));
+        match (old_children, new_children) {
+            (Some(Children::Object(o)), Some(Children::Object(n))) => {
+                self.diff_objects(Some(o), Some(n))
             }
-        });
-    }
-    for child in &old_children {
-        if !new_elements.contains(child.element.as_str()) {
-            descend(names, path, child, |names, path| {
-                diff(Some(child.value), None, names, path, shape, out);
-                insert(&mut out.removed, path);
-            });
+            (Some(Children::List(o)), Some(Children::List(n))) => self.diff_lists(&o, &n),
+            (None, Some(Children::Object(n))) => self.diff_objects(None, Some(n)),
+            (Some(Children::Object(o)), None) => self.diff_objects(Some(o), None),
+            (None, Some(Children::List(n))) => self.diff_lists(&[], &n),
+            (Some(Children::List(o)), None) => self.diff_lists(&o, &[]),
+            _ => {
+                let target = match (old, new) {
+                    (None, _) => &mut self.out.added,
+                    (_, None) => &mut self.out.removed,
+                    (Some(o), Some(n)) if o != n => &mut self.out.modified,
+                    _ => return,
+                };
+                insert(target, &self.path);
+            }
         }
+    }
+
+    fn children(&self, value: &'v Value) -> Children<'v> {
+        match value {
+            Value::Object(map) if !self.shape.atomic_object(&self.names) => Children::Object(map),
+            Value::Object(_) => Children::Leaf,
+            _ => match node(value, &self.names, self.shape) {
+                Node::List(children) => Children::List(children),
+                Node::Leaf | Node::Object(_) => Children::Leaf,
+            },
+        }
+    }
+
+    fn diff_objects(
+        &mut self,
+        old: Option<&'v Map<String, Value>>,
+        new: Option<&'v Map<String, Value>>,
+    ) {
+        let unowned = server_fields_at(&self.path);
+        let owned = |(name, _): &(&String, &Value)| !unowned.contains(&name.as_str());
+        for (name, value) in new.into_iter().flatten().filter(owned) {
+            let before = old.and_then(|o| o.get(name));
+            self.child(name, before, Some(value));
+        }
+        for (name, value) in old.into_iter().flatten().filter(owned) {
+            if !new.is_some_and(|n| n.contains_key(name)) {
+                self.child(name, Some(value), None);
+            }
+        }
+    }
+
+    fn diff_lists(&mut self, old: &[Child<'v>], new: &[Child<'v>]) {
+        // Lookups by element keep large lists linear-logarithmic, not quadratic.
+        let old_by_element: BTreeMap<&str, &Value> =
+            old.iter().map(|c| (c.element.as_str(), c.value)).collect();
+        let new_elements: BTreeSet<&str> = new.iter().map(|c| c.element.as_str()).collect();
+        for child in new {
+            let before = old_by_element.get(child.element.as_str()).copied();
+            self.item(&child.element, before, Some(child.value));
+        }
+        for child in old {
+            if !new_elements.contains(child.element.as_str()) {
+                self.item(&child.element, Some(child.value), None);
+            }
+        }
+    }
+
+    /// Compares a field of an object, unless it is equal on both sides.
+    fn child(&mut self, name: &'v str, old: Option<&'v Value>, new: Option<&'v Value>) {
+        self.names.push(name);
+        if !self.unchanged(old, new) {
+            self.path.push(fieldset::field(name));
+            self.diff(old, new);
+            self.record_presence(old, new);
+            self.path.pop();
+        }
+        self.names.pop();
+    }
+
+    /// Compares an item of a list, unless it is equal on both sides.
+    fn item(&mut self, element: &str, old: Option<&'v Value>, new: Option<&'v Value>) {
+        if !self.unchanged(old, new) {
+            self.path.push(element.to_owned());
+            self.diff(old, new);
+            self.record_presence(old, new);
+            self.path.pop();
+        }
+    }
+
+    /// A field or item present on one side only is itself added or removed.
+    fn record_presence(&mut self, old: Option<&Value>, new: Option<&Value>) {
+        match (old, new) {
+            (None, Some(_)) => insert(&mut self.out.added, &self.path),
+            (Some(_), None) => insert(&mut self.out.removed, &self.path),
+            _ => {}
+        }
+    }
+
+    /// Whether walking `old` and `new` (at `self.names`) would find nothing: they are
+    /// equal and hold no list whose items share a key yet differ, which the walk pairs
+    /// up by key and so reports even between equal values.
+    fn unchanged(&mut self, old: Option<&'v Value>, new: Option<&'v Value>) -> bool {
+        match (old, new) {
+            (Some(o), Some(n)) => o == n && !self.has_ambiguous_items(n),
+            _ => false,
+        }
+    }
+
+    fn has_ambiguous_items(&mut self, value: &'v Value) -> bool {
+        match self.children(value) {
+            Children::Leaf => false,
+            Children::Object(map) => map.iter().any(|(name, child)| {
+                self.names.push(name);
+                let found = self.has_ambiguous_items(child);
+                self.names.pop();
+                found
+            }),
+            Children::List(items) => {
+                let mut seen: BTreeMap<&str, &Value> = BTreeMap::new();
+                items.iter().any(|item| {
+                    seen.insert(&item.element, item.value)
+                        .is_some_and(|earlier| earlier != item.value)
+                }) || items
+                    .iter()
+                    .any(|item| self.has_ambiguous_items(item.value))
+            }
+        }
+    }
+}
+
+/// The fields of the object at `path` that no manager owns: `apiVersion` and `kind` at the
+/// root, the server's metadata under `metadata`.
+fn server_fields_at(path: &[String]) -> &'static [&'static str] {
+    match path {
+        [] => &["apiVersion", "kind"],
+        [only] if only == "f:metadata" => SERVER_METADATA,
+        _ => &[],
     }
 }
 
@@ -300,6 +409,40 @@ mod tests {
             json!({"f:spec": {"f:containers": {"k:{\"name\":\"b\"}": {".": {}, "f:name": {}}}}})
         );
         assert!(compare(&old, &old, POD).is_same());
+    }
+
+    #[test]
+    fn server_fields_are_skipped_only_where_the_server_sets_them() {
+        let old = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "uid": "1", "resourceVersion": "1"},
+            "spec": {"template": {"metadata": {"name": "a"}}}
+        });
+        let mut new = old.clone();
+        new["apiVersion"] = json!("v2");
+        new["metadata"]["uid"] = json!("2");
+        new["metadata"]["resourceVersion"] = json!("2");
+        assert!(compare(&old, &new, POD).is_same());
+        new["spec"]["template"]["metadata"]["name"] = json!("b");
+        assert_eq!(
+            compare(&old, &new, POD).modified.to_fields_v1(),
+            json!({"f:spec": {"f:template": {"f:metadata": {"f:name": {}}}}})
+        );
+    }
+
+    #[test]
+    fn equal_lists_whose_items_share_a_key_are_still_paired_by_key() {
+        // Items are paired by key, the last of a key standing for all: skipping equal
+        // subtrees must not hide what that pairing reports.
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "image": "1"}, {"name": "a", "image": "2"}
+        ]}});
+        let c = compare(&pod, &pod.clone(), POD);
+        assert_eq!(
+            c.modified.to_fields_v1(),
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"a\"}": {"f:image": {}}}}})
+        );
+        assert!(c.added.is_empty() && c.removed.is_empty());
     }
 
     #[test]

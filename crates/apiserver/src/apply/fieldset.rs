@@ -86,6 +86,19 @@ impl FieldSet {
         self.combine(other, |mine, theirs| mine && !theirs, true)
     }
 
+    /// Removes `other`'s members in place: `difference` without copying what stays.
+    pub fn subtract(&mut self, other: &FieldSet) {
+        self.member &= !other.member;
+        for (k, theirs) in &other.children {
+            if let Some(mine) = self.children.get_mut(k) {
+                mine.subtract(theirs);
+                if mine.is_empty() {
+                    self.children.remove(k);
+                }
+            }
+        }
+    }
+
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
         self.combine(other, |mine, theirs| mine && theirs, false)
     }
@@ -144,6 +157,24 @@ impl FieldSet {
             map.insert(".".into(), Value::Object(Map::new()));
         }
         Value::Object(map)
+    }
+
+    /// Whether `fields` is exactly [`Self::to_fields_v1`] of the set, checked without
+    /// building it.
+    pub fn is_encoded_by(&self, fields: &Value) -> bool {
+        let Some(map) = fields.as_object() else {
+            return false;
+        };
+        let has_dot = self.member && !self.children.is_empty();
+        map.len() == self.children.len() + usize::from(has_dot)
+            && (!has_dot
+                || map
+                    .get(".")
+                    .is_some_and(|d| d.as_object().is_some_and(Map::is_empty)))
+            && self
+                .children
+                .iter()
+                .all(|(k, child)| map.get(k).is_some_and(|c| child.is_encoded_by(c)))
     }
 
     /// Reads `FieldsV1` JSON, checking every key is a well-formed path element.
@@ -238,7 +269,13 @@ mod tests {
         for sample in [documented_sample(), deployment] {
             let set = FieldSet::from_fields_v1(&sample).unwrap();
             assert_eq!(set.to_fields_v1(), sample);
+            assert!(set.is_encoded_by(&sample));
         }
+        let redundant_dot = json!({"f:data": {".": {}}});
+        let set = FieldSet::from_fields_v1(&redundant_dot).unwrap();
+        assert_eq!(set.to_fields_v1(), json!({"f:data": {}}));
+        assert!(!set.is_encoded_by(&redundant_dot));
+        assert!(!set.is_encoded_by(&json!({"f:data": {}, "f:other": {}})));
     }
 
     #[test]
@@ -280,6 +317,11 @@ mod tests {
             vec![path(&["f:spec", "f:paused"])]
         );
         assert_eq!(a.union(&b).paths().len(), 3);
+        let mut subtracted = a.clone();
+        subtracted.subtract(&b);
+        assert_eq!(subtracted, a.difference(&b));
+        subtracted.subtract(&a);
+        assert!(subtracted.is_empty() && subtracted == FieldSet::default());
         assert!(a.difference(&a).is_empty());
     }
 

@@ -74,6 +74,26 @@ impl Entry {
         entry
     }
 
+    /// Whether `json` is exactly [`Self::to_json`] of the entry, checked without building it.
+    fn is_encoded_by(&self, json: &Value) -> bool {
+        let Some(map) = json.as_object() else {
+            return false;
+        };
+        let text =
+            |name: &str, expected: &str| map.get(name).and_then(Value::as_str) == Some(expected);
+        let optional = usize::from(self.time.is_some()) + usize::from(!self.subresource.is_empty());
+        map.len() == 5 + optional
+            && text("manager", &self.manager)
+            && text("operation", self.operation.as_str())
+            && text("apiVersion", &self.api_version)
+            && text("fieldsType", "FieldsV1")
+            && self.time.as_deref().is_none_or(|time| text("time", time))
+            && (self.subresource.is_empty() || text("subresource", &self.subresource))
+            && map
+                .get("fieldsV1")
+                .is_some_and(|f| self.fields.is_encoded_by(f))
+    }
+
     fn from_json(entry: &Value) -> Option<Entry> {
         let text = |name: &str| entry.get(name).and_then(Value::as_str);
         let operation = match text("operation")? {
@@ -131,14 +151,26 @@ fn encode(obj: &mut Value, mut entries: Vec<Entry>) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
-    if entries.is_empty() {
-        meta.remove("managedFields");
-    } else {
-        meta.insert(
-            "managedFields".into(),
-            Value::Array(entries.iter().map(Entry::to_json).collect()),
-        );
+    let mut written = match meta.remove("managedFields") {
+        Some(Value::Array(written)) => written,
+        _ => Vec::new(),
+    };
+    if !entries.is_empty() {
+        let encoded = entries
+            .iter()
+            .map(|entry| reuse_encoding(entry, &mut written).unwrap_or_else(|| entry.to_json()))
+            .collect();
+        meta.insert("managedFields".into(), Value::Array(encoded));
     }
+}
+
+/// The entry's JSON taken out of `written` (what the object carried) when it is there
+/// exactly as it would be encoded: most entries survive a write unchanged.
+fn reuse_encoding(entry: &Entry, written: &mut [Value]) -> Option<Value> {
+    written
+        .iter_mut()
+        .find(|json| entry.is_encoded_by(json))
+        .map(Value::take)
 }
 
 /// Who writes, through which version and subresource, and when.
@@ -190,10 +222,8 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, shap
     let comparison = fields::compare(old.unwrap_or(&empty), new, shape);
     let taken = comparison.changed();
     for entry in &mut entries {
-        entry.fields = entry
-            .fields
-            .difference(&taken)
-            .difference(&comparison.removed);
+        entry.fields.subtract(&taken);
+        entry.fields.subtract(&comparison.removed);
     }
     if !taken.is_empty() {
         let mine = writer.entry(Operation::Update, taken);
@@ -331,10 +361,8 @@ fn take_over(
         }
     }
     for entry in entries.iter_mut() {
-        entry.fields = entry
-            .fields
-            .difference(&changed)
-            .difference(&comparison.removed);
+        entry.fields.subtract(&changed);
+        entry.fields.subtract(&comparison.removed);
     }
     Ok(())
 }

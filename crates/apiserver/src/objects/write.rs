@@ -389,7 +389,7 @@ impl ApiServer {
             }
         }
         keep_server_fields(old, &mut new);
-        if rt.generation.bumped_by_spec_change() && meta::spec_part(old) != meta::spec_part(&new) {
+        if rt.generation.bumped_by_spec_change() && !meta::same_spec(old, &new) {
             meta::metadata_mut(&mut new)
                 .insert("generation".into(), json!(meta::generation(old) + 1));
         }
@@ -629,7 +629,7 @@ fn with_status_of(target: &Value, source: &Value) -> Value {
 
 /// Fields clients cannot change with an update.
 fn keep_server_fields(old: &Value, new: &mut Value) {
-    let old_meta = meta::metadata(old).cloned().unwrap_or_default();
+    let old_meta = meta::metadata(old);
     let new_meta = meta::metadata_mut(new);
     for field in [
         "uid",
@@ -640,7 +640,7 @@ fn keep_server_fields(old: &Value, new: &mut Value) {
         "name",
         "namespace",
     ] {
-        match old_meta.get(field) {
+        match old_meta.and_then(|m| m.get(field)) {
             Some(v) => {
                 new_meta.insert(field.into(), v.clone());
             }
