@@ -3,8 +3,9 @@
 //! The delay after the `n`-th consecutive failure of a key is `base * 2^(n-1)`, capped at
 //! `max`, then jittered downwards: the returned delay is uniform in `[d * (1 - jitter), d]`,
 //! so it is never above the cap. The count is forgotten on success (or when the object goes
-//! away) and restarts at 1 when the primary's `metadata.generation` changes between two
-//! failures: a new spec deserves a fast retry, not the tail of the old spec's backoff.
+//! away) and restarts at 1 when the primary's desired state changes between two failures
+//! (its `metadata.generation`, or its resourceVersion for kinds without one): a new spec
+//! deserves a fast retry, not the tail of the old spec's backoff.
 //!
 //! All randomness comes from the injected [`StdRng`], so a seeded backoff replays exactly.
 //! No clock is read here; the caller turns the returned [`Duration`] into a deadline.

@@ -685,6 +685,20 @@ where
 }
 
 /// Tasks aborted when this is dropped.
+/// What the backoff compares to see a new desired state: `metadata.generation` where the
+/// kind keeps one (custom resources, Deployments, …: a status-only change keeps it), else the
+/// resourceVersion, since every change of a ConfigMap or a Secret is a change of what it
+/// asks for. Opaque: only equality matters.
+fn desired_state_version(meta: &kube::core::ObjectMeta) -> Option<i64> {
+    use std::hash::{Hash, Hasher};
+    meta.generation.or_else(|| {
+        let version = meta.resource_version.as_ref()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        version.hash(&mut hasher);
+        Some(i64::from_ne_bytes(hasher.finish().to_ne_bytes()))
+    })
+}
+
 struct AbortOnDrop(Vec<JoinHandle<()>>);
 
 impl Drop for AbortOnDrop {
@@ -767,7 +781,7 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
             self.queue.done(&key);
             return;
         };
-        let generation = obj.meta().generation;
+        let generation = desired_state_version(obj.meta());
         let record = self.recorder.as_ref().map(|recorder| {
             recorder.update_state(|state| state.backoff.remove(&key.to_string()).is_some());
             recorder.start(&self.name, &key, &triggers)
