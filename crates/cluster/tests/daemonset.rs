@@ -12,7 +12,15 @@ use serde_json::json;
 use steady_test_support::{create_json, eventually, merge_patch};
 
 async fn daemon_cluster() -> Cluster {
-    cluster(|client, stopped| steady_cluster::daemonset::run(client, until(stopped))).await
+    cluster(|client, stopped| {
+        steady_cluster::run_one(
+            steady_cluster::daemonset::start,
+            "daemonset",
+            client,
+            until(stopped),
+        )
+    })
+    .await
 }
 
 fn daemon(name: &str, node_selector: Option<serde_json::Value>) -> serde_json::Value {

@@ -14,7 +14,10 @@ use steady_cluster::job::{COMPLETION_INDEX, CONTROLLER_UID_LABEL, JOB_NAME_LABEL
 use steady_test_support::{create_json, eventually};
 
 async fn job_cluster() -> Cluster {
-    cluster(|client, stopped| steady_cluster::job::run(client, until(stopped))).await
+    cluster(|client, stopped| {
+        steady_cluster::run_one(steady_cluster::job::start, "job", client, until(stopped))
+    })
+    .await
 }
 
 fn job(

@@ -18,7 +18,15 @@ use steady_test_support::{create_json, eventually, merge_patch};
 const SELECTOR: &str = "app=web";
 
 async fn set_cluster() -> Cluster {
-    cluster(|client, stopped| steady_cluster::statefulset::run(client, until(stopped))).await
+    cluster(|client, stopped| {
+        steady_cluster::run_one(
+            steady_cluster::statefulset::start,
+            "statefulset",
+            client,
+            until(stopped),
+        )
+    })
+    .await
 }
 
 fn web(replicas: i32, policy: &str) -> serde_json::Value {
