@@ -14,10 +14,7 @@ use steady_cluster::job::{COMPLETION_INDEX, CONTROLLER_UID_LABEL, JOB_NAME_LABEL
 use steady_test_support::{create_json, eventually};
 
 async fn job_cluster() -> Cluster {
-    cluster(|client, stopped| {
-        steady_cluster::run_one(steady_cluster::job::start, "job", client, until(stopped))
-    })
-    .await
+    controller_cluster(steady_cluster::job::start, "job").await
 }
 
 fn job(
@@ -62,15 +59,10 @@ fn condition<'a>(
 }
 
 async fn wait_for_condition(cluster: &Cluster, name: &str, type_: &str) -> Job {
-    let jobs = cluster.api::<Job>();
-    eventually(&format!("job {name} {type_}"), LIMIT, || {
-        let jobs = jobs.clone();
-        async move {
-            let job = jobs.get(name).await.ok()?;
-            condition(&job, type_).is_some().then_some(job)
-        }
-    })
-    .await
+    let what = format!("job {name} {type_}");
+    cluster
+        .wait_for(name, &what, |job: &Job| condition(job, type_).is_some())
+        .await
 }
 
 #[tokio::test(start_paused = true)]
@@ -141,12 +133,7 @@ async fn a_job_with_three_completions_runs_its_pods_to_complete() {
     );
 
     // A finished Job is left alone.
-    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
-    let later: Job = cluster.api::<Job>().get("count").await.expect("job");
-    assert_eq!(
-        later.metadata.resource_version,
-        done.metadata.resource_version
-    );
+    cluster.assert_left_alone(&done).await;
     cluster.stop().await;
 }
 

@@ -2,10 +2,13 @@
 //! its simulated node (pods really become Running and Ready) and garbage collector, on a
 //! paused tokio clock.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::node_server;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -31,14 +34,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start() -> Cluster {
-        let config = steady_apiserver::Config {
-            seed: Some(1),
-            node: Some(steady_apiserver::node::NodeConfig::default()),
-            ..Default::default()
-        };
-        let server = steady_apiserver::ApiServer::in_memory(config)
-            .await
-            .expect("server");
+        let server = node_server().await;
         let client = server.client();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = steady_runtime::Config {
