@@ -55,13 +55,7 @@ async fn kubectl(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
         .await
         .unwrap_or_else(|_| panic!("{described} hung"))
         .expect("kubectl task");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{described} failed:\nstdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    steady_test_support::successful_stdout(described, &output)
 }
 
 const JOBS: &str = r#"

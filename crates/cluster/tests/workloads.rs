@@ -18,6 +18,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use steady_cluster::deployment::REVISION_ANNOTATION;
 use steady_cluster::pod_template::{TEMPLATE_HASH_LABEL, is_ready};
+use steady_test_support::pods::follow_pods;
 use steady_test_support::{create_json, eventually, get_existing, merge_patch};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -147,14 +148,7 @@ impl Cluster {
 
     /// Pods not being deleted.
     async fn active_pods(&self) -> Vec<Pod> {
-        self.pods()
-            .list(&ListParams::default())
-            .await
-            .expect("list pods")
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect()
+        steady_test_support::pods::active_pods(&self.pods()).await
     }
 
     async fn replica_sets_of(&self, deployment: &Deployment) -> Vec<ReplicaSet> {
@@ -219,58 +213,6 @@ fn condition(d: &Deployment, type_: &str) -> (String, String) {
         .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
         .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
         .unwrap_or_default()
-}
-
-/// The fewest Ready pods and the most pods (neither counting terminating ones) seen
-/// after any pod event, from a watch started now.
-#[derive(Default, Debug, Clone, Copy)]
-struct Extremes {
-    fewest_ready: Option<usize>,
-    most_pods: usize,
-    events: usize,
-}
-
-fn follow_pods(client: &Client) -> (Arc<Mutex<Extremes>>, JoinHandle<()>) {
-    let extremes = Arc::new(Mutex::new(Extremes::default()));
-    let seen = extremes.clone();
-    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let task = tokio::spawn(async move {
-        let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
-        let stream = watcher::watcher(api, watcher::Config::default());
-        futures::pin_mut!(stream);
-        let mut listing = BTreeMap::new();
-        while let Some(event) = stream.next().await {
-            // Judged after every change, but not halfway through a (re)list.
-            match event {
-                Ok(Event::Init) => {
-                    listing.clear();
-                    continue;
-                }
-                Ok(Event::InitApply(pod)) => {
-                    listing.insert(pod.name_any(), pod);
-                    continue;
-                }
-                Ok(Event::InitDone) => pods = std::mem::take(&mut listing),
-                Ok(Event::Apply(pod)) => {
-                    pods.insert(pod.name_any(), pod);
-                }
-                Ok(Event::Delete(pod)) => {
-                    pods.remove(&pod.name_any());
-                }
-                Err(_) => continue,
-            }
-            let active: Vec<&Pod> = pods
-                .values()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            let ready = active.iter().filter(|p| is_ready(p)).count();
-            let mut extremes = seen.lock().unwrap_or_else(|e| e.into_inner());
-            extremes.fewest_ready = Some(extremes.fewest_ready.map_or(ready, |f| f.min(ready)));
-            extremes.most_pods = extremes.most_pods.max(active.len());
-            extremes.events += 1;
-        }
-    });
-    (extremes, task)
 }
 
 #[tokio::test(start_paused = true)]
@@ -376,7 +318,7 @@ async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restore
     // 4 replicas at the default 25 %: at most 5 pods, at least 3 Ready.
     cluster.create_deployment("web", 4, json!({})).await;
     cluster.rolled_out("web", "nginx:1.26").await;
-    let (extremes, watching) = follow_pods(&cluster.client);
+    let (extremes, watching) = follow_pods(Api::namespaced(cluster.client.clone(), NS));
     eventually("the pod watch synced", LIMIT, || async {
         (extremes.lock().map(|e| e.events).unwrap_or(0) > 0).then_some(())
     })

@@ -390,13 +390,7 @@ pub fn stdout_of(command: &mut std::process::Command) -> String {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{command:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    steady_test_support::successful_stdout(format!("{command:?}"), &output)
 }
 
 /// The resourceVersion of an object as a number (steady's are decimal revisions).
