@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Options, Server};
+use common::UpCluster;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
@@ -17,31 +16,7 @@ use steady_test_support::pods::{active_pods, follow_pods};
 /// The longest one kubectl command (a `rollout status` included) may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Cluster {
-    server: Server,
-    kubeconfig: PathBuf,
-    cache_dir: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    async fn up() -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let kubeconfig = dir.path().join("kubeconfig");
-        let options = Options {
-            subcommand: "up".into(),
-            args: vec!["--pod-start-delay".into(), "20ms".into(), "--no-ui".into()],
-            ..Options::default()
-        };
-        let server = Server::start_with(&dir.path().join("data"), &kubeconfig, options).await;
-        Cluster {
-            server,
-            kubeconfig,
-            cache_dir: dir.path().join("kube-cache"),
-            _dir: dir,
-        }
-    }
-
+impl UpCluster {
     /// Run kubectl, which must succeed within [`COMMAND_TIMEOUT`]; returns its stdout.
     async fn kubectl(&self, args: &[&str]) -> String {
         let run = tokio::process::Command::new("kubectl")
@@ -80,7 +55,7 @@ impl Cluster {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_creates_rolls_undoes_and_deletes_a_deployment_on_steady_up() {
-    let cluster = Cluster::up().await;
+    let cluster = UpCluster::start(&["--pod-start-delay", "20ms", "--no-ui"]).await;
     cluster
         .kubectl(&[
             "create",
@@ -145,7 +120,7 @@ async fn kubectl_creates_rolls_undoes_and_deletes_a_deployment_on_steady_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_waits_for_a_job_to_complete_on_steady_up() {
-    let cluster = Cluster::up().await;
+    let cluster = UpCluster::start(&["--pod-start-delay", "20ms", "--no-ui"]).await;
     cluster
         .kubectl(&["create", "job", "once", "--image=busybox"])
         .await;
