@@ -79,6 +79,28 @@ impl Cluster {
         Api::namespaced(self.client.clone(), NS)
     }
 
+    /// Create a ReplicaSet `name` of 2 redis pods labelled `app: <name>`, with `extra`
+    /// fields in its spec.
+    async fn create_replica_set(&self, name: &str, extra: Value) -> ReplicaSet {
+        let mut body = json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+                },
+            },
+        });
+        if let (Some(spec), Value::Object(extra)) = (body["spec"].as_object_mut(), extra) {
+            spec.extend(extra);
+        }
+        create_json(&self.replica_sets(), body).await
+    }
+
     async fn create_deployment(&self, name: &str, replicas: i32, spec: Value) -> Deployment {
         let mut body = json!({
             "apiVersion": "apps/v1",
@@ -106,6 +128,14 @@ impl Cluster {
 
     /// The Deployment once its rollout is complete (what `kubectl rollout status` waits
     /// for), with every pod Ready on `image`.
+    /// A cluster with the Deployment `web` of `replicas` nginx:1.26 pods, rolled out.
+    async fn with_web(replicas: i32) -> (Cluster, Deployment) {
+        let cluster = Cluster::start().await;
+        cluster.create_deployment("web", replicas, json!({})).await;
+        let web = cluster.rolled_out("web", "nginx:1.26").await;
+        (cluster, web)
+    }
+
     async fn rolled_out(&self, name: &str, image: &str) -> Deployment {
         eventually(&format!("{name} rolled out on {image}"), LIMIT, || async {
             let d = self.deployments().get(name).await.ok()?;
@@ -217,9 +247,7 @@ fn condition(d: &Deployment, type_: &str) -> (String, String) {
 
 #[tokio::test(start_paused = true)]
 async fn a_deployment_becomes_available_through_its_replica_set() {
-    let cluster = Cluster::start().await;
-    cluster.create_deployment("web", 3, json!({})).await;
-    let web = cluster.rolled_out("web", "nginx:1.26").await;
+    let (cluster, web) = Cluster::with_web(3).await;
 
     assert_eq!(
         condition(&web, "Available"),
@@ -314,10 +342,8 @@ async fn a_deployment_becomes_available_through_its_replica_set() {
 
 #[tokio::test(start_paused = true)]
 async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restores() {
-    let cluster = Cluster::start().await;
     // 4 replicas at the default 25 %: at most 5 pods, at least 3 Ready.
-    cluster.create_deployment("web", 4, json!({})).await;
-    cluster.rolled_out("web", "nginx:1.26").await;
+    let (cluster, _) = Cluster::with_web(4).await;
     let (extremes, watching) = follow_pods(Api::namespaced(cluster.client.clone(), NS));
     eventually("the pod watch synced", LIMIT, || async {
         (extremes.lock().map(|e| e.events).unwrap_or(0) > 0).then_some(())
@@ -465,9 +491,7 @@ async fn history_is_kept_to_the_revision_history_limit() {
 
 #[tokio::test(start_paused = true)]
 async fn deleting_a_deployment_removes_its_replica_sets_and_pods() {
-    let cluster = Cluster::start().await;
-    cluster.create_deployment("web", 2, json!({})).await;
-    cluster.rolled_out("web", "nginx:1.26").await;
+    let (cluster, _) = Cluster::with_web(2).await;
     cluster
         .deployments()
         .delete("web", &DeleteParams::default())
@@ -489,23 +513,7 @@ async fn deleting_a_deployment_removes_its_replica_sets_and_pods() {
 #[tokio::test(start_paused = true)]
 async fn a_replica_set_replaces_lost_pods_and_scales_down() {
     let cluster = Cluster::start().await;
-    let rs: ReplicaSet = create_json(
-        &cluster.replica_sets(),
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "cache", "namespace": NS},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "cache"}},
-                "template": {
-                    "metadata": {"labels": {"app": "cache"}},
-                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
-                },
-            },
-        }),
-    )
-    .await;
+    let rs = cluster.create_replica_set("cache", json!({})).await;
     let ready = |n: i32| {
         let api = cluster.replica_sets();
         async move {
@@ -603,25 +611,10 @@ async fn a_thousand_replicas_measurement() {
 #[tokio::test]
 async fn replicas_are_available_after_min_ready_seconds() {
     let cluster = Cluster::start().await;
-    create_json(
-        &cluster.replica_sets(),
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "slow", "namespace": NS},
-            "spec": {
-                "replicas": 2,
-                "minReadySeconds": 1,
-                "selector": {"matchLabels": {"app": "slow"}},
-                "template": {
-                    "metadata": {"labels": {"app": "slow"}},
-                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
-                },
-            },
-        }),
-    )
-    .await
-    .name_any();
+    cluster
+        .create_replica_set("slow", json!({"minReadySeconds": 1}))
+        .await
+        .name_any();
     eventually("2 available", LIMIT, || async {
         let rs = cluster.replica_sets().get("slow").await.ok()?;
         (rs.status?.available_replicas == Some(2)).then_some(())
@@ -655,23 +648,7 @@ async fn a_replica_set_adopts_matching_orphans_and_releases_pods_it_no_longer_se
         }),
     )
     .await;
-    let rs: ReplicaSet = create_json(
-        &cluster.replica_sets(),
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "cache", "namespace": NS},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "cache"}},
-                "template": {
-                    "metadata": {"labels": {"app": "cache"}},
-                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
-                },
-            },
-        }),
-    )
-    .await;
+    let rs = cluster.create_replica_set("cache", json!({})).await;
     let uid = rs.uid().expect("a uid");
     let controlled = |pod: &Pod| {
         pod.owner_references()
