@@ -216,8 +216,10 @@ fn image_of(pod: &Pod) -> &str {
         .unwrap_or("")
 }
 
-fn revision(rs: &ReplicaSet) -> i64 {
-    rs.annotations()
+/// A Deployment's or ReplicaSet's revision annotation (0 when it has none).
+fn revision(object: &impl ResourceExt) -> i64 {
+    object
+        .annotations()
         .get(REVISION_ANNOTATION)
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
@@ -260,12 +262,7 @@ async fn a_deployment_becomes_available_through_its_replica_set() {
     let status = web.status.clone().expect("a status");
     assert_eq!(status.ready_replicas, Some(3));
     assert_eq!(status.unavailable_replicas, None, "zero counts are omitted");
-    assert_eq!(
-        web.annotations()
-            .get(REVISION_ANNOTATION)
-            .map(String::as_str),
-        Some("1")
-    );
+    assert_eq!(revision(&web), 1);
 
     let sets = cluster.replica_sets_of(&web).await;
     assert_eq!(sets.len(), 1, "{sets:?}");
@@ -365,12 +362,7 @@ async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restore
         seen.most_pods == 5,
         "the rollout never surged, so this test shows nothing: {seen:?}"
     );
-    assert_eq!(
-        web.annotations()
-            .get(REVISION_ANNOTATION)
-            .map(String::as_str),
-        Some("2")
-    );
+    assert_eq!(revision(&web), 2);
     let sets = cluster.replica_sets_of(&web).await;
     let summary: Vec<(i64, Option<i32>)> = sets
         .iter()
@@ -412,12 +404,7 @@ async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restore
         (first, 3),
         "revision 1's ReplicaSet is new again as 3"
     );
-    assert_eq!(
-        web.annotations()
-            .get(REVISION_ANNOTATION)
-            .map(String::as_str),
-        Some("3")
-    );
+    assert_eq!(revision(&web), 3);
     watching.abort();
     cluster.stop().await;
 }
