@@ -15,6 +15,18 @@ async fn daemon_cluster() -> Cluster {
     controller_cluster(steady_cluster::daemonset::start, "daemonset").await
 }
 
+/// A cluster whose DaemonSet `agent` has its one pod ready on the one node.
+async fn agent_ready_on_its_node() -> (Cluster, DaemonSet) {
+    let cluster = daemon_cluster().await;
+    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
+    let set = cluster
+        .wait_for::<DaemonSet>("agent", "agent ready on the node", |s| {
+            s.status.as_ref().is_some_and(|s| s.number_ready == 1)
+        })
+        .await;
+    (cluster, set)
+}
+
 fn daemon(name: &str, node_selector: Option<serde_json::Value>) -> serde_json::Value {
     let mut spec = json!({"containers": [{"name": "agent", "image": "fluentd"}]});
     if let Some(selector) = node_selector {
@@ -53,13 +65,7 @@ fn placement(pods: &[Pod]) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn one_pod_runs_on_every_node() {
-    let cluster = daemon_cluster().await;
-    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
-    let set = cluster
-        .wait_for::<DaemonSet>("agent", "ready on the node", |s| {
-            s.status.as_ref().is_some_and(|s| s.number_ready == 1)
-        })
-        .await;
+    let (cluster, set) = agent_ready_on_its_node().await;
     let status = set.status.expect("status");
     assert_eq!(status.desired_number_scheduled, 1);
     assert_eq!(status.current_number_scheduled, 1);
@@ -144,13 +150,7 @@ async fn a_node_selector_picks_the_nodes_and_a_relabel_moves_the_pod_off() {
 
 #[tokio::test(start_paused = true)]
 async fn a_template_change_replaces_the_pod() {
-    let cluster = daemon_cluster().await;
-    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
-    let before = cluster
-        .wait_for::<DaemonSet>("agent", "ready", |s| {
-            s.status.as_ref().is_some_and(|s| s.number_ready == 1)
-        })
-        .await;
+    let (cluster, before) = agent_ready_on_its_node().await;
     let old_pod = cluster.pods("app=agent").await.remove(0);
 
     let update = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "fluent-bit"}]}}}});
