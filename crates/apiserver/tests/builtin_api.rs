@@ -585,13 +585,7 @@ async fn a_subject_access_review_follows_the_stored_rbac_objects() {
 /// naming the container in `involvedObject.fieldPath`.
 #[tokio::test(start_paused = true)]
 async fn the_simulated_node_reports_container_events_in_kubelet_order() {
-    let config = steady_apiserver::Config {
-        node: Some(steady_apiserver::node::NodeConfig::default()),
-        ..Default::default()
-    };
-    let server = steady_apiserver::ApiServer::in_memory(config)
-        .await
-        .expect("server");
+    let server = common::server_with_node().await;
     let pods: Api<Pod> = Api::default_namespaced(server.client());
     create_json(
         &pods,

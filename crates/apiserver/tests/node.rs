@@ -21,13 +21,7 @@ enum Step {
 
 #[tokio::test(start_paused = true)]
 async fn the_node_binds_a_burst_of_pods_together() {
-    let config = steady_apiserver::Config {
-        node: Some(steady_apiserver::node::NodeConfig::default()),
-        ..Default::default()
-    };
-    let server = steady_apiserver::ApiServer::in_memory(config)
-        .await
-        .expect("server");
+    let server = common::server_with_node().await;
     let store = server.store().clone();
     let mut watcher = store.watch("/core/", store.revision()).expect("watch");
     let pods: Api<Pod> = Api::default_namespaced(server.client());

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Options, Server};
+use common::{Options, Server, UpCluster};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams};
@@ -35,31 +35,7 @@ fn kubectl(kubeconfig: &Path, cache_dir: &Path, args: &[&str]) -> (bool, String,
     )
 }
 
-struct Cluster {
-    server: Server,
-    kubeconfig: PathBuf,
-    cache_dir: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    async fn up() -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let kubeconfig = dir.path().join("kubeconfig");
-        let options = Options {
-            subcommand: "up".into(),
-            args: vec!["--pod-start-delay".into(), "100ms".into()],
-            ..Options::default()
-        };
-        let server = Server::start_with(&dir.path().join("data"), &kubeconfig, options).await;
-        Cluster {
-            server,
-            kubeconfig,
-            cache_dir: dir.path().join("kube-cache"),
-            _dir: dir,
-        }
-    }
-
+impl UpCluster {
     fn kubectl(&self, args: &[&str]) -> String {
         let (ok, stdout, stderr) = kubectl(&self.kubeconfig, &self.cache_dir, args);
         assert!(ok, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
@@ -136,7 +112,7 @@ async fn ready_cache(client: &kube::Client, name: &str, replicas: i32) -> Cache 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_up_runs_the_cache_operator_for_kubectl() {
-    let cluster = Cluster::up().await;
+    let cluster = UpCluster::start(&["--pod-start-delay", "100ms"]).await;
     let client = cluster.server.client().await;
     assert!(
         cluster

@@ -3,49 +3,20 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Options, Server};
-use futures::StreamExt;
+use common::UpCluster;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::watcher::{self, Event};
 use steady_test_support::eventually;
+use steady_test_support::pods::{active_pods, follow_pods};
 
 /// The longest one kubectl command (a `rollout status` included) may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Cluster {
-    server: Server,
-    kubeconfig: PathBuf,
-    cache_dir: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    async fn up() -> Cluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let kubeconfig = dir.path().join("kubeconfig");
-        let options = Options {
-            subcommand: "up".into(),
-            args: vec!["--pod-start-delay".into(), "20ms".into(), "--no-ui".into()],
-            ..Options::default()
-        };
-        let server = Server::start_with(&dir.path().join("data"), &kubeconfig, options).await;
-        Cluster {
-            server,
-            kubeconfig,
-            cache_dir: dir.path().join("kube-cache"),
-            _dir: dir,
-        }
-    }
-
+impl UpCluster {
     /// Run kubectl, which must succeed within [`COMMAND_TIMEOUT`]; returns its stdout.
     async fn kubectl(&self, args: &[&str]) -> String {
         let run = tokio::process::Command::new("kubectl")
@@ -60,13 +31,7 @@ impl Cluster {
             .await
             .unwrap_or_else(|_| panic!("kubectl {args:?} took over {COMMAND_TIMEOUT:?}"))
             .expect("kubectl is on the machine image");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "kubectl {args:?} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        steady_test_support::successful_stdout(format!("kubectl {args:?}"), &output)
     }
 
     async fn rolled_out(&self, deployment: &str) {
@@ -78,13 +43,9 @@ impl Cluster {
 
     async fn pod_images(&self) -> Vec<String> {
         let pods: Api<Pod> = Api::namespaced(self.server.client().await, "default");
-        let mut images: Vec<String> = pods
-            .list(&ListParams::default())
+        let mut images: Vec<String> = active_pods(&pods)
             .await
-            .expect("list pods")
-            .items
             .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| p.spec.as_ref()?.containers.first()?.image.clone())
             .collect();
         images.sort();
@@ -92,65 +53,9 @@ impl Cluster {
     }
 }
 
-fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// The fewest Ready pods and the most pods (terminating ones not counted) after any pod
-/// event since the watch synced.
-#[derive(Debug, Default, Clone, Copy)]
-struct Extremes {
-    fewest_ready: Option<usize>,
-    most_pods: usize,
-}
-
-fn follow_pods(client: kube::Client) -> (Arc<Mutex<Extremes>>, tokio::task::JoinHandle<()>) {
-    let extremes = Arc::new(Mutex::new(Extremes::default()));
-    let seen = extremes.clone();
-    let task = tokio::spawn(async move {
-        let api: Api<Pod> = Api::namespaced(client, "default");
-        let stream = watcher::watcher(api, watcher::Config::default());
-        futures::pin_mut!(stream);
-        let (mut pods, mut listing) = (BTreeMap::new(), BTreeMap::new());
-        while let Some(event) = stream.next().await {
-            // Judged after every change, but not halfway through a (re)list.
-            match event {
-                Ok(Event::Init) => {
-                    listing.clear();
-                    continue;
-                }
-                Ok(Event::InitApply(pod)) => {
-                    listing.insert(pod.name_any(), pod);
-                    continue;
-                }
-                Ok(Event::InitDone) => pods = std::mem::take(&mut listing),
-                Ok(Event::Apply(pod)) => {
-                    pods.insert(pod.name_any(), pod);
-                }
-                Ok(Event::Delete(pod)) => {
-                    pods.remove(&pod.name_any());
-                }
-                Err(_) => continue,
-            }
-            let active: Vec<&Pod> = pods
-                .values()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            let ready = active.iter().filter(|p| is_ready(p)).count();
-            let mut e = seen.lock().unwrap_or_else(|e| e.into_inner());
-            e.fewest_ready = Some(e.fewest_ready.map_or(ready, |f| f.min(ready)));
-            e.most_pods = e.most_pods.max(active.len());
-        }
-    });
-    (extremes, task)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_creates_rolls_undoes_and_deletes_a_deployment_on_steady_up() {
-    let cluster = Cluster::up().await;
+    let cluster = UpCluster::start(&["--pod-start-delay", "20ms", "--no-ui"]).await;
     cluster
         .kubectl(&[
             "create",
@@ -169,7 +74,7 @@ async fn kubectl_creates_rolls_undoes_and_deletes_a_deployment_on_steady_up() {
 
     // 3 replicas at the default 25 %: maxSurge 1, maxUnavailable 0.
     let client = cluster.server.client().await;
-    let (extremes, watching) = follow_pods(client.clone());
+    let (extremes, watching) = follow_pods(Api::namespaced(client.clone(), "default"));
     eventually("the pod watch synced", COMMAND_TIMEOUT, || async {
         extremes.lock().ok()?.fewest_ready.map(drop)
     })
@@ -215,7 +120,7 @@ async fn kubectl_creates_rolls_undoes_and_deletes_a_deployment_on_steady_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_waits_for_a_job_to_complete_on_steady_up() {
-    let cluster = Cluster::up().await;
+    let cluster = UpCluster::start(&["--pod-start-delay", "20ms", "--no-ui"]).await;
     cluster
         .kubectl(&["create", "job", "once", "--image=busybox"])
         .await;

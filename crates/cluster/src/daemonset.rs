@@ -9,10 +9,8 @@
 //! available. Nodes are listed through the API, so every node the cluster has counts.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
@@ -21,44 +19,30 @@ use k8s_openapi::api::core::v1::{
     PodSpec, Taint, Toleration,
 };
 use kube::api::{Api, PostParams};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use steady_runtime::events::{EventType, Recorder};
-use steady_runtime::{Action, Context, Controller, ObjectCache};
+use steady_runtime::{Action, Context, ObjectCache};
 
 use crate::pod_template::{self, PodName};
 use crate::revision::{self, REVISION_LABEL};
-use crate::{Error, Shutdown};
+use crate::{Error, Running, Shutdown};
 
 /// The label holding the DaemonSet generation a pod was made at.
 pub const GENERATION_LABEL: &str = "pod-template-generation";
 const MANAGER: &str = "daemonset-controller";
 
 /// Start the DaemonSet controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(
-    client: Client,
-    config: steady_runtime::Config,
-    shutdown: Shutdown,
-) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
-    let mut controller = Controller::new(Api::<DaemonSet>::all(client.clone()), config);
+pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+    let mut controller = crate::controller_for::<DaemonSet>(&client, config);
     let sets = controller.primary_cache();
-    let daemon_pods = watcher::Config::default().labels(GENERATION_LABEL);
     let data = DaemonData {
-        pods: controller.owns_with(Api::<Pod>::all(client.clone()), daemon_pods),
+        pods: crate::owns_pods_labelled(&mut controller, &client, GENERATION_LABEL),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
         // Any Node change may change where every DaemonSet runs.
         nodes: controller.watches(Api::<Node>::all(client.clone()), move |_| sets.keys()),
         events: Recorder::new(client, MANAGER, MANAGER),
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
-}
-
-/// Run the DaemonSet controller alone until `shutdown` completes.
-pub async fn run(
-    client: Client,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), steady_runtime::Error> {
-    crate::run_one(start, "daemonset", client, shutdown).await
 }
 
 struct DaemonData {

@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
 };
@@ -36,11 +35,11 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use steady_runtime::events::Recorder;
-use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
+use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, Identity, TEMPLATE_HASH_LABEL};
 use crate::replicaset::nonzero;
-use crate::{Error, Shutdown};
+use crate::{Error, Running, Shutdown};
 
 /// The revision of a ReplicaSet (and of its Deployment: the new ReplicaSet's).
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
@@ -72,12 +71,8 @@ const OMITTED_COUNTS: &[&str] = &[
 ];
 
 /// Start the Deployment controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(
-    client: Client,
-    config: steady_runtime::Config,
-    shutdown: Shutdown,
-) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
-    let mut controller = Controller::new(Api::<Deployment>::all(client.clone()), config);
+pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+    let mut controller = crate::controller_for::<Deployment>(&client, config);
     let sets = controller.owns(Api::<ReplicaSet>::all(client.clone()));
     // Only pods a ReplicaSet made for a Deployment (they carry the hash label), kept as
     // little more than owner and lifecycle; only their ending wakes the Deployment (a

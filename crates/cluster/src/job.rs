@@ -11,26 +11,23 @@
 //! An Indexed Job runs one pod per index (`completedIndexes` says which are done).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, PostParams};
-use kube::runtime::watcher;
+use kube::api::PostParams;
 use kube::{Client, ResourceExt};
 use steady_runtime::conditions::to_time;
 use steady_runtime::events::{EventType, Recorder};
-use steady_runtime::{Action, Context, Controller, ObjectCache};
+use steady_runtime::{Action, Context, ObjectCache};
 use tokio::time::Instant;
 
 use crate::pod_template::{self, PodName};
-use crate::{Error, Shutdown};
+use crate::{Error, Running, Shutdown};
 
 /// The label naming a pod's Job (the API server adds it to the template).
 pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
@@ -64,29 +61,15 @@ impl Default for JobConfig {
 }
 
 /// Start the Job controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(
-    client: Client,
-    config: steady_runtime::Config,
-    shutdown: Shutdown,
-) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
-    let mut controller = Controller::new(Api::<Job>::all(client.clone()), config);
-    let job_pods = watcher::Config::default().labels(CONTROLLER_UID_LABEL);
-    let pods = controller.owns_with(Api::<Pod>::all(client.clone()), job_pods);
+pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+    let mut controller = crate::controller_for::<Job>(&client, config);
     let data = JobData {
-        pods,
+        pods: crate::owns_pods_labelled(&mut controller, &client, CONTROLLER_UID_LABEL),
         events: Recorder::new(client, MANAGER, MANAGER),
         failures: Mutex::new(BTreeMap::new()),
         config: JobConfig::default(),
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
-}
-
-/// Run the Job controller alone until `shutdown` completes.
-pub async fn run(
-    client: Client,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), steady_runtime::Error> {
-    crate::run_one(start, "job", client, shutdown).await
 }
 
 struct JobData {

@@ -17,11 +17,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt, Shared};
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::Serialize;
-use steady_runtime::CachingApi;
+use serde::de::DeserializeOwned;
 use steady_runtime::events::{EventType, Recorder};
+use steady_runtime::{CachingApi, Controller, ObjectCache};
 
 pub mod daemonset;
 pub mod deployment;
@@ -49,12 +52,11 @@ pub enum Error {
 /// A stop signal every controller can wait for.
 pub type Shutdown = Shared<BoxFuture<'static, ()>>;
 
+/// A running controller: completes when it stops.
+pub type Running = BoxFuture<'static, Result<(), steady_runtime::Error>>;
+
 /// A controller's entry point: run until `Shutdown`, with the runtime settings given.
-pub type Start = fn(
-    Client,
-    steady_runtime::Config,
-    Shutdown,
-) -> BoxFuture<'static, Result<(), steady_runtime::Error>>;
+pub type Start = fn(Client, steady_runtime::Config, Shutdown) -> Running;
 
 /// Every controller of the simulated cluster, by name (one line per module).
 pub const CONTROLLERS: &[(&str, Start)] = &[
@@ -105,7 +107,7 @@ pub async fn run_with(
 
 /// Run the one controller `start` (with the runtime's default settings, named `name`)
 /// until `shutdown` completes: what a test of one controller runs.
-async fn run_one(
+pub async fn run_one(
     start: Start,
     name: &str,
     client: Client,
@@ -113,6 +115,39 @@ async fn run_one(
 ) -> Result<(), steady_runtime::Error> {
     let config = named(&steady_runtime::Config::default(), name);
     start(client, config, shutdown_signal(shutdown)).await
+}
+
+/// What the runtime needs of a kind a controller reconciles.
+trait Kind:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Kind for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A controller of every `K` in all namespaces, reading and writing through `client`:
+/// how each workload controller begins.
+fn controller_for<K: Kind>(client: &Client, config: steady_runtime::Config) -> Controller<K> {
+    Controller::new(Api::all(client.clone()), config)
+}
+
+/// Own the pods carrying `label` (the controllers' children), caching only those.
+fn owns_pods_labelled<K: Kind>(
+    controller: &mut Controller<K>,
+    client: &Client,
+    label: &str,
+) -> ObjectCache<Pod> {
+    let labelled = watcher::Config::default().labels(label);
+    controller.owns_with(Api::all(client.clone()), labelled)
 }
 
 fn shutdown_signal(shutdown: impl Future<Output = ()> + Send + 'static) -> Shutdown {

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::jiff::Timestamp;
@@ -22,10 +21,10 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use serde_json::{Value, json};
 use steady_runtime::events::Recorder;
-use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
+use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, Availability, Identity, PodName};
-use crate::{Error, Shutdown};
+use crate::{Error, Running, Shutdown};
 
 /// At most this many pods are created or deleted by one reconcile (kube's `burstReplicas`);
 /// the next reconcile continues.
@@ -34,12 +33,8 @@ const BURST: usize = 500;
 const MANAGER: &str = "replicaset-controller";
 
 /// Start the ReplicaSet controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(
-    client: Client,
-    config: steady_runtime::Config,
-    shutdown: Shutdown,
-) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
-    let mut controller = Controller::new(Api::<ReplicaSet>::all(client.clone()), config);
+pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+    let mut controller = crate::controller_for::<ReplicaSet>(&client, config);
     let sets = controller.primary_cache();
     let pods = controller.watches(Api::<Pod>::all(client), move |pod: &Pod| {
         replica_sets_for(&sets, pod)

@@ -11,10 +11,8 @@
 //! says whether claims are retained (the default) or go with the set or a condemned pod.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{
@@ -26,15 +24,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use steady_runtime::events::{EventType, Recorder};
-use steady_runtime::{Action, Context, Controller, ObjectCache, ObjectKey};
+use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, PodName};
 use crate::revision::{self, REVISION_LABEL};
-use crate::{Error, Shutdown};
+use crate::{Error, Running, Shutdown};
 
 /// The label holding a pod's own name (a Service can select one ordinal by it).
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
@@ -43,15 +40,10 @@ pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 const MANAGER: &str = "statefulset-controller";
 
 /// Start the StatefulSet controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(
-    client: Client,
-    config: steady_runtime::Config,
-    shutdown: Shutdown,
-) -> BoxFuture<'static, Result<(), steady_runtime::Error>> {
-    let mut controller = Controller::new(Api::<StatefulSet>::all(client.clone()), config);
-    let set_pods = watcher::Config::default().labels(POD_NAME_LABEL);
+pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+    let mut controller = crate::controller_for::<StatefulSet>(&client, config);
     let data = SetData {
-        pods: controller.owns_with(Api::<Pod>::all(client.clone()), set_pods),
+        pods: crate::owns_pods_labelled(&mut controller, &client, POD_NAME_LABEL),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
         // Claims outlive their pods and have no owner: read, never a trigger.
         claims: controller.watches(Api::<PersistentVolumeClaim>::all(client.clone()), |_| {
@@ -60,14 +52,6 @@ pub fn start(
         events: Recorder::new(client, MANAGER, MANAGER),
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
-}
-
-/// Run the StatefulSet controller alone until `shutdown` completes.
-pub async fn run(
-    client: Client,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), steady_runtime::Error> {
-    crate::run_one(start, "statefulset", client, shutdown).await
 }
 
 struct SetData {

@@ -12,7 +12,19 @@ use serde_json::json;
 use steady_test_support::{create_json, eventually, merge_patch};
 
 async fn daemon_cluster() -> Cluster {
-    cluster(|client, stopped| steady_cluster::daemonset::run(client, until(stopped))).await
+    controller_cluster(steady_cluster::daemonset::start, "daemonset").await
+}
+
+/// A cluster whose DaemonSet `agent` has its one pod ready on the one node.
+async fn agent_ready_on_its_node() -> (Cluster, DaemonSet) {
+    let cluster = daemon_cluster().await;
+    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
+    let set = cluster
+        .wait_for::<DaemonSet>("agent", "agent ready on the node", |s| {
+            s.status.as_ref().is_some_and(|s| s.number_ready == 1)
+        })
+        .await;
+    (cluster, set)
 }
 
 fn daemon(name: &str, node_selector: Option<serde_json::Value>) -> serde_json::Value {
@@ -41,24 +53,6 @@ async fn add_node(cluster: &Cluster, name: &str, labels: serde_json::Value) {
     .await;
 }
 
-async fn wait_for(
-    cluster: &Cluster,
-    name: &str,
-    what: &str,
-    check: impl Fn(&DaemonSet) -> bool,
-) -> DaemonSet {
-    let sets = cluster.api::<DaemonSet>();
-    eventually(what, LIMIT, || {
-        let sets = sets.clone();
-        let check = &check;
-        async move {
-            let set = sets.get(name).await.ok()?;
-            check(&set).then_some(set)
-        }
-    })
-    .await
-}
-
 fn placement(pods: &[Pod]) -> Vec<String> {
     let mut nodes: Vec<String> = pods
         .iter()
@@ -71,12 +65,7 @@ fn placement(pods: &[Pod]) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn one_pod_runs_on_every_node() {
-    let cluster = daemon_cluster().await;
-    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
-    let set = wait_for(&cluster, "agent", "ready on the node", |s| {
-        s.status.as_ref().is_some_and(|s| s.number_ready == 1)
-    })
-    .await;
+    let (cluster, set) = agent_ready_on_its_node().await;
     let status = set.status.expect("status");
     assert_eq!(status.desired_number_scheduled, 1);
     assert_eq!(status.current_number_scheduled, 1);
@@ -92,12 +81,13 @@ async fn one_pod_runs_on_every_node() {
     assert_eq!(labels["pod-template-generation"], "1");
 
     add_node(&cluster, "second", json!({})).await;
-    let set = wait_for(&cluster, "agent", "scheduled on both nodes", |s| {
-        s.status
-            .as_ref()
-            .is_some_and(|s| s.current_number_scheduled == 2)
-    })
-    .await;
+    let set = cluster
+        .wait_for::<DaemonSet>("agent", "scheduled on both nodes", |s| {
+            s.status
+                .as_ref()
+                .is_some_and(|s| s.current_number_scheduled == 2)
+        })
+        .await;
     let status = set.status.expect("status");
     assert_eq!(status.desired_number_scheduled, 2);
     assert_eq!(status.number_ready, 1, "nothing runs the second node's pod");
@@ -109,12 +99,7 @@ async fn one_pod_runs_on_every_node() {
 
     // The fixed point: nothing more is written.
     let settled = cluster.api::<DaemonSet>().get("agent").await.expect("set");
-    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
-    let later = cluster.api::<DaemonSet>().get("agent").await.expect("set");
-    assert_eq!(
-        later.metadata.resource_version,
-        settled.metadata.resource_version
-    );
+    cluster.assert_left_alone(&settled).await;
     cluster.stop().await;
 }
 
@@ -123,12 +108,13 @@ async fn a_node_selector_picks_the_nodes_and_a_relabel_moves_the_pod_off() {
     let cluster = daemon_cluster().await;
     add_node(&cluster, "fast", json!({"disk": "ssd"})).await;
     create_json::<DaemonSet>(&cluster.api(), daemon("ssd", Some(json!({"disk": "ssd"})))).await;
-    wait_for(&cluster, "ssd", "scheduled on the ssd node", |s| {
-        s.status
-            .as_ref()
-            .is_some_and(|s| s.current_number_scheduled == 1)
-    })
-    .await;
+    cluster
+        .wait_for::<DaemonSet>("ssd", "scheduled on the ssd node", |s| {
+            s.status
+                .as_ref()
+                .is_some_and(|s| s.current_number_scheduled == 1)
+        })
+        .await;
     assert_eq!(placement(&cluster.pods("app=ssd").await), ["fast"]);
 
     let nodes: Api<Node> = Api::all(cluster.client.clone());
@@ -139,12 +125,13 @@ async fn a_node_selector_picks_the_nodes_and_a_relabel_moves_the_pod_off() {
     )
     .await
     .expect("relabel");
-    let set = wait_for(&cluster, "ssd", "no node wanted", |s| {
-        s.status
-            .as_ref()
-            .is_some_and(|s| s.desired_number_scheduled == 0 && s.number_misscheduled == 0)
-    })
-    .await;
+    let set = cluster
+        .wait_for::<DaemonSet>("ssd", "no node wanted", |s| {
+            s.status
+                .as_ref()
+                .is_some_and(|s| s.desired_number_scheduled == 0 && s.number_misscheduled == 0)
+        })
+        .await;
     assert_eq!(set.status.expect("status").current_number_scheduled, 0);
     let pods = cluster.api::<Pod>();
     eventually("the pod on fast deleted", LIMIT, || {
@@ -163,12 +150,7 @@ async fn a_node_selector_picks_the_nodes_and_a_relabel_moves_the_pod_off() {
 
 #[tokio::test(start_paused = true)]
 async fn a_template_change_replaces_the_pod() {
-    let cluster = daemon_cluster().await;
-    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
-    let before = wait_for(&cluster, "agent", "ready", |s| {
-        s.status.as_ref().is_some_and(|s| s.number_ready == 1)
-    })
-    .await;
+    let (cluster, before) = agent_ready_on_its_node().await;
     let old_pod = cluster.pods("app=agent").await.remove(0);
 
     let update = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "fluent-bit"}]}}}});
@@ -176,14 +158,15 @@ async fn a_template_change_replaces_the_pod() {
         .await
         .expect("update");
     let generation = before.metadata.generation.unwrap_or(0) + 1;
-    let after = wait_for(&cluster, "agent", "updated and ready", |s| {
-        s.status.as_ref().is_some_and(|st| {
-            st.observed_generation == Some(generation)
-                && st.updated_number_scheduled == Some(1)
-                && st.number_ready == 1
+    let after = cluster
+        .wait_for::<DaemonSet>("agent", "updated and ready", |s| {
+            s.status.as_ref().is_some_and(|st| {
+                st.observed_generation == Some(generation)
+                    && st.updated_number_scheduled == Some(1)
+                    && st.number_ready == 1
+            })
         })
-    })
-    .await;
+        .await;
     assert_eq!(after.status.and_then(|s| s.number_available), Some(1));
     let pods: Vec<Pod> = cluster
         .pods("app=agent")

@@ -14,7 +14,7 @@ use steady_cluster::job::{COMPLETION_INDEX, CONTROLLER_UID_LABEL, JOB_NAME_LABEL
 use steady_test_support::{create_json, eventually};
 
 async fn job_cluster() -> Cluster {
-    cluster(|client, stopped| steady_cluster::job::run(client, until(stopped))).await
+    controller_cluster(steady_cluster::job::start, "job").await
 }
 
 fn job(
@@ -58,16 +58,21 @@ fn condition<'a>(
         .find(|c| c.type_ == type_ && c.status == "True")
 }
 
+/// Both `types` (the interim condition and the terminal one) are set with `reason` and
+/// `message`, as kube's Job controller writes them.
+fn assert_conditions(job: &Job, types: [&str; 2], reason: &str, message: &str) {
+    for type_ in types {
+        let c = condition(job, type_).expect(type_);
+        assert_eq!(c.reason.as_deref(), Some(reason), "{type_}");
+        assert_eq!(c.message.as_deref(), Some(message), "{type_}");
+    }
+}
+
 async fn wait_for_condition(cluster: &Cluster, name: &str, type_: &str) -> Job {
-    let jobs = cluster.api::<Job>();
-    eventually(&format!("job {name} {type_}"), LIMIT, || {
-        let jobs = jobs.clone();
-        async move {
-            let job = jobs.get(name).await.ok()?;
-            condition(&job, type_).is_some().then_some(job)
-        }
-    })
-    .await
+    let what = format!("job {name} {type_}");
+    cluster
+        .wait_for(name, &what, |job: &Job| condition(job, type_).is_some())
+        .await
 }
 
 #[tokio::test(start_paused = true)]
@@ -85,14 +90,12 @@ async fn a_job_with_three_completions_runs_its_pods_to_complete() {
     assert_eq!(status.terminating, Some(0));
     assert!(status.start_time.is_some() && status.completion_time.is_some());
     assert!(status.start_time <= status.completion_time);
-    for type_ in ["SuccessCriteriaMet", "Complete"] {
-        let c = condition(&done, type_).expect(type_);
-        assert_eq!(c.reason.as_deref(), Some("CompletionsReached"));
-        assert_eq!(
-            c.message.as_deref(),
-            Some("Reached expected number of succeeded pods")
-        );
-    }
+    assert_conditions(
+        &done,
+        ["SuccessCriteriaMet", "Complete"],
+        "CompletionsReached",
+        "Reached expected number of succeeded pods",
+    );
 
     let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=count")).await;
     assert_eq!(pods.len(), 3, "one pod per completion, none extra");
@@ -138,12 +141,7 @@ async fn a_job_with_three_completions_runs_its_pods_to_complete() {
     );
 
     // A finished Job is left alone.
-    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
-    let later: Job = cluster.api::<Job>().get("count").await.expect("job");
-    assert_eq!(
-        later.metadata.resource_version,
-        done.metadata.resource_version
-    );
+    cluster.assert_left_alone(&done).await;
     cluster.stop().await;
 }
 
@@ -198,14 +196,12 @@ async fn a_job_whose_pods_fail_is_failed_after_its_backoff_limit() {
         status.completion_time.is_none(),
         "only a Complete Job has one"
     );
-    for type_ in ["FailureTarget", "Failed"] {
-        let c = condition(&failed, type_).expect(type_);
-        assert_eq!(c.reason.as_deref(), Some("BackoffLimitExceeded"));
-        assert_eq!(
-            c.message.as_deref(),
-            Some("Job has reached the specified backoff limit")
-        );
-    }
+    assert_conditions(
+        &failed,
+        ["FailureTarget", "Failed"],
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit",
+    );
     assert!(condition(&failed, "Complete").is_none());
     let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=broken")).await;
     assert_eq!(pods.len(), 3, "no pod after the limit");
@@ -305,14 +301,12 @@ async fn a_job_past_its_active_deadline_fails() {
     slow["spec"]["activeDeadlineSeconds"] = json!(1);
     create_json::<Job>(&cluster.api(), slow).await;
     let failed = wait_for_condition(&cluster, "slow", "Failed").await;
-    for type_ in ["FailureTarget", "Failed"] {
-        let c = condition(&failed, type_).expect(type_);
-        assert_eq!(c.reason.as_deref(), Some("DeadlineExceeded"));
-        assert_eq!(
-            c.message.as_deref(),
-            Some("Job was active longer than specified deadline")
-        );
-    }
+    assert_conditions(
+        &failed,
+        ["FailureTarget", "Failed"],
+        "DeadlineExceeded",
+        "Job was active longer than specified deadline",
+    );
     let status = failed.status.expect("status");
     assert_eq!(status.active, None, "its running pod was deleted");
     assert!(status.succeeded.unwrap_or(0) < 50);

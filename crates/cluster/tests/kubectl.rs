@@ -2,6 +2,8 @@
 //! controllers running beside it as `steady up` runs them: what a user types to wait for
 //! a workload works.
 
+mod common;
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -53,13 +55,7 @@ async fn kubectl(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
         .await
         .unwrap_or_else(|_| panic!("{described} hung"))
         .expect("kubectl task");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{described} failed:\nstdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    steady_test_support::successful_stdout(described, &output)
 }
 
 const JOBS: &str = r#"
@@ -116,13 +112,7 @@ struct Running {
 }
 
 async fn start(dir: &Path) -> Running {
-    let config = steady_apiserver::Config {
-        node: Some(steady_apiserver::node::NodeConfig::default()),
-        ..Default::default()
-    };
-    let server = steady_apiserver::ApiServer::in_memory(config)
-        .await
-        .expect("server");
+    let server = common::node_server().await;
     serve_https(&server, dir).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(steady_cluster::run(server.client(), async move {

@@ -18,7 +18,7 @@ use steady_test_support::{create_json, eventually, merge_patch};
 const SELECTOR: &str = "app=web";
 
 async fn set_cluster() -> Cluster {
-    cluster(|client, stopped| steady_cluster::statefulset::run(client, until(stopped))).await
+    controller_cluster(steady_cluster::statefulset::start, "statefulset").await
 }
 
 fn web(replicas: i32, policy: &str) -> serde_json::Value {
@@ -111,23 +111,6 @@ fn first_where(events: &[Seen], pick: impl Fn(&Seen) -> bool) -> Vec<String> {
     names
 }
 
-async fn wait_for_status(
-    cluster: &Cluster,
-    what: &str,
-    check: impl Fn(&StatefulSet) -> bool,
-) -> StatefulSet {
-    let sets = cluster.api::<StatefulSet>();
-    eventually(what, LIMIT, || {
-        let sets = sets.clone();
-        let check = &check;
-        async move {
-            let set = sets.get("web").await.ok()?;
-            check(&set).then_some(set)
-        }
-    })
-    .await
-}
-
 fn ready_replicas(set: &StatefulSet) -> i32 {
     set.status
         .as_ref()
@@ -144,10 +127,11 @@ async fn ordered_ready_comes_up_in_order_and_scales_down_from_the_top() {
     let cluster = set_cluster().await;
     let seen = record_pod_events(&cluster).await;
     create_json::<StatefulSet>(&cluster.api(), web(3, "OrderedReady")).await;
-    let set = wait_for_status(&cluster, "three ready", |s| {
-        ready_replicas(s) == 3 && s.status.as_ref().and_then(|s| s.current_replicas) == Some(3)
-    })
-    .await;
+    let set = cluster
+        .wait_for::<StatefulSet>("web", "three ready", |s| {
+            ready_replicas(s) == 3 && s.status.as_ref().and_then(|s| s.current_replicas) == Some(3)
+        })
+        .await;
 
     let log = events(&seen);
     assert_eq!(first_where(&log, |e| e.added), ["web-0", "web-1", "web-2"]);
@@ -212,10 +196,11 @@ async fn ordered_ready_comes_up_in_order_and_scales_down_from_the_top() {
     )
     .await
     .expect("scale down");
-    wait_for_status(&cluster, "one replica", |s| {
-        s.status.as_ref().is_some_and(|s| s.replicas == 1)
-    })
-    .await;
+    cluster
+        .wait_for::<StatefulSet>("web", "one replica", |s| {
+            s.status.as_ref().is_some_and(|s| s.replicas == 1)
+        })
+        .await;
     let names: Vec<String> = cluster
         .pods(SELECTOR)
         .await
@@ -271,7 +256,9 @@ async fn parallel_creates_every_ordinal_at_once() {
     let cluster = set_cluster().await;
     let seen = record_pod_events(&cluster).await;
     create_json::<StatefulSet>(&cluster.api(), web(3, "Parallel")).await;
-    wait_for_status(&cluster, "three ready", |s| ready_replicas(s) == 3).await;
+    cluster
+        .wait_for::<StatefulSet>("web", "three ready", |s| ready_replicas(s) == 3)
+        .await;
     let log = events(&seen);
     let third_added = log
         .iter()
@@ -293,7 +280,9 @@ async fn parallel_creates_every_ordinal_at_once() {
 async fn a_rolling_update_stops_at_the_partition() {
     let cluster = set_cluster().await;
     create_json::<StatefulSet>(&cluster.api(), web(3, "OrderedReady")).await;
-    let before = wait_for_status(&cluster, "three ready", |s| ready_replicas(s) == 3).await;
+    let before = cluster
+        .wait_for::<StatefulSet>("web", "three ready", |s| ready_replicas(s) == 3)
+        .await;
     let old = before
         .status
         .and_then(|s| s.update_revision)
@@ -305,11 +294,12 @@ async fn a_rolling_update_stops_at_the_partition() {
         "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.28"}]}},
     }});
     merge_patch(&sets, "web", update).await.expect("update");
-    let partial = wait_for_status(&cluster, "two updated and ready", |s| {
-        let status = s.status.clone().unwrap_or_default();
-        status.updated_replicas == Some(2) && status.ready_replicas == Some(3)
-    })
-    .await;
+    let partial = cluster
+        .wait_for::<StatefulSet>("web", "two updated and ready", |s| {
+            let status = s.status.clone().unwrap_or_default();
+            status.updated_replicas == Some(2) && status.ready_replicas == Some(3)
+        })
+        .await;
     let status = partial.status.expect("status");
     let new = status.update_revision.clone().expect("update revision");
     assert_ne!(new, old);
@@ -330,11 +320,12 @@ async fn a_rolling_update_stops_at_the_partition() {
     merge_patch(&sets, "web", finish)
         .await
         .expect("partition 0");
-    let done = wait_for_status(&cluster, "all updated", |s| {
-        let status = s.status.clone().unwrap_or_default();
-        status.updated_replicas == Some(3) && status.ready_replicas == Some(3)
-    })
-    .await;
+    let done = cluster
+        .wait_for::<StatefulSet>("web", "all updated", |s| {
+            let status = s.status.clone().unwrap_or_default();
+            status.updated_replicas == Some(3) && status.ready_replicas == Some(3)
+        })
+        .await;
     assert_eq!(
         done.status.and_then(|s| s.current_revision),
         Some(new.clone())
@@ -382,7 +373,9 @@ async fn claims_follow_the_retention_policy() {
     set["spec"]["persistentVolumeClaimRetentionPolicy"] =
         json!({"whenDeleted": "Delete", "whenScaled": "Delete"});
     create_json::<StatefulSet>(&cluster.api(), set).await;
-    wait_for_status(&cluster, "two ready", |s| ready_replicas(s) == 2).await;
+    cluster
+        .wait_for::<StatefulSet>("web", "two ready", |s| ready_replicas(s) == 2)
+        .await;
     let claims = cluster.api::<PersistentVolumeClaim>();
     let claim_names = || {
         let claims = claims.clone();

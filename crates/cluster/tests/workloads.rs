@@ -2,10 +2,13 @@
 //! its simulated node (pods really become Running and Ready) and garbage collector, on a
 //! paused tokio clock.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::node_server;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -15,6 +18,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use steady_cluster::deployment::REVISION_ANNOTATION;
 use steady_cluster::pod_template::{TEMPLATE_HASH_LABEL, is_ready};
+use steady_test_support::pods::follow_pods;
 use steady_test_support::{create_json, eventually, get_existing, merge_patch};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -31,14 +35,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start() -> Cluster {
-        let config = steady_apiserver::Config {
-            seed: Some(1),
-            node: Some(steady_apiserver::node::NodeConfig::default()),
-            ..Default::default()
-        };
-        let server = steady_apiserver::ApiServer::in_memory(config)
-            .await
-            .expect("server");
+        let server = node_server().await;
         let client = server.client();
         let (stop, stopped) = oneshot::channel::<()>();
         let runtime = steady_runtime::Config {
@@ -82,6 +79,28 @@ impl Cluster {
         Api::namespaced(self.client.clone(), NS)
     }
 
+    /// Create a ReplicaSet `name` of 2 redis pods labelled `app: <name>`, with `extra`
+    /// fields in its spec.
+    async fn create_replica_set(&self, name: &str, extra: Value) -> ReplicaSet {
+        let mut body = json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
+                },
+            },
+        });
+        if let (Some(spec), Value::Object(extra)) = (body["spec"].as_object_mut(), extra) {
+            spec.extend(extra);
+        }
+        create_json(&self.replica_sets(), body).await
+    }
+
     async fn create_deployment(&self, name: &str, replicas: i32, spec: Value) -> Deployment {
         let mut body = json!({
             "apiVersion": "apps/v1",
@@ -109,6 +128,14 @@ impl Cluster {
 
     /// The Deployment once its rollout is complete (what `kubectl rollout status` waits
     /// for), with every pod Ready on `image`.
+    /// A cluster with the Deployment `web` of `replicas` nginx:1.26 pods, rolled out.
+    async fn with_web(replicas: i32) -> (Cluster, Deployment) {
+        let cluster = Cluster::start().await;
+        cluster.create_deployment("web", replicas, json!({})).await;
+        let web = cluster.rolled_out("web", "nginx:1.26").await;
+        (cluster, web)
+    }
+
     async fn rolled_out(&self, name: &str, image: &str) -> Deployment {
         eventually(&format!("{name} rolled out on {image}"), LIMIT, || async {
             let d = self.deployments().get(name).await.ok()?;
@@ -151,14 +178,7 @@ impl Cluster {
 
     /// Pods not being deleted.
     async fn active_pods(&self) -> Vec<Pod> {
-        self.pods()
-            .list(&ListParams::default())
-            .await
-            .expect("list pods")
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect()
+        steady_test_support::pods::active_pods(&self.pods()).await
     }
 
     async fn replica_sets_of(&self, deployment: &Deployment) -> Vec<ReplicaSet> {
@@ -196,8 +216,10 @@ fn image_of(pod: &Pod) -> &str {
         .unwrap_or("")
 }
 
-fn revision(rs: &ReplicaSet) -> i64 {
-    rs.annotations()
+/// A Deployment's or ReplicaSet's revision annotation (0 when it has none).
+fn revision(object: &impl ResourceExt) -> i64 {
+    object
+        .annotations()
         .get(REVISION_ANNOTATION)
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
@@ -225,63 +247,9 @@ fn condition(d: &Deployment, type_: &str) -> (String, String) {
         .unwrap_or_default()
 }
 
-/// The fewest Ready pods and the most pods (neither counting terminating ones) seen
-/// after any pod event, from a watch started now.
-#[derive(Default, Debug, Clone, Copy)]
-struct Extremes {
-    fewest_ready: Option<usize>,
-    most_pods: usize,
-    events: usize,
-}
-
-fn follow_pods(client: &Client) -> (Arc<Mutex<Extremes>>, JoinHandle<()>) {
-    let extremes = Arc::new(Mutex::new(Extremes::default()));
-    let seen = extremes.clone();
-    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let task = tokio::spawn(async move {
-        let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
-        let stream = watcher::watcher(api, watcher::Config::default());
-        futures::pin_mut!(stream);
-        let mut listing = BTreeMap::new();
-        while let Some(event) = stream.next().await {
-            // Judged after every change, but not halfway through a (re)list.
-            match event {
-                Ok(Event::Init) => {
-                    listing.clear();
-                    continue;
-                }
-                Ok(Event::InitApply(pod)) => {
-                    listing.insert(pod.name_any(), pod);
-                    continue;
-                }
-                Ok(Event::InitDone) => pods = std::mem::take(&mut listing),
-                Ok(Event::Apply(pod)) => {
-                    pods.insert(pod.name_any(), pod);
-                }
-                Ok(Event::Delete(pod)) => {
-                    pods.remove(&pod.name_any());
-                }
-                Err(_) => continue,
-            }
-            let active: Vec<&Pod> = pods
-                .values()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            let ready = active.iter().filter(|p| is_ready(p)).count();
-            let mut extremes = seen.lock().unwrap_or_else(|e| e.into_inner());
-            extremes.fewest_ready = Some(extremes.fewest_ready.map_or(ready, |f| f.min(ready)));
-            extremes.most_pods = extremes.most_pods.max(active.len());
-            extremes.events += 1;
-        }
-    });
-    (extremes, task)
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_deployment_becomes_available_through_its_replica_set() {
-    let cluster = Cluster::start().await;
-    cluster.create_deployment("web", 3, json!({})).await;
-    let web = cluster.rolled_out("web", "nginx:1.26").await;
+    let (cluster, web) = Cluster::with_web(3).await;
 
     assert_eq!(
         condition(&web, "Available"),
@@ -294,12 +262,7 @@ async fn a_deployment_becomes_available_through_its_replica_set() {
     let status = web.status.clone().expect("a status");
     assert_eq!(status.ready_replicas, Some(3));
     assert_eq!(status.unavailable_replicas, None, "zero counts are omitted");
-    assert_eq!(
-        web.annotations()
-            .get(REVISION_ANNOTATION)
-            .map(String::as_str),
-        Some("1")
-    );
+    assert_eq!(revision(&web), 1);
 
     let sets = cluster.replica_sets_of(&web).await;
     assert_eq!(sets.len(), 1, "{sets:?}");
@@ -376,11 +339,9 @@ async fn a_deployment_becomes_available_through_its_replica_set() {
 
 #[tokio::test(start_paused = true)]
 async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restores() {
-    let cluster = Cluster::start().await;
     // 4 replicas at the default 25 %: at most 5 pods, at least 3 Ready.
-    cluster.create_deployment("web", 4, json!({})).await;
-    cluster.rolled_out("web", "nginx:1.26").await;
-    let (extremes, watching) = follow_pods(&cluster.client);
+    let (cluster, _) = Cluster::with_web(4).await;
+    let (extremes, watching) = follow_pods(Api::namespaced(cluster.client.clone(), NS));
     eventually("the pod watch synced", LIMIT, || async {
         (extremes.lock().map(|e| e.events).unwrap_or(0) > 0).then_some(())
     })
@@ -401,12 +362,7 @@ async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restore
         seen.most_pods == 5,
         "the rollout never surged, so this test shows nothing: {seen:?}"
     );
-    assert_eq!(
-        web.annotations()
-            .get(REVISION_ANNOTATION)
-            .map(String::as_str),
-        Some("2")
-    );
+    assert_eq!(revision(&web), 2);
     let sets = cluster.replica_sets_of(&web).await;
     let summary: Vec<(i64, Option<i32>)> = sets
         .iter()
@@ -448,12 +404,7 @@ async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restore
         (first, 3),
         "revision 1's ReplicaSet is new again as 3"
     );
-    assert_eq!(
-        web.annotations()
-            .get(REVISION_ANNOTATION)
-            .map(String::as_str),
-        Some("3")
-    );
+    assert_eq!(revision(&web), 3);
     watching.abort();
     cluster.stop().await;
 }
@@ -527,9 +478,7 @@ async fn history_is_kept_to_the_revision_history_limit() {
 
 #[tokio::test(start_paused = true)]
 async fn deleting_a_deployment_removes_its_replica_sets_and_pods() {
-    let cluster = Cluster::start().await;
-    cluster.create_deployment("web", 2, json!({})).await;
-    cluster.rolled_out("web", "nginx:1.26").await;
+    let (cluster, _) = Cluster::with_web(2).await;
     cluster
         .deployments()
         .delete("web", &DeleteParams::default())
@@ -551,23 +500,7 @@ async fn deleting_a_deployment_removes_its_replica_sets_and_pods() {
 #[tokio::test(start_paused = true)]
 async fn a_replica_set_replaces_lost_pods_and_scales_down() {
     let cluster = Cluster::start().await;
-    let rs: ReplicaSet = create_json(
-        &cluster.replica_sets(),
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "cache", "namespace": NS},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "cache"}},
-                "template": {
-                    "metadata": {"labels": {"app": "cache"}},
-                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
-                },
-            },
-        }),
-    )
-    .await;
+    let rs = cluster.create_replica_set("cache", json!({})).await;
     let ready = |n: i32| {
         let api = cluster.replica_sets();
         async move {
@@ -665,25 +598,10 @@ async fn a_thousand_replicas_measurement() {
 #[tokio::test]
 async fn replicas_are_available_after_min_ready_seconds() {
     let cluster = Cluster::start().await;
-    create_json(
-        &cluster.replica_sets(),
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "slow", "namespace": NS},
-            "spec": {
-                "replicas": 2,
-                "minReadySeconds": 1,
-                "selector": {"matchLabels": {"app": "slow"}},
-                "template": {
-                    "metadata": {"labels": {"app": "slow"}},
-                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
-                },
-            },
-        }),
-    )
-    .await
-    .name_any();
+    cluster
+        .create_replica_set("slow", json!({"minReadySeconds": 1}))
+        .await
+        .name_any();
     eventually("2 available", LIMIT, || async {
         let rs = cluster.replica_sets().get("slow").await.ok()?;
         (rs.status?.available_replicas == Some(2)).then_some(())
@@ -717,23 +635,7 @@ async fn a_replica_set_adopts_matching_orphans_and_releases_pods_it_no_longer_se
         }),
     )
     .await;
-    let rs: ReplicaSet = create_json(
-        &cluster.replica_sets(),
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "cache", "namespace": NS},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "cache"}},
-                "template": {
-                    "metadata": {"labels": {"app": "cache"}},
-                    "spec": {"containers": [{"name": "redis", "image": "redis"}]},
-                },
-            },
-        }),
-    )
-    .await;
+    let rs = cluster.create_replica_set("cache", json!({})).await;
     let uid = rs.uid().expect("a uid");
     let controlled = |pod: &Pod| {
         pod.owner_references()

@@ -7,6 +7,8 @@
 //! `steady_apiserver::ApiServer::in_memory` or the binary, so this crate sits below all of
 //! them and any crate's tests can use it.
 
+pub mod pods;
+
 use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
@@ -110,6 +112,18 @@ where
         .unwrap_or_else(|e| panic!("list {params:?}: {e}"))
         .items
         .len()
+}
+
+/// The stdout of a finished command `what` (kubectl, steady), which must have succeeded:
+/// otherwise panic with both its outputs.
+pub fn successful_stdout(what: impl std::fmt::Display, output: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{what} failed:\nstdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 #[cfg(test)]

@@ -29,6 +29,15 @@ pub async fn server() -> ApiServer {
         .expect("server starts")
 }
 
+/// A server whose simulated node binds and runs pods.
+pub async fn server_with_node() -> ApiServer {
+    let config = Config {
+        node: Some(steady_apiserver::node::NodeConfig::default()),
+        ..Config::default()
+    };
+    ApiServer::in_memory(config).await.expect("server starts")
+}
+
 /// A fresh server (kept alive by the caller) and its ConfigMaps in `default`.
 pub async fn default_configmaps() -> (ApiServer, Api<ConfigMap>) {
     let s = server().await;

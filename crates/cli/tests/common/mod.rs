@@ -390,13 +390,7 @@ pub fn stdout_of(command: &mut std::process::Command) -> String {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("run {command:?}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{command:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    steady_test_support::successful_stdout(format!("{command:?}"), &output)
 }
 
 /// The resourceVersion of an object as a number (steady's are decimal revisions).
@@ -443,6 +437,34 @@ pub fn workdir() -> (tempfile::TempDir, PathBuf, PathBuf) {
 }
 
 /// A server with `options` in a fresh temporary directory (kept alive by the returned guard).
+/// `steady up` (with `args`) in a temporary directory, with its kubeconfig and a kubectl
+/// cache of its own: what the kubectl suites drive.
+pub struct UpCluster {
+    pub server: Server,
+    pub kubeconfig: PathBuf,
+    pub cache_dir: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl UpCluster {
+    pub async fn start(args: &[&str]) -> UpCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let options = Options {
+            subcommand: "up".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..Options::default()
+        };
+        let server = Server::start_with(&dir.path().join("data"), &kubeconfig, options).await;
+        UpCluster {
+            server,
+            kubeconfig,
+            cache_dir: dir.path().join("kube-cache"),
+            _dir: dir,
+        }
+    }
+}
+
 pub async fn start_in_tempdir(options: Options) -> (tempfile::TempDir, Server) {
     let (dir, data_dir, kubeconfig) = workdir();
     let server = Server::start_with(&data_dir, &kubeconfig, options).await;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
+use steady_test_support::eventually;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -31,14 +32,7 @@ where
     F: FnOnce(Client, oneshot::Receiver<()>) -> Fut,
     Fut: Future<Output = Result<(), steady_runtime::Error>> + Send + 'static,
 {
-    let config = steady_apiserver::Config {
-        seed: Some(1),
-        node: Some(steady_apiserver::node::NodeConfig::default()),
-        ..Default::default()
-    };
-    let server = steady_apiserver::ApiServer::in_memory(config)
-        .await
-        .expect("server");
+    let server = node_server().await;
     let client = server.client();
     let (stop, stopped) = oneshot::channel();
     let controller = tokio::spawn(start(client.clone(), stopped));
@@ -50,12 +44,69 @@ where
     }
 }
 
+/// [`cluster`] running the one controller `start`, named `name`.
+pub async fn controller_cluster(start: steady_cluster::Start, name: &'static str) -> Cluster {
+    cluster(move |client, stopped| steady_cluster::run_one(start, name, client, until(stopped)))
+        .await
+}
+
+/// steady's in-process API server with the simulated node, its randomness seeded.
+pub async fn node_server() -> steady_apiserver::ApiServer {
+    let config = steady_apiserver::Config {
+        seed: Some(1),
+        node: Some(steady_apiserver::node::NodeConfig::default()),
+        ..Default::default()
+    };
+    steady_apiserver::ApiServer::in_memory(config)
+        .await
+        .expect("server")
+}
+
 /// A shutdown future from the receiver `cluster` hands the controller.
 pub async fn until(stopped: oneshot::Receiver<()>) {
     let _ = stopped.await;
 }
 
 impl Cluster {
+    /// Wait until `name`, of kind `K` in [`NS`], passes `check`, and return it.
+    pub async fn wait_for<K>(&self, name: &str, what: &str, check: impl Fn(&K) -> bool) -> K
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api = self.api::<K>();
+        eventually(what, LIMIT, || {
+            let api = api.clone();
+            let check = &check;
+            async move {
+                let object = api.get(name).await.ok()?;
+                check(&object).then_some(object)
+            }
+        })
+        .await
+    }
+
+    /// Let 30 s pass on the paused clock and check that the controller did not write
+    /// `settled` again (a reconcile at the fixed point writes nothing).
+    pub async fn assert_left_alone<K>(&self, settled: &K)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let name = settled.meta().name.as_deref().unwrap_or_default();
+        let later = self.api::<K>().get(name).await.expect("object still there");
+        assert_eq!(
+            later.meta().resource_version,
+            settled.meta().resource_version,
+            "{name} was written again"
+        );
+    }
+
     pub fn api<K>(&self) -> Api<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
