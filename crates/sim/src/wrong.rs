@@ -507,13 +507,11 @@ async fn report_status(cache: &Cache, ctx: &Ctx) -> Outcome<()> {
     let patch = serde_json::json!({
         "status": serde_json::to_value(&status).map_err(|e| e.to_string())?
     });
-    let written = Api::<Cache>::namespaced(ctx.client(), &world.namespace)
+    // Through the context: the cache sees the write at once (read-your-own-writes).
+    ctx.api::<Cache>(&world.namespace)
         .patch_status(&world.name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map_err(|e| format!("writing status: {e}"))?;
-    if let Ok(primary) = ctx.cache::<Cache>() {
-        primary.remember(written);
-    }
     Ok(())
 }
 
@@ -536,13 +534,10 @@ fn recorded(cache: &Cache) -> BTreeSet<String> {
 async fn write_record(ctx: &Ctx, world: &World, record: &BTreeSet<String>) -> Outcome<()> {
     let value = record.iter().cloned().collect::<Vec<_>>().join(",");
     let patch = serde_json::json!({"metadata": {"annotations": {CREATED_ANNOTATION: value}}});
-    let written = Api::<Cache>::namespaced(ctx.client(), &world.namespace)
+    ctx.api::<Cache>(&world.namespace)
         .patch(&world.name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map_err(|e| format!("recording created pods: {e}"))?;
-    if let Ok(primary) = ctx.cache::<Cache>() {
-        primary.remember(written);
-    }
     Ok(())
 }
 
