@@ -102,6 +102,7 @@ pub async fn operate_with_ui(
     let operator = operator
         .spawn(client, metrics_addr, shutdown.clone())
         .await?;
+    println!("the Cache operator is running");
     let serving = steady_apiserver::serve::ServingConfig::from_env()?;
     steady_apiserver::serve::serve(listener, ui.router(), tls, &serving, shutdown.wait()).await;
     operator
@@ -164,7 +165,6 @@ async fn supervise(
     switch: Switch,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    println!("the Cache operator is running");
     let mut wanted = switch.subscribe();
     loop {
         tokio::select! {
