@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 pub mod cache;
+mod cluster;
 pub mod fault;
 pub mod scenario;
 pub mod simulation;

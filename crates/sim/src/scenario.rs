@@ -66,6 +66,7 @@ pub struct Scenario {
     pub(crate) start: Option<Start>,
     pub(crate) invariants: Vec<(String, Check)>,
     pub(crate) goals: Vec<(String, Check)>,
+    pub(crate) workloads: bool,
 }
 
 impl Scenario {
@@ -79,6 +80,7 @@ impl Scenario {
             start: None,
             invariants: Vec::new(),
             goals: Vec::new(),
+            workloads: false,
         }
     }
 
@@ -112,6 +114,41 @@ impl Scenario {
     pub fn at(mut self, at: Duration, step: Step) -> Scenario {
         self.script.push((at, step));
         self.script.sort_by_key(|(at, _)| *at);
+        self
+    }
+
+    /// Run the cluster's workload controllers beside the simulated node, as
+    /// kube-controller-manager runs them on a cluster: Deployments roll out ReplicaSets,
+    /// ReplicaSets create pods, the node runs them, and their status (`availableReplicas`,
+    /// the `Available` condition, a Job's `Complete`) is written as on a cluster — so an
+    /// operator that owns a Deployment (or a StatefulSet, a Job, a DaemonSet) sees it come up.
+    ///
+    /// The controllers are the cluster, not what is under test: no fault touches them, their
+    /// writes do not count as the operator's (the generic properties judge the operator's
+    /// writes only), and an operator crash leaves them running. Off by default, so a
+    /// scenario without workloads pays nothing for them.
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use steady_sim::{Scenario, Simulation};
+    ///
+    /// # fn my_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition { unimplemented!() }
+    /// # async fn run_my_operator(client: kube::Client, launch: steady_sim::Launch) {}
+    /// let scenario = Scenario::new("web-deployment")
+    ///     .crd(my_crd())
+    ///     .with_workloads()
+    ///     .controller(run_my_operator)
+    ///     .goal("the deployment is available", |world| {
+    ///         let web = world.get::<Deployment>("default", "web").ok_or("no deployment")?;
+    ///         let status = web.status.unwrap_or_default();
+    ///         let available = status.conditions.unwrap_or_default().iter()
+    ///             .any(|c| c.type_ == "Available" && c.status == "True");
+    ///         if available { Ok(()) } else { Err(format!("not available: {status:?}")) }
+    ///     });
+    /// Simulation::default().check(&scenario, 0..10);
+    /// ```
+    pub fn with_workloads(mut self) -> Scenario {
+        self.workloads = true;
         self
     }
 

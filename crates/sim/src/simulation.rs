@@ -21,6 +21,7 @@ use steady_apiserver::node::NodeConfig;
 use steady_runtime::ObjectKey;
 use tokio::time::Instant;
 
+use crate::cluster::Workloads;
 use crate::fault::{FaultKind, FaultRates, FaultService, Faults, HOT_LOOP_WRITES, Trace};
 use crate::scenario::{Launch, RESYNC_PERIOD, Scenario, Step};
 use crate::world::World;
@@ -386,6 +387,8 @@ struct Run<'a> {
     faults: Arc<Faults>,
     launch: Launch,
     controller: Option<tokio::task::JoinHandle<()>>,
+    /// The cluster's workload controllers, when the scenario runs them.
+    workloads: Option<Workloads>,
     /// The store revision the invariants last held at: an unchanged world needs no check.
     checked_at: Option<u64>,
     report: Report,
@@ -416,6 +419,9 @@ impl<'a> Run<'a> {
             server.store().clone(),
             trace.clone(),
         );
+        let workloads = scenario
+            .workloads
+            .then(|| Workloads::start(server.client(), seed, &trace));
         let launch = Launch {
             seed,
             clock,
@@ -431,10 +437,12 @@ impl<'a> Run<'a> {
             faults,
             launch,
             controller: None,
+            workloads,
             checked_at: None,
             report,
         };
         run.go().await;
+        run.workloads = None;
         run.server.shutdown().await;
         let mut report = run.report;
         report.injected = run.faults.injected();
