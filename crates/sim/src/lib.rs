@@ -22,6 +22,10 @@
 //! at the end). Every random draw comes from the seed: a failing seed replays the same
 //! trace, in the test binary and in `steady sim`.
 //!
+//! A scenario that owns Deployments, StatefulSets, Jobs or DaemonSets asks for the
+//! cluster's workload controllers with [`Scenario::with_workloads`]: they run beside the
+//! node, outside the fault layer, and their writes are not the operator's.
+//!
 //! ```no_run
 //! // tests/converges.rs of an operator crate
 //! #[test]

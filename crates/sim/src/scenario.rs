@@ -141,7 +141,7 @@ impl Scenario {
     ///     .goal("the deployment is available", |world| {
     ///         let web = world.get::<Deployment>("default", "web").ok_or("no deployment")?;
     ///         let status = web.status.unwrap_or_default();
-    ///         let available = status.conditions.unwrap_or_default().iter()
+    ///         let available = status.conditions.iter().flatten()
     ///             .any(|c| c.type_ == "Available" && c.status == "True");
     ///         if available { Ok(()) } else { Err(format!("not available: {status:?}")) }
     ///     });
