@@ -126,7 +126,8 @@ impl World {
     }
 
     /// The world with what legitimately differs between two runs of one scenario masked:
-    /// uids, resourceVersions, timestamps, generated names; events and leases left out, and
+    /// uids, resourceVersions, timestamps, generated names, the order of status conditions;
+    /// events and leases left out, and
     /// so are the terminated pods a ReplicaSet leaves behind (see [`left_for_pod_gc`]).
     /// One line per object, in key order.
     pub fn normalised(&self) -> Vec<String> {
@@ -140,6 +141,7 @@ impl World {
                     return None;
                 }
                 mask_generation(&mut object);
+                sort_conditions(&mut object);
                 let generated = normalise_metadata(&mut object);
                 mask_allocated_addresses(&mut object);
                 mask_timestamps(&mut object);
@@ -252,6 +254,23 @@ fn left_for_pod_gc(object: &Value) -> bool {
                 && owner.get("kind").and_then(Value::as_str) == Some("ReplicaSet")
         });
     is_pod && terminated && under_replica_set
+}
+
+/// Status conditions are a map keyed by `type` (`listType=map`); their order says only
+/// which changed last (kube's `SetDeploymentCondition` moves a changed condition to the
+/// end), and faults change that — a Deployment whose pod was deleted turns `Available`
+/// False and True again.
+fn sort_conditions(object: &mut Value) {
+    if let Some(conditions) = object
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        conditions.sort_by(|a, b| condition_type(a).cmp(&condition_type(b)));
+    }
+}
+
+fn condition_type(condition: &Value) -> Option<&str> {
+    condition.get("type").and_then(Value::as_str)
 }
 
 /// `metadata.generation` counts the spec changes an object went through, and faults change
@@ -386,6 +405,27 @@ mod tests {
                 "/core/pods/default/rs-running"
             ],
             "an operator's own failed pod is state it must handle"
+        );
+    }
+
+    #[test]
+    fn normalising_ignores_the_order_of_status_conditions() {
+        let normalised = |conditions: Value| {
+            let mut world = World::default();
+            let object = serde_json::json!({
+                "metadata": {"name": "web"}, "status": {"conditions": conditions},
+            });
+            world.objects.insert(
+                Arc::from("/apps/deployments/d/web"),
+                Bytes::from(object.to_string()),
+            );
+            world.normalised().remove(0)
+        };
+        let available = serde_json::json!({"type": "Available", "status": "True"});
+        let progressing = serde_json::json!({"type": "Progressing", "status": "True"});
+        assert_eq!(
+            normalised(serde_json::json!([available, progressing])),
+            normalised(serde_json::json!([progressing, available]))
         );
     }
 
