@@ -9,8 +9,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{
-    api_code, create_json, eventually, eventually_gone, get, get_existing, post_empty, post_json,
-    server,
+    api_code, create_json, eventually, eventually_gone, get, get_existing, merge_patch_status,
+    post_empty, post_json, server,
 };
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
@@ -743,12 +743,7 @@ async fn only_kinds_whose_strategy_keeps_it_carry_a_generation() {
         .create(&pp, &deployment)
         .await
         .expect("create deployment");
-    let with_status = deployments
-        .patch_status(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"replicas": 1}})),
-        )
+    let with_status = merge_patch_status(&deployments, "web", json!({"status": {"replicas": 1}}))
         .await
         .expect("patch status");
     assert_eq!(

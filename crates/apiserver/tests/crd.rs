@@ -7,7 +7,7 @@ mod common;
 
 use common::{
     api_code, clear_finalizers, eventually, eventually_gone, example_crd, list_count, merge_patch,
-    server,
+    merge_patch_scale, merge_patch_status, server,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -289,18 +289,17 @@ async fn status_subresource_and_generation() {
     assert_eq!(generation(&created), 1);
 
     // patch_status changes only status, and not generation.
-    let with_status = api
-        .patch_status(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({
-                "status": {"replicas": 3, "phase": "Ready", "selector": "app=w"},
-                "spec": {"size": "ignored"},
-                "metadata": {"labels": {"ignored": "yes"}},
-            })),
-        )
-        .await
-        .unwrap();
+    let with_status = merge_patch_status(
+        &api,
+        "w",
+        json!({
+            "status": {"replicas": 3, "phase": "Ready", "selector": "app=w"},
+            "spec": {"size": "ignored"},
+            "metadata": {"labels": {"ignored": "yes"}},
+        }),
+    )
+    .await
+    .unwrap();
     assert_eq!(with_status.data["status"]["phase"], "Ready");
     assert_eq!(with_status.data["spec"]["size"], "s");
     assert!(
@@ -352,15 +351,7 @@ async fn status_subresource_and_generation() {
 
     // Invalid status: 422.
     assert_eq!(
-        api_code(
-            api.patch_status(
-                "w",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"replicas": "three"}})),
-            )
-            .await
-        )
-        .0,
+        api_code(merge_patch_status(&api, "w", json!({"status": {"replicas": "three"}})).await).0,
         422
     );
 }
@@ -371,10 +362,10 @@ async fn scale_subresource() {
     create_widget(&api, "w", json!({"spec": {"size": "s", "replicas": 2}}))
         .await
         .unwrap();
-    api.patch_status(
+    merge_patch_status(
+        &api,
         "w",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"replicas": 1, "selector": "app=w"}})),
+        json!({"status": {"replicas": 1, "selector": "app=w"}}),
     )
     .await
     .unwrap();
@@ -386,12 +377,7 @@ async fn scale_subresource() {
     assert_eq!(status.selector.as_deref(), Some("app=w"));
     assert_eq!(scale.metadata.name.as_deref(), Some("w"));
 
-    let scaled = api
-        .patch_scale(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 5}})),
-        )
+    let scaled = merge_patch_scale(&api, "w", json!({"spec": {"replicas": 5}}))
         .await
         .unwrap();
     assert_eq!(scaled.spec.unwrap().replicas, Some(5));
@@ -402,15 +388,7 @@ async fn scale_subresource() {
 
     // Negative replicas: 422.
     assert_eq!(
-        api_code(
-            api.patch_scale(
-                "w",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": -1}}))
-            )
-            .await
-        )
-        .0,
+        api_code(merge_patch_scale(&api, "w", json!({"spec": {"replicas": -1}})).await).0,
         422
     );
     assert_eq!(api_code(api.get_scale("missing").await).0, 404);

@@ -102,6 +102,32 @@ where
         .await
 }
 
+/// [`merge_patch`] of the `status` subresource of `name`.
+pub async fn merge_patch_status<K, P>(api: &kube::Api<K>, name: &str, patch: P) -> kube::Result<K>
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    let patch = kube::api::Patch::Merge(patch);
+    api.patch_status(name, &kube::api::PatchParams::default(), &patch)
+        .await
+}
+
+/// [`merge_patch`] of the `scale` subresource of `name`, as `kubectl scale` writes it.
+pub async fn merge_patch_scale<K, P>(
+    api: &kube::Api<K>,
+    name: &str,
+    patch: P,
+) -> kube::Result<k8s_openapi::api::autoscaling::v1::Scale>
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    let patch = kube::api::Patch::Merge(patch);
+    api.patch_scale(name, &kube::api::PatchParams::default(), &patch)
+        .await
+}
+
 /// How many objects `api` lists with `params`.
 pub async fn list_count<K>(api: &kube::Api<K>, params: &kube::api::ListParams) -> usize
 where

@@ -21,6 +21,7 @@ pub const GUARD: Duration = Duration::from_secs(30);
 #[allow(unused_imports)] // not every suite reads API errors or clears finalizers
 pub use steady_test_support::{
     api_code, clear_finalizers, create_json, get_existing, list_count, merge_patch,
+    merge_patch_scale, merge_patch_status,
 };
 
 pub async fn server() -> ApiServer {
