@@ -7,8 +7,9 @@ mod common;
 
 use common::{
     api_code, clear_finalizers, eventually, eventually_gone, example_crd, list_count, merge_patch,
-    merge_patch_scale, merge_patch_status, server,
+    merge_patch_subresource, server,
 };
+use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
@@ -289,8 +290,9 @@ async fn status_subresource_and_generation() {
     assert_eq!(generation(&created), 1);
 
     // patch_status changes only status, and not generation.
-    let with_status = merge_patch_status(
+    let with_status: DynamicObject = merge_patch_subresource(
         &api,
+        "status",
         "w",
         json!({
             "status": {"replicas": 3, "phase": "Ready", "selector": "app=w"},
@@ -350,10 +352,9 @@ async fn status_subresource_and_generation() {
     assert_eq!(generation(&replaced), 2);
 
     // Invalid status: 422.
-    assert_eq!(
-        api_code(merge_patch_status(&api, "w", json!({"status": {"replicas": "three"}})).await).0,
-        422
-    );
+    let invalid = json!({"status": {"replicas": "three"}});
+    let answer = merge_patch_subresource::<DynamicObject, _>(&api, "status", "w", invalid).await;
+    assert_eq!(api_code(answer).0, 422);
 }
 
 #[tokio::test]
@@ -362,8 +363,9 @@ async fn scale_subresource() {
     create_widget(&api, "w", json!({"spec": {"size": "s", "replicas": 2}}))
         .await
         .unwrap();
-    merge_patch_status(
+    merge_patch_subresource::<DynamicObject, _>(
         &api,
+        "status",
         "w",
         json!({"status": {"replicas": 1, "selector": "app=w"}}),
     )
@@ -377,9 +379,10 @@ async fn scale_subresource() {
     assert_eq!(status.selector.as_deref(), Some("app=w"));
     assert_eq!(scale.metadata.name.as_deref(), Some("w"));
 
-    let scaled = merge_patch_scale(&api, "w", json!({"spec": {"replicas": 5}}))
-        .await
-        .unwrap();
+    let scaled: Scale =
+        merge_patch_subresource(&api, "scale", "w", json!({"spec": {"replicas": 5}}))
+            .await
+            .unwrap();
     assert_eq!(scaled.spec.unwrap().replicas, Some(5));
     let w = api.get("w").await.unwrap();
     assert_eq!(w.data["spec"]["replicas"], 5);
@@ -387,10 +390,9 @@ async fn scale_subresource() {
     assert_eq!(w.data["status"]["replicas"], 1);
 
     // Negative replicas: 422.
-    assert_eq!(
-        api_code(merge_patch_scale(&api, "w", json!({"spec": {"replicas": -1}})).await).0,
-        422
-    );
+    let negative = json!({"spec": {"replicas": -1}});
+    let answer = merge_patch_subresource::<Scale, _>(&api, "scale", "w", negative).await;
+    assert_eq!(api_code(answer).0, 422);
     assert_eq!(api_code(api.get_scale("missing").await).0, 404);
 }
 

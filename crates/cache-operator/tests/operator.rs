@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::DeleteParams;
 use serde_json::json;
@@ -180,7 +182,7 @@ async fn a_failed_pod_is_replaced_and_reported() {
     let failed = json!({"status": {"phase": "Failed", "conditions": [
         {"type": "Ready", "status": "False", "reason": "PodFailed"}
     ]}});
-    merge_patch_status(&pods_api(&w.client), "x-0", failed)
+    merge_patch_subresource::<Pod, _>(&pods_api(&w.client), "status", "x-0", failed)
         .await
         .expect("fail x-0");
     let degraded = degraded_x(&w.client).await;
@@ -198,7 +200,8 @@ async fn scaling_up_and_down_keeps_the_right_ordinals() {
     let (w, op, _) = converged_x(json!({"replicas": 2})).await;
 
     // Through the scale subresource, as `kubectl scale` does.
-    merge_patch_scale(&caches(&w.client), "x", json!({"spec": {"replicas": 4}}))
+    let scale = json!({"spec": {"replicas": 4}});
+    merge_patch_subresource::<Scale, _>(&caches(&w.client), "scale", "x", scale)
         .await
         .expect("scale to 4");
     wait_converged(&w.client, "x").await;

@@ -214,7 +214,7 @@ pub async fn converged(client: &Client, name: &str) -> Option<Cache> {
 }
 
 #[allow(unused_imports)] // not every suite patches
-pub use steady_test_support::{eventually, merge_patch, merge_patch_scale, merge_patch_status};
+pub use steady_test_support::{eventually, merge_patch, merge_patch_subresource};
 
 pub async fn wait_converged(client: &Client, name: &str) -> Cache {
     eventually(
