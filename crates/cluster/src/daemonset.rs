@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
-use steady_runtime::events::{EventType, Recorder};
+use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache};
 
 use crate::pod_template::{self, PodName};
@@ -314,7 +314,13 @@ async fn create_pod(
         .create(&PostParams::default(), &pod)
         .await?;
     let message = format!("Created pod: {}", created.name_any());
-    publish(ctx, daemon, EventType::Normal, "SuccessfulCreate", &message).await;
+    crate::record_normal(
+        &ctx.data().events,
+        daemon.object,
+        "SuccessfulCreate",
+        &message,
+    )
+    .await;
     Ok(())
 }
 
@@ -328,7 +334,13 @@ async fn delete_pod(
         return Ok(());
     }
     let message = format!("Deleted pod: {}", pod.name_any());
-    publish(ctx, daemon, EventType::Normal, "SuccessfulDelete", &message).await;
+    crate::record_normal(
+        &ctx.data().events,
+        daemon.object,
+        "SuccessfulDelete",
+        &message,
+    )
+    .await;
     Ok(())
 }
 
@@ -408,15 +420,4 @@ async fn write_status(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<
     let current = daemon.object.status.as_ref();
     crate::write_status(&api, &daemon.name, current, &status, &omitted).await?;
     Ok(())
-}
-
-/// Record an event about the object this reconcile is for.
-async fn publish(
-    ctx: &Context<DaemonData>,
-    daemon: &Daemon<'_>,
-    kind: EventType,
-    reason: &str,
-    message: &str,
-) {
-    crate::publish(&ctx.data().events, daemon.object, kind, reason, message).await;
 }
