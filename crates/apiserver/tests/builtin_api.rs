@@ -9,8 +9,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{
-    api_code, create_json, eventually, eventually_gone, get, get_existing, post_empty, post_json,
-    server,
+    api_code, create_json, discover, eventually, eventually_gone, get, get_existing,
+    merge_patch_subresource, post_empty, post_json, server,
 };
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
@@ -24,7 +24,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::discovery::{Discovery, Scope, verbs};
+use kube::discovery::{Scope, verbs};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -79,10 +79,7 @@ fn minimal_body(kind: &str) -> Value {
 #[tokio::test]
 async fn discovery_finds_every_group_with_its_verbs_and_subresources() {
     let server = server().await;
-    let discovery = Discovery::new(server.client())
-        .run()
-        .await
-        .expect("discovery");
+    let discovery = discover(server.client(), false).await;
     let found: BTreeSet<&str> = discovery.groups().map(|g| g.name()).collect();
     let expected: BTreeSet<&str> = GROUPS_1_32.iter().copied().collect();
     assert_eq!(found, expected);
@@ -122,10 +119,7 @@ async fn discovery_finds_every_group_with_its_verbs_and_subresources() {
 async fn every_listable_builtin_kind_round_trips() {
     let server = server().await;
     let client = server.client();
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("discovery");
+    let discovery = discover(client.clone(), false).await;
     let mut exercised = 0;
     for group in discovery.groups() {
         for (resource, caps) in group.recommended_resources() {
@@ -743,14 +737,14 @@ async fn only_kinds_whose_strategy_keeps_it_carry_a_generation() {
         .create(&pp, &deployment)
         .await
         .expect("create deployment");
-    let with_status = deployments
-        .patch_status(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"replicas": 1}})),
-        )
-        .await
-        .expect("patch status");
+    let with_status: Deployment = merge_patch_subresource(
+        &deployments,
+        "status",
+        "web",
+        json!({"status": {"replicas": 1}}),
+    )
+    .await
+    .expect("patch status");
     assert_eq!(
         (created.metadata.generation, with_status.metadata.generation),
         (Some(1), Some(1))

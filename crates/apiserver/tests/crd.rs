@@ -7,8 +7,9 @@ mod common;
 
 use common::{
     api_code, clear_finalizers, eventually, eventually_gone, example_crd, list_count, merge_patch,
-    server,
+    merge_patch_subresource, server,
 };
+use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
@@ -289,18 +290,18 @@ async fn status_subresource_and_generation() {
     assert_eq!(generation(&created), 1);
 
     // patch_status changes only status, and not generation.
-    let with_status = api
-        .patch_status(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({
-                "status": {"replicas": 3, "phase": "Ready", "selector": "app=w"},
-                "spec": {"size": "ignored"},
-                "metadata": {"labels": {"ignored": "yes"}},
-            })),
-        )
-        .await
-        .unwrap();
+    let with_status: DynamicObject = merge_patch_subresource(
+        &api,
+        "status",
+        "w",
+        json!({
+            "status": {"replicas": 3, "phase": "Ready", "selector": "app=w"},
+            "spec": {"size": "ignored"},
+            "metadata": {"labels": {"ignored": "yes"}},
+        }),
+    )
+    .await
+    .unwrap();
     assert_eq!(with_status.data["status"]["phase"], "Ready");
     assert_eq!(with_status.data["spec"]["size"], "s");
     assert!(
@@ -351,18 +352,9 @@ async fn status_subresource_and_generation() {
     assert_eq!(generation(&replaced), 2);
 
     // Invalid status: 422.
-    assert_eq!(
-        api_code(
-            api.patch_status(
-                "w",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"replicas": "three"}})),
-            )
-            .await
-        )
-        .0,
-        422
-    );
+    let invalid = json!({"status": {"replicas": "three"}});
+    let answer = merge_patch_subresource::<DynamicObject, _>(&api, "status", "w", invalid).await;
+    assert_eq!(api_code(answer).0, 422);
 }
 
 #[tokio::test]
@@ -371,10 +363,11 @@ async fn scale_subresource() {
     create_widget(&api, "w", json!({"spec": {"size": "s", "replicas": 2}}))
         .await
         .unwrap();
-    api.patch_status(
+    merge_patch_subresource::<DynamicObject, _>(
+        &api,
+        "status",
         "w",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"replicas": 1, "selector": "app=w"}})),
+        json!({"status": {"replicas": 1, "selector": "app=w"}}),
     )
     .await
     .unwrap();
@@ -386,14 +379,10 @@ async fn scale_subresource() {
     assert_eq!(status.selector.as_deref(), Some("app=w"));
     assert_eq!(scale.metadata.name.as_deref(), Some("w"));
 
-    let scaled = api
-        .patch_scale(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 5}})),
-        )
-        .await
-        .unwrap();
+    let scaled: Scale =
+        merge_patch_subresource(&api, "scale", "w", json!({"spec": {"replicas": 5}}))
+            .await
+            .unwrap();
     assert_eq!(scaled.spec.unwrap().replicas, Some(5));
     let w = api.get("w").await.unwrap();
     assert_eq!(w.data["spec"]["replicas"], 5);
@@ -401,18 +390,9 @@ async fn scale_subresource() {
     assert_eq!(w.data["status"]["replicas"], 1);
 
     // Negative replicas: 422.
-    assert_eq!(
-        api_code(
-            api.patch_scale(
-                "w",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": -1}}))
-            )
-            .await
-        )
-        .0,
-        422
-    );
+    let negative = json!({"spec": {"replicas": -1}});
+    let answer = merge_patch_subresource::<Scale, _>(&api, "scale", "w", negative).await;
+    assert_eq!(api_code(answer).0, 422);
     assert_eq!(api_code(api.get_scale("missing").await).0, 404);
 }
 

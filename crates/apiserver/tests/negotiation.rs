@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{GUARD, Raw, default_configmaps, example_crd, install_crd, send, server};
+use common::{GUARD, Raw, default_configmaps, discover, example_crd, install_crd, send, server};
 use futures::StreamExt;
 use http::Request;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -77,14 +77,8 @@ fn capabilities(group: &ApiGroup) -> BTreeSet<String> {
 #[tokio::test]
 async fn aggregated_discovery_matches_legacy_discovery() {
     let s = server().await;
-    let aggregated = Discovery::new(s.client())
-        .run_aggregated()
-        .await
-        .expect("aggregated discovery");
-    let legacy = Discovery::new(s.client())
-        .run()
-        .await
-        .expect("legacy discovery");
+    let aggregated = discover(s.client(), true).await;
+    let legacy = discover(s.client(), false).await;
     let names = |d: &Discovery| {
         d.groups()
             .map(|g| g.name().to_string())

@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 use serde_json::json;
 use steady_cache_operator::Cache;
 use steady_cache_operator::resources::{
@@ -28,12 +30,7 @@ async fn converged_x(spec: serde_json::Value) -> (World, Operator, Cache) {
 
 /// Merge `spec` into Cache `x`'s spec.
 async fn patch_spec(client: &kube::Client, spec: serde_json::Value, what: &str) {
-    caches(client)
-        .patch(
-            "x",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": spec })),
-        )
+    merge_patch(&caches(client), "x", json!({ "spec": spec }))
         .await
         .unwrap_or_else(|e| panic!("{what}: {e}"));
 }
@@ -182,14 +179,10 @@ async fn a_deleted_pod_is_recreated() {
 async fn a_failed_pod_is_replaced_and_reported() {
     let (w, op, _) = converged_x(json!({"replicas": 2})).await;
     let old = pods_api(&w.client).get("x-0").await.expect("x-0");
-    pods_api(&w.client)
-        .patch_status(
-            "x-0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Failed", "conditions": [
-                {"type": "Ready", "status": "False", "reason": "PodFailed"}
-            ]}})),
-        )
+    let failed = json!({"status": {"phase": "Failed", "conditions": [
+        {"type": "Ready", "status": "False", "reason": "PodFailed"}
+    ]}});
+    merge_patch_subresource::<Pod, _>(&pods_api(&w.client), "status", "x-0", failed)
         .await
         .expect("fail x-0");
     let degraded = degraded_x(&w.client).await;
@@ -207,12 +200,8 @@ async fn scaling_up_and_down_keeps_the_right_ordinals() {
     let (w, op, _) = converged_x(json!({"replicas": 2})).await;
 
     // Through the scale subresource, as `kubectl scale` does.
-    caches(&w.client)
-        .patch_scale(
-            "x",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 4}})),
-        )
+    let scale = json!({"spec": {"replicas": 4}});
+    merge_patch_subresource::<Scale, _>(&caches(&w.client), "scale", "x", scale)
         .await
         .expect("scale to 4");
     wait_converged(&w.client, "x").await;

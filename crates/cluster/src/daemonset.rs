@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
-use steady_runtime::events::{EventType, Recorder};
+use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache};
 
 use crate::pod_template::{self, PodName};
@@ -120,6 +120,7 @@ fn node_of(pod: &Pod) -> &str {
 
 /// What one reconcile knows about a DaemonSet.
 struct Daemon<'a> {
+    ctx: &'a Context<DaemonData>,
     object: &'a DaemonSet,
     name: String,
     namespace: String,
@@ -128,12 +129,6 @@ struct Daemon<'a> {
     nodes: Vec<String>,
     /// The DaemonSet's pods by node (terminating ones included).
     pods: BTreeMap<String, Vec<Arc<Pod>>>,
-}
-
-impl Daemon<'_> {
-    fn template(&self) -> Option<&k8s_openapi::api::core::v1::PodTemplateSpec> {
-        self.object.spec.as_ref().map(|s| &s.template)
-    }
 }
 
 async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Result<Action, Error> {
@@ -146,6 +141,7 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
     let pod_spec = spec.template.spec.clone().unwrap_or_default();
     let name = object.name_any();
     let mut daemon = Daemon {
+        ctx: &ctx,
         object: &object,
         namespace: pod_template::namespace_of(object.as_ref()),
         update_revision: revision::revision_name(&name, &spec.template),
@@ -160,21 +156,21 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
             .collect(),
         pods: BTreeMap::new(),
     };
-    ensure_revision(&ctx, &daemon).await?;
-    daemon.pods = pods_by_node(&ctx, &daemon);
+    daemon.ensure_revision().await?;
+    daemon.pods = daemon.pods_by_node();
     for node in daemon.nodes.clone() {
-        place(&ctx, &daemon, &node).await?;
+        daemon.place(&node).await?;
     }
     for (node, pods) in &daemon.pods {
         if !daemon.nodes.contains(node) {
             for pod in pods.iter().filter(|p| !pod_template::is_terminating(p)) {
-                delete_pod(&ctx, &daemon, pod).await?;
+                daemon.delete_pod(pod).await?;
             }
         }
     }
-    daemon.pods = pods_by_node(&ctx, &daemon);
-    roll(&ctx, &daemon).await?;
-    daemon.pods = pods_by_node(&ctx, &daemon);
+    daemon.pods = daemon.pods_by_node();
+    daemon.roll().await?;
+    daemon.pods = daemon.pods_by_node();
     let mut in_use: BTreeSet<String> = daemon
         .pods
         .values()
@@ -193,230 +189,223 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
         spec.revision_history_limit,
     )
     .await?;
-    write_status(&ctx, &daemon).await?;
+    daemon.write_status().await?;
     Ok(Action::done())
 }
 
-fn pods_by_node(ctx: &Context<DaemonData>, daemon: &Daemon) -> BTreeMap<String, Vec<Arc<Pod>>> {
-    let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
-    for pod in ctx
-        .data()
-        .pods
-        .owned_by(&daemon.object.uid().unwrap_or_default())
-    {
+impl Daemon<'_> {
+    fn template(&self) -> Option<&k8s_openapi::api::core::v1::PodTemplateSpec> {
+        self.object.spec.as_ref().map(|s| &s.template)
+    }
+
+    fn pods_by_node(&self) -> BTreeMap<String, Vec<Arc<Pod>>> {
+        let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+        for pod in self
+            .ctx
+            .data()
+            .pods
+            .owned_by(&self.object.uid().unwrap_or_default())
+        {
+            by_node
+                .entry(node_of(&pod).to_string())
+                .or_default()
+                .push(pod);
+        }
         by_node
-            .entry(node_of(&pod).to_string())
-            .or_default()
-            .push(pod);
     }
-    by_node
-}
 
-/// Exactly one live pod on `node`: create one, replace a failed one, delete extras.
-async fn place(ctx: &Context<DaemonData>, daemon: &Daemon<'_>, node: &str) -> Result<(), Error> {
-    let pods = daemon.pods.get(node).cloned().unwrap_or_default();
-    let mut live: Vec<&Arc<Pod>> = pods
-        .iter()
-        .filter(|p| !pod_template::is_terminating(p))
-        .collect();
-    for failed in live.iter().filter(|p| pod_template::is_finished(p)) {
-        delete_pod(ctx, daemon, failed).await?;
-    }
-    live.retain(|p| !pod_template::is_finished(p));
-    // The oldest stays.
-    live.sort_by_key(|p| p.metadata.creation_timestamp.clone());
-    for extra in live.iter().skip(1) {
-        delete_pod(ctx, daemon, extra).await?;
-    }
-    if live.is_empty() && pods.iter().all(|p| !pod_template::is_terminating(p)) {
-        create_pod(ctx, daemon, node).await?;
-    }
-    Ok(())
-}
-
-/// Replace one outdated pod once every other pod is available (`maxUnavailable` 1).
-async fn roll(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<(), Error> {
-    let strategy = daemon
-        .object
-        .spec
-        .as_ref()
-        .and_then(|s| s.update_strategy.clone());
-    if strategy.and_then(|s| s.type_).as_deref() == Some("OnDelete") {
-        return Ok(());
-    }
-    let pods: Vec<&Arc<Pod>> = daemon
-        .nodes
-        .iter()
-        .filter_map(|node| daemon.pods.get(node))
-        .flatten()
-        .collect();
-    let all_available = pods.len() == daemon.nodes.len()
-        && pods
+    /// Exactly one live pod on `node`: create one, replace a failed one, delete extras.
+    async fn place(&self, node: &str) -> Result<(), Error> {
+        let pods = self.pods.get(node).cloned().unwrap_or_default();
+        let mut live: Vec<&Arc<Pod>> = pods
             .iter()
-            .all(|p| pod_template::is_ready(p) && !pod_template::is_terminating(p));
-    if !all_available {
-        return Ok(());
+            .filter(|p| !pod_template::is_terminating(p))
+            .collect();
+        for failed in live.iter().filter(|p| pod_template::is_finished(p)) {
+            self.delete_pod(failed).await?;
+        }
+        live.retain(|p| !pod_template::is_finished(p));
+        // The oldest stays.
+        live.sort_by_key(|p| p.metadata.creation_timestamp.clone());
+        for extra in live.iter().skip(1) {
+            self.delete_pod(extra).await?;
+        }
+        if live.is_empty() && pods.iter().all(|p| !pod_template::is_terminating(p)) {
+            self.create_pod(node).await?;
+        }
+        Ok(())
     }
-    let outdated = pods
-        .iter()
-        .find(|p| revision::of_pod(p) != Some(daemon.update_revision.as_str()));
-    if let Some(pod) = outdated {
-        delete_pod(ctx, daemon, pod).await?;
-    }
-    Ok(())
-}
 
-async fn create_pod(
-    ctx: &Context<DaemonData>,
-    daemon: &Daemon<'_>,
-    node: &str,
-) -> Result<(), Error> {
-    let Some(template) = daemon.template() else {
-        return Ok(());
-    };
-    let mut pod = pod_template::pod_from_template(
-        template,
-        pod_template::controller_ref(daemon.object),
-        &daemon.namespace,
-        PodName::Prefix(format!("{}-", daemon.name)),
-    );
-    let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
-    labels.insert(REVISION_LABEL.into(), daemon.update_revision.clone());
-    let generation = daemon.object.metadata.generation.unwrap_or(1);
-    labels.insert(GENERATION_LABEL.into(), generation.to_string());
-    let spec = pod.spec.get_or_insert_with(PodSpec::default);
-    // kube pins the pod with node affinity and lets the scheduler bind it; steady binds
-    // it here, so a simulated node only ever runs the pods meant for it.
-    spec.node_name = Some(node.to_string());
-    spec.affinity
-        .get_or_insert_with(Affinity::default)
-        .node_affinity = Some(NodeAffinity {
-        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-            node_selector_terms: vec![NodeSelectorTerm {
-                match_fields: Some(vec![NodeSelectorRequirement {
-                    key: "metadata.name".into(),
-                    operator: "In".into(),
-                    values: Some(vec![node.to_string()]),
-                }]),
-                match_expressions: None,
-            }],
-        }),
-        preferred_during_scheduling_ignored_during_execution: None,
-    });
-    let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
-    for toleration in daemon_tolerations() {
-        if !tolerations.contains(&toleration) {
-            tolerations.push(toleration);
+    /// Replace one outdated pod once every other pod is available (`maxUnavailable` 1).
+    async fn roll(&self) -> Result<(), Error> {
+        let strategy = self
+            .object
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.clone());
+        if strategy.and_then(|s| s.type_).as_deref() == Some("OnDelete") {
+            return Ok(());
+        }
+        let pods: Vec<&Arc<Pod>> = self
+            .nodes
+            .iter()
+            .filter_map(|node| self.pods.get(node))
+            .flatten()
+            .collect();
+        let all_available = pods.len() == self.nodes.len()
+            && pods
+                .iter()
+                .all(|p| pod_template::is_ready(p) && !pod_template::is_terminating(p));
+        if !all_available {
+            return Ok(());
+        }
+        let outdated = pods
+            .iter()
+            .find(|p| revision::of_pod(p) != Some(self.update_revision.as_str()));
+        if let Some(pod) = outdated {
+            self.delete_pod(pod).await?;
+        }
+        Ok(())
+    }
+
+    async fn create_pod(&self, node: &str) -> Result<(), Error> {
+        let Some(template) = self.template() else {
+            return Ok(());
+        };
+        let mut pod = pod_template::pod_from_template(
+            template,
+            pod_template::controller_ref(self.object),
+            &self.namespace,
+            PodName::Prefix(format!("{}-", self.name)),
+        );
+        let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
+        labels.insert(REVISION_LABEL.into(), self.update_revision.clone());
+        let generation = self.object.metadata.generation.unwrap_or(1);
+        labels.insert(GENERATION_LABEL.into(), generation.to_string());
+        let spec = pod.spec.get_or_insert_with(PodSpec::default);
+        // kube pins the pod with node affinity and lets the scheduler bind it; steady binds
+        // it here, so a simulated node only ever runs the pods meant for it.
+        spec.node_name = Some(node.to_string());
+        spec.affinity
+            .get_or_insert_with(Affinity::default)
+            .node_affinity = Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: "metadata.name".into(),
+                        operator: "In".into(),
+                        values: Some(vec![node.to_string()]),
+                    }]),
+                    match_expressions: None,
+                }],
+            }),
+            preferred_during_scheduling_ignored_during_execution: None,
+        });
+        let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
+        for toleration in daemon_tolerations() {
+            if !tolerations.contains(&toleration) {
+                tolerations.push(toleration);
+            }
+        }
+        let created = self
+            .ctx
+            .api::<Pod>(&self.namespace)
+            .create(&PostParams::default(), &pod)
+            .await?;
+        let message = format!("Created pod: {}", created.name_any());
+        self.record("SuccessfulCreate", &message).await;
+        Ok(())
+    }
+
+    async fn delete_pod(&self, pod: &Pod) -> Result<(), Error> {
+        let api = self.ctx.api::<Pod>(&self.namespace);
+        if !pod_template::delete_exact(&api, pod).await? {
+            return Ok(());
+        }
+        let message = format!("Deleted pod: {}", pod.name_any());
+        self.record("SuccessfulDelete", &message).await;
+        Ok(())
+    }
+
+    /// Record a Normal event about this DaemonSet.
+    async fn record(&self, reason: &str, message: &str) {
+        crate::record_normal(&self.ctx.data().events, self.object, reason, message).await;
+    }
+
+    async fn ensure_revision(&self) -> Result<(), Error> {
+        let Some(template) = self.template() else {
+            return Ok(());
+        };
+        let revisions = &self.ctx.data().revisions;
+        revision::ensure(
+            self.ctx,
+            revisions,
+            self.object,
+            &self.update_revision,
+            template,
+        )
+        .await?;
+        Ok(())
+    }
+
+    fn status(&self) -> DaemonSetStatus {
+        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+        let scheduled: Vec<&Arc<Pod>> = self
+            .nodes
+            .iter()
+            .filter_map(|node| {
+                self.pods
+                    .get(node)?
+                    .iter()
+                    .find(|p| !pod_template::is_terminating(p))
+            })
+            .collect();
+        let misscheduled = self
+            .pods
+            .iter()
+            .filter(|(node, pods)| {
+                !self.nodes.contains(node) && pods.iter().any(|p| !pod_template::is_terminating(p))
+            })
+            .count();
+        let ready = scheduled
+            .iter()
+            .filter(|p| pod_template::is_ready(p))
+            .count();
+        let updated = scheduled
+            .iter()
+            .filter(|p| revision::of_pod(p) == Some(self.update_revision.as_str()))
+            .count();
+        let desired = count(self.nodes.len());
+        let nonzero = |n: i32| (n != 0).then_some(n);
+        DaemonSetStatus {
+            observed_generation: self.object.metadata.generation,
+            desired_number_scheduled: desired,
+            current_number_scheduled: count(scheduled.len()),
+            number_misscheduled: count(misscheduled),
+            number_ready: count(ready),
+            number_available: nonzero(count(ready)),
+            number_unavailable: nonzero(desired - count(ready)),
+            updated_number_scheduled: nonzero(count(updated)),
+            collision_count: None,
+            conditions: self
+                .object
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone()),
         }
     }
-    let created = ctx
-        .api::<Pod>(&daemon.namespace)
-        .create(&PostParams::default(), &pod)
-        .await?;
-    let message = format!("Created pod: {}", created.name_any());
-    publish(ctx, daemon, EventType::Normal, "SuccessfulCreate", &message).await;
-    Ok(())
-}
 
-async fn delete_pod(
-    ctx: &Context<DaemonData>,
-    daemon: &Daemon<'_>,
-    pod: &Pod,
-) -> Result<(), Error> {
-    let api = ctx.api::<Pod>(&daemon.namespace);
-    if !pod_template::delete_exact(&api, pod).await? {
-        return Ok(());
+    async fn write_status(&self) -> Result<(), Error> {
+        let status = self.status();
+        let api = self.ctx.api::<DaemonSet>(&self.namespace);
+        // Counts that dropped to zero are omitted by kube: remove them.
+        let omitted = [
+            "numberAvailable",
+            "numberUnavailable",
+            "updatedNumberScheduled",
+        ];
+        let current = self.object.status.as_ref();
+        crate::write_status(&api, &self.name, current, &status, &omitted).await?;
+        Ok(())
     }
-    let message = format!("Deleted pod: {}", pod.name_any());
-    publish(ctx, daemon, EventType::Normal, "SuccessfulDelete", &message).await;
-    Ok(())
-}
-
-async fn ensure_revision(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<(), Error> {
-    let Some(template) = daemon.template() else {
-        return Ok(());
-    };
-    let revisions = &ctx.data().revisions;
-    revision::ensure(
-        ctx,
-        revisions,
-        daemon.object,
-        &daemon.update_revision,
-        template,
-    )
-    .await?;
-    Ok(())
-}
-
-fn status_of(daemon: &Daemon) -> DaemonSetStatus {
-    let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-    let scheduled: Vec<&Arc<Pod>> = daemon
-        .nodes
-        .iter()
-        .filter_map(|node| {
-            daemon
-                .pods
-                .get(node)?
-                .iter()
-                .find(|p| !pod_template::is_terminating(p))
-        })
-        .collect();
-    let misscheduled = daemon
-        .pods
-        .iter()
-        .filter(|(node, pods)| {
-            !daemon.nodes.contains(node) && pods.iter().any(|p| !pod_template::is_terminating(p))
-        })
-        .count();
-    let ready = scheduled
-        .iter()
-        .filter(|p| pod_template::is_ready(p))
-        .count();
-    let updated = scheduled
-        .iter()
-        .filter(|p| revision::of_pod(p) == Some(daemon.update_revision.as_str()))
-        .count();
-    let desired = count(daemon.nodes.len());
-    let nonzero = |n: i32| (n != 0).then_some(n);
-    DaemonSetStatus {
-        observed_generation: daemon.object.metadata.generation,
-        desired_number_scheduled: desired,
-        current_number_scheduled: count(scheduled.len()),
-        number_misscheduled: count(misscheduled),
-        number_ready: count(ready),
-        number_available: nonzero(count(ready)),
-        number_unavailable: nonzero(desired - count(ready)),
-        updated_number_scheduled: nonzero(count(updated)),
-        collision_count: None,
-        conditions: daemon
-            .object
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.clone()),
-    }
-}
-
-async fn write_status(ctx: &Context<DaemonData>, daemon: &Daemon<'_>) -> Result<(), Error> {
-    let status = status_of(daemon);
-    let api = ctx.api::<DaemonSet>(&daemon.namespace);
-    // Counts that dropped to zero are omitted by kube: remove them.
-    let omitted = [
-        "numberAvailable",
-        "numberUnavailable",
-        "updatedNumberScheduled",
-    ];
-    let current = daemon.object.status.as_ref();
-    crate::write_status(&api, &daemon.name, current, &status, &omitted).await?;
-    Ok(())
-}
-
-/// Record an event about the object this reconcile is for.
-async fn publish(
-    ctx: &Context<DaemonData>,
-    daemon: &Daemon<'_>,
-    kind: EventType,
-    reason: &str,
-    message: &str,
-) {
-    crate::publish(&ctx.data().events, daemon.object, kind, reason, message).await;
 }

@@ -25,7 +25,7 @@ use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentCondition, DeploymentSpec, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
 };
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -86,7 +86,7 @@ pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown)
             .into_iter()
             .collect()
     });
-    controller.trim(trim_pod);
+    controller.trim(pod_template::trim_for_counting);
     let caches = Caches { sets, pods };
     controller
         .run(reconcile, Arc::new(caches), shutdown)
@@ -122,17 +122,6 @@ fn deployment_of(sets: &ObjectCache<ReplicaSet>, pod: &Pod) -> Option<ObjectKey>
         namespace,
         &controller(&rs.metadata.owner_references)?,
     ))
-}
-
-fn trim_pod(pod: &mut Pod) {
-    pod.spec = None;
-    pod.metadata.managed_fields = None;
-    pod.metadata.annotations = None;
-    let phase = pod.status.take().and_then(|s| s.phase);
-    pod.status = Some(PodStatus {
-        phase,
-        ..PodStatus::default()
-    });
 }
 
 /// Take the Deployment's rollout one step (create, scale or clean up ReplicaSets), then

@@ -231,3 +231,15 @@ where
         .await?;
     Ok(true)
 }
+
+/// Record a Normal event about `owner`, the object a reconcile is for: how the pod-owning
+/// controllers report each pod or claim they create (`SuccessfulCreate`) or delete
+/// (`SuccessfulDelete`).
+async fn record_normal<K: Resource<DynamicType = ()>>(
+    events: &Recorder,
+    owner: &K,
+    reason: &str,
+    message: &str,
+) {
+    publish(events, owner, EventType::Normal, reason, message).await;
+}

@@ -1,13 +1,13 @@
 //! What the workload controllers share about pods and their templates: controller
 //! ownerReferences, a pod made from a template for its owner, a pod's lifecycle as a
 //! controller counts it (active, finished, ready, available), its uid-preconditioned
-//! deletion, and the hash that names a template.
+//! deletion, the hash that names a template, and what of a pod a counting cache keeps.
 //!
 //! Must not know any one workload kind's rules: those live in the controller's module.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
@@ -253,10 +253,30 @@ pub fn equal_ignoring_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
     without_hash(a) == without_hash(b)
 }
 
+/// Keep of a cached pod only what the ReplicaSet and Deployment controllers count and
+/// rank by: metadata (owners, labels, times), the node it is bound to, its phase and
+/// conditions.
+pub(crate) fn trim_for_counting(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    let node_name = pod.spec.take().and_then(|s| s.node_name);
+    pod.spec = Some(PodSpec {
+        node_name,
+        ..PodSpec::default()
+    });
+    if let Some(status) = pod.status.take() {
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            ..PodStatus::default()
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::api::core::v1::{Container, PodCondition};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn template(image: &str) -> PodTemplateSpec {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -39,7 +39,7 @@ pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown)
     let pods = controller.watches(Api::<Pod>::all(client), move |pod: &Pod| {
         replica_sets_for(&sets, pod)
     });
-    controller.trim(trim_pod);
+    controller.trim(pod_template::trim_for_counting);
     controller.run(reconcile, Arc::new(pods), shutdown).boxed()
 }
 
@@ -123,25 +123,6 @@ async fn claim(
         }
     }
     Ok(())
-}
-
-/// Keep of a cached pod only what counting and ranking read: metadata (owners, labels,
-/// times), the node it is bound to, its phase and conditions.
-fn trim_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    pod.metadata.annotations = None;
-    let node_name = pod.spec.take().and_then(|s| s.node_name);
-    pod.spec = Some(PodSpec {
-        node_name,
-        ..PodSpec::default()
-    });
-    if let Some(status) = pod.status.take() {
-        pod.status = Some(PodStatus {
-            phase: status.phase,
-            conditions: status.conditions,
-            ..PodStatus::default()
-        });
-    }
 }
 
 /// Bring the ReplicaSet's pods to `spec.replicas`, then write its status if it changed.

@@ -26,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use steady_runtime::events::{EventType, Recorder};
+use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, PodName};
@@ -330,7 +330,7 @@ async fn create_pod(ctx: &Context<SetData>, set: &Set<'_>, ordinal: i32) -> Resu
         Err(e) => return Err(e.into()),
     }
     let message = format!("create Pod {name} in StatefulSet {} successful", set.name);
-    publish(ctx, set, EventType::Normal, "SuccessfulCreate", &message).await;
+    crate::record_normal(&ctx.data().events, set.object, "SuccessfulCreate", &message).await;
     Ok(())
 }
 
@@ -381,7 +381,7 @@ async fn create_claims(ctx: &Context<SetData>, set: &Set<'_>, ordinal: i32) -> R
             set.pod_name(ordinal),
             set.name
         );
-        publish(ctx, set, EventType::Normal, "SuccessfulCreate", &message).await;
+        crate::record_normal(&ctx.data().events, set.object, "SuccessfulCreate", &message).await;
     }
     Ok(())
 }
@@ -437,7 +437,7 @@ async fn delete_pod(ctx: &Context<SetData>, set: &Set<'_>, pod: &Pod) -> Result<
         pod.name_any(),
         set.name
     );
-    publish(ctx, set, EventType::Normal, "SuccessfulDelete", &message).await;
+    crate::record_normal(&ctx.data().events, set.object, "SuccessfulDelete", &message).await;
     Ok(())
 }
 
@@ -492,15 +492,4 @@ async fn write_status(ctx: &Context<SetData>, set: &Set<'_>) -> Result<(), Error
     let api = ctx.api::<StatefulSet>(&set.namespace);
     crate::write_status(&api, &set.name, set.object.status.as_ref(), &status, &[]).await?;
     Ok(())
-}
-
-/// Record an event about the object this reconcile is for.
-async fn publish(
-    ctx: &Context<SetData>,
-    set: &Set<'_>,
-    kind: EventType,
-    reason: &str,
-    message: &str,
-) {
-    crate::publish(&ctx.data().events, set.object, kind, reason, message).await;
 }

@@ -58,6 +58,29 @@ async fn kubectl(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
     steady_test_support::successful_stdout(described, &output)
 }
 
+/// `kubectl rollout status target`, bounded to a minute.
+async fn rollout_status(dir: &Path, target: &str) -> String {
+    kubectl(dir, &["rollout", "status", target, "--timeout=60s"], None).await
+}
+
+/// `kubectl wait --for=condition=… target`, bounded to a minute: its one line.
+async fn wait_for_condition(dir: &Path, condition: &str, target: &str) -> String {
+    let condition = format!("--for=condition={condition}");
+    let waited = kubectl(dir, &["wait", &condition, target, "--timeout=60s"], None).await;
+    waited.trim().to_string()
+}
+
+/// `kubectl get what… -o jsonpath=path`.
+async fn get_jsonpath(dir: &Path, what: &[&str], path: &str) -> String {
+    let output = format!("jsonpath={path}");
+    let args: Vec<&str> = ["get"]
+        .into_iter()
+        .chain(what.iter().copied())
+        .chain(["-o", &output])
+        .collect();
+    kubectl(dir, &args, None).await
+}
+
 const JOBS: &str = r#"
 apiVersion: batch/v1
 kind: Job
@@ -140,37 +163,20 @@ async fn kubectl_rollout_status_follows_a_statefulset_and_a_daemonset() {
     let dir = tempfile::tempdir().expect("tempdir");
     let running = start(dir.path()).await;
     kubectl(dir.path(), &["apply", "-f", "-"], Some(WORKLOADS)).await;
-    let rolled = kubectl(
-        dir.path(),
-        &["rollout", "status", "statefulset/web", "--timeout=60s"],
-        None,
-    )
-    .await;
+    let rolled = rollout_status(dir.path(), "statefulset/web").await;
     assert!(
         rolled.contains("roll out complete: 3 new pods have been updated"),
         "{rolled}"
     );
-    let rolled = kubectl(
-        dir.path(),
-        &["rollout", "status", "daemonset/agent", "--timeout=60s"],
-        None,
-    )
-    .await;
+    let rolled = rollout_status(dir.path(), "daemonset/agent").await;
     assert!(
         rolled.contains("daemon set \"agent\" successfully rolled out"),
         "{rolled}"
     );
-    let pods = kubectl(
+    let pods = get_jsonpath(
         dir.path(),
-        &[
-            "get",
-            "pods",
-            "-l",
-            "app=web",
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ],
-        None,
+        &["pods", "-l", "app=web"],
+        "{.items[*].metadata.name}",
     )
     .await;
     assert_eq!(pods, "web-0 web-1 web-2");
@@ -183,24 +189,9 @@ async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
     let running = start(dir.path()).await;
 
     kubectl(dir.path(), &["apply", "-f", "-"], Some(JOBS)).await;
-    let waited = kubectl(
-        dir.path(),
-        &[
-            "wait",
-            "--for=condition=complete",
-            "job/three",
-            "--timeout=60s",
-        ],
-        None,
-    )
-    .await;
-    assert_eq!(waited.trim(), "job.batch/three condition met");
-    let succeeded = kubectl(
-        dir.path(),
-        &["get", "job", "three", "-o", "jsonpath={.status.succeeded}"],
-        None,
-    )
-    .await;
+    let waited = wait_for_condition(dir.path(), "complete", "job/three").await;
+    assert_eq!(waited, "job.batch/three condition met");
+    let succeeded = get_jsonpath(dir.path(), &["job", "three"], "{.status.succeeded}").await;
     assert_eq!(succeeded, "3");
     let listed = kubectl(dir.path(), &["get", "job", "three"], None).await;
     assert!(
@@ -208,28 +199,12 @@ async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
         "{listed}"
     );
 
-    let waited = kubectl(
+    let waited = wait_for_condition(dir.path(), "failed", "job/doomed").await;
+    assert_eq!(waited, "job.batch/doomed condition met");
+    let reason = get_jsonpath(
         dir.path(),
-        &[
-            "wait",
-            "--for=condition=failed",
-            "job/doomed",
-            "--timeout=60s",
-        ],
-        None,
-    )
-    .await;
-    assert_eq!(waited.trim(), "job.batch/doomed condition met");
-    let reason = kubectl(
-        dir.path(),
-        &[
-            "get",
-            "job",
-            "doomed",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Failed\")].reason}",
-        ],
-        None,
+        &["job", "doomed"],
+        "{.status.conditions[?(@.type==\"Failed\")].reason}",
     )
     .await;
     assert_eq!(reason, "BackoffLimitExceeded");

@@ -111,6 +111,15 @@ fn first_where(events: &[Seen], pick: impl Fn(&Seen) -> bool) -> Vec<String> {
     names
 }
 
+/// Create `set` (named `web`) and wait until all its `replicas` are ready; returns it then.
+async fn create_ready(cluster: &Cluster, set: serde_json::Value, replicas: i32) -> StatefulSet {
+    create_json::<StatefulSet>(&cluster.api(), set).await;
+    let what = format!("{replicas} ready");
+    cluster
+        .wait_for::<StatefulSet>("web", &what, |s| ready_replicas(s) == replicas)
+        .await
+}
+
 fn ready_replicas(set: &StatefulSet) -> i32 {
     set.status
         .as_ref()
@@ -255,10 +264,7 @@ async fn ordered_ready_comes_up_in_order_and_scales_down_from_the_top() {
 async fn parallel_creates_every_ordinal_at_once() {
     let cluster = set_cluster().await;
     let seen = record_pod_events(&cluster).await;
-    create_json::<StatefulSet>(&cluster.api(), web(3, "Parallel")).await;
-    cluster
-        .wait_for::<StatefulSet>("web", "three ready", |s| ready_replicas(s) == 3)
-        .await;
+    create_ready(&cluster, web(3, "Parallel"), 3).await;
     let log = events(&seen);
     let third_added = log
         .iter()
@@ -279,10 +285,7 @@ async fn parallel_creates_every_ordinal_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_rolling_update_stops_at_the_partition() {
     let cluster = set_cluster().await;
-    create_json::<StatefulSet>(&cluster.api(), web(3, "OrderedReady")).await;
-    let before = cluster
-        .wait_for::<StatefulSet>("web", "three ready", |s| ready_replicas(s) == 3)
-        .await;
+    let before = create_ready(&cluster, web(3, "OrderedReady"), 3).await;
     let old = before
         .status
         .and_then(|s| s.update_revision)
@@ -372,10 +375,7 @@ async fn claims_follow_the_retention_policy() {
     let mut set = web(2, "Parallel");
     set["spec"]["persistentVolumeClaimRetentionPolicy"] =
         json!({"whenDeleted": "Delete", "whenScaled": "Delete"});
-    create_json::<StatefulSet>(&cluster.api(), set).await;
-    cluster
-        .wait_for::<StatefulSet>("web", "two ready", |s| ready_replicas(s) == 2)
-        .await;
+    create_ready(&cluster, set, 2).await;
     let claims = cluster.api::<PersistentVolumeClaim>();
     let claim_names = || {
         let claims = claims.clone();

@@ -126,16 +126,22 @@ impl Cluster {
             .expect("set the image");
     }
 
-    /// The Deployment once its rollout is complete (what `kubectl rollout status` waits
-    /// for), with every pod Ready on `image`.
     /// A cluster with the Deployment `web` of `replicas` nginx:1.26 pods, rolled out.
     async fn with_web(replicas: i32) -> (Cluster, Deployment) {
-        let cluster = Cluster::start().await;
-        cluster.create_deployment("web", replicas, json!({})).await;
-        let web = cluster.rolled_out("web", "nginx:1.26").await;
-        (cluster, web)
+        Cluster::with_rolled_out("web", replicas, json!({})).await
     }
 
+    /// A cluster with the Deployment `name` of `replicas` nginx:1.26 pods and `spec`
+    /// merged into its spec, rolled out.
+    async fn with_rolled_out(name: &str, replicas: i32, spec: Value) -> (Cluster, Deployment) {
+        let cluster = Cluster::start().await;
+        cluster.create_deployment(name, replicas, spec).await;
+        let deployment = cluster.rolled_out(name, "nginx:1.26").await;
+        (cluster, deployment)
+    }
+
+    /// The Deployment once its rollout is complete (what `kubectl rollout status` waits
+    /// for), with every pod Ready on `image`.
     async fn rolled_out(&self, name: &str, image: &str) -> Deployment {
         eventually(&format!("{name} rolled out on {image}"), LIMIT, || async {
             let d = self.deployments().get(name).await.ok()?;
@@ -247,17 +253,24 @@ fn condition(d: &Deployment, type_: &str) -> (String, String) {
         .unwrap_or_default()
 }
 
+/// Each `(type, status, reason)` of `expected` is a condition of `d`.
+fn assert_conditions(d: &Deployment, expected: &[(&str, &str, &str)]) {
+    for &(type_, status, reason) in expected {
+        let found = condition(d, type_);
+        assert_eq!(found, (status.into(), reason.into()), "condition {type_}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deployment_becomes_available_through_its_replica_set() {
     let (cluster, web) = Cluster::with_web(3).await;
 
-    assert_eq!(
-        condition(&web, "Available"),
-        ("True".into(), "MinimumReplicasAvailable".into())
-    );
-    assert_eq!(
-        condition(&web, "Progressing"),
-        ("True".into(), "NewReplicaSetAvailable".into())
+    assert_conditions(
+        &web,
+        &[
+            ("Available", "True", "MinimumReplicasAvailable"),
+            ("Progressing", "True", "NewReplicaSetAvailable"),
+        ],
     );
     let status = web.status.clone().expect("a status");
     assert_eq!(status.ready_replicas, Some(3));
@@ -411,15 +424,8 @@ async fn a_rolling_update_keeps_within_surge_and_unavailability_and_undo_restore
 
 #[tokio::test(start_paused = true)]
 async fn recreate_removes_every_old_pod_before_creating_new_ones() {
-    let cluster = Cluster::start().await;
-    cluster
-        .create_deployment(
-            "db",
-            3,
-            json!({"strategy": {"type": "Recreate", "rollingUpdate": null}}),
-        )
-        .await;
-    cluster.rolled_out("db", "nginx:1.26").await;
+    let recreate = json!({"strategy": {"type": "Recreate", "rollingUpdate": null}});
+    let (cluster, _) = Cluster::with_rolled_out("db", 3, recreate).await;
     let mixed = Arc::new(Mutex::new(false));
     let flag = mixed.clone();
     let api: Api<Pod> = cluster.pods();
@@ -456,11 +462,7 @@ async fn recreate_removes_every_old_pod_before_creating_new_ones() {
 
 #[tokio::test(start_paused = true)]
 async fn history_is_kept_to_the_revision_history_limit() {
-    let cluster = Cluster::start().await;
-    cluster
-        .create_deployment("web", 2, json!({"revisionHistoryLimit": 1}))
-        .await;
-    cluster.rolled_out("web", "nginx:1.26").await;
+    let (cluster, _) = Cluster::with_rolled_out("web", 2, json!({"revisionHistoryLimit": 1})).await;
     for image in ["nginx:1.27", "nginx:1.28"] {
         cluster.set_image("web", image).await;
         cluster.rolled_out("web", image).await;
@@ -555,13 +557,12 @@ async fn a_rollout_that_stops_progressing_passes_its_deadline() {
         (condition(&d, "Progressing").1 == "ProgressDeadlineExceeded").then_some(d)
     })
     .await;
-    assert_eq!(
-        condition(&stuck, "Progressing"),
-        ("False".into(), "ProgressDeadlineExceeded".into())
-    );
-    assert_eq!(
-        condition(&stuck, "Available"),
-        ("False".into(), "MinimumReplicasUnavailable".into())
+    assert_conditions(
+        &stuck,
+        &[
+            ("Progressing", "False", "ProgressDeadlineExceeded"),
+            ("Available", "False", "MinimumReplicasUnavailable"),
+        ],
     );
     cluster.stop().await;
 }

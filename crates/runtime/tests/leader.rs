@@ -35,13 +35,22 @@ fn elect(server: &ApiServer, identity: &str) -> LeaderElector {
     LeaderElector::start(server.client(), config(identity))
 }
 
+/// A candidate `identity` that has acquired the Lease.
+async fn elected(server: &ApiServer, identity: &str) -> LeaderElector {
+    let elector = elect(server, identity);
+    elector.acquired().await;
+    elector
+}
+
 async fn lease(server: &ApiServer) -> LeaseSpec {
-    Api::<Lease>::namespaced(server.client(), NS)
-        .get(LEASE)
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
+    lease_of(&Api::namespaced(server.client(), NS)).await
+}
+
+/// The Lease, which `holder` must hold.
+async fn lease_held_by(server: &ApiServer, holder: &str) -> LeaseSpec {
+    let spec = lease(server).await;
+    assert_eq!(spec.holder_identity.as_deref(), Some(holder));
+    spec
 }
 
 fn leaders(watches: &[&watch::Receiver<bool>]) -> Vec<usize> {
@@ -164,8 +173,7 @@ async fn exactly_one_of_two_candidates_leads() {
     assert_eq!(a.is_leader(), winner == "a");
     assert_eq!(b.is_leader(), winner == "b");
 
-    let spec = lease(&server).await;
-    assert_eq!(spec.holder_identity.as_deref(), Some(winner));
+    let spec = lease_held_by(&server, winner).await;
     assert_eq!(spec.lease_duration_seconds, Some(15));
     assert_eq!(spec.lease_transitions, Some(0));
     assert!(spec.acquire_time.is_some());
@@ -193,8 +201,7 @@ async fn release_hands_over_promptly() {
         "handover took {took:?}, expected within one retry period"
     );
 
-    let spec = lease(&server).await;
-    assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+    let spec = lease_held_by(&server, "b").await;
     assert_eq!(spec.lease_transitions, Some(1));
     assert_eq!(spec.lease_duration_seconds, Some(15));
     drop(b);
@@ -203,13 +210,11 @@ async fn release_hands_over_promptly() {
 #[tokio::test(start_paused = true)]
 async fn release_clears_the_holder() {
     let server = server().await;
-    let a = elect(&server, "a");
-    a.acquired().await;
+    let a = elected(&server, "a").await;
     let wa = a.subscribe();
     a.release().await;
     assert!(!*wa.borrow());
-    let spec = lease(&server).await;
-    assert_eq!(spec.holder_identity.as_deref(), Some(""));
+    let spec = lease_held_by(&server, "").await;
     assert_eq!(spec.lease_duration_seconds, Some(1));
     assert_eq!(spec.lease_transitions, Some(0));
 
@@ -229,8 +234,7 @@ async fn release_of_a_follower_leaves_the_lease_alone() {
     let wb = b.subscribe();
     step_for(&[&wa, &wb], Duration::from_secs(3)).await;
     b.release().await;
-    let spec = lease(&server).await;
-    assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+    lease_held_by(&server, "a").await;
     let seen = step_for(&[&wa, &wb], LEASE_DURATION * 2).await;
     assert!(seen.iter().all(|l| l == &[0]));
 }
@@ -258,28 +262,24 @@ async fn abandoned_lease_is_taken_only_after_it_expires() {
     );
     assert!(took <= LEASE_DURATION + RETRY * 2 + STEP, "took {took:?}");
 
-    let spec = lease(&server).await;
-    assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+    let spec = lease_held_by(&server, "b").await;
     assert_eq!(spec.lease_transitions, Some(1));
 }
 
 #[tokio::test(start_paused = true)]
 async fn dropping_the_elector_does_not_release() {
     let server = server().await;
-    let a = elect(&server, "a");
-    a.acquired().await;
+    let a = elected(&server, "a").await;
     drop(a);
     tokio::time::sleep(RETRY * 3).await;
-    let spec = lease(&server).await;
-    assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+    let spec = lease_held_by(&server, "a").await;
     assert_eq!(spec.lease_duration_seconds, Some(15));
 }
 
 #[tokio::test(start_paused = true)]
 async fn overwritten_lease_is_lost_at_the_next_renewal() {
     let server = server().await;
-    let a = elect(&server, "a");
-    a.acquired().await;
+    let a = elected(&server, "a").await;
     let mut wa = a.subscribe();
     wa.mark_unchanged();
     step_for(&[&wa], Duration::from_secs(3)).await;
@@ -400,7 +400,6 @@ async fn transitions_count_each_handover() {
         .expect("c leads");
     // Renewals do not count as transitions.
     step_for(&[&wa, &wb, &wc], LEASE_DURATION).await;
-    let spec = lease(&server).await;
-    assert_eq!(spec.holder_identity.as_deref(), Some("c"));
+    let spec = lease_held_by(&server, "c").await;
     assert_eq!(spec.lease_transitions, Some(2));
 }

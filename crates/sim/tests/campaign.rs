@@ -1,6 +1,8 @@
 //! The CI campaign: the Cache operator under every fault kind, many seeds, no violation;
 //! and every crash-between-two-writes of a fault-free run, systematically.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use steady_sim::{FaultKind, Simulation, cache};
@@ -11,10 +13,7 @@ const SEEDS: u64 = 60;
 
 #[test]
 fn every_fault_kind_across_many_seeds_without_a_violation() {
-    let scenario = cache::scenario();
-    let simulation = Simulation::default();
-    let reference = simulation.reference(&scenario, 0);
-    assert!(reference.passed(), "{:?}", reference.violations);
+    let (scenario, simulation, reference) = common::cache_reference(0);
     let mut injected: BTreeMap<FaultKind, u64> = BTreeMap::new();
     for seed in 0..SEEDS {
         let report = simulation.run_against(&scenario, seed, &reference);

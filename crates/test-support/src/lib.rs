@@ -13,6 +13,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
+use kube::api::{Patch, PatchParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -97,9 +98,32 @@ where
     K: Clone + DeserializeOwned + Debug,
     P: Serialize + Debug,
 {
-    let patch = kube::api::Patch::Merge(patch);
-    api.patch(name, &kube::api::PatchParams::default(), &patch)
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
+}
+
+/// [`merge_patch`] of the `subresource` of `name` (`"status"`, or `"scale"` as `kubectl
+/// scale` writes it); the answer is read as `T` (the object for `status`, a `Scale` for
+/// `scale`).
+pub async fn merge_patch_subresource<T, K>(
+    api: &kube::Api<K>,
+    subresource: &str,
+    name: &str,
+    patch: impl Serialize + Debug,
+) -> kube::Result<T>
+where
+    T: Clone + DeserializeOwned + Debug,
+    K: kube::Resource + Clone,
+{
+    let request = kube::core::Request::new(api.resource_url())
+        .patch_subresource(
+            subresource,
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .map_err(kube::Error::BuildRequest)?;
+    api.clone().into_client().request(request).await
 }
 
 /// How many objects `api` lists with `params`.

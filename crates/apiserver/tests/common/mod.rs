@@ -11,6 +11,7 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
+use kube::discovery::Discovery;
 use serde_json::Value;
 use steady_apiserver::{ApiServer, Config};
 use tower::ServiceExt;
@@ -21,7 +22,20 @@ pub const GUARD: Duration = Duration::from_secs(30);
 #[allow(unused_imports)] // not every suite reads API errors or clears finalizers
 pub use steady_test_support::{
     api_code, clear_finalizers, create_json, get_existing, list_count, merge_patch,
+    merge_patch_subresource,
 };
+
+/// What kube-rs's discovery finds through `client`: through the aggregated documents (one
+/// request per API root) when `aggregated`, else one request per group version.
+pub async fn discover(client: kube::Client, aggregated: bool) -> Discovery {
+    let discovery = Discovery::new(client);
+    let found = if aggregated {
+        discovery.run_aggregated().await
+    } else {
+        discovery.run().await
+    };
+    found.unwrap_or_else(|e| panic!("discovery (aggregated: {aggregated}): {e}"))
+}
 
 pub async fn server() -> ApiServer {
     ApiServer::in_memory(Config::default())

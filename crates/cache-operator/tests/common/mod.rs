@@ -213,7 +213,8 @@ pub async fn converged(client: &Client, name: &str) -> Option<Cache> {
         .then_some(cache)
 }
 
-pub use steady_test_support::eventually;
+#[allow(unused_imports)] // not every suite patches
+pub use steady_test_support::{eventually, merge_patch, merge_patch_subresource};
 
 pub async fn wait_converged(client: &Client, name: &str) -> Cache {
     eventually(
