@@ -26,6 +26,7 @@ use serde::de::DeserializeOwned;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{CachingApi, Controller, ObjectCache};
 
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod job;
@@ -65,6 +66,7 @@ pub const CONTROLLERS: &[(&str, Start)] = &[
     ("job", job::start),
     ("statefulset", statefulset::start),
     ("daemonset", daemonset::start),
+    ("cronjob", cronjob::start),
 ];
 
 /// Why the cluster's controllers stopped other than by shutdown.
