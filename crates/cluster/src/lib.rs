@@ -29,6 +29,7 @@ use steady_runtime::{CachingApi, Controller, ObjectCache};
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod endpoints;
 pub mod job;
 pub mod pod_template;
 pub mod replicaset;
@@ -67,6 +68,7 @@ pub const CONTROLLERS: &[(&str, Start)] = &[
     ("statefulset", statefulset::start),
     ("daemonset", daemonset::start),
     ("cronjob", cronjob::start),
+    ("endpoints", endpoints::start),
 ];
 
 /// Why the cluster's controllers stopped other than by shutdown.
