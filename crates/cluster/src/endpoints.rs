@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{
-    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, ObjectReference, Pod, Service,
-    ServicePort,
+    Container, EndpointAddress, EndpointPort, EndpointSubset, Endpoints, ObjectReference, Pod,
+    PodSpec, PodStatus, Service, ServicePort,
 };
 use k8s_openapi::api::discovery::v1::{self as discovery, EndpointConditions, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -52,12 +52,46 @@ pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown)
     let pods = controller.watches(Api::all(client), move |pod: &Pod| {
         services_of(pod, &services, &listing)
     });
+    controller.trim(keep_what_endpoints_list);
     let data = EndpointsData {
         pods,
         slices,
         endpoints,
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
+}
+
+/// Cache only what the Endpoints and slices are made of (every pod in the cluster is
+/// watched): labels, identity, node, hostname, container ports, phase, readiness, IPs.
+fn keep_what_endpoints_list(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        let containers = std::mem::take(&mut spec.containers);
+        *spec = PodSpec {
+            node_name: spec.node_name.take(),
+            hostname: spec.hostname.take(),
+            subdomain: spec.subdomain.take(),
+            containers: containers
+                .into_iter()
+                .map(|c| Container {
+                    name: c.name,
+                    ports: c.ports,
+                    ..Container::default()
+                })
+                .collect(),
+            ..PodSpec::default()
+        };
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = PodStatus {
+            phase: status.phase.take(),
+            conditions: status.conditions.take(),
+            pod_ip: status.pod_ip.take(),
+            pod_ips: status.pod_ips.take(),
+            ..PodStatus::default()
+        };
+    }
 }
 
 struct EndpointsData {
