@@ -561,6 +561,33 @@ mod tests {
     }
 
     #[test]
+    fn schedule_times_count_from_the_last_one_or_the_starting_deadline() {
+        let now = at("2026-12-03T10:07:30Z");
+        let created = CronJob {
+            metadata: ObjectMeta {
+                creation_timestamp: Some(to_time(at("2026-12-03T09:00:00Z"))),
+                ..ObjectMeta::default()
+            },
+            ..CronJob::default()
+        };
+        let scheduled = CronJobStatus {
+            last_schedule_time: Some(to_time(at("2026-12-03T10:05:00Z"))),
+            ..CronJobStatus::default()
+        };
+        let no_deadline = spec("* * * * *");
+        let since_creation = earliest_time(&created, &no_deadline, &CronJobStatus::default(), now);
+        assert_eq!(since_creation, at("2026-12-03T09:00:00Z"));
+        let since_last = earliest_time(&created, &no_deadline, &scheduled, now);
+        assert_eq!(since_last, at("2026-12-03T10:05:00Z"));
+        let deadline = CronJobSpec {
+            starting_deadline_seconds: Some(60),
+            ..no_deadline
+        };
+        let bounded = earliest_time(&created, &deadline, &scheduled, now);
+        assert_eq!(bounded, at("2026-12-03T10:06:30Z"));
+    }
+
+    #[test]
     fn a_job_is_named_by_its_minute() {
         assert_eq!(
             job_name("backup", at("2026-12-03T10:07:00Z")),
