@@ -26,8 +26,10 @@ use serde::de::DeserializeOwned;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{CachingApi, Controller, ObjectCache};
 
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod endpoints;
 pub mod job;
 pub mod pod_template;
 pub mod replicaset;
@@ -65,6 +67,8 @@ pub const CONTROLLERS: &[(&str, Start)] = &[
     ("job", job::start),
     ("statefulset", statefulset::start),
     ("daemonset", daemonset::start),
+    ("cronjob", cronjob::start),
+    ("endpoints", endpoints::start),
 ];
 
 /// Why the cluster's controllers stopped other than by shutdown.

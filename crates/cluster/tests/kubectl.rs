@@ -210,3 +210,63 @@ async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
     assert_eq!(reason, "BackoffLimitExceeded");
     running.stop().await;
 }
+
+/// [`kubectl`] with the arguments of `line` (split at spaces) and no stdin.
+async fn kubectl_line(dir: &Path, line: &str) -> String {
+    let args: Vec<&str> = line.split_whitespace().collect();
+    kubectl(dir, &args, None).await
+}
+
+/// A cluster as [`start`] runs it, in a new directory, once kubectl ran each of `lines`.
+async fn started_after(lines: &[&str]) -> (tempfile::TempDir, Running) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path()).await;
+    for line in lines {
+        kubectl_line(dir.path(), line).await;
+    }
+    (dir, running)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lists_the_endpoints_of_an_exposed_deployment() {
+    let (tmp, running) = started_after(&[
+        "create deployment web --image=nginx --replicas=2 --port=80",
+        "rollout status deployment/web --timeout=60s",
+        "expose deployment web --port=8080 --target-port=80",
+    ])
+    .await;
+    let dir = tmp.path();
+    let ips = "get endpoints web -o jsonpath={.subsets[*].addresses[*].ip}";
+    let listed = steady_test_support::eventually("two ready addresses", common::LIMIT, || async {
+        let listed = kubectl_line(dir, ips).await;
+        (listed.split_whitespace().count() == 2).then_some(listed)
+    })
+    .await;
+    let shown = kubectl_line(dir, "get endpoints,endpointslices").await;
+    for ip in listed.split_whitespace() {
+        assert!(shown.contains(&format!("{ip}:80")), "{shown}");
+    }
+    for expected in [
+        "endpoints/web",
+        "endpointslice.discovery.k8s.io/web-",
+        "IPv4",
+    ] {
+        assert!(shown.contains(expected), "{shown}");
+    }
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_runs_a_cronjob_by_hand() {
+    let (tmp, running) = started_after(&[
+        "create cronjob nightly --image=busybox --schedule=@daily",
+        "create job now --from=cronjob/nightly",
+    ])
+    .await;
+    let dir = tmp.path();
+    let waited = kubectl_line(dir, "wait --for=condition=complete job/now --timeout=60s").await;
+    assert_eq!(waited.trim(), "job.batch/now condition met");
+    let owner = "get job now -o jsonpath={.metadata.ownerReferences[0].kind}";
+    assert_eq!(kubectl_line(dir, owner).await, "CronJob");
+    running.stop().await;
+}

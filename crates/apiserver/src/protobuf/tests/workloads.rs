@@ -10,7 +10,7 @@ use prost::Message;
 use serde_json::Value;
 use serde_json::json;
 
-use crate::protobuf::tests::{assert_decodes, body, decode_ok, go_meta, s};
+use crate::protobuf::tests::{assert_decodes, body, decode_ok, decoded, go_meta, s};
 use crate::protobuf::{ProtobufError, decode};
 
 fn go_container(name: &str, image: &str) -> core::Container {
@@ -133,6 +133,31 @@ fn pod_with_unmapped_fields_is_unsupported() {
             other => panic!("expected UnsupportedKind, got {other:?}"),
         }
     }
+}
+
+#[test]
+fn an_empty_security_context_decodes_and_a_set_one_is_unsupported() {
+    // kube's defaults write `securityContext: {}`, so a Job kubectl makes from a stored
+    // CronJob (`create job --from=cronjob/x`) carries one.
+    let pod = |context: core::PodSecurityContext| core::Pod {
+        metadata: Some(go_meta("p", "")),
+        spec: Some(core::PodSpec {
+            security_context: Some(context),
+            ..go_pod_spec(vec![go_container("app", "busybox")])
+        }),
+        status: None,
+    };
+    let empty = decoded(&pod(core::PodSecurityContext::default()));
+    assert_eq!(empty["spec"]["securityContext"], json!({}));
+    let run_as = core::PodSecurityContext {
+        run_as_user: Some(1000),
+        ..Default::default()
+    };
+    let refused = decode(&body("v1", "Pod", pod(run_as).encode_to_vec()));
+    assert!(
+        matches!(refused, Err(ProtobufError::UnsupportedKind { .. })),
+        "{refused:?}"
+    );
 }
 
 /// A pod template as Go encodes kubectl's: one container, every value field written.
