@@ -14,8 +14,37 @@ async fn store() -> Store {
     Store::in_memory(opts).await.expect("store")
 }
 
+/// A store holding a `/cm/<name>` labelled `app: <app>` for each pair, in order.
+async fn store_with(objects: &[(&str, &str)]) -> Store {
+    let store = store().await;
+    for (name, app) in objects {
+        create(&store, name, app).await;
+    }
+    store
+}
+
 fn object(name: &str, app: &str) -> Value {
     json!({"metadata": {"name": name, "labels": {"app": app}}})
+}
+
+async fn create(store: &Store, name: &str, app: &str) -> Object {
+    let key = format!("/cm/{name}");
+    store.create(&key, object(name, app)).await.expect("create")
+}
+
+async fn update(store: &Store, name: &str, app: &str) {
+    let key = format!("/cm/{name}");
+    store
+        .update(&key, object(name, app), None)
+        .await
+        .expect("update");
+}
+
+async fn delete(store: &Store, name: &str) {
+    store
+        .delete(&format!("/cm/{name}"), None)
+        .await
+        .expect("delete");
 }
 
 fn web_only() -> Option<Filter> {
@@ -39,6 +68,11 @@ async fn change(follow: &mut Follow) -> (ChangeKind, String, Revision) {
     )
 }
 
+async fn followed(follow: &mut Follow) -> Followed {
+    let next = follow.next_or_relist().await;
+    next.expect("open").expect("a snapshot or a change")
+}
+
 #[tokio::test(start_paused = true)]
 async fn snapshot_then_every_later_change_once_while_writes_race_the_start() {
     const KEYS: usize = 200;
@@ -47,12 +81,7 @@ async fn snapshot_then_every_later_change_once_while_writes_race_the_start() {
         let store = store.clone();
         tokio::spawn(async move {
             for i in 0..KEYS {
-                let name = format!("k{i:03}");
-                let key = format!("/cm/{name}");
-                store
-                    .create(&key, object(&name, "web"))
-                    .await
-                    .expect("create");
+                create(&store, &format!("k{i:03}"), "web").await;
             }
         })
     };
@@ -88,32 +117,17 @@ async fn snapshot_then_every_later_change_once_while_writes_race_the_start() {
 
 #[tokio::test(start_paused = true)]
 async fn the_filter_selects_the_snapshot_and_turns_updates_into_entries_and_exits() {
-    let store = store().await;
-    store.create("/cm/a", object("a", "web")).await.expect("a");
-    store.create("/cm/b", object("b", "db")).await.expect("b");
-    store.create("/cm/c", object("c", "web")).await.expect("c");
+    let store = store_with(&[("a", "web"), ("b", "db"), ("c", "web")]).await;
 
     let (snapshot, mut follow) = store.follow("/cm/", web_only()).expect("follow");
     assert_eq!(keys(&snapshot), ["/cm/a", "/cm/c"]);
 
-    store
-        .create("/cm/d", object("d", "db"))
-        .await
-        .expect("d, not seen");
-    store
-        .update("/cm/b", object("b", "web"), None)
-        .await
-        .expect("b enters");
-    store
-        .update("/cm/a", object("a", "db"), None)
-        .await
-        .expect("a leaves");
-    store
-        .update("/cm/c", object("c", "web"), None)
-        .await
-        .expect("c stays");
-    store.delete("/cm/d", None).await.expect("d goes, not seen");
-    store.delete("/cm/c", None).await.expect("c goes");
+    create(&store, "d", "db").await;
+    update(&store, "b", "web").await;
+    update(&store, "a", "db").await;
+    update(&store, "c", "web").await;
+    delete(&store, "d").await;
+    delete(&store, "c").await;
 
     let mut changes = Vec::new();
     for _ in 0..4 {
@@ -132,21 +146,15 @@ async fn the_filter_selects_the_snapshot_and_turns_updates_into_entries_and_exit
 
 #[tokio::test(start_paused = true)]
 async fn a_position_compacted_away_relists_and_the_new_snapshot_shows_the_gap() {
-    let store = store().await;
-    store.create("/cm/a", object("a", "web")).await.expect("a");
-    store.create("/cm/b", object("b", "web")).await.expect("b");
+    let store = store_with(&[("a", "web"), ("b", "web")]).await;
     let (_, mut follow) = store.follow("/cm/", None).expect("follow");
 
     // While the follower is not looking: a delete, a create, and compaction past both.
-    store.delete("/cm/b", None).await.expect("delete b");
-    store.create("/cm/c", object("c", "web")).await.expect("c");
+    delete(&store, "b").await;
+    create(&store, "c", "web").await;
     store.compact(store.revision()).await.expect("compact");
 
-    let relisted = follow
-        .next_or_relist()
-        .await
-        .expect("open")
-        .expect("listed");
+    let relisted = followed(&mut follow).await;
     let Followed::Snapshot(snapshot) = relisted else {
         panic!("expected a new snapshot, got {relisted:?}");
     };
@@ -154,12 +162,8 @@ async fn a_position_compacted_away_relists_and_the_new_snapshot_shows_the_gap() 
     assert_eq!(snapshot.revision, store.revision());
 
     // And it goes on from there.
-    let d = store.create("/cm/d", object("d", "web")).await.expect("d");
-    let next = follow
-        .next_or_relist()
-        .await
-        .expect("open")
-        .expect("change");
+    let d = create(&store, "d", "web").await;
+    let next = followed(&mut follow).await;
     let Followed::Change(change) = next else {
         panic!("expected a change, got {next:?}");
     };
@@ -172,11 +176,11 @@ async fn a_position_compacted_away_relists_and_the_new_snapshot_shows_the_gap() 
 #[tokio::test(start_paused = true)]
 async fn a_follow_that_must_not_relist_ends_with_the_reason() {
     let store = store().await;
-    let a = store.create("/cm/a", object("a", "web")).await.expect("a");
+    let a = create(&store, "a", "web").await;
     let mut follow = store
         .follow_after("/cm/", a.revision, None)
         .expect("follow");
-    store.create("/cm/b", object("b", "web")).await.expect("b");
+    create(&store, "b", "web").await;
     store.compact(store.revision()).await.expect("compact");
 
     let lost = follow.next().await.expect("an ending");
@@ -197,7 +201,7 @@ async fn a_follow_ends_after_the_last_change_when_the_store_shuts_down() {
     let store = store().await;
     let (snapshot, mut follow) = store.follow("/cm/", None).expect("follow");
     assert!(snapshot.objects.is_empty());
-    store.create("/cm/a", object("a", "web")).await.expect("a");
+    create(&store, "a", "web").await;
     store.shutdown().await;
     assert_eq!(change(&mut follow).await.1, "/cm/a");
     assert!(follow.next_or_relist().await.is_none());
