@@ -161,11 +161,6 @@ impl Follow {
             .map_or(self.ended_at, Watcher::revision)
     }
 
-    /// The key prefix followed.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
     /// List the current state and watch from its revision. A compaction between the two
     /// would leave the watch behind the snapshot: list again, the caller has seen nothing.
     fn relist(&mut self) -> Result<Snapshot, StoreError> {
