@@ -1,8 +1,10 @@
 //! Watch: a newline-delimited JSON stream of `{"type":…,"object":…}` events.
 //!
-//! Events come from the store's watcher; the stored bytes are sent as they are (no
-//! re-encoding) unless a selector must look inside. Selection changes turn into ADDED /
-//! DELETED as kube-apiserver does.
+//! Events come from a [`steady_store::Follow`] of the kind's prefix, filtered by the
+//! selectors (so selection changes turn into ADDED / DELETED as kube-apiserver does); the
+//! stored bytes are sent as they are (no re-encoding) unless the client asked for another
+//! version, a Table or metadata only. The follow does not re-list: the client does, after
+//! the 410.
 //!
 //! A stream ends when its `timeoutSeconds` pass, when the store shuts down, or with an
 //! in-stream `ERROR` event carrying a 410 `Expired` Status (then the stream ends) when its
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::json;
-use steady_store::{EventKind, Labels, ListOptions, Revision, StoreError, Watcher};
+use steady_store::{Change, ChangeKind, Filter, Follow, Revision, StoreError};
 use tokio::sync::Notify;
 use tokio::time::{Instant, Interval};
 
@@ -98,21 +100,15 @@ enum Encoding {
     Metadata(String),
 }
 
-/// What a watch shows: which objects (selectors) of which kind, and how.
+/// How a watch shows the objects of its kind (which ones is its follow's filter).
 struct Selection {
     /// Converts objects stored in another version of a CRD (a conversion webhook may be called).
     server: ApiServer,
     rt: Arc<ResourceType>,
-    labels: LabelSelector,
-    fields: FieldSelector,
     encoding: Encoding,
 }
 
 impl Selection {
-    fn is_everything(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
-    }
-
     /// The object as this client sees it: its version of the kind (converted by a webhook
     /// where the CRD says so), a one-row Table, or its metadata.
     async fn encode(&self, stored: Bytes) -> ApiResult<Bytes> {
@@ -125,10 +121,16 @@ impl Selection {
             Encoding::Metadata(version) => negotiate::metadata_of(&stored, version),
         }
     }
+}
 
-    fn matches(&self, labels: &Labels, bytes: &[u8]) -> bool {
-        self.is_everything() || selects(&self.labels, &self.fields, labels, bytes)
+/// The objects the selectors admit; `None` (no filter) when they admit everything.
+fn selector_filter(labels: LabelSelector, fields: FieldSelector) -> Option<Filter> {
+    if labels.is_empty() && fields.is_empty() {
+        return None;
     }
+    Some(Box::new(move |object_labels, bytes| {
+        selects(&labels, &fields, object_labels, bytes)
+    }))
 }
 
 /// Begin a watch: validates everything that can fail before the 200 is sent.
@@ -167,10 +169,9 @@ pub fn start(
     let selection = Selection {
         server: server.clone(),
         rt: rt.clone(),
-        labels,
-        fields,
         encoding,
     };
+    let filter = selector_filter(labels, fields);
     let prefix = rt.list_prefix(ns);
     let store = server.store();
     let requested = params.non_empty("resourceVersion").filter(|rv| *rv != "0");
@@ -178,33 +179,33 @@ pub fn start(
     if let Some(rv) = requested {
         server.reached(&rt, "", rv)?;
     }
-    let from = match requested {
-        Some(rv) if !send_initial => crate::objects::parse_revision(rv)?,
+    let store_error = |e| ApiError::from_store(e, &rt.qualified_name(), "");
+    let follow = match requested {
+        Some(rv) if !send_initial => {
+            let from = crate::objects::parse_revision(rv)?;
+            match store.follow_after(&prefix, from, filter) {
+                Ok(follow) => Some(follow),
+                Err(StoreError::Expired {
+                    requested,
+                    compacted,
+                }) => {
+                    initial.push_back(Queued::Line(error_line(&too_old(requested, compacted))));
+                    None
+                }
+                Err(e) => return Err(store_error(e)),
+            }
+        }
         _ => {
-            let at = store.revision();
-            let filter = |o: &steady_store::Object| selection.matches(&o.labels, &o.value);
-            let page = store
-                .list(&prefix, &ListOptions::at(at), &filter)
-                .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), ""))?;
-            for object in page.items {
+            let (snapshot, follow) = store.follow(&prefix, filter).map_err(store_error)?;
+            for object in snapshot.objects {
                 initial.push_back(Queued::Added(object.value));
             }
             if send_initial {
-                initial.push_back(Queued::Line(bookmark_line(&selection, page.revision, true)));
+                let bookmark = bookmark_line(&selection, snapshot.revision, true);
+                initial.push_back(Queued::Line(bookmark));
             }
-            page.revision
+            Some(follow)
         }
-    };
-    let watcher = match store.watch(&prefix, from) {
-        Ok(w) => Some(w),
-        Err(StoreError::Expired {
-            requested,
-            compacted,
-        }) => {
-            initial.push_back(Queued::Line(error_line(&too_old(requested, compacted))));
-            None
-        }
-        Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), "")),
     };
     let bookmark_interval = server.config().bookmark_interval;
     let expiry = server.watch_expiry().clone();
@@ -212,7 +213,7 @@ pub fn start(
         selection,
         generation: expiry.generation(),
         expiry,
-        watcher,
+        follow,
         initial,
         deadline: Instant::now() + timeout,
         bookmarks: bookmarks.then(|| {
@@ -234,7 +235,8 @@ pub struct WatchStream {
     expiry: Arc<Expiry>,
     /// The expiry generation this stream was opened in.
     generation: u64,
-    watcher: Option<Watcher>,
+    /// `None` once the stream is ending.
+    follow: Option<Follow>,
     initial: VecDeque<Queued>,
     deadline: Instant,
     bookmarks: Option<Interval>,
@@ -269,7 +271,7 @@ impl WatchStream {
                 drop(expired);
                 return Some(self.expire());
             }
-            let watcher = self.watcher.as_mut()?;
+            let follow = self.follow.as_mut()?;
             let bookmarks = &mut self.bookmarks;
             let bookmark = async {
                 match bookmarks.as_mut() {
@@ -280,20 +282,20 @@ impl WatchStream {
             let step = tokio::select! {
                 biased;
                 _ = tokio::time::sleep_until(self.deadline) => Step::End,
-                event = watcher.next() => Step::Event(event),
+                change = follow.next() => Step::Change(change),
                 _ = expired => Step::Expired,
                 _ = bookmark => Step::Bookmark,
             };
             match step {
-                Step::End | Step::Event(None) => return None,
+                Step::End | Step::Change(None) => return None,
                 // The generation changed: the check at the top of the loop ends the stream.
                 Step::Expired => {}
                 Step::Bookmark => {
-                    let revision = self.watcher.as_ref().map(Watcher::revision).unwrap_or(0);
+                    let revision = self.follow.as_ref().map_or(0, Follow::revision);
                     return Some(bookmark_line(&self.selection, revision, false));
                 }
-                Step::Event(Some(Err(e))) => {
-                    self.watcher = None;
+                Step::Change(Some(Err(e))) => {
+                    self.follow = None;
                     let error = match e {
                         StoreError::Expired {
                             requested,
@@ -303,8 +305,8 @@ impl WatchStream {
                     };
                     return Some(error_line(&error));
                 }
-                Step::Event(Some(Ok(event))) => {
-                    if let Some(line) = render(&self.selection, &event).await {
+                Step::Change(Some(Ok(change))) => {
+                    if let Some(line) = render(&self.selection, &change).await {
                         if let Some(interval) = self.bookmarks.as_mut() {
                             interval.reset();
                         }
@@ -317,13 +319,13 @@ impl WatchStream {
 
     /// Open before the last [`Expiry::fire`] and not already ending.
     fn expiring(&self) -> bool {
-        self.watcher.is_some() && self.expiry.generation() != self.generation
+        self.follow.is_some() && self.expiry.generation() != self.generation
     }
 
     /// End the stream as kube-apiserver ends a watch whose position it no longer serves.
     fn expire(&mut self) -> Bytes {
         self.initial.clear();
-        let requested = self.watcher.take().map_or(0, |w| w.revision());
+        let requested = self.follow.take().map_or(0, |f| f.revision());
         let current = self.expiry.revision.load(Ordering::SeqCst);
         error_line(&too_old(requested, current.max(requested)))
     }
@@ -332,32 +334,18 @@ impl WatchStream {
 enum Step {
     End,
     Expired,
-    Event(Option<Result<Arc<steady_store::Event>, StoreError>>),
+    Change(Option<Result<Change, StoreError>>),
     Bookmark,
 }
 
-/// The event a client sees for a store event, given its selection (None: not for it).
-async fn render(selection: &Selection, event: &steady_store::Event) -> Option<Bytes> {
-    let now = selection.matches(&event.labels, &event.value);
-    // The store keeps no label set for the previous state; decode just its labels.
-    let before = || {
-        event
-            .prev
-            .as_ref()
-            .is_some_and(|p| selection.matches(&Labels::of_json_bytes(p), p))
+/// The event a client sees for a change of its selection (None: it cannot be shown).
+async fn render(selection: &Selection, change: &Change) -> Option<Bytes> {
+    let kind = match change.kind {
+        ChangeKind::Added => "ADDED",
+        ChangeKind::Modified => "MODIFIED",
+        ChangeKind::Deleted => "DELETED",
     };
-    let kind = match event.kind {
-        EventKind::Created => now.then_some("ADDED"),
-        EventKind::Deleted => now.then_some("DELETED"),
-        EventKind::Updated if selection.is_everything() => Some("MODIFIED"),
-        EventKind::Updated => match (before(), now) {
-            (true, true) => Some("MODIFIED"),
-            (false, true) => Some("ADDED"),
-            (true, false) => Some("DELETED"),
-            (false, false) => None,
-        },
-    }?;
-    let object = selection.encode(event.value.clone()).await.ok()?;
+    let object = selection.encode(change.event.value.clone()).await.ok()?;
     Some(event_line(kind, &object))
 }
 

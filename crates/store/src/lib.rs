@@ -42,6 +42,7 @@
 //! ```
 
 mod backend;
+mod follow;
 mod labels;
 mod state;
 mod watcher;
@@ -59,6 +60,7 @@ use backend::{Backend, MemoryBackend, SqliteBackend};
 use state::State;
 use writer::{Op, Request, WriteReq, Writer};
 
+pub use follow::{Change, ChangeKind, Filter, Follow, Followed, Snapshot};
 pub use labels::Labels;
 pub use watcher::Watcher;
 

@@ -2,7 +2,8 @@
 //! Background / Foreground / Orphan), namespace termination, CRD cleanup and the `default`
 //! ServiceAccount of every namespace.
 //!
-//! One task follows every change in the store (list, then watch; relist on `Expired`),
+//! One task follows every change in the store (a [`steady_store::Follow`]: a snapshot,
+//! then its changes, and a new snapshot whenever its position is compacted away),
 //! keeps indexes of objects by uid, of dependents by owner uid, of keys by namespace and of
 //! CRDs by the store prefix of their custom resources, and after each event re-examines
 //! only the objects that event concerns: a delete wakes the namespace or CRD it was in only
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steady_store::{Event, EventKind, ListOptions, Revision, StoreError, Watcher};
+use steady_store::{Change, ChangeKind, Follow, Followed, Revision, Snapshot, StoreError};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -171,11 +172,11 @@ struct Unreadable {
 
 /// What ends a wait for work.
 enum Wake {
-    Event(Arc<Event>),
+    Change(Change),
+    /// The follow's position was compacted away: everything known is replaced.
+    Snapshot(Snapshot),
     /// Failed steps are due for another try.
     Retry,
-    /// The watch ended with an error (e.g. `Expired`): list again.
-    Relist,
     /// The store is closed.
     Closed,
 }
@@ -214,23 +215,28 @@ impl GarbageCollector {
     }
 
     async fn run(mut self) {
+        let Some(mut follow) = self.start() else {
+            return;
+        };
         loop {
-            let Some(mut watcher) = self.relist() else {
+            let examined = self.settle().await;
+            tracing::trace!(examined, "garbage collector pass");
+            let wake = self.wait(&mut follow).await;
+            if !self.take(wake) {
                 return;
-            };
-            loop {
-                let examined = self.settle().await;
-                tracing::trace!(examined, "garbage collector pass");
-                match self.wait(&mut watcher).await {
-                    Wake::Event(event) => {
-                        self.apply(&event.key, event.kind, event.revision, &event.value)
-                    }
-                    Wake::Retry => {}
-                    Wake::Relist => break,
-                    Wake::Closed => return,
-                }
             }
         }
+    }
+
+    /// Act on what ended a wait; false once the store is closed.
+    fn take(&mut self, wake: Wake) -> bool {
+        match wake {
+            Wake::Change(change) => self.apply(&change),
+            Wake::Snapshot(snapshot) => self.rebuild(snapshot),
+            Wake::Retry => {}
+            Wake::Closed => return false,
+        }
+        true
     }
 
     /// Examine everything dirty (and the failed steps that are due) until nothing is left;
@@ -247,34 +253,39 @@ impl GarbageCollector {
         examined
     }
 
-    async fn wait(&mut self, watcher: &mut Watcher) -> Wake {
-        let event = match self.retry_at {
-            None => watcher.next().await,
+    async fn wait(&mut self, follow: &mut Follow) -> Wake {
+        let next = match self.retry_at {
+            None => follow.next_or_relist().await,
             Some(at) => tokio::select! {
                 biased;
-                event = watcher.next() => event,
+                next = follow.next_or_relist() => next,
                 () = tokio::time::sleep_until(at) => return Wake::Retry,
             },
         };
-        match event {
+        match next {
+            Some(Ok(Followed::Change(change))) => Wake::Change(change),
+            Some(Ok(Followed::Snapshot(snapshot))) => Wake::Snapshot(snapshot),
+            Some(Err(e)) => could_not_list(e),
             None => Wake::Closed,
-            Some(Err(_)) => Wake::Relist,
-            Some(Ok(event)) => Wake::Event(event),
+        }
+    }
+
+    /// Follow the whole store from a snapshot of it.
+    fn start(&mut self) -> Option<Follow> {
+        match self.server.store().follow("/", None) {
+            Ok((snapshot, follow)) => {
+                self.rebuild(snapshot);
+                Some(follow)
+            }
+            Err(e) => {
+                could_not_list(e);
+                None
+            }
         }
     }
 
     /// Rebuild the indexes from a consistent snapshot; every object gets examined once.
-    fn relist(&mut self) -> Option<Watcher> {
-        let store = self.server.store().clone();
-        let options = ListOptions::at(store.revision());
-        let page = match store.list("/", &options, &|_| true) {
-            Ok(page) => page,
-            Err(StoreError::Closed) => return None,
-            Err(e) => {
-                tracing::warn!(error = %e, "garbage collector could not list");
-                return None;
-            }
-        };
+    fn rebuild(&mut self, snapshot: Snapshot) {
         let known_unreadable = std::mem::take(&mut self.unreadable);
         self.nodes.clear();
         self.uid_by_key.clear();
@@ -283,7 +294,7 @@ impl GarbageCollector {
         self.crd_by_prefix.clear();
         self.retry.clear();
         self.retry_at = None;
-        for object in page.items {
+        for object in snapshot.objects {
             if let Err(why) = self.observe(&object.key, object.revision, &object.value)
                 && !known_unreadable.contains_key(&*object.key)
             {
@@ -291,20 +302,21 @@ impl GarbageCollector {
             }
         }
         self.dirty = self.nodes.keys().cloned().collect();
-        store.watch("/", page.revision).ok()
     }
 
-    fn apply(&mut self, key: &str, kind: EventKind, revision: Revision, value: &[u8]) {
-        match kind {
-            EventKind::Created | EventKind::Updated => {
+    fn apply(&mut self, change: &Change) {
+        let event = &change.event;
+        let key = &*event.key;
+        match change.kind {
+            ChangeKind::Added | ChangeKind::Modified => {
                 let known = self.unreadable.contains_key(key);
-                if let Err(why) = self.observe(key, revision, value)
+                if let Err(why) = self.observe(key, event.revision, &event.value)
                     && !known
                 {
                     report_unreadable(key, &why);
                 }
             }
-            EventKind::Deleted => self.remove(key),
+            ChangeKind::Deleted => self.remove(key),
         }
     }
 
@@ -764,6 +776,14 @@ impl GarbageCollector {
             .await
             .map(|_| ())
     }
+}
+
+/// The collector stops: the store is closed, or (never expected) cannot be listed.
+fn could_not_list(e: StoreError) -> Wake {
+    if !matches!(e, StoreError::Closed) {
+        tracing::warn!(error = %e, "garbage collector could not list");
+    }
+    Wake::Closed
 }
 
 fn report_unreadable(key: &str, why: &str) {

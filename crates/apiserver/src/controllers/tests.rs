@@ -60,16 +60,15 @@ async fn create(server: &ApiServer, plural: &str, ns: Option<&str>, name: &str) 
 
 /// Runs the collector until it has nothing to do for a while (paused clock); returns
 /// how many objects it examined.
-async fn drive(gc: &mut GarbageCollector, watcher: &mut Watcher) -> usize {
+async fn drive(gc: &mut GarbageCollector, follow: &mut Follow) -> usize {
     let mut examined = 0;
     loop {
         examined += gc.settle().await;
-        match tokio::time::timeout(Duration::from_secs(10), gc.wait(watcher)).await {
-            Ok(Wake::Event(event)) => {
-                gc.apply(&event.key, event.kind, event.revision, &event.value)
+        match tokio::time::timeout(Duration::from_secs(10), gc.wait(follow)).await {
+            Ok(Wake::Snapshot(_) | Wake::Closed) | Err(_) => return examined,
+            Ok(wake) => {
+                gc.take(wake);
             }
-            Ok(Wake::Retry) => {}
-            Ok(Wake::Relist | Wake::Closed) | Err(_) => return examined,
         }
     }
 }
@@ -110,8 +109,8 @@ async fn terminating_namespaces_examine_only_their_own_objects() {
         }
     }
     let mut gc = GarbageCollector::new(server.clone());
-    let mut watcher = gc.relist().expect("list");
-    drive(&mut gc, &mut watcher).await;
+    let mut follow = gc.start().expect("list");
+    drive(&mut gc, &mut follow).await;
 
     let namespaces = server.registry().builtin("", "namespaces").expect("kind");
     for name in &names[..DOOMED] {
@@ -120,7 +119,7 @@ async fn terminating_namespaces_examine_only_their_own_objects() {
             .await
             .expect("delete");
     }
-    let examined = drive(&mut gc, &mut watcher).await;
+    let examined = drive(&mut gc, &mut follow).await;
 
     for (i, name) in names.iter().enumerate() {
         let kept = i >= DOOMED;
@@ -155,8 +154,8 @@ async fn orphaning_examines_the_owner_a_bounded_number_of_times() {
         create_owned(&server, &format!("dep-{i:03}"), &owner).await;
     }
     let mut gc = GarbageCollector::new(server.clone());
-    let mut watcher = gc.relist().expect("list");
-    drive(&mut gc, &mut watcher).await;
+    let mut follow = gc.start().expect("list");
+    drive(&mut gc, &mut follow).await;
 
     let orphan = DeleteOptions {
         propagation: Some(Propagation::Orphan),
@@ -166,7 +165,7 @@ async fn orphaning_examines_the_owner_a_bounded_number_of_times() {
         .delete(&configmaps, Some("default"), "owner", &orphan)
         .await
         .expect("delete");
-    let examined = drive(&mut gc, &mut watcher).await;
+    let examined = drive(&mut gc, &mut follow).await;
 
     assert!(!live(&server, "/core/configmaps/default/owner"));
     for i in 0..DEPENDENTS {
