@@ -28,12 +28,12 @@ use tracing::Instrument;
 
 use crate::backoff::{Backoff, BackoffPolicy};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
-use crate::object_cache::{ObjectCache, ObjectKey, Trim};
+use crate::object_cache::{ObjectCache, ObjectKey, Trim, differs_beyond_version};
 use crate::observe::{
     self, Outcome, ReconcileRecord, Recorder, Retry, Role, WatchPhase, WatchedKind,
 };
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
-use crate::source::{AnySource, Mapper, Message, Source};
+use crate::source::{AnySource, Mapper, Message, Source, Wakes, every_update};
 use crate::write_through::{CachingApi, Writable};
 
 /// What a reconcile asks for next.
@@ -257,6 +257,7 @@ where
             watcher::Config::default(),
             primary,
             Arc::new(|obj: &K| vec![(ObjectKey::of(obj), Trigger::Primary)]),
+            every_update,
         );
         controller
     }
@@ -268,6 +269,7 @@ where
         watch: watcher::Config,
         cache: ObjectCache<C>,
         mapper: Mapper<C>,
+        wakes: Wakes<C>,
     ) -> ObjectCache<C>
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -308,6 +310,7 @@ where
             watch,
             cache: cache.clone(),
             mapper,
+            wakes,
         }));
         cache
     }
@@ -315,7 +318,14 @@ where
     /// [`owns_with`](Self::owns_with) the default watch (every object `api` lists).
     pub fn owns<C>(&mut self, api: Api<C>) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + PartialEq
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
     {
         self.owns_with(api, watcher::Config::default())
     }
@@ -329,7 +339,14 @@ where
     /// makes [`run`](Self::run) fail with [`Error::DuplicateSource`] before watching anything.
     pub fn owns_with<C>(&mut self, api: Api<C>, watch: watcher::Config) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + PartialEq
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
     {
         let (owner_kind, owner_version) =
             (K::kind(&()).to_string(), K::api_version(&()).to_string());
@@ -363,6 +380,7 @@ where
             watch,
             ObjectCache::default(),
             Arc::new(mapper),
+            differs_beyond_version,
         )
     }
 
@@ -395,7 +413,14 @@ where
     /// [`watches_with`](Self::watches_with) the default watch (every object `api` lists).
     pub fn watches<C, F>(&mut self, api: Api<C>, mapper: F) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + PartialEq
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
         self.watches_with(api, watcher::Config::default(), mapper)
@@ -428,7 +453,14 @@ where
     /// ```
     pub fn watches_references<C, R, I>(&mut self, api: Api<C>, references: R) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + PartialEq
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
         R: Fn(&K) -> I + Send + Sync + 'static,
         I: IntoIterator<Item = ObjectKey>,
     {
@@ -454,7 +486,14 @@ where
         mapper: F,
     ) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + PartialEq
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
         let kind = C::kind(&()).to_string();
@@ -479,6 +518,7 @@ where
             watch,
             ObjectCache::default(),
             Arc::new(mapped),
+            differs_beyond_version,
         )
     }
 

@@ -234,6 +234,60 @@ async fn a_selector_filtered_owns_sees_and_triggers_on_matching_objects_only() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_owned_update_wakes_the_owner_only_when_its_cached_form_changes() {
+    let (_server, client) = client().await;
+    let owner = create_configmap(&client, "owner").await;
+    create_owned_secret(&client, "s", "web", &owner, "1").await;
+    let mut controller = Controller::new(configmaps(&client), config());
+    let handle = controller.owns(secrets(&client));
+    controller.trim(|s: &mut Secret| s.data = None);
+    let data = Arc::new(Data {
+        secrets: handle.clone(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let running = tokio::spawn(controller.run(record_owned, data.clone(), std::future::pending()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reconciles = || data.seen.lock().expect("seen").len();
+    assert_eq!(reconciles(), 1, "the first sync reconciles the owner");
+
+    let api = secrets(&client);
+    let patch = |body| {
+        let api = api.clone();
+        async move {
+            api.patch("s", &PatchParams::default(), &Patch::Merge(body))
+                .await
+                .expect("patch the secret");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    let cached_version = || {
+        handle
+            .get(&ObjectKey::new(Some("default"), "s"))
+            .and_then(|s| s.metadata.resource_version.clone())
+    };
+    let before = cached_version();
+    patch(json!({"stringData": {"v": "2"}})).await;
+    assert_eq!(
+        reconciles(),
+        1,
+        "a change only to trimmed-away data does not wake"
+    );
+    assert_ne!(
+        cached_version(),
+        before,
+        "the cache still follows the update"
+    );
+
+    patch(json!({"metadata": {"labels": {"tier": "front"}}})).await;
+    assert_eq!(
+        reconciles(),
+        2,
+        "a change to a cached field wakes the owner"
+    );
+    running.abort();
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_context_names_a_kind_it_has_no_cache_of() {
     let (_server, client) = client().await;
     let controller = Controller::new(configmaps(&client), config());
