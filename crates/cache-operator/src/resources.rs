@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, Pod, PodSpec, PodStatus, ResourceRequirements, Service, ServicePort,
-    ServiceSpec,
+    Container, ContainerPort, Pod, PodCondition, PodSpec, PodStatus, ResourceRequirements, Service,
+    ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -203,15 +203,32 @@ pub fn is_ready(pod: &Pod) -> bool {
 }
 
 /// Drop what the reconciler never reads of a pod before the runtime caches it: the spec
-/// (the template-hash label says which template a pod runs) and all of the status but its
-/// phase and conditions. Roughly halves the operator's memory per pod.
+/// (the template-hash label says which template a pod runs), annotations and finalizers,
+/// and all of the status but its phase and whether it is Ready (the Ready condition's
+/// type and status, without its timestamps, reason and message). A smaller cached pod
+/// is less memory, and an update that changes only what was dropped (a probe time, the
+/// pod IP, the node binding) wakes no reconcile.
 pub fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
-    pod.metadata.managed_fields = None;
+    let metadata = &mut pod.metadata;
+    metadata.managed_fields = None;
+    metadata.annotations = None;
+    metadata.finalizers = None;
+    metadata.generate_name = None;
     if let Some(status) = pod.status.take() {
+        let ready = status
+            .conditions
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == "Ready")
+            .map(|c| PodCondition {
+                type_: c.type_,
+                status: c.status,
+                ..PodCondition::default()
+            });
         pod.status = Some(PodStatus {
             phase: status.phase,
-            conditions: status.conditions,
+            conditions: Some(ready.collect()),
             ..PodStatus::default()
         });
     }
