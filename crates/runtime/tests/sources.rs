@@ -79,6 +79,13 @@ async fn create_owned_secret(
         .unwrap_or_else(|e| panic!("create secret {name}: {e}"))
 }
 
+/// A controller of ConfigMaps, once ConfigMap `owner` and the Secret `s` it controls exist.
+async fn controller_of_an_owned_secret(client: &Client) -> Controller<ConfigMap> {
+    let owner = create_configmap(client, "owner").await;
+    create_owned_secret(client, "s", "web", &owner, "secret").await;
+    Controller::new(configmaps(client), config())
+}
+
 fn names<K: Resource>(objects: &[Arc<K>]) -> Vec<String> {
     objects
         .iter()
@@ -148,9 +155,7 @@ async fn a_trim_of_a_kind_never_watched_is_an_error_at_start() {
 #[tokio::test(start_paused = true)]
 async fn a_trim_before_its_owns_still_applies() {
     let (_server, client) = client().await;
-    let owner = create_configmap(&client, "owner").await;
-    create_owned_secret(&client, "s", "web", &owner, "secret").await;
-    let mut controller = Controller::new(configmaps(&client), config());
+    let mut controller = controller_of_an_owned_secret(&client).await;
     controller.trim(|s: &mut Secret| s.data = None);
     let cache = controller.owns(secrets(&client));
     assert!(controller.validate().is_ok());
@@ -236,9 +241,7 @@ async fn a_selector_filtered_owns_sees_and_triggers_on_matching_objects_only() {
 #[tokio::test(start_paused = true)]
 async fn an_owned_update_wakes_the_owner_only_when_its_cached_form_changes() {
     let (_server, client) = client().await;
-    let owner = create_configmap(&client, "owner").await;
-    create_owned_secret(&client, "s", "web", &owner, "1").await;
-    let mut controller = Controller::new(configmaps(&client), config());
+    let mut controller = controller_of_an_owned_secret(&client).await;
     let handle = controller.owns(secrets(&client));
     controller.trim(|s: &mut Secret| s.data = None);
     let data = Arc::new(Data {
