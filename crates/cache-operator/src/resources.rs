@@ -215,6 +215,11 @@ pub fn trim_pod(pod: &mut Pod) {
     metadata.annotations = None;
     metadata.finalizers = None;
     metadata.generate_name = None;
+    // Decoding grows a Vec to 4 slots for its first element; a cached pod keeps its own
+    // one controller reference for as long as it lives.
+    if let Some(owners) = metadata.owner_references.as_mut() {
+        owners.shrink_to_fit();
+    }
     if let Some(status) = pod.status.take() {
         let ready = status
             .conditions
@@ -226,9 +231,11 @@ pub fn trim_pod(pod: &mut Pod) {
                 status: c.status,
                 ..PodCondition::default()
             });
+        let mut ready: Vec<PodCondition> = ready.collect();
+        ready.shrink_to_fit();
         pod.status = Some(PodStatus {
             phase: status.phase,
-            conditions: Some(ready.collect()),
+            conditions: Some(ready),
             ..PodStatus::default()
         });
     }
