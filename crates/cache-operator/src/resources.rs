@@ -304,6 +304,23 @@ mod tests {
     }
 
     #[test]
+    fn a_trimmed_pod_keeps_no_spare_room_from_decoding() {
+        // Decoded from text as a watch decodes it, so its Vecs grew as serde grows them.
+        let mut pod: Pod = serde_json::from_str(
+            r#"{"metadata": {"name": "c-0", "ownerReferences": [
+                   {"apiVersion": "v1", "kind": "Cache", "name": "c", "uid": "u1", "controller": true}]},
+               "status": {"phase": "Running", "conditions": [
+                   {"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}]}}"#,
+        )
+        .expect("a pod");
+        trim_pod(&mut pod);
+        let owners = pod.metadata.owner_references.unwrap_or_default();
+        let conditions = pod.status.and_then(|s| s.conditions).unwrap_or_default();
+        assert_eq!((owners.len(), owners.capacity()), (1, 1));
+        assert_eq!((conditions.len(), conditions.capacity()), (1, 1));
+    }
+
+    #[test]
     fn ordinals_parse_only_canonical_names() {
         assert_eq!(ordinal_of("x", "x-0"), Some(0));
         assert_eq!(ordinal_of("x", "x-12"), Some(12));
