@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, Pod, PodSpec, PodStatus, ResourceRequirements, Service, ServicePort,
-    ServiceSpec,
+    Container, ContainerPort, Pod, PodCondition, PodSpec, PodStatus, ResourceRequirements, Service,
+    ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -203,15 +203,39 @@ pub fn is_ready(pod: &Pod) -> bool {
 }
 
 /// Drop what the reconciler never reads of a pod before the runtime caches it: the spec
-/// (the template-hash label says which template a pod runs) and all of the status but its
-/// phase and conditions. Roughly halves the operator's memory per pod.
+/// (the template-hash label says which template a pod runs), annotations and finalizers,
+/// and all of the status but its phase and whether it is Ready (the Ready condition's
+/// type and status, without its timestamps, reason and message). A smaller cached pod
+/// is less memory, and an update that changes only what was dropped (a probe time, the
+/// pod IP, the node binding) wakes no reconcile.
 pub fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
-    pod.metadata.managed_fields = None;
+    let metadata = &mut pod.metadata;
+    metadata.managed_fields = None;
+    metadata.annotations = None;
+    metadata.finalizers = None;
+    metadata.generate_name = None;
+    // Decoding grows a Vec to 4 slots for its first element; a cached pod keeps its own
+    // one controller reference for as long as it lives.
+    if let Some(owners) = metadata.owner_references.as_mut() {
+        owners.shrink_to_fit();
+    }
     if let Some(status) = pod.status.take() {
+        let ready = status
+            .conditions
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == "Ready")
+            .map(|c| PodCondition {
+                type_: c.type_,
+                status: c.status,
+                ..PodCondition::default()
+            });
+        let mut ready: Vec<PodCondition> = ready.collect();
+        ready.shrink_to_fit();
         pod.status = Some(PodStatus {
             phase: status.phase,
-            conditions: status.conditions,
+            conditions: Some(ready),
             ..PodStatus::default()
         });
     }
@@ -277,6 +301,23 @@ mod tests {
                 Some(1)
             );
         }
+    }
+
+    #[test]
+    fn a_trimmed_pod_keeps_no_spare_room_from_decoding() {
+        // Decoded from text as a watch decodes it, so its Vecs grew as serde grows them.
+        let mut pod: Pod = serde_json::from_str(
+            r#"{"metadata": {"name": "c-0", "ownerReferences": [
+                   {"apiVersion": "v1", "kind": "Cache", "name": "c", "uid": "u1", "controller": true}]},
+               "status": {"phase": "Running", "conditions": [
+                   {"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}]}}"#,
+        )
+        .expect("a pod");
+        trim_pod(&mut pod);
+        let owners = pod.metadata.owner_references.unwrap_or_default();
+        let conditions = pod.status.and_then(|s| s.conditions).unwrap_or_default();
+        assert_eq!((owners.len(), owners.capacity()), (1, 1));
+        assert_eq!((conditions.len(), conditions.capacity()), (1, 1));
     }
 
     #[test]

@@ -410,3 +410,35 @@ async fn a_service_name_taken_by_someone_else_is_reported_not_overwritten() {
     );
     op.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_change_the_reconciler_cannot_see_wakes_no_reconcile() {
+    let (w, op, _) = converged_x(json!({"replicas": 1})).await;
+    let patch_status = |status: serde_json::Value| {
+        let pods = pods_api(&w.client);
+        async move {
+            pods.patch_status(
+                "x-0",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .expect("patch the pod's status");
+            // Well inside the resync period: only the pod's event can wake the Cache.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let before = op.reconciles();
+    patch_status(json!({"podIP": "10.9.9.9", "podIPs": [{"ip": "10.9.9.9"}]})).await;
+    assert_eq!(
+        op.reconciles(),
+        before,
+        "the pod IP is trimmed from the cache: its change wakes nothing"
+    );
+    patch_status(json!({"conditions": [{"type": "Ready", "status": "False"}]})).await;
+    assert!(
+        op.reconciles() > before,
+        "readiness is read: its change wakes the Cache"
+    );
+    op.stop().await;
+}

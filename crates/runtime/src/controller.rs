@@ -28,12 +28,12 @@ use tracing::Instrument;
 
 use crate::backoff::{Backoff, BackoffPolicy};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
-use crate::object_cache::{ObjectCache, ObjectKey, Trim};
+use crate::object_cache::{ObjectCache, ObjectKey, Trim, differs_beyond_version};
 use crate::observe::{
     self, Outcome, ReconcileRecord, Recorder, Retry, Role, WatchPhase, WatchedKind,
 };
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
-use crate::source::{AnySource, Mapper, Message, Source};
+use crate::source::{AnySource, Mapper, Message, Source, Wakes, every_update};
 use crate::write_through::{CachingApi, Writable};
 
 /// What a reconcile asks for next.
@@ -206,6 +206,26 @@ impl<T> Context<T> {
     }
 }
 
+/// A kind a controller can own or watch: a typed resource it decodes, caches and compares
+/// (an update that leaves the cached form equal but for its resourceVersion wakes nobody).
+/// Every k8s-openapi kind is one, as is a `CustomResource` deriving `PartialEq`.
+pub trait SourceKind:
+    Resource<DynamicType = ()> + Clone + PartialEq + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<C> SourceKind for C where
+    C: Resource<DynamicType = ()>
+        + Clone
+        + PartialEq
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// A level-triggered controller of primary kind `K`.
 pub struct Controller<K: Resource> {
     client: Client,
@@ -257,6 +277,7 @@ where
             watcher::Config::default(),
             primary,
             Arc::new(|obj: &K| vec![(ObjectKey::of(obj), Trigger::Primary)]),
+            every_update,
         );
         controller
     }
@@ -268,6 +289,7 @@ where
         watch: watcher::Config,
         cache: ObjectCache<C>,
         mapper: Mapper<C>,
+        wakes: Wakes<C>,
     ) -> ObjectCache<C>
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -308,6 +330,7 @@ where
             watch,
             cache: cache.clone(),
             mapper,
+            wakes,
         }));
         cache
     }
@@ -315,7 +338,7 @@ where
     /// [`owns_with`](Self::owns_with) the default watch (every object `api` lists).
     pub fn owns<C>(&mut self, api: Api<C>) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: SourceKind,
     {
         self.owns_with(api, watcher::Config::default())
     }
@@ -329,7 +352,7 @@ where
     /// makes [`run`](Self::run) fail with [`Error::DuplicateSource`] before watching anything.
     pub fn owns_with<C>(&mut self, api: Api<C>, watch: watcher::Config) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: SourceKind,
     {
         let (owner_kind, owner_version) =
             (K::kind(&()).to_string(), K::api_version(&()).to_string());
@@ -363,6 +386,7 @@ where
             watch,
             ObjectCache::default(),
             Arc::new(mapper),
+            differs_beyond_version,
         )
     }
 
@@ -395,7 +419,7 @@ where
     /// [`watches_with`](Self::watches_with) the default watch (every object `api` lists).
     pub fn watches<C, F>(&mut self, api: Api<C>, mapper: F) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: SourceKind,
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
         self.watches_with(api, watcher::Config::default(), mapper)
@@ -428,7 +452,7 @@ where
     /// ```
     pub fn watches_references<C, R, I>(&mut self, api: Api<C>, references: R) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: SourceKind,
         R: Fn(&K) -> I + Send + Sync + 'static,
         I: IntoIterator<Item = ObjectKey>,
     {
@@ -454,7 +478,7 @@ where
         mapper: F,
     ) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: SourceKind,
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
         let kind = C::kind(&()).to_string();
@@ -479,6 +503,7 @@ where
             watch,
             ObjectCache::default(),
             Arc::new(mapped),
+            differs_beyond_version,
         )
     }
 

@@ -174,7 +174,13 @@ impl<K: Resource> ObjectCache<K> {
 
     /// Insert or update unless the cache already holds a newer version. Returns the
     /// previous state when the cache changed, `Err(())` when the update was stale.
-    pub(crate) fn apply(&self, mut obj: K) -> Result<Option<Arc<K>>, Stale> {
+    pub(crate) fn apply(&self, obj: K) -> Result<Option<Arc<K>>, Stale> {
+        self.update(obj).map(|update| update.previous)
+    }
+
+    /// [`apply`](Self::apply), also returning the state now cached (trimmed), so a watch
+    /// can tell whether what a reconciler reads changed.
+    pub(crate) fn update(&self, mut obj: K) -> Result<Update<K>, Stale> {
         let key = ObjectKey::of(&obj);
         if let Some(trim) = self.read().trim.clone() {
             trim(&mut obj);
@@ -191,20 +197,20 @@ impl<K: Resource> ObjectCache<K> {
                 return Err(Stale);
             }
         }
-        let previous = inner.objects.insert(key.clone(), Arc::new(obj));
+        let current = Arc::new(obj);
+        let previous = inner.objects.insert(key.clone(), current.clone());
         if let Some(prev) = &previous {
             let owners: Vec<String> = owner_uids(prev.as_ref()).map(str::to_string).collect();
             unindex(&mut inner.by_owner, &owners, &key);
         }
-        let owners: Vec<String> = inner
-            .objects
-            .get(&key)
-            .map(|o| owner_uids(o.as_ref()).map(str::to_string).collect())
-            .unwrap_or_default();
-        for uid in owners {
-            inner.by_owner.entry(uid).or_default().insert(key.clone());
+        for uid in owner_uids(current.as_ref()) {
+            inner
+                .by_owner
+                .entry(uid.to_string())
+                .or_default()
+                .insert(key.clone());
         }
-        Ok(previous)
+        Ok(Update { previous, current })
     }
 
     pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<K>> {
@@ -246,6 +252,27 @@ impl<K: Resource> ObjectCache<K> {
             .collect();
         gone.iter().filter_map(|key| self.remove(key)).collect()
     }
+}
+
+/// What an accepted update did to the cache.
+pub(crate) struct Update<K> {
+    /// The state it replaced, if the key was cached.
+    pub(crate) previous: Option<Arc<K>>,
+    /// The state now cached (after the trim).
+    pub(crate) current: Arc<K>,
+}
+
+/// Whether `new` differs from `old` in anything a reconciler can read: every field but
+/// `metadata.resourceVersion` and `metadata.managedFields` (which change on every write,
+/// and which no level-triggered decision may depend on).
+pub(crate) fn differs_beyond_version<K: Resource + Clone + PartialEq>(old: &K, new: &K) -> bool {
+    let mut new = new.clone();
+    let (old_meta, new_meta) = (old.meta(), new.meta_mut());
+    new_meta
+        .resource_version
+        .clone_from(&old_meta.resource_version);
+    new_meta.managed_fields.clone_from(&old_meta.managed_fields);
+    *old != new
 }
 
 /// An update older than what the cache holds (a watch event behind a remembered write).
@@ -338,6 +365,31 @@ mod tests {
         assert_eq!(cache.owned_by("o2").len(), 1);
         cache.remove(&ObjectKey::new(Some("ns"), "b"));
         assert!(cache.owned_by("o1").is_empty());
+    }
+
+    #[test]
+    fn only_changes_that_survive_the_trim_count_beyond_the_version() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        cache.set_trim(Arc::new(|cm: &mut ConfigMap| cm.data = None));
+        cache.apply(cm("a", "1", Some("o1"))).ok();
+        let mut data_only = cm("a", "2", Some("o1"));
+        data_only.data = Some([("k".to_string(), "v".to_string())].into());
+        data_only.metadata.managed_fields = Some(Vec::new());
+        let update = cache.update(data_only).expect("newer");
+        let previous = update.previous.expect("was cached");
+        assert!(!differs_beyond_version(
+            previous.as_ref(),
+            update.current.as_ref()
+        ));
+
+        let mut labelled = cm("a", "3", Some("o1"));
+        labelled.metadata.labels = Some([("k".to_string(), "v".to_string())].into());
+        let update = cache.update(labelled).expect("newer");
+        let previous = update.previous.expect("was cached");
+        assert!(differs_beyond_version(
+            previous.as_ref(),
+            update.current.as_ref()
+        ));
     }
 
     /// A whole list, as the watch delivers it.

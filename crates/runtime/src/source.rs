@@ -32,6 +32,15 @@ pub(crate) enum Message {
 
 pub(crate) type Mapper<C> = Arc<dyn Fn(&C) -> Vec<(ObjectKey, Trigger)> + Send + Sync>;
 
+/// Whether an update from the first cached state to the second is one the source's
+/// triggers fire on.
+pub(crate) type Wakes<C> = fn(&C, &C) -> bool;
+
+/// Every update wakes (the primary: its reconciler is handed the object itself).
+pub(crate) fn every_update<C>(_: &C, _: &C) -> bool {
+    true
+}
+
 /// Retry delays of a failed watch: 800 ms doubling to 30 s, reset once it works again.
 /// No jitter (unlike kube's default), so a seeded simulation replays exactly.
 ///
@@ -88,6 +97,8 @@ pub(crate) struct Source<C: Resource> {
     pub(crate) watch: watcher::Config,
     pub(crate) cache: ObjectCache<C>,
     pub(crate) mapper: Mapper<C>,
+    /// Which watched updates trigger; creates, deletes and (re)lists always do.
+    pub(crate) wakes: Wakes<C>,
 }
 
 pub(crate) trait AnySource: Send {
@@ -159,9 +170,10 @@ where
                     }
                 }
                 Ok(Event::Apply(obj)) => {
-                    if let Ok(previous) = self.cache.apply(obj.clone()) {
+                    if let Ok(update) = self.cache.update(obj.clone()) {
                         // The old state matters too: an owner reference may have moved.
-                        match previous {
+                        match update.previous {
+                            Some(prev) if !(self.wakes)(&prev, &update.current) => {}
                             Some(prev) => self.send(&tx, &[prev.as_ref(), &obj]),
                             None => self.send(&tx, &[&obj]),
                         }

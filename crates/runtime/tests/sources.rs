@@ -79,6 +79,13 @@ async fn create_owned_secret(
         .unwrap_or_else(|e| panic!("create secret {name}: {e}"))
 }
 
+/// A controller of ConfigMaps, once ConfigMap `owner` and the Secret `s` it controls exist.
+async fn controller_of_an_owned_secret(client: &Client) -> Controller<ConfigMap> {
+    let owner = create_configmap(client, "owner").await;
+    create_owned_secret(client, "s", "web", &owner, "secret").await;
+    Controller::new(configmaps(client), config())
+}
+
 fn names<K: Resource>(objects: &[Arc<K>]) -> Vec<String> {
     objects
         .iter()
@@ -148,9 +155,7 @@ async fn a_trim_of_a_kind_never_watched_is_an_error_at_start() {
 #[tokio::test(start_paused = true)]
 async fn a_trim_before_its_owns_still_applies() {
     let (_server, client) = client().await;
-    let owner = create_configmap(&client, "owner").await;
-    create_owned_secret(&client, "s", "web", &owner, "secret").await;
-    let mut controller = Controller::new(configmaps(&client), config());
+    let mut controller = controller_of_an_owned_secret(&client).await;
     controller.trim(|s: &mut Secret| s.data = None);
     let cache = controller.owns(secrets(&client));
     assert!(controller.validate().is_ok());
@@ -230,6 +235,58 @@ async fn a_selector_filtered_owns_sees_and_triggers_on_matching_objects_only() {
         .expect("patch web");
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(seen().len(), 2, "a matching owned object does");
+    running.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_owned_update_wakes_the_owner_only_when_its_cached_form_changes() {
+    let (_server, client) = client().await;
+    let mut controller = controller_of_an_owned_secret(&client).await;
+    let handle = controller.owns(secrets(&client));
+    controller.trim(|s: &mut Secret| s.data = None);
+    let data = Arc::new(Data {
+        secrets: handle.clone(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let running = tokio::spawn(controller.run(record_owned, data.clone(), std::future::pending()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reconciles = || data.seen.lock().expect("seen").len();
+    assert_eq!(reconciles(), 1, "the first sync reconciles the owner");
+
+    let api = secrets(&client);
+    let patch = |body| {
+        let api = api.clone();
+        async move {
+            api.patch("s", &PatchParams::default(), &Patch::Merge(body))
+                .await
+                .expect("patch the secret");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    let cached_version = || {
+        handle
+            .get(&ObjectKey::new(Some("default"), "s"))
+            .and_then(|s| s.metadata.resource_version.clone())
+    };
+    let before = cached_version();
+    patch(json!({"stringData": {"v": "2"}})).await;
+    assert_eq!(
+        reconciles(),
+        1,
+        "a change only to trimmed-away data does not wake"
+    );
+    assert_ne!(
+        cached_version(),
+        before,
+        "the cache still follows the update"
+    );
+
+    patch(json!({"metadata": {"labels": {"tier": "front"}}})).await;
+    assert_eq!(
+        reconciles(),
+        2,
+        "a change to a cached field wakes the owner"
+    );
     running.abort();
 }
 
