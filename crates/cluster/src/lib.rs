@@ -29,6 +29,7 @@ use steady_runtime::{CachingApi, Controller, ObjectCache};
 pub mod daemonset;
 pub mod deployment;
 pub mod job;
+pub mod node;
 pub mod pod_template;
 pub mod replicaset;
 mod revision;

@@ -54,12 +54,17 @@ pub async fn controller_cluster(start: steady_cluster::Start, name: &'static str
 pub async fn node_server() -> steady_apiserver::ApiServer {
     let config = steady_apiserver::Config {
         seed: Some(1),
-        node: Some(steady_apiserver::node::NodeConfig::default()),
         ..Default::default()
     };
-    steady_apiserver::ApiServer::in_memory(config)
+    let server = steady_apiserver::ApiServer::in_memory(config)
         .await
-        .expect("server")
+        .expect("server");
+    let nodes = steady_cluster::node::NodeConfig {
+        seed: Some(1),
+        ..Default::default()
+    };
+    steady_cluster::node::spawn(server.client(), nodes);
+    server
 }
 
 /// A shutdown future from the receiver `cluster` hands the controller.
