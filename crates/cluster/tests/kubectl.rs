@@ -112,7 +112,11 @@ struct Running {
 }
 
 async fn start(dir: &Path) -> Running {
-    let server = common::node_server().await;
+    start_with_nodes(dir, 1).await
+}
+
+async fn start_with_nodes(dir: &Path, nodes: usize) -> Running {
+    let server = common::nodes_server(nodes).await;
     serve_https(&server, dir).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(steady_cluster::run(server.client(), async move {
@@ -233,5 +237,38 @@ async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
     )
     .await;
     assert_eq!(reason, "BackoffLimitExceeded");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_nodes_lists_every_simulated_node_ready() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start_with_nodes(dir.path(), 3).await;
+    kubectl(
+        dir.path(),
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "node",
+            "--all",
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .await;
+    let listed = kubectl(dir.path(), &["get", "nodes", "--no-headers"], None).await;
+    let rows: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|line| line.split_whitespace().take(2).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["steady-node-0", "Ready"],
+            ["steady-node-1", "Ready"],
+            ["steady-node-2", "Ready"],
+        ],
+        "{listed}"
+    );
     running.stop().await;
 }

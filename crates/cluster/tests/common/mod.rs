@@ -52,6 +52,11 @@ pub async fn controller_cluster(start: steady_cluster::Start, name: &'static str
 
 /// steady's in-process API server with the simulated node, its randomness seeded.
 pub async fn node_server() -> steady_apiserver::ApiServer {
+    nodes_server(1).await
+}
+
+/// [`node_server`] with `count` simulated nodes (`steady-node-0`, … when more than one).
+pub async fn nodes_server(count: usize) -> steady_apiserver::ApiServer {
     let config = steady_apiserver::Config {
         seed: Some(1),
         ..Default::default()
@@ -61,6 +66,7 @@ pub async fn node_server() -> steady_apiserver::ApiServer {
         .expect("server");
     let nodes = steady_cluster::node::NodeConfig {
         seed: Some(1),
+        nodes: count,
         ..Default::default()
     };
     steady_cluster::node::spawn(server.client(), nodes);
