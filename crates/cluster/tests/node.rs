@@ -76,6 +76,23 @@ fn taints(node: &Node) -> Vec<(String, String)> {
     taints
 }
 
+async fn patch_node(client: &Client, name: &str, patch: Value) {
+    merge_patch(&Api::<Node>::all(client.clone()), name, patch)
+        .await
+        .unwrap_or_else(|e| panic!("patch {name}: {e}"));
+}
+
+/// Cordon (`true`) or uncordon the node, as `kubectl cordon` does.
+async fn cordon(client: &Client, name: &str, cordoned: bool) {
+    let unschedulable = if cordoned { json!(true) } else { Value::Null };
+    patch_node(
+        client,
+        name,
+        json!({"spec": {"unschedulable": unschedulable}}),
+    )
+    .await;
+}
+
 async fn node_when(client: &Client, name: &str, what: &str, check: impl Fn(&Node) -> bool) -> Node {
     let nodes: Api<Node> = Api::all(client.clone());
     eventually(what, LIMIT, || async {
@@ -122,14 +139,8 @@ async fn nodes_register_ready_with_capacity_and_addresses() {
 #[tokio::test(start_paused = true)]
 async fn pods_spread_across_nodes_and_honour_node_selector_and_node_name() {
     let (_server, client) = three_nodes().await;
-    let nodes: Api<Node> = Api::all(client.clone());
-    merge_patch(
-        &nodes,
-        "steady-node-1",
-        json!({"metadata": {"labels": {"disk": "ssd"}}}),
-    )
-    .await
-    .expect("label");
+    let ssd = json!({"metadata": {"labels": {"disk": "ssd"}}});
+    patch_node(&client, "steady-node-1", ssd).await;
     for i in 0..6 {
         create_pod(&client, &format!("free-{i}"), json!({})).await;
     }
@@ -170,14 +181,7 @@ async fn pods_spread_across_nodes_and_honour_node_selector_and_node_name() {
 #[tokio::test(start_paused = true)]
 async fn a_cordoned_node_gets_no_new_pods() {
     let (_server, client) = three_nodes().await;
-    let nodes: Api<Node> = Api::all(client.clone());
-    merge_patch(
-        &nodes,
-        "steady-node-0",
-        json!({"spec": {"unschedulable": true}}),
-    )
-    .await
-    .expect("cordon");
+    cordon(&client, "steady-node-0", true).await;
     node_when(&client, "steady-node-0", "the unschedulable taint", |n| {
         taints(n) == [(UNSCHEDULABLE_TAINT.to_string(), "NoSchedule".to_string())]
     })
@@ -190,13 +194,7 @@ async fn a_cordoned_node_gets_no_new_pods() {
         assert_ne!(node, "steady-node-0", "p{i} landed on the cordoned node");
     }
 
-    merge_patch(
-        &nodes,
-        "steady-node-0",
-        json!({"spec": {"unschedulable": null}}),
-    )
-    .await
-    .expect("uncordon");
+    cordon(&client, "steady-node-0", false).await;
     node_when(&client, "steady-node-0", "the taint lifted", |n| {
         taints(n).is_empty()
     })
@@ -212,12 +210,9 @@ async fn a_cordoned_node_gets_no_new_pods() {
 #[tokio::test(start_paused = true)]
 async fn a_pod_that_tolerates_no_taint_stays_pending_unschedulable() {
     let (_server, client) = three_nodes().await;
-    let nodes: Api<Node> = Api::all(client.clone());
     let dedicated = json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}});
     for name in NODES {
-        merge_patch(&nodes, name, dedicated.clone())
-            .await
-            .expect("taint");
+        patch_node(&client, name, dedicated.clone()).await;
     }
     create_pod(&client, "intolerant", json!({})).await;
     let pending = pod_when(&client, "intolerant", "PodScheduled=False", |p| {
@@ -251,9 +246,7 @@ async fn a_pod_that_tolerates_no_taint_stays_pending_unschedulable() {
     create_pod(&client, "tolerant", tolerant).await;
     running_on(&client, "tolerant").await;
     // Lifting the taint from one node lets the waiting pod on.
-    merge_patch(&nodes, "steady-node-1", json!({"spec": {"taints": null}}))
-        .await
-        .expect("untaint");
+    patch_node(&client, "steady-node-1", json!({"spec": {"taints": null}})).await;
     assert_eq!(running_on(&client, "intolerant").await, "steady-node-1");
 }
 

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -232,24 +232,30 @@ fn last_heartbeat(node: &Node) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(at.0.as_second(), 0)
 }
 
-/// The kubelet's periodic status post: every condition as it stands, heartbeat renewed.
-async fn heartbeat(node: &Node, now: &str, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
+/// A merge patch of the node's status conditions, each as `edit` leaves it (conflicting
+/// if the node changed since it was read).
+fn conditions_patch(node: &Node, edit: impl Fn(&NodeCondition, &mut Value)) -> Value {
     let conditions: Vec<Value> = node
         .status
         .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default()
+        .and_then(|s| s.conditions.as_ref())
         .into_iter()
+        .flatten()
         .map(|c| {
-            let mut c = json!(c);
-            c["lastHeartbeatTime"] = json!(now);
-            c
+            let mut value = json!(c);
+            edit(c, &mut value);
+            value
         })
         .collect();
-    let patch = json!({
+    json!({
         "metadata": {"resourceVersion": node.resource_version()},
         "status": {"conditions": conditions},
-    });
+    })
+}
+
+/// The kubelet's periodic status post: every condition as it stands, heartbeat renewed.
+async fn heartbeat(node: &Node, now: &str, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
+    let patch = conditions_patch(node, |_, c| c["lastHeartbeatTime"] = json!(now));
     let written = ctx
         .cluster_api::<Node>()
         .patch_status(
@@ -281,27 +287,14 @@ pub async fn set_ready(
             "container runtime is down (simulated)",
         )
     };
-    let conditions: Vec<Value> = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| {
-            let mut value = json!(c);
-            if c.type_ == "Ready" && c.status != status {
-                value["status"] = json!(status);
-                value["reason"] = json!(reason);
-                value["message"] = json!(message);
-                value["lastTransitionTime"] = json!(stamp);
-                value["lastHeartbeatTime"] = json!(stamp);
-            }
-            value
-        })
-        .collect();
-    let patch = json!({
-        "metadata": {"resourceVersion": node.resource_version()},
-        "status": {"conditions": conditions},
+    let patch = conditions_patch(&node, |c, value| {
+        if c.type_ == "Ready" && c.status != status {
+            value["status"] = json!(status);
+            value["reason"] = json!(reason);
+            value["message"] = json!(message);
+            value["lastTransitionTime"] = json!(stamp);
+            value["lastHeartbeatTime"] = json!(stamp);
+        }
     });
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await

@@ -82,20 +82,6 @@ impl Default for NodeConfig {
     }
 }
 
-impl std::fmt::Debug for NodeConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeConfig")
-            .field("name", &self.name)
-            .field("nodes", &self.nodes)
-            .field("pod_start_delay", &self.pod_start_delay)
-            .field("pod_stop_delay", &self.pod_stop_delay)
-            .field("job_pod_run_time", &self.job_pod_run_time)
-            .field("heartbeat_interval", &self.heartbeat_interval)
-            .field("seed", &self.seed)
-            .finish_non_exhaustive()
-    }
-}
-
 impl NodeConfig {
     /// The nodes' names, in registration order.
     pub fn node_names(&self) -> Vec<String> {
