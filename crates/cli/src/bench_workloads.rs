@@ -108,7 +108,7 @@ pub async fn run(mut args: WorkloadsBenchArgs) -> anyhow::Result<()> {
 
     let _ = stop.send(());
     let _ = controllers.await;
-    api.shutdown().await;
+    plane.shutdown().await;
     report.print_table();
     Ok(())
 }

@@ -255,6 +255,11 @@ impl ControlPlane {
         })
     }
 
+    /// Stop the simulated nodes, then the API server (flushing the store).
+    pub async fn shutdown(&self) {
+        shut_down(&self.api, self.nodes.as_ref()).await;
+    }
+
     /// Run the simulated nodes `config` describes beside the API, through its in-process
     /// client, until the plane shuts down.
     pub fn with_nodes(mut self, config: NodeConfig) -> Self {
@@ -312,12 +317,20 @@ impl ControlPlane {
         let serving = steady_apiserver::serve::ServingConfig::from_env()?;
         steady_apiserver::serve::serve(self.listener, app, tls_config, &serving, shutdown).await;
         tracing::info!("shutting down");
-        if let Some(nodes) = &self.nodes {
-            nodes.abort();
-        }
-        self.api.shutdown().await;
+        shut_down(&self.api, self.nodes.as_ref()).await;
         Ok(())
     }
+}
+
+/// Stop the simulated nodes (if they run), then the API server (flushing the store).
+async fn shut_down(
+    api: &ApiServer,
+    nodes: Option<&tokio::task::JoinHandle<Result<(), steady_cluster::node::Error>>>,
+) {
+    if let Some(nodes) = nodes {
+        nodes.abort();
+    }
+    api.shutdown().await;
 }
 
 impl ControlPlaneArgs {

@@ -397,9 +397,7 @@ fn announce_stop(pod: &Pod, index: usize, nodes: &Nodes) -> Vec<Value> {
 /// Take one pod's step in order: its events, then its write.
 async fn take(pod: &Pod, step: Step, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
     let client = ctx.client();
-    for event in step.events {
-        Nodes::post_event(&client, event).await;
-    }
+    Nodes::post_events(&client, step.events);
     let Some(write) = step.write else {
         return Ok(());
     };

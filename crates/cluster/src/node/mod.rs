@@ -239,7 +239,20 @@ impl Nodes {
         })
     }
 
-    /// Record `event`; failures only log (events are best effort).
+    /// Record `events` in order in the background, as client-go's event broadcaster
+    /// does: the step does not wait for them. Failures only log (events are best effort).
+    fn post_events(client: &Client, events: Vec<Value>) {
+        if events.is_empty() {
+            return;
+        }
+        let client = client.clone();
+        tokio::spawn(async move {
+            for event in events {
+                Self::post_event(&client, event).await;
+            }
+        });
+    }
+
     async fn post_event(client: &Client, event: Value) {
         let namespace = event["metadata"]["namespace"].as_str().unwrap_or("default");
         let api = Api::<Event>::namespaced(client.clone(), namespace);

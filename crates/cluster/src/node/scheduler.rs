@@ -167,7 +167,7 @@ async fn bind(pod: &Pod, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::E
     }
     let message = format!("Successfully assigned {namespace}/{name} to {node}");
     let event = nodes.event(pod, "Normal", "Scheduled", &message, scheduler_source());
-    Nodes::post_event(&ctx.client(), event).await;
+    Nodes::post_events(&ctx.client(), vec![event]);
     Ok(())
 }
 
@@ -217,7 +217,7 @@ async fn report_unschedulable(
         &message,
         scheduler_source(),
     );
-    Nodes::post_event(&ctx.client(), event).await;
+    Nodes::post_events(&ctx.client(), vec![event]);
     let condition = json!({
         "type": "PodScheduled",
         "status": "False",
