@@ -364,3 +364,54 @@ async fn a_daemon_set_runs_one_pod_on_each_of_three_nodes() {
     let _ = stop.send(());
     controller.await.expect("task").expect("stopped cleanly");
 }
+
+/// The heartbeat of the node's Ready condition, as its kubelet last posted it.
+fn last_heartbeat(node: &Node) -> Option<String> {
+    let conditions = node.status.as_ref()?.conditions.as_ref()?;
+    let ready = conditions.iter().find(|c| c.type_ == "Ready")?;
+    Some(ready.last_heartbeat_time.as_ref()?.0.to_string())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_posts_a_heartbeat_every_interval() {
+    let server = steady_apiserver::ApiServer::in_memory(Default::default())
+        .await
+        .expect("server");
+    let client = server.client();
+    // Wall-clock time that moves with the paused tokio clock.
+    let start = tokio::time::Instant::now();
+    let epoch = chrono::Utc::now();
+    let clock: steady_cluster::node::Clock = std::sync::Arc::new(move || {
+        epoch + chrono::Duration::from_std(start.elapsed()).unwrap_or_default()
+    });
+    let config = steady_cluster::node::NodeConfig {
+        clock,
+        ..Default::default()
+    };
+    let interval = config.heartbeat_interval;
+    steady_cluster::node::spawn(client.clone(), config);
+    let first = node_when(&client, "steady-node", "registered", |n| {
+        last_heartbeat(n).is_some()
+    })
+    .await;
+    let first = last_heartbeat(&first);
+    tokio::time::sleep(interval / 2).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let early = nodes.get("steady-node").await.expect("node");
+    assert_eq!(
+        last_heartbeat(&early),
+        first,
+        "no heartbeat before the interval"
+    );
+    let later = node_when(&client, "steady-node", "a new heartbeat", |n| {
+        last_heartbeat(n) != first
+    })
+    .await;
+    assert!(steady_cluster::node::is_ready(&later));
+    // Heartbeats are stamped to the second, as `metav1.Time` is: up to a second early.
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed + std::time::Duration::from_secs(1) >= interval && elapsed < interval * 2,
+        "the heartbeat came after {elapsed:?}"
+    );
+}

@@ -8,6 +8,7 @@
 //! Must not know: how a bound pod runs (the kubelet).
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -26,12 +27,20 @@ pub(super) type Assumed = ByUid<String>;
 const SCHEDULER: &str = "default-scheduler";
 
 /// Which pods a Node change may concern: those waiting for a node (it may fit now) and
-/// those on it (their readiness follows the node's).
+/// those on it (their readiness follows the node's). Only a change of what scheduling and
+/// readiness read counts: a heartbeat concerns no pod.
 pub(super) fn on_node_change(
     pods: ObjectCache<Pod>,
 ) -> impl Fn(&Node) -> Vec<ObjectKey> + Send + Sync {
+    let seen: Mutex<BTreeMap<String, String>> = Mutex::default();
     move |node| {
         let name = node.name_any();
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let fit = what_scheduling_reads(node);
+        if seen.get(&name) == Some(&fit) {
+            return Vec::new();
+        }
+        seen.insert(name.clone(), fit);
         pods.list()
             .iter()
             .filter(|pod| {
@@ -41,6 +50,18 @@ pub(super) fn on_node_change(
             .map(|pod| ObjectKey::of(pod.as_ref()))
             .collect()
     }
+}
+
+/// The parts of a Node that decide which pods fit it and whether its pods are ready.
+fn what_scheduling_reads(node: &Node) -> String {
+    let spec = node.spec.as_ref();
+    json!({
+        "ready": super::lifecycle::is_ready(node),
+        "unschedulable": spec.and_then(|s| s.unschedulable),
+        "taints": spec.and_then(|s| s.taints.as_ref()),
+        "labels": node.labels(),
+    })
+    .to_string()
 }
 
 pub(super) fn node_of(pod: &Pod) -> &str {
