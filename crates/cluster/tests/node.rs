@@ -374,9 +374,7 @@ fn last_heartbeat(node: &Node) -> Option<String> {
 
 #[tokio::test(start_paused = true)]
 async fn a_kubelet_posts_a_heartbeat_every_interval() {
-    let server = steady_apiserver::ApiServer::in_memory(Default::default())
-        .await
-        .expect("server");
+    let server = bare_server().await;
     let client = server.client();
     // Wall-clock time that moves with the paused tokio clock.
     let start = tokio::time::Instant::now();

@@ -55,15 +55,20 @@ pub async fn node_server() -> steady_apiserver::ApiServer {
     nodes_server(1).await
 }
 
-/// [`node_server`] with `count` simulated nodes (`steady-node-0`, … when more than one).
-pub async fn nodes_server(count: usize) -> steady_apiserver::ApiServer {
+/// steady's in-process API server alone (no node), its randomness seeded.
+pub async fn bare_server() -> steady_apiserver::ApiServer {
     let config = steady_apiserver::Config {
         seed: Some(1),
         ..Default::default()
     };
-    let server = steady_apiserver::ApiServer::in_memory(config)
+    steady_apiserver::ApiServer::in_memory(config)
         .await
-        .expect("server");
+        .expect("server")
+}
+
+/// [`node_server`] with `count` simulated nodes (`steady-node-0`, … when more than one).
+pub async fn nodes_server(count: usize) -> steady_apiserver::ApiServer {
+    let server = bare_server().await;
     let nodes = steady_cluster::node::NodeConfig {
         seed: Some(1),
         nodes: count,
