@@ -24,7 +24,6 @@ mod http_api;
 pub mod kubeconfig;
 mod meta;
 mod negotiate;
-pub mod node;
 mod objects;
 mod patch;
 mod protobuf;
@@ -66,8 +65,6 @@ pub struct Config {
     /// Seed for generated names and uids; `None` draws one from the OS.
     pub seed: Option<u64>,
     pub clock: Clock,
-    /// Run the simulated node (binds pods and moves them through their lifecycle).
-    pub node: Option<node::NodeConfig>,
     /// The administrator's bearer token, when served over HTTPS: a TokenReview recognises
     /// it, and service-account tokens are signed with a key derived from it (so they stay
     /// valid across restarts). Without it the key is random per process.
@@ -84,7 +81,6 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             seed: None,
             clock: Arc::new(Utc::now),
-            node: None,
             admin_token: None,
             api_port: None,
         }
@@ -97,7 +93,6 @@ impl std::fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("bookmark_interval", &self.bookmark_interval)
             .field("seed", &self.seed)
-            .field("node", &self.node)
             .finish_non_exhaustive()
     }
 }

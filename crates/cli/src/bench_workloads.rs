@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, PostParams};
-use steady_apiserver::node::NodeConfig;
+use steady_cluster::node::NodeConfig;
 use steady_store::{EventKind, Store};
 
 use crate::bench::{Report, create_namespace, create_rate};
@@ -39,11 +39,10 @@ pub async fn run(mut args: WorkloadsBenchArgs) -> anyhow::Result<()> {
     }
     let replicas = usize::try_from(args.replicas).context("--replicas must not be negative")?;
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let config = steady_apiserver::Config {
-        node: Some(NodeConfig::default()),
-        ..steady_apiserver::Config::default()
-    };
-    let plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?, config).await?;
+    let config = steady_apiserver::Config::default();
+    let plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?, config)
+        .await?
+        .with_nodes(NodeConfig::default());
     let api = plane.api.clone();
     let client = api.client();
     println!(
@@ -109,7 +108,7 @@ pub async fn run(mut args: WorkloadsBenchArgs) -> anyhow::Result<()> {
 
     let _ = stop.send(());
     let _ = controllers.await;
-    api.shutdown().await;
+    plane.shutdown().await;
     report.print_table();
     Ok(())
 }

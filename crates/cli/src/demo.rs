@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use steady_apiserver::ApiServer;
-use steady_apiserver::node::NodeConfig;
 use steady_cache_operator::{Cache, OperatorContext};
+use steady_cluster::node::NodeConfig;
 use steady_runtime::Recorder;
 use steady_runtime::observe::{Observed, Outcome, ReconcileRecord};
 use tokio::sync::{broadcast, oneshot};
@@ -173,12 +173,9 @@ pub async fn run(_args: DemoArgs) -> anyhow::Result<()> {
     println!("Every reconcile line names what triggered it; the operator never acts on an event's");
     println!("payload, only on what it observes — so missed events and restarts cannot fool it.");
     let store = steady_store::Store::in_memory(Default::default()).await?;
-    let config = steady_apiserver::Config {
-        node: Some(NodeConfig::default()),
-        ..Default::default()
-    };
-    let server = ApiServer::start(store, config).await?;
+    let server = ApiServer::start(store, steady_apiserver::Config::default()).await?;
     let client = server.client();
+    let nodes = steady_cluster::node::spawn(client.clone(), NodeConfig::default());
     crate::operator::ensure_crd(&client).await?;
     let recorder = Recorder::new();
     let mut seen: Seen = recorder.subscribe();
@@ -256,6 +253,7 @@ pub async fn run(_args: DemoArgs) -> anyhow::Result<()> {
     println!(
         "\nThat is level-triggered reconciliation: events say where to look; the state says what to do."
     );
+    nodes.abort();
     server.shutdown().await;
     Ok(())
 }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use steady_apiserver::node::NodeConfig;
 use steady_apiserver::{ApiServer, Config, auth, kubeconfig, tls};
+use steady_cluster::node::NodeConfig;
 use steady_store::{Store, StoreOptions};
 
 #[derive(clap::Args, Debug)]
@@ -33,6 +33,10 @@ pub struct ControlPlaneArgs {
     /// How long the simulated node takes to start a pod (e.g. 200ms, 2s).
     #[arg(long, default_value = "200ms", value_parser = parse_duration)]
     pub pod_start_delay: Duration,
+    /// How many simulated nodes register (named steady-node-0, steady-node-1, …; one is
+    /// named steady-node).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub nodes: u16,
     /// Memory for old revisions kept for reads and watches at a past resourceVersion
     /// (e.g. 64MiB, 1GiB). Past it the store compacts early: older resourceVersions
     /// answer 410 Expired and clients relist.
@@ -197,6 +201,8 @@ pub struct ControlPlane {
     pub kubeconfig: String,
     listener: tokio::net::TcpListener,
     credentials: tls::Credentials,
+    /// The simulated nodes' task, if they run beside the API (stopped before the store).
+    nodes: Option<tokio::task::JoinHandle<Result<(), steady_cluster::node::Error>>>,
     /// Declared last: dropped (unlocked) only after everything that uses the directory.
     _data_dir: DataDir,
 }
@@ -244,8 +250,21 @@ impl ControlPlane {
             kubeconfig,
             listener,
             credentials,
+            nodes: None,
             _data_dir: claimed,
         })
+    }
+
+    /// Stop the simulated nodes, then the API server (flushing the store).
+    pub async fn shutdown(&self) {
+        shut_down(&self.api, self.nodes.as_ref()).await;
+    }
+
+    /// Run the simulated nodes `config` describes beside the API, through its in-process
+    /// client, until the plane shuts down.
+    pub fn with_nodes(mut self, config: NodeConfig) -> Self {
+        self.nodes = Some(steady_cluster::node::spawn(self.api.client(), config));
+        self
     }
 
     /// Serve HTTPS until `shutdown` completes, then flush the store.
@@ -298,9 +317,20 @@ impl ControlPlane {
         let serving = steady_apiserver::serve::ServingConfig::from_env()?;
         steady_apiserver::serve::serve(self.listener, app, tls_config, &serving, shutdown).await;
         tracing::info!("shutting down");
-        self.api.shutdown().await;
+        shut_down(&self.api, self.nodes.as_ref()).await;
         Ok(())
     }
+}
+
+/// Stop the simulated nodes (if they run), then the API server (flushing the store).
+async fn shut_down(
+    api: &ApiServer,
+    nodes: Option<&tokio::task::JoinHandle<Result<(), steady_cluster::node::Error>>>,
+) {
+    if let Some(nodes) = nodes {
+        nodes.abort();
+    }
+    api.shutdown().await;
 }
 
 impl ControlPlaneArgs {
@@ -310,12 +340,11 @@ impl ControlPlaneArgs {
         if !self.listen.ip().is_loopback() {
             tracing::warn!(listen = %self.listen, "listening beyond loopback: anyone who can reach this address and holds the token can use the API");
         }
-        let config = Config {
-            node: Some(NodeConfig {
-                pod_start_delay: self.pod_start_delay,
-                ..NodeConfig::default()
-            }),
-            ..Config::default()
+        let config = Config::default();
+        let nodes = NodeConfig {
+            pod_start_delay: self.pod_start_delay,
+            nodes: usize::from(self.nodes),
+            ..NodeConfig::default()
         };
         let store_options = StoreOptions {
             max_history_bytes: self.history_budget,
@@ -323,7 +352,8 @@ impl ControlPlaneArgs {
         };
         let plane =
             ControlPlane::start_with_store(&self.data_dir, self.listen, config, store_options)
-                .await?;
+                .await?
+                .with_nodes(nodes);
         if let Some(path) = &self.write_kubeconfig {
             kubeconfig::write_private(path, &plane.kubeconfig)
                 .with_context(|| format!("cannot write kubeconfig {}", path.display()))?;

@@ -53,7 +53,7 @@ struct DaemonData {
 }
 
 /// Whether the pod's toleration covers the taint.
-fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+pub(crate) fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     let effect_matches = toleration
         .effect
         .as_deref()

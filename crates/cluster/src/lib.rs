@@ -10,8 +10,8 @@
 //! status writes (here), and [`run`], which runs them all.
 //! Must not know: the API server's internals or the store. Like kube-controller-manager it
 //! talks to the API only through `kube::Client`, so it runs unchanged against steady's
-//! embedded server or a real cluster. Pods are run by whatever node serves the API (steady's
-//! simulated node); this crate only creates and deletes them.
+//! embedded server or a real cluster. The workload controllers only create and delete pods;
+//! [`node`] (apart from [`run`]) simulates the nodes that bind and run them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,6 +31,7 @@ pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
 pub mod job;
+pub mod node;
 pub mod pod_template;
 pub mod replicaset;
 mod revision;

@@ -135,7 +135,11 @@ struct Running {
 }
 
 async fn start(dir: &Path) -> Running {
-    let server = common::node_server().await;
+    start_with_nodes(dir, 1).await
+}
+
+async fn start_with_nodes(dir: &Path, nodes: usize) -> Running {
+    let server = common::nodes_server(nodes).await;
     serve_https(&server, dir).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(steady_cluster::run(server.client(), async move {
@@ -268,5 +272,38 @@ async fn kubectl_runs_a_cronjob_by_hand() {
     assert_eq!(waited.trim(), "job.batch/now condition met");
     let owner = "get job now -o jsonpath={.metadata.ownerReferences[0].kind}";
     assert_eq!(kubectl_line(dir, owner).await, "CronJob");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_nodes_lists_every_simulated_node_ready() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start_with_nodes(dir.path(), 3).await;
+    kubectl(
+        dir.path(),
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "node",
+            "--all",
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .await;
+    let listed = kubectl(dir.path(), &["get", "nodes", "--no-headers"], None).await;
+    let rows: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|line| line.split_whitespace().take(2).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["steady-node-0", "Ready"],
+            ["steady-node-1", "Ready"],
+            ["steady-node-2", "Ready"],
+        ],
+        "{listed}"
+    );
     running.stop().await;
 }

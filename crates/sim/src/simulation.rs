@@ -17,7 +17,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, PostParams};
 use steady_apiserver::ApiServer;
-use steady_apiserver::node::NodeConfig;
+use steady_cluster::node::NodeConfig;
 use steady_runtime::ObjectKey;
 use tokio::time::Instant;
 
@@ -429,6 +429,14 @@ impl<'a> Run<'a> {
             overlaps: Arc::new(Overlaps::default()),
             on_start: None,
         };
+        // The nodes write through a client of their own, beside the fault layer: their
+        // writes are neither faulted nor counted as the controller's.
+        let nodes = NodeConfig {
+            seed: Some(seed),
+            clock: launch.clock.clone(),
+            ..NodeConfig::default()
+        };
+        let node = steady_cluster::node::spawn(server.client(), nodes);
         let mut run = Run {
             options,
             scenario,
@@ -443,6 +451,7 @@ impl<'a> Run<'a> {
         };
         run.go().await;
         run.workloads = None;
+        node.abort();
         run.server.shutdown().await;
         let mut report = run.report;
         report.injected = run.faults.injected();
@@ -707,7 +716,6 @@ async fn start_server(seed: u64, clock: &steady_apiserver::Clock) -> Result<ApiS
     let config = steady_apiserver::Config {
         seed: Some(seed),
         clock: clock.clone(),
-        node: Some(NodeConfig::default()),
         ..Default::default()
     };
     ApiServer::start(store, config)

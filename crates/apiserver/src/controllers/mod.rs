@@ -39,12 +39,7 @@ const NAMESPACE_PREFIX: &str = "/core/namespaces/";
 
 pub fn spawn_all(server: &ApiServer) -> Vec<JoinHandle<()>> {
     let gc = GarbageCollector::new(server.clone());
-    let mut tasks = vec![tokio::spawn(gc.run())];
-    if let Some(config) = server.config().node.clone() {
-        let node = crate::node::NodeSimulator::new(server.clone(), config);
-        tasks.push(tokio::spawn(node.run()));
-    }
-    tasks
+    vec![tokio::spawn(gc.run())]
 }
 
 const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";

@@ -43,13 +43,11 @@ pub async fn server() -> ApiServer {
         .expect("server starts")
 }
 
-/// A server whose simulated node binds and runs pods.
+/// A server whose simulated node (steady-cluster's) binds and runs pods.
 pub async fn server_with_node() -> ApiServer {
-    let config = Config {
-        node: Some(steady_apiserver::node::NodeConfig::default()),
-        ..Config::default()
-    };
-    ApiServer::in_memory(config).await.expect("server starts")
+    let server = server().await;
+    steady_cluster::node::spawn(server.client(), steady_cluster::node::NodeConfig::default());
+    server
 }
 
 /// A fresh server (kept alive by the caller) and its ConfigMaps in `default`.

@@ -30,13 +30,17 @@ pub struct World {
 pub async fn world() -> World {
     let config = steady_apiserver::Config {
         seed: Some(1),
-        node: Some(steady_apiserver::node::NodeConfig::default()),
         ..Default::default()
     };
     let server = steady_apiserver::ApiServer::in_memory(config)
         .await
         .expect("server");
     let client = server.client();
+    let nodes = steady_cluster::node::NodeConfig {
+        seed: Some(1),
+        ..Default::default()
+    };
+    steady_cluster::node::spawn(client.clone(), nodes);
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd())
         .await

@@ -16,8 +16,8 @@ use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use steady_apiserver::ApiServer;
-use steady_apiserver::node::NodeConfig;
 use steady_cache_operator::Cache;
+use steady_cluster::node::NodeConfig;
 
 use crate::server::ControlPlane;
 
@@ -154,14 +154,14 @@ impl Session {
     /// (for self-heal latencies).
     pub async fn start(watch_pods: bool) -> anyhow::Result<Session> {
         let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-        let config = steady_apiserver::Config {
-            node: Some(NodeConfig {
-                pod_start_delay: POD_START_DELAY,
-                ..NodeConfig::default()
-            }),
-            ..Default::default()
+        let config = steady_apiserver::Config::default();
+        let nodes = NodeConfig {
+            pod_start_delay: POD_START_DELAY,
+            ..NodeConfig::default()
         };
-        let plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?, config).await?;
+        let plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?, config)
+            .await?
+            .with_nodes(nodes);
         let api = plane.api.clone();
         let admin = api.client();
         let kubeconfig = dir.path().join("kubeconfig");

@@ -52,14 +52,30 @@ pub async fn controller_cluster(start: steady_cluster::Start, name: &'static str
 
 /// steady's in-process API server with the simulated node, its randomness seeded.
 pub async fn node_server() -> steady_apiserver::ApiServer {
+    nodes_server(1).await
+}
+
+/// steady's in-process API server alone (no node), its randomness seeded.
+pub async fn bare_server() -> steady_apiserver::ApiServer {
     let config = steady_apiserver::Config {
         seed: Some(1),
-        node: Some(steady_apiserver::node::NodeConfig::default()),
         ..Default::default()
     };
     steady_apiserver::ApiServer::in_memory(config)
         .await
         .expect("server")
+}
+
+/// [`node_server`] with `count` simulated nodes (`steady-node-0`, … when more than one).
+pub async fn nodes_server(count: usize) -> steady_apiserver::ApiServer {
+    let server = bare_server().await;
+    let nodes = steady_cluster::node::NodeConfig {
+        seed: Some(1),
+        nodes: count,
+        ..Default::default()
+    };
+    steady_cluster::node::spawn(server.client(), nodes);
+    server
 }
 
 /// A shutdown future from the receiver `cluster` hands the controller.

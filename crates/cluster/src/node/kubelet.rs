@@ -1,0 +1,446 @@
+//! The kubelet of each simulated node: starts the pods bound to it after the start delay
+//! (Running and Ready, or Failed / never Ready when a `steady.dev/simulate` annotation
+//! asks), completes a Job's pods after their run time, and confirms a graceful deletion
+//! once the containers "stopped", with the container events a kubelet records.
+//!
+//! Must not know: how pods are bound (the scheduler) or the Node objects (lifecycle).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Container, Pod};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use steady_runtime::{Action, Context};
+use tokio::time::Instant;
+
+use super::{ByUid, Nodes, SIMULATE_ANNOTATION, Source, requeue_at, tolerate_races};
+
+/// When the kubelet first saw each pod in a stage whose end it waits for.
+#[derive(Default)]
+pub(super) struct Timers {
+    /// Bound, not yet started (start = that + start delay).
+    bound_at: ByUid<Instant>,
+    /// Deleted (its Killing events were recorded then).
+    stopping_since: ByUid<Instant>,
+    /// Running, to run to completion (a Job's pod).
+    running_since: ByUid<Instant>,
+    /// The last pod IP handed out, per node.
+    last_ip: ByUid<u32>,
+}
+
+impl Timers {
+    fn forget(&mut self, uid: &str) {
+        self.bound_at.remove(uid);
+        self.stopping_since.remove(uid);
+        self.running_since.remove(uid);
+    }
+}
+
+/// The writes one step makes, in order.
+#[derive(Default)]
+struct Step {
+    /// Events recorded before the write (the kubelet's container events precede the
+    /// status it reports).
+    events: Vec<Value>,
+    write: Option<Write>,
+}
+
+enum Write {
+    /// Replace the pod's status with this pod's.
+    Status(Value),
+    /// Confirm the pod's deletion (no grace left, only if it is still this pod).
+    Delete,
+}
+
+/// The next step of `pod`, bound to the node at `index`; when to look again.
+pub(super) async fn step(
+    pod: &Pod,
+    index: usize,
+    ctx: &Context<Nodes>,
+) -> Result<Action, kube::Error> {
+    let nodes = ctx.data();
+    let (step, action) = decide(pod, index, nodes);
+    take(pod, step, ctx).await?;
+    Ok(action)
+}
+
+/// What the kubelet does for `pod` now (it holds the timers' lock only here, not across
+/// writes).
+fn decide(pod: &Pod, index: usize, nodes: &Nodes) -> (Step, Action) {
+    let uid = pod.uid().unwrap_or_default();
+    let phase = crate::pod_template::phase(pod);
+    let mut timers = nodes.kubelet.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(deletion) = &pod.metadata.deletion_timestamp {
+        // A pod whose containers already exited has nothing left to stop.
+        let exited = matches!(phase, "Succeeded" | "Failed");
+        return stop(
+            &mut timers,
+            pod,
+            &uid,
+            index,
+            deletion.0.to_string(),
+            exited,
+            nodes,
+        );
+    }
+    if phase == "Running"
+        && let Some(step) = follow_node_readiness(pod, index, nodes)
+    {
+        return (step, Action::done());
+    }
+    if phase == "Running" && owned_by_job(pod) {
+        return complete_after_run(&mut timers, pod, &uid, nodes);
+    }
+    if phase != "Pending" {
+        return (Step::default(), Action::done());
+    }
+    let now = Instant::now();
+    let bound_at = *timers.bound_at.entry(uid.clone()).or_insert(now);
+    let due = bound_at + nodes.config.pod_start_delay;
+    if now < due {
+        return (Step::default(), requeue_at(due));
+    }
+    timers.bound_at.remove(&uid);
+    let node = nodes.names[index].clone();
+    let last_ip = timers.last_ip.entry(node).or_insert(0);
+    *last_ip = *last_ip % 250 + 1;
+    let pod_ip = format!("10.244.{index}.{}", *last_ip + 1);
+    (start(pod, index, &pod_ip, nodes), Action::done())
+}
+
+/// The fault a pod asks the node to simulate (`steady.dev/simulate`), or "".
+fn simulated_behaviour(pod: &Pod) -> &str {
+    pod.annotations()
+        .get(SIMULATE_ANNOTATION)
+        .map(String::as_str)
+        .unwrap_or("")
+}
+
+/// Whether a Job controls `pod` (its containers run to completion).
+fn owned_by_job(pod: &Pod) -> bool {
+    pod.owner_references()
+        .iter()
+        .any(|o| o.kind == "Job" && o.api_version == "batch/v1" && o.controller == Some(true))
+}
+
+fn containers(pod: &Pod) -> &[Container] {
+    pod.spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default()
+}
+
+/// What the kubelet reports about the container `name`.
+fn kubelet_source<'a>(nodes: &'a Nodes, index: usize, field_path: &'a str) -> Source<'a> {
+    Source {
+        component: "kubelet",
+        host: Some(nodes.names[index].as_str()),
+        field_path: Some(field_path),
+    }
+}
+
+fn start(pod: &Pod, index: usize, pod_ip: &str, nodes: &Nodes) -> Step {
+    let mut events = Vec::new();
+    let behaviour = simulated_behaviour(pod);
+    let failed = behaviour == "fail";
+    let ready = !failed && behaviour != "never-ready";
+    let now = nodes.config.timestamp();
+    for c in containers(pod) {
+        let cname = c.name.as_str();
+        let image = c.image.as_deref().unwrap_or("");
+        let field = format!("spec.containers{{{cname}}}");
+        let source = kubelet_source(nodes, index, &field);
+        // What a kubelet reports for a container whose image is already pulled.
+        for (reason, message) in [
+            (
+                "Pulled",
+                format!("Container image \"{image}\" already present on machine"),
+            ),
+            ("Created", format!("Created container: {cname}")),
+            ("Started", format!("Started container {cname}")),
+        ] {
+            events.push(nodes.event(pod, "Normal", reason, &message, source));
+        }
+        if failed {
+            let message =
+                format!("Container {cname} exited with code 1 (steady.dev/simulate: fail)");
+            events.push(nodes.event(pod, "Warning", "BackOff", &message, source));
+        }
+    }
+    let statuses: Vec<Value> = containers(pod)
+        .iter()
+        .map(|c| {
+            let container_id = format!("steady://{}", c.name);
+            let state = if failed {
+                json!({"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now, "containerID": container_id}})
+            } else {
+                json!({"running": {"startedAt": now}})
+            };
+            json!({
+                "name": c.name,
+                "image": c.image,
+                "imageID": format!("steady://{}", c.image.as_deref().unwrap_or("")),
+                "containerID": container_id,
+                "ready": ready,
+                "started": !failed,
+                "restartCount": 0,
+                "state": state,
+            })
+        })
+        .collect();
+    let condition = |kind: &str, status: bool| {
+        let mut c = json!({"type": kind, "status": if status { "True" } else { "False" }, "lastProbeTime": null, "lastTransitionTime": now});
+        if !status {
+            c["reason"] = json!(if failed {
+                "PodFailed"
+            } else {
+                "ContainersNotReady"
+            });
+        }
+        c
+    };
+    let host_ip = nodes.host_ip(index);
+    let qos_class = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.qos_class.clone())
+        .unwrap_or_else(|| "BestEffort".into());
+    let mut started = json!(pod);
+    started["status"] = json!({
+        "phase": if failed { "Failed" } else { "Running" },
+        "conditions": [
+            condition("PodReadyToStartContainers", !failed),
+            condition("Initialized", true),
+            condition("Ready", ready),
+            condition("ContainersReady", ready),
+            condition("PodScheduled", true),
+        ],
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": now,
+        "containerStatuses": statuses,
+        "qosClass": qos_class,
+    });
+    Step {
+        events,
+        write: Some(Write::Status(started)),
+    }
+}
+
+/// A running pod is Ready only while its node is: the node-lifecycle controller marks it
+/// (and its containers) not ready when the node stops being Ready, and the kubelet reports
+/// it ready again when the node recovers. `None` when the pod already agrees.
+fn follow_node_readiness(pod: &Pod, index: usize, nodes: &Nodes) -> Option<Step> {
+    let (_, node_cache) = nodes.caches.get()?;
+    let node = node_cache.get(&steady_runtime::ObjectKey::new(None, &nodes.names[index]))?;
+    let node_ready = super::lifecycle::is_ready(&node);
+    let should_be_ready = node_ready && simulated_behaviour(pod) != "never-ready";
+    if crate::pod_template::is_ready(pod) == should_be_ready {
+        return None;
+    }
+    let now = nodes.config.timestamp();
+    let status = if should_be_ready { "True" } else { "False" };
+    let mut updated = json!(pod);
+    if let Some(conditions) = updated
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        for condition in conditions {
+            let kind = condition["type"].as_str().unwrap_or("");
+            let follows = kind == "Ready" || (should_be_ready && kind == "ContainersReady");
+            if follows && condition["status"] != status {
+                condition["status"] = json!(status);
+                condition["lastTransitionTime"] = json!(now);
+                if should_be_ready {
+                    condition.as_object_mut().map(|c| c.remove("reason"));
+                }
+            }
+        }
+    }
+    if let Some(statuses) = updated
+        .pointer_mut("/status/containerStatuses")
+        .and_then(Value::as_array_mut)
+    {
+        for container in statuses {
+            container["ready"] = json!(should_be_ready);
+        }
+    }
+    let mut events = Vec::new();
+    if !node_ready {
+        let source = Source {
+            component: "node-controller",
+            host: None,
+            field_path: None,
+        };
+        events.push(nodes.event(pod, "Warning", "NodeNotReady", "Node is not ready", source));
+    }
+    Some(Step {
+        events,
+        write: Some(Write::Status(updated)),
+    })
+}
+
+/// A Job's pod: its containers exit 0 once it has run `job_pod_run_time`.
+fn complete_after_run(timers: &mut Timers, pod: &Pod, uid: &str, nodes: &Nodes) -> (Step, Action) {
+    let now = Instant::now();
+    let since = *timers.running_since.entry(uid.to_string()).or_insert(now);
+    let due = since + nodes.config.job_pod_run_time;
+    if now < due {
+        return (Step::default(), requeue_at(due));
+    }
+    timers.running_since.remove(uid);
+    let finished_at = nodes.config.timestamp();
+    let mut completed = json!(pod);
+    completed["status"]["phase"] = json!("Succeeded");
+    if let Some(statuses) = completed
+        .pointer_mut("/status/containerStatuses")
+        .and_then(Value::as_array_mut)
+    {
+        for status in statuses {
+            let started_at = status.pointer("/state/running/startedAt").cloned();
+            status["ready"] = json!(false);
+            status["started"] = json!(false);
+            status["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started_at, "finishedAt": finished_at, "containerID": status["containerID"]}});
+        }
+    }
+    if let Some(conditions) = completed
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        for condition in conditions {
+            if matches!(
+                condition["type"].as_str(),
+                Some("Ready" | "ContainersReady")
+            ) {
+                condition["status"] = json!("False");
+                condition["reason"] = json!("PodCompleted");
+                condition["lastTransitionTime"] = json!(finished_at);
+            }
+        }
+    }
+    let step = Step {
+        write: Some(Write::Status(completed)),
+        ..Step::default()
+    };
+    (step, Action::done())
+}
+
+/// Containers stop after `pod_stop_delay` (or the whole grace period when told to ignore
+/// SIGTERM); then the node confirms the deletion.
+fn stop(
+    timers: &mut Timers,
+    pod: &Pod,
+    uid: &str,
+    index: usize,
+    deletion: String,
+    exited: bool,
+    nodes: &Nodes,
+) -> (Step, Action) {
+    let mut step = Step::default();
+    timers.bound_at.remove(uid);
+    timers.running_since.remove(uid);
+    let first_seen = match timers.stopping_since.get(uid) {
+        Some(since) => *since,
+        None => {
+            let now = Instant::now();
+            timers.stopping_since.insert(uid.to_string(), now);
+            if !exited {
+                step.events = announce_stop(pod, index, nodes);
+            }
+            now
+        }
+    };
+    let now = nodes.config.now();
+    let deadline = DateTime::parse_from_rfc3339(&deletion)
+        .map(|d| d.with_timezone(&Utc))
+        .unwrap_or(now);
+    let until_deadline = (deadline - now).to_std().unwrap_or(Duration::ZERO);
+    let wait = if exited {
+        Duration::ZERO
+    } else if simulated_behaviour(pod) == "ignore-sigterm" {
+        until_deadline
+    } else {
+        until_deadline.min(nodes.config.pod_stop_delay)
+    };
+    let due = first_seen + wait;
+    if Instant::now() < due {
+        return (step, requeue_at(due));
+    }
+    timers.forget(uid);
+    step.write = Some(Write::Delete);
+    (step, Action::done())
+}
+
+/// A Killing event per container, as the kubelet records when it stops a pod.
+fn announce_stop(pod: &Pod, index: usize, nodes: &Nodes) -> Vec<Value> {
+    containers(pod)
+        .iter()
+        .map(|c| {
+            let cname = c.name.as_str();
+            let field = format!("spec.containers{{{cname}}}");
+            let message = format!("Stopping container {cname}");
+            nodes.event(
+                pod,
+                "Normal",
+                "Killing",
+                &message,
+                kubelet_source(nodes, index, &field),
+            )
+        })
+        .collect()
+}
+
+/// Take one pod's step in order: its events, then its write.
+async fn take(pod: &Pod, step: Step, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
+    let client = ctx.client();
+    Nodes::post_events(&client, step.events);
+    let Some(write) = step.write else {
+        return Ok(());
+    };
+    let result = match write {
+        Write::Status(pod) => write_status(&client, pod, ctx).await,
+        Write::Delete => confirm_deletion(&client, pod).await,
+    };
+    tolerate_races(result)
+}
+
+/// Replace the pod's status (conflicting if the pod changed since it was read), and
+/// remember the result so the next reconcile reads it.
+async fn write_status(
+    client: &Client,
+    pod: Value,
+    ctx: &Context<Nodes>,
+) -> Result<(), kube::Error> {
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let name = pod["metadata"]["name"].as_str().unwrap_or("");
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    let typed: Pod = serde_json::from_value(pod.clone()).map_err(kube::Error::SerdeError)?;
+    let written = api
+        .replace_status(name, &PostParams::default(), &typed)
+        .await?;
+    if let Some((pods, _)) = ctx.data().caches.get() {
+        pods.remember(written);
+    }
+    Ok(())
+}
+
+/// Delete the pod with no grace left, only if it is still this pod.
+async fn confirm_deletion(client: &Client, pod: &Pod) -> Result<(), kube::Error> {
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: pod.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let namespace = pod.namespace().unwrap_or_default();
+    Api::<Pod>::namespaced(client.clone(), &namespace)
+        .delete(&pod.name_any(), &params)
+        .await
+        .map(drop)
+}

@@ -1,0 +1,315 @@
+//! The simulated nodes (what kwok does, in-process): Node objects that register and stay
+//! Ready, a scheduler that binds each new pod to one of them, and a kubelet that "runs"
+//! the pods bound there: Running and Ready after a start delay, graceful deletion
+//! confirmed once their containers "stop". No container really runs.
+//!
+//! Owns: the nodes' names, addresses and pod IPs ([`NodeConfig`]), the pod's walk from
+//! Pending to Running/Succeeded/Failed and its deletion (`kubelet`), binding (`scheduler`)
+//! and the Node objects with their conditions and heartbeats (`lifecycle`).
+//! Must not know: the API server or the store. Like a kubelet and kube-scheduler it talks
+//! to the API only through `kube::Client`, on steady's runtime: one controller over
+//! Pods whose reconcile takes the pod's next step and asks to be requeued when its next
+//! timer (start delay, run time, grace period) is due. Every random draw comes from
+//! [`NodeConfig::seed`] and every timestamp from [`NodeConfig::clock`], so a seeded
+//! simulation repeats.
+//!
+//! Annotations on a pod inject faults: `steady.dev/simulate: fail` (the container exits 1:
+//! phase Failed), `never-ready` (Running, never Ready), `ignore-sigterm` (deletion waits the
+//! whole grace period). A pod a Job owns runs to completion (phase Succeeded, exit 0) after
+//! `job_pod_run_time`, as kwok's default stages complete Job pods.
+
+mod kubelet;
+mod lifecycle;
+mod scheduler;
+
+pub use lifecycle::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT, is_ready, set_ready};
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use steady_runtime::{Controller, ObjectCache};
+use tokio::time::Instant;
+
+/// Annotation that makes the simulated node misbehave for one pod.
+pub const SIMULATE_ANNOTATION: &str = "steady.dev/simulate";
+
+/// Where wall-clock timestamps come from (the simulator supplies a deterministic one).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// How the simulated nodes behave.
+#[derive(Clone)]
+pub struct NodeConfig {
+    /// The node's name when there is one; with more, `<name>-0`, `<name>-1`, …
+    pub name: String,
+    /// How many nodes register (at least one).
+    pub nodes: usize,
+    /// From binding to Running/Ready.
+    pub pod_start_delay: Duration,
+    /// From a graceful delete to the node confirming it (capped by the grace period).
+    pub pod_stop_delay: Duration,
+    /// From Running to Succeeded, for pods a Job owns (their containers exit 0).
+    pub job_pod_run_time: Duration,
+    /// How often each node reports its status (the kubelet's heartbeat).
+    pub heartbeat_interval: Duration,
+    /// Seed for event names and the runtime's jitter; `None` draws one from the OS.
+    pub seed: Option<u64>,
+    /// Source of the timestamps the nodes write.
+    pub clock: Clock,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            name: "steady-node".into(),
+            nodes: 1,
+            pod_start_delay: Duration::from_millis(200),
+            pod_stop_delay: Duration::from_millis(100),
+            job_pod_run_time: Duration::from_millis(300),
+            heartbeat_interval: Duration::from_secs(40),
+            seed: None,
+            clock: Arc::new(Utc::now),
+        }
+    }
+}
+
+impl NodeConfig {
+    /// The nodes' names, in registration order.
+    pub fn node_names(&self) -> Vec<String> {
+        let count = self.nodes.max(1);
+        if count == 1 {
+            return vec![self.name.clone()];
+        }
+        (0..count).map(|i| format!("{}-{i}", self.name)).collect()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+
+    /// RFC 3339 with seconds, as Kubernetes writes `metav1.Time`.
+    fn timestamp(&self) -> String {
+        self.now().to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+}
+
+/// Why the nodes stopped other than by shutdown.
+pub type Error = steady_runtime::Error;
+
+/// Register the nodes and run them (scheduler, kubelets, node lifecycle) through `client`
+/// until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    config: NodeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let shutdown = shutdown.boxed().shared();
+    let nodes = Arc::new(Nodes::new(config));
+    lifecycle::register(&client, &nodes).await;
+    let pods = pods_controller(&client, &nodes);
+    let lifecycle = lifecycle::controller(&client, &nodes);
+    futures::future::try_join(
+        pods.run(reconcile_pod, nodes.clone(), shutdown.clone()),
+        lifecycle.run(lifecycle::reconcile, nodes, shutdown),
+    )
+    .await
+    .map(drop)
+}
+
+/// [`run`] in a task of its own until the task is aborted (or the runtime ends): what a
+/// process or test that serves the API beside its nodes starts.
+pub fn spawn(client: Client, config: NodeConfig) -> tokio::task::JoinHandle<Result<(), Error>> {
+    tokio::spawn(run(client, config, std::future::pending()))
+}
+
+/// One controller over every pod: the scheduler's and the kubelets' decisions.
+fn pods_controller(client: &Client, nodes: &Arc<Nodes>) -> Controller<Pod> {
+    let config = steady_runtime::Config {
+        name: "simulated-nodes".into(),
+        // A kubelet starts many pods at once: writes go side by side, so the store
+        // commits them together.
+        concurrency: 256,
+        seed: nodes.config.seed,
+        ..steady_runtime::Config::default()
+    };
+    let mut controller = Controller::new(Api::<Pod>::all(client.clone()), config);
+    let pods = controller.primary_cache();
+    let on_node_change = scheduler::on_node_change(pods.clone());
+    let node_cache = controller.watches(
+        Api::<k8s_openapi::api::core::v1::Node>::all(client.clone()),
+        on_node_change,
+    );
+    nodes.attach(pods, node_cache);
+    controller
+}
+
+/// The state the scheduler and kubelets share.
+struct Nodes {
+    config: NodeConfig,
+    names: Vec<String>,
+    caches: std::sync::OnceLock<(
+        ObjectCache<Pod>,
+        ObjectCache<k8s_openapi::api::core::v1::Node>,
+    )>,
+    rng: Mutex<StdRng>,
+    kubelet: Mutex<kubelet::Timers>,
+    scheduler: Mutex<scheduler::Assumed>,
+}
+
+impl Nodes {
+    fn new(config: NodeConfig) -> Self {
+        let rng = match config.seed {
+            Some(seed) => StdRng::seed_from_u64(seed ^ 0x0de5_1a7e),
+            None => StdRng::from_os_rng(),
+        };
+        Nodes {
+            names: config.node_names(),
+            config,
+            caches: std::sync::OnceLock::new(),
+            rng: Mutex::new(rng),
+            kubelet: Mutex::default(),
+            scheduler: Mutex::default(),
+        }
+    }
+
+    fn attach(&self, pods: ObjectCache<Pod>, nodes: ObjectCache<k8s_openapi::api::core::v1::Node>) {
+        let _ = self.caches.set((pods, nodes));
+    }
+
+    /// The index of the simulated node `name`, if it is one of these.
+    fn index_of(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// The node's InternalIP.
+    fn host_ip(&self, index: usize) -> String {
+        format!("10.0.{}.{}", index / 250, index % 250 + 1)
+    }
+
+    fn random(&self) -> u64 {
+        self.rng.lock().unwrap_or_else(|e| e.into_inner()).random()
+    }
+
+    /// A core/v1 Event about `pod` from `component` (on `host`, for the kubelet), its
+    /// name drawn now.
+    fn event(
+        &self,
+        pod: &Pod,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        source: Source<'_>,
+    ) -> Value {
+        let now = self.config.timestamp();
+        let pod_name = pod.name_any();
+        let suffix = self.random();
+        let mut involved = json!({
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "namespace": pod.namespace(),
+            "name": pod_name,
+            "uid": pod.uid(),
+        });
+        if let Some(path) = source.field_path {
+            involved["fieldPath"] = json!(path);
+        }
+        json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": format!("{pod_name}.{suffix:016x}"), "namespace": pod.namespace()},
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "source": {"component": source.component, "host": source.host},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": source.component,
+            "reportingInstance": source.host.unwrap_or(source.component),
+        })
+    }
+
+    /// Record `events` in order in the background, as client-go's event broadcaster
+    /// does: the step does not wait for them. Failures only log (events are best effort).
+    fn post_events(client: &Client, events: Vec<Value>) {
+        if events.is_empty() {
+            return;
+        }
+        let client = client.clone();
+        tokio::spawn(async move {
+            for event in events {
+                Self::post_event(&client, event).await;
+            }
+        });
+    }
+
+    async fn post_event(client: &Client, event: Value) {
+        let namespace = event["metadata"]["namespace"].as_str().unwrap_or("default");
+        let api = Api::<Event>::namespaced(client.clone(), namespace);
+        let recorded = match serde_json::from_value::<Event>(event.clone()) {
+            Ok(event) => api.create(&PostParams::default(), &event).await.map(drop),
+            Err(e) => Err(kube::Error::SerdeError(e)),
+        };
+        if let Err(e) = recorded {
+            tracing::debug!(error = %e, "could not record event");
+        }
+    }
+}
+
+/// Who reports an event: the component, its host (the kubelet's node) and the part of
+/// the pod it is about.
+#[derive(Clone, Copy)]
+struct Source<'a> {
+    component: &'a str,
+    host: Option<&'a str>,
+    field_path: Option<&'a str>,
+}
+
+/// The pod's next step: bind it if nobody has, else run it if it is on one of ours.
+async fn reconcile_pod(
+    pod: Arc<Pod>,
+    ctx: Arc<steady_runtime::Context<Nodes>>,
+) -> Result<steady_runtime::Action, kube::Error> {
+    let node_name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    if node_name.is_empty() {
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Ok(steady_runtime::Action::done());
+        }
+        return scheduler::schedule(&pod, &ctx).await;
+    }
+    match ctx.data().index_of(&node_name) {
+        Some(index) => kubelet::step(&pod, index, &ctx).await,
+        None => Ok(steady_runtime::Action::done()),
+    }
+}
+
+/// A deadline on the paused-clock-friendly tokio clock, as the runtime's requeue wants it.
+fn requeue_at(due: Instant) -> steady_runtime::Action {
+    steady_runtime::Action::requeue_after(due.saturating_duration_since(Instant::now()))
+}
+
+/// Ignore a conflict or a missing object: the pod changed under the step, and the watch
+/// brings the next state (which the next reconcile decides from).
+fn tolerate_races(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        other => other,
+    }
+}
+
+/// `BTreeMap` of pod uid to an instant, the kubelet's and scheduler's memory.
+type ByUid<T> = BTreeMap<String, T>;

@@ -1,0 +1,288 @@
+//! The scheduler: binds each pod without a node to one of the simulated nodes, as
+//! kube-scheduler's default plugins filter them (Ready, not cordoned, `nodeSelector`
+//! matched, `NoSchedule`/`NoExecute` taints tolerated) and spread pods (the node with the
+//! fewest, then the first). A pod no node fits stays Pending with `PodScheduled=False`
+//! (reason `Unschedulable`) and a `FailedScheduling` event, and is tried again when a
+//! Node changes.
+//!
+//! Must not know: how a bound pod runs (the kubelet).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
+
+use crate::daemonset::tolerates;
+
+use super::{ByUid, Nodes, Source, tolerate_races};
+
+/// Pods bound but not yet seen bound in the cache, by uid (their node), so a burst of
+/// bindings spreads instead of piling onto the node that looked emptiest.
+pub(super) type Assumed = ByUid<String>;
+
+const SCHEDULER: &str = "default-scheduler";
+
+/// Which pods a Node change may concern: those waiting for a node (it may fit now) and
+/// those on it (their readiness follows the node's). Only a change of what scheduling and
+/// readiness read counts: a heartbeat concerns no pod.
+pub(super) fn on_node_change(
+    pods: ObjectCache<Pod>,
+) -> impl Fn(&Node) -> Vec<ObjectKey> + Send + Sync {
+    let seen: Mutex<BTreeMap<String, String>> = Mutex::default();
+    move |node| {
+        let name = node.name_any();
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let fit = what_scheduling_reads(node);
+        if seen.get(&name) == Some(&fit) {
+            return Vec::new();
+        }
+        seen.insert(name.clone(), fit);
+        pods.list()
+            .iter()
+            .filter(|pod| {
+                let on = node_of(pod);
+                on.is_empty() || on == name
+            })
+            .map(|pod| ObjectKey::of(pod.as_ref()))
+            .collect()
+    }
+}
+
+/// The parts of a Node that decide which pods fit it and whether its pods are ready.
+fn what_scheduling_reads(node: &Node) -> String {
+    let spec = node.spec.as_ref();
+    json!({
+        "ready": super::lifecycle::is_ready(node),
+        "unschedulable": spec.and_then(|s| s.unschedulable),
+        "taints": spec.and_then(|s| s.taints.as_ref()),
+        "labels": node.labels(),
+    })
+    .to_string()
+}
+
+pub(super) fn node_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or("")
+}
+
+/// Why a node cannot take the pod, in kube-scheduler's words (`None`: it can).
+fn unfit(pod: &Pod, node: &Node) -> Option<String> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    if !super::lifecycle::is_ready(node) {
+        return Some("node(s) had untolerated taint {node.kubernetes.io/not-ready: }".into());
+    }
+    if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+        return Some("node(s) were unschedulable".into());
+    }
+    let labels = node.labels();
+    let selected = spec
+        .node_selector
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    if !selected {
+        return Some("node(s) didn't match Pod's node affinity/selector".into());
+    }
+    if let Some(taint) = untolerated_taint(&spec, node) {
+        return Some(format!("node(s) had untolerated taint {{{taint}}}"));
+    }
+    None
+}
+
+/// The first scheduling taint the pod does not tolerate, as kube-scheduler names it.
+fn untolerated_taint(spec: &PodSpec, node: &Node) -> Option<String> {
+    let tolerations = spec.tolerations.clone().unwrap_or_default();
+    let taints = node.spec.as_ref()?.taints.as_ref()?;
+    taints
+        .iter()
+        .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+        .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
+        .map(|taint| format!("{}: {}", taint.key, taint.value.as_deref().unwrap_or("")))
+}
+
+/// Bind `pod` to the best node that fits, or report why none does.
+pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, kube::Error> {
+    let nodes = ctx.data();
+    let Some((pod_cache, node_cache)) = nodes.caches.get() else {
+        return Ok(Action::done());
+    };
+    let mut fitting = Vec::new();
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for name in &nodes.names {
+        let key = ObjectKey::new(None, name);
+        let Some(node) = node_cache.get(&key) else {
+            *reasons.entry("node(s) were not found".into()).or_default() += 1;
+            continue;
+        };
+        match unfit(pod, &node) {
+            None => fitting.push(name.clone()),
+            Some(reason) => *reasons.entry(reason).or_default() += 1,
+        }
+    }
+    let Some(chosen) = least_loaded(&fitting, pod_cache, nodes) else {
+        let result = report_unschedulable(pod, &reasons, nodes.names.len(), ctx).await;
+        tolerate_races(result)?;
+        return Ok(Action::done());
+    };
+    bind(pod, &chosen, ctx).await?;
+    Ok(Action::done())
+}
+
+/// The fitting node with the fewest pods (bound or being bound), the first on a tie.
+fn least_loaded(fitting: &[String], pods: &ObjectCache<Pod>, nodes: &Nodes) -> Option<String> {
+    if fitting.len() <= 1 {
+        return fitting.first().cloned();
+    }
+    let mut load: BTreeMap<&str, usize> = fitting.iter().map(|n| (n.as_str(), 0)).collect();
+    let mut assumed = nodes.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+    for pod in pods.list() {
+        let on = node_of(&pod);
+        if !on.is_empty()
+            && let Some(uid) = pod.metadata.uid.as_deref()
+        {
+            assumed.remove(uid);
+        }
+        if !crate::pod_template::is_finished(&pod)
+            && let Some(count) = load.get_mut(on)
+        {
+            *count += 1;
+        }
+    }
+    for on in assumed.values() {
+        if let Some(count) = load.get_mut(on.as_str()) {
+            *count += 1;
+        }
+    }
+    fitting
+        .iter()
+        .min_by_key(|n| load.get(n.as_str()).copied().unwrap_or(0))
+        .cloned()
+}
+
+async fn bind(pod: &Pod, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
+    let nodes = ctx.data();
+    let namespace = pod.namespace().unwrap_or_default();
+    let mut bound = pod.clone();
+    if let Some(spec) = bound.spec.as_mut() {
+        spec.node_name = Some(node.to_string());
+    }
+    let name = pod.name_any();
+    let written = ctx
+        .api::<Pod>(&namespace)
+        .replace(&name, &PostParams::default(), &bound)
+        .await;
+    if let Err(e) = written {
+        return tolerate_races(Err(e));
+    }
+    if nodes.names.len() > 1
+        && let Some(uid) = pod.uid()
+    {
+        let mut assumed = nodes.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+        assumed.insert(uid, node.to_string());
+    }
+    let message = format!("Successfully assigned {namespace}/{name} to {node}");
+    let event = nodes.event(pod, "Normal", "Scheduled", &message, scheduler_source());
+    Nodes::post_events(&ctx.client(), vec![event]);
+    Ok(())
+}
+
+fn scheduler_source() -> Source<'static> {
+    Source {
+        component: SCHEDULER,
+        host: None,
+        field_path: None,
+    }
+}
+
+/// kube-scheduler's summary of why no node fits: `0/3 nodes are available: …`.
+fn unschedulable_message(reasons: &BTreeMap<String, usize>, total: usize) -> String {
+    let why: Vec<String> = reasons
+        .iter()
+        .map(|(reason, count)| format!("{count} {reason}"))
+        .collect();
+    format!(
+        "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: \
+         {total} Preemption is not helpful for scheduling.",
+        why.join(", ")
+    )
+}
+
+/// Set `PodScheduled=False reason=Unschedulable` and record `FailedScheduling`, once per
+/// new message (a pod retried on every Node change does not write each time).
+async fn report_unschedulable(
+    pod: &Pod,
+    reasons: &BTreeMap<String, usize>,
+    total: usize,
+    ctx: &Context<Nodes>,
+) -> Result<(), kube::Error> {
+    let message = unschedulable_message(reasons, total);
+    let current = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+    if current.is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(&message)) {
+        return Ok(());
+    }
+    let nodes = ctx.data();
+    let event = nodes.event(
+        pod,
+        "Warning",
+        "FailedScheduling",
+        &message,
+        scheduler_source(),
+    );
+    Nodes::post_events(&ctx.client(), vec![event]);
+    let condition = json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastProbeTime": null,
+        "lastTransitionTime": nodes.config.timestamp(),
+    });
+    let mut conditions: Vec<serde_json::Value> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.type_ != "PodScheduled")
+        .map(|c| json!(c))
+        .collect();
+    conditions.push(condition);
+    let patch = json!({
+        "metadata": {"resourceVersion": pod.resource_version()},
+        "status": {"phase": "Pending", "conditions": conditions},
+    });
+    patch_status(&ctx.client(), pod, patch, ctx).await
+}
+
+/// Merge-patch the pod's status (conflicting if it changed since it was read) and
+/// remember the result.
+pub(super) async fn patch_status(
+    client: &Client,
+    pod: &Pod,
+    patch: serde_json::Value,
+    ctx: &Context<Nodes>,
+) -> Result<(), kube::Error> {
+    let namespace = pod.namespace().unwrap_or_default();
+    let api = Api::<Pod>::namespaced(client.clone(), &namespace);
+    let written = api
+        .patch_status(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+    if let Some((pods, _)) = ctx.data().caches.get() {
+        pods.remember(written);
+    }
+    Ok(())
+}

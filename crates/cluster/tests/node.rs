@@ -1,0 +1,415 @@
+//! The simulated nodes against steady's API server, through kube-rs only: three nodes
+//! register Ready, pods spread across them honouring `nodeSelector`, `nodeName`, cordons
+//! and taints (a pod that fits nowhere stays Pending, Unschedulable), and a node that
+//! stops being Ready is tainted and its pods turn not ready until it recovers.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::Client;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+use steady_cluster::node::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT};
+use steady_test_support::{create_json, eventually, merge_patch};
+
+const NODES: [&str; 3] = ["steady-node-0", "steady-node-1", "steady-node-2"];
+
+/// Three simulated nodes, all registered; no controller beside them.
+async fn three_nodes() -> (steady_apiserver::ApiServer, Client) {
+    let server = nodes_server(NODES.len()).await;
+    let client = server.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually("three nodes registered", LIMIT, || async {
+        let listed = nodes.list(&ListParams::default()).await.ok()?;
+        (listed.items.len() == NODES.len()).then_some(())
+    })
+    .await;
+    (server, client)
+}
+
+fn pod(name: &str, spec: Value) -> Value {
+    let mut spec = spec;
+    spec["containers"] = json!([{"name": "c", "image": "busybox:1"}]);
+    json!({"metadata": {"name": name, "labels": {"app": "spread"}}, "spec": spec})
+}
+
+async fn create_pod(client: &Client, name: &str, spec: Value) {
+    create_json::<Pod>(&Api::namespaced(client.clone(), NS), pod(name, spec)).await;
+}
+
+/// Wait until the pod `name` passes `check`.
+async fn pod_when(client: &Client, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    eventually(what, LIMIT, || async {
+        let pod = pods.get(name).await.ok()?;
+        check(&pod).then_some(pod)
+    })
+    .await
+}
+
+async fn running_on(client: &Client, name: &str) -> String {
+    let pod = pod_when(client, name, "pod running", |p| phase(p) == "Running").await;
+    pod.spec.and_then(|s| s.node_name).unwrap_or_default()
+}
+
+fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+}
+
+fn taints(node: &Node) -> Vec<(String, String)> {
+    let mut taints: Vec<(String, String)> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| (t.key, t.effect))
+        .collect();
+    taints.sort();
+    taints
+}
+
+async fn patch_node(client: &Client, name: &str, patch: Value) {
+    merge_patch(&Api::<Node>::all(client.clone()), name, patch)
+        .await
+        .unwrap_or_else(|e| panic!("patch {name}: {e}"));
+}
+
+/// Cordon (`true`) or uncordon the node, as `kubectl cordon` does.
+async fn cordon(client: &Client, name: &str, cordoned: bool) {
+    let unschedulable = if cordoned { json!(true) } else { Value::Null };
+    patch_node(
+        client,
+        name,
+        json!({"spec": {"unschedulable": unschedulable}}),
+    )
+    .await;
+}
+
+async fn node_when(client: &Client, name: &str, what: &str, check: impl Fn(&Node) -> bool) -> Node {
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually(what, LIMIT, || async {
+        let node = nodes.get(name).await.ok()?;
+        check(&node).then_some(node)
+    })
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_register_ready_with_capacity_and_addresses() {
+    let (_server, client) = three_nodes().await;
+    for (index, name) in NODES.iter().enumerate() {
+        let node = node_when(&client, name, "node Ready", steady_cluster::node::is_ready).await;
+        let status = node.status.expect("status");
+        let kinds: Vec<&str> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        );
+        assert!(status.capacity.is_some_and(|c| c.contains_key("pods")));
+        assert!(status.allocatable.is_some_and(|c| c.contains_key("cpu")));
+        let addresses: Vec<(String, String)> = status
+            .addresses
+            .into_iter()
+            .flatten()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        assert_eq!(
+            addresses,
+            [
+                ("InternalIP".to_string(), format!("10.0.0.{}", index + 1)),
+                ("Hostname".to_string(), name.to_string()),
+            ]
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_spread_across_nodes_and_honour_node_selector_and_node_name() {
+    let (_server, client) = three_nodes().await;
+    let ssd = json!({"metadata": {"labels": {"disk": "ssd"}}});
+    patch_node(&client, "steady-node-1", ssd).await;
+    for i in 0..6 {
+        create_pod(&client, &format!("free-{i}"), json!({})).await;
+    }
+    create_pod(&client, "picky", json!({"nodeSelector": {"disk": "ssd"}})).await;
+    create_pod(&client, "pinned", json!({"nodeName": "steady-node-2"})).await;
+
+    let mut placed = Vec::new();
+    for i in 0..6 {
+        placed.push(running_on(&client, &format!("free-{i}")).await);
+    }
+    placed.sort();
+    assert_eq!(
+        placed,
+        [
+            "steady-node-0",
+            "steady-node-0",
+            "steady-node-1",
+            "steady-node-1",
+            "steady-node-2",
+            "steady-node-2"
+        ],
+        "six pods spread two by two"
+    );
+    assert_eq!(running_on(&client, "picky").await, "steady-node-1");
+    let pinned = pod_when(&client, "pinned", "pinned running", |p| {
+        phase(p) == "Running"
+    })
+    .await;
+    assert_eq!(
+        pinned.spec.and_then(|s| s.node_name).as_deref(),
+        Some("steady-node-2")
+    );
+    let status = pinned.status.expect("status");
+    assert_eq!(status.host_ip.as_deref(), Some("10.0.0.3"));
+    assert!(status.pod_ip.is_some_and(|ip| ip.starts_with("10.244.2.")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cordoned_node_gets_no_new_pods() {
+    let (_server, client) = three_nodes().await;
+    cordon(&client, "steady-node-0", true).await;
+    node_when(&client, "steady-node-0", "the unschedulable taint", |n| {
+        taints(n) == [(UNSCHEDULABLE_TAINT.to_string(), "NoSchedule".to_string())]
+    })
+    .await;
+    for i in 0..4 {
+        create_pod(&client, &format!("p{i}"), json!({})).await;
+    }
+    for i in 0..4 {
+        let node = running_on(&client, &format!("p{i}")).await;
+        assert_ne!(node, "steady-node-0", "p{i} landed on the cordoned node");
+    }
+
+    cordon(&client, "steady-node-0", false).await;
+    node_when(&client, "steady-node-0", "the taint lifted", |n| {
+        taints(n).is_empty()
+    })
+    .await;
+    create_pod(&client, "after", json!({})).await;
+    assert_eq!(
+        running_on(&client, "after").await,
+        "steady-node-0",
+        "the emptiest node again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_that_tolerates_no_taint_stays_pending_unschedulable() {
+    let (_server, client) = three_nodes().await;
+    let dedicated = json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}});
+    for name in NODES {
+        patch_node(&client, name, dedicated.clone()).await;
+    }
+    create_pod(&client, "intolerant", json!({})).await;
+    let pending = pod_when(&client, "intolerant", "PodScheduled=False", |p| {
+        condition(p, "PodScheduled").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    let scheduled = condition(&pending, "PodScheduled").expect("condition");
+    assert_eq!(scheduled.reason.as_deref(), Some("Unschedulable"));
+    let message = scheduled.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "0/3 nodes are available: 3 node(s) had untolerated taint {dedicated: infra}."
+        ),
+        "{message}"
+    );
+    assert_eq!(phase(&pending), "Pending");
+    assert!(pending.spec.and_then(|s| s.node_name).is_none());
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let failed = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        .expect("a FailedScheduling event");
+    assert_eq!(failed.type_.as_deref(), Some("Warning"));
+    assert_eq!(failed.message.as_deref(), Some(message.as_str()));
+
+    let tolerant = json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]});
+    create_pod(&client, "tolerant", tolerant).await;
+    running_on(&client, "tolerant").await;
+    // Lifting the taint from one node lets the waiting pod on.
+    patch_node(&client, "steady-node-1", json!({"spec": {"taints": null}})).await;
+    assert_eq!(running_on(&client, "intolerant").await, "steady-node-1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_that_is_not_ready_is_tainted_and_its_pods_turn_not_ready_until_it_recovers() {
+    let (_server, client) = three_nodes().await;
+    create_pod(&client, "victim", json!({"nodeName": "steady-node-1"})).await;
+    create_pod(&client, "bystander", json!({"nodeName": "steady-node-2"})).await;
+    for name in ["victim", "bystander"] {
+        pod_when(
+            &client,
+            name,
+            "Ready",
+            steady_cluster::pod_template::is_ready,
+        )
+        .await;
+    }
+
+    let now = chrono::Utc::now();
+    steady_cluster::node::set_ready(&client, "steady-node-1", false, now)
+        .await
+        .expect("NotReady");
+    let not_ready = [
+        (NOT_READY_TAINT.to_string(), "NoExecute".to_string()),
+        (NOT_READY_TAINT.to_string(), "NoSchedule".to_string()),
+    ];
+    node_when(&client, "steady-node-1", "not-ready taints", |n| {
+        taints(n) == not_ready
+    })
+    .await;
+    let victim = pod_when(&client, "victim", "Ready=False", |p| {
+        !steady_cluster::pod_template::is_ready(p)
+    })
+    .await;
+    let statuses = victim
+        .status
+        .and_then(|s| s.container_statuses)
+        .unwrap_or_default();
+    assert!(
+        !statuses.is_empty() && statuses.iter().all(|c| !c.ready),
+        "containers not ready"
+    );
+    let bystander = Api::<Pod>::namespaced(client.clone(), NS)
+        .get("bystander")
+        .await
+        .expect("pod");
+    assert!(
+        steady_cluster::pod_template::is_ready(&bystander),
+        "other nodes' pods stay Ready"
+    );
+    // New pods avoid the node that is not Ready.
+    create_pod(&client, "newcomer", json!({})).await;
+    assert_ne!(running_on(&client, "newcomer").await, "steady-node-1");
+
+    steady_cluster::node::set_ready(&client, "steady-node-1", true, now)
+        .await
+        .expect("Ready again");
+    node_when(&client, "steady-node-1", "taints lifted", |n| {
+        taints(n).is_empty()
+    })
+    .await;
+    let victim = pod_when(
+        &client,
+        "victim",
+        "Ready again",
+        steady_cluster::pod_template::is_ready,
+    )
+    .await;
+    let statuses = victim
+        .status
+        .and_then(|s| s.container_statuses)
+        .unwrap_or_default();
+    assert!(statuses.iter().all(|c| c.ready), "containers ready again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daemon_set_runs_one_pod_on_each_of_three_nodes() {
+    let server = nodes_server(NODES.len()).await;
+    let client = server.client();
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let controller = tokio::spawn(steady_cluster::run_one(
+        steady_cluster::daemonset::start,
+        "daemonset",
+        client.clone(),
+        until(stopped),
+    ));
+    let daemon = json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {"metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "agent", "image": "fluentd"}]}},
+        },
+    });
+    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    create_json::<DaemonSet>(&sets, daemon).await;
+    eventually("three agents ready", LIMIT, || async {
+        let set = sets.get("agent").await.ok()?;
+        (set.status?.number_ready == 3).then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let mut placed: Vec<String> = pods
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    placed.sort();
+    assert_eq!(placed, NODES);
+    let _ = stop.send(());
+    controller.await.expect("task").expect("stopped cleanly");
+}
+
+/// The heartbeat of the node's Ready condition, as its kubelet last posted it.
+fn last_heartbeat(node: &Node) -> Option<String> {
+    let conditions = node.status.as_ref()?.conditions.as_ref()?;
+    let ready = conditions.iter().find(|c| c.type_ == "Ready")?;
+    Some(ready.last_heartbeat_time.as_ref()?.0.to_string())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_posts_a_heartbeat_every_interval() {
+    let server = bare_server().await;
+    let client = server.client();
+    // Wall-clock time that moves with the paused tokio clock.
+    let start = tokio::time::Instant::now();
+    let epoch = chrono::Utc::now();
+    let clock: steady_cluster::node::Clock = std::sync::Arc::new(move || {
+        epoch + chrono::Duration::from_std(start.elapsed()).unwrap_or_default()
+    });
+    let config = steady_cluster::node::NodeConfig {
+        clock,
+        ..Default::default()
+    };
+    let interval = config.heartbeat_interval;
+    steady_cluster::node::spawn(client.clone(), config);
+    let first = node_when(&client, "steady-node", "registered", |n| {
+        last_heartbeat(n).is_some()
+    })
+    .await;
+    let first = last_heartbeat(&first);
+    tokio::time::sleep(interval / 2).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let early = nodes.get("steady-node").await.expect("node");
+    assert_eq!(
+        last_heartbeat(&early),
+        first,
+        "no heartbeat before the interval"
+    );
+    let later = node_when(&client, "steady-node", "a new heartbeat", |n| {
+        last_heartbeat(n) != first
+    })
+    .await;
+    assert!(steady_cluster::node::is_ready(&later));
+    // Heartbeats are stamped to the second, as `metav1.Time` is: up to a second early.
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed + std::time::Duration::from_secs(1) >= interval && elapsed < interval * 2,
+        "the heartbeat came after {elapsed:?}"
+    );
+}
