@@ -53,8 +53,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     )?;
     out.flush()?;
     drop(out);
-    // kube-controller-manager's part: the workload controllers (Deployments, ReplicaSets,
-    // Jobs, StatefulSets, DaemonSets: steady_cluster::CONTROLLERS).
+    // kube-controller-manager's part: the workload controllers (steady_cluster::CONTROLLERS).
     let cluster = tokio::spawn(steady_cluster::run(client.clone(), shutdown.clone().wait()));
     let operator = operator
         .spawn(client, args.metrics_addr, shutdown.clone())

@@ -1,8 +1,8 @@
 //! The simulated cluster's controllers: what kube-controller-manager runs so that
-//! workloads come alive (Deployment → ReplicaSet → Pods, Job, StatefulSet, DaemonSet),
-//! each a controller on steady's own runtime, each writing the status fields and
-//! conditions kube-controller-manager 1.32 writes, so `kubectl get/wait/rollout` read them
-//! as on a real cluster.
+//! workloads come alive (Deployment → ReplicaSet → Pods, Job, CronJob, StatefulSet,
+//! DaemonSet, Endpoints and EndpointSlices of Services), each a controller on steady's own
+//! runtime, each writing the status fields and conditions kube-controller-manager 1.32
+//! writes, so `kubectl get/wait/rollout` read them as on a real cluster.
 //!
 //! Owns: the workload controllers' decisions (which children to create, scale or delete,
 //! and their status and conditions), one module per controller, what they share about

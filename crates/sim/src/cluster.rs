@@ -1,6 +1,6 @@
-//! The simulated cluster's workload controllers (`steady-cluster`: Deployment, ReplicaSet,
-//! Job, StatefulSet, DaemonSet) running beside the node, for a scenario that asked for them
-//! with [`Scenario::with_workloads`](crate::Scenario::with_workloads).
+//! The simulated cluster's workload controllers (`steady_cluster::CONTROLLERS`) running
+//! beside the node, for a scenario that asked for them with
+//! [`Scenario::with_workloads`](crate::Scenario::with_workloads).
 //!
 //! They are the cluster, not what is under test: they reach the API server on a client of
 //! their own that bypasses the fault layer (no fault touches them and their writes are not
