@@ -417,13 +417,9 @@ async fn a_pod_change_the_reconciler_cannot_see_wakes_no_reconcile() {
     let patch_status = |status: serde_json::Value| {
         let pods = pods_api(&w.client);
         async move {
-            pods.patch_status(
-                "x-0",
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await
-            .expect("patch the pod's status");
+            merge_patch_subresource::<Pod, _>(&pods, "status", "x-0", json!({ "status": status }))
+                .await
+                .expect("patch the pod's status");
             // Well inside the resync period: only the pod's event can wake the Cache.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
