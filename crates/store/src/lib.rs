@@ -57,7 +57,7 @@ use tokio::task::AbortHandle;
 
 use backend::{Backend, MemoryBackend, SqliteBackend};
 use state::State;
-use writer::{Op, Request, WriteReq, Writer};
+use writer::{Encoded, Op, Request, WriteReq, Writer};
 
 pub use labels::Labels;
 pub use watcher::Watcher;
@@ -355,8 +355,8 @@ impl Store {
 
     /// Creates `key`; `AlreadyExists` if it is live.
     pub async fn create(&self, key: &str, value: serde_json::Value) -> Result<Object, StoreError> {
-        writer::validate(&value)?;
-        self.write(key, Op::Create(value)).await
+        let encoded = Encoded::new(value)?;
+        self.write(key, Op::Create(encoded)).await
     }
 
     /// Replaces `key`; `NotFound` if it is not live, `Conflict` if `expected`
@@ -367,8 +367,8 @@ impl Store {
         value: serde_json::Value,
         expected: Option<Revision>,
     ) -> Result<Object, StoreError> {
-        writer::validate(&value)?;
-        self.write(key, Op::Update(value, expected)).await
+        let encoded = Encoded::new(value)?;
+        self.write(key, Op::Update(encoded, expected)).await
     }
 
     /// Deletes `key`, returning the tombstone (last state with
