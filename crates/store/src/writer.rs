@@ -15,10 +15,27 @@ use crate::{Event, EventKind, Labels, Object, Revision, Shared, StoreError};
 
 /// Maximum number of requests drained into one group commit.
 const MAX_BATCH: usize = 1024;
+/// Maximum bytes of values drained into one group commit (the first request is always
+/// taken, whatever its size). A thousand small writes make one cheap transaction, but a
+/// thousand objects near kube-apiserver's 3 MiB request limit would hold gigabytes in one
+/// batch and keep every writer waiting on one long transaction.
+const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
+
 pub(crate) enum Op {
     Create(Encoded),
     Update(Encoded, Option<Revision>),
     Delete(Option<Revision>),
+}
+
+impl Op {
+    /// Bytes the write adds to a batch; a delete's tombstone is not known until it is
+    /// staged and counts as nothing.
+    fn len(&self) -> usize {
+        match self {
+            Op::Create(encoded) | Op::Update(encoded, _) => encoded.len(),
+            Op::Delete(_) => 0,
+        }
+    }
 }
 
 type Reply = oneshot::Sender<Result<Object, StoreError>>;
@@ -38,6 +55,15 @@ pub(crate) enum Request {
     Shutdown {
         reply: oneshot::Sender<()>,
     },
+}
+
+impl Request {
+    fn len(&self) -> usize {
+        match self {
+            Request::Write(w) => w.op.len(),
+            Request::Compact { .. } | Request::Shutdown { .. } => 0,
+        }
+    }
 }
 
 /// A value serialized before it reaches the writer task: compact JSON with the string of
@@ -95,6 +121,11 @@ impl Encoded {
         bytes.extend_from_slice(rev.as_bytes());
         bytes.extend_from_slice(&self.json[self.revision_at..]);
         (Bytes::from(bytes), self.labels.clone())
+    }
+
+    /// Bytes this write adds to a batch (without the revision's few digits).
+    pub(crate) fn len(&self) -> usize {
+        self.json.len()
     }
 }
 
@@ -333,13 +364,17 @@ impl Writer {
     }
 }
 
-/// `first` and whatever is queued behind it, up to [`MAX_BATCH`] requests; the rest stays
-/// queued for the next batch.
+/// `first` and whatever is queued behind it, up to [`MAX_BATCH`] requests or, once
+/// reached, [`MAX_BATCH_BYTES`]; the rest stays queued for the next batch.
 fn fill_batch(first: Request, rx: &mut mpsc::Receiver<Request>, batch: &mut Vec<Request>) {
+    let mut bytes = first.len();
     batch.push(first);
-    while batch.len() < MAX_BATCH {
+    while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
         match rx.try_recv() {
-            Ok(r) => batch.push(r),
+            Ok(r) => {
+                bytes += r.len();
+                batch.push(r);
+            }
             Err(_) => break,
         }
     }
@@ -408,6 +443,54 @@ fn stage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn create_of(bytes: usize) -> Request {
+        let value = serde_json::json!({"data": "x".repeat(bytes)});
+        let encoded = Encoded::new(value).expect("an object encodes");
+        Request::Write(WriteReq {
+            key: "/k".into(),
+            op: Op::Create(encoded),
+            reply: oneshot::channel().0,
+        })
+    }
+
+    fn queued(requests: impl IntoIterator<Item = Request>) -> mpsc::Receiver<Request> {
+        let (tx, rx) = mpsc::channel(MAX_BATCH * 2);
+        for request in requests {
+            assert!(tx.try_send(request).is_ok(), "the queue has room");
+        }
+        rx
+    }
+
+    #[test]
+    fn a_batch_stops_once_it_holds_the_byte_limit() {
+        let size = MAX_BATCH_BYTES / 4;
+        let mut rx = queued((0..10).map(|_| create_of(size)));
+        let mut batch = Vec::new();
+        let first = rx.try_recv().expect("queued");
+        fill_batch(first, &mut rx, &mut batch);
+        // Four values just over a quarter of the limit each reach it; the rest wait.
+        assert_eq!(batch.len(), 4);
+        assert_eq!(rx.len(), 6);
+    }
+
+    #[test]
+    fn a_value_over_the_byte_limit_is_a_batch_of_its_own() {
+        let mut rx = queued([create_of(MAX_BATCH_BYTES), create_of(1)]);
+        let mut batch = Vec::new();
+        let first = rx.try_recv().expect("queued");
+        fill_batch(first, &mut rx, &mut batch);
+        assert_eq!(batch.len(), 1);
+    }
+
+    #[test]
+    fn small_writes_batch_up_to_the_request_limit() {
+        let mut rx = queued((0..MAX_BATCH + 5).map(|_| create_of(10)));
+        let mut batch = Vec::new();
+        let first = rx.try_recv().expect("queued");
+        fill_batch(first, &mut rx, &mut batch);
+        assert_eq!(batch.len(), MAX_BATCH);
+    }
 
     #[test]
     fn encoding_leaves_the_bytes_serde_json_writes_with_the_revision() {
