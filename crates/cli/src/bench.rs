@@ -225,23 +225,33 @@ pub(crate) async fn create_rate(
     clients: usize,
 ) -> anyhow::Result<f64> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let seconds = on_clients(clients, |worker| {
+        let api = api.clone();
+        async move {
+            for i in (worker..total).step_by(clients) {
+                api.create(&PostParams::default(), &config_map(format!("cm-{i}"))?)
+                    .await?;
+            }
+            anyhow::Ok(())
+        }
+    })
+    .await?;
+    Ok(total as f64 / seconds)
+}
+
+/// Seconds until `work(worker)` has finished on each of `clients` concurrent tasks.
+async fn on_clients<Work>(clients: usize, work: impl Fn(usize) -> Work) -> anyhow::Result<f64>
+where
+    Work: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
-        .map(|worker| {
-            let api = api.clone();
-            tokio::spawn(async move {
-                for i in (worker..total).step_by(clients) {
-                    api.create(&PostParams::default(), &config_map(format!("cm-{i}"))?)
-                        .await?;
-                }
-                anyhow::Ok(())
-            })
-        })
+        .map(|worker| tokio::spawn(work(worker)))
         .collect();
     for task in tasks {
         task.await??;
     }
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Writes per second with `clients` concurrent tasks, each creating a ConfigMap and then
@@ -254,27 +264,22 @@ async fn mixed_write_rate(
 ) -> anyhow::Result<f64> {
     create_namespace(client, ns).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|worker| {
-            let api = api.clone();
-            tokio::spawn(async move {
-                for i in (worker..objects).step_by(clients) {
-                    let name = format!("cm-{i}");
-                    api.create(&PostParams::default(), &config_map(name.clone())?)
-                        .await?;
-                    let patch = serde_json::json!({"data": {"patched": i.to_string()}});
-                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await?;
-                }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await??;
-    }
-    Ok((2 * objects) as f64 / started.elapsed().as_secs_f64())
+    let seconds = on_clients(clients, |worker| {
+        let api = api.clone();
+        async move {
+            for i in (worker..objects).step_by(clients) {
+                let name = format!("cm-{i}");
+                api.create(&PostParams::default(), &config_map(name.clone())?)
+                    .await?;
+                let patch = serde_json::json!({"data": {"patched": i.to_string()}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            anyhow::Ok(())
+        }
+    })
+    .await?;
+    Ok((2 * objects) as f64 / seconds)
 }
 
 /// `steady bench write-profile`: `count` writes of one kind through the in-process client,
