@@ -132,6 +132,28 @@ fn too_deep_configmap(namespace: &str, name: &str) -> Value {
 }
 
 #[tokio::test(start_paused = true)]
+async fn nothing_is_created_in_a_terminating_namespace() {
+    let s = server().await;
+    create_namespace(&s, "closing").await;
+    create_configmap(&s, "closing", "held", &["example.steady.dev/hold"]).await;
+    delete_namespace(&s, "closing").await;
+
+    let rt = s.registry().builtin("", "configmaps").expect("configmaps");
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}});
+    let refused = s
+        .create(&rt, Some("closing"), cm, &WriteOptions::default())
+        .await
+        .expect_err("a create in a terminating namespace is refused");
+    assert_eq!(refused.code, 403, "{refused:?}");
+    assert_eq!(
+        refused.message,
+        "configmaps \"late\" is forbidden: unable to create new content in namespace closing because it is being terminated"
+    );
+    create_namespace(&s, "open").await;
+    create_configmap(&s, "open", "early", &[]).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn unreadable_object_goes_with_its_namespace() {
     let s = server().await;
     create_namespace(&s, "old").await;

@@ -9,7 +9,7 @@ use anyhow::Context;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 
 use crate::server::ControlPlane;
 
@@ -32,6 +32,30 @@ pub enum BenchTarget {
     /// One operator under test, driven by `steady bench operators` (internal).
     #[command(hide = true)]
     OperatorProcess(crate::bench_operators::OperatorProcessArgs),
+    /// One kind of write repeated in-process, for a profiler (callgrind) to count.
+    #[command(hide = true)]
+    WriteProfile(WriteProfileArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WriteProfileArgs {
+    /// What to repeat: `create` (1 KiB ConfigMaps), `merge` and `apply` (patches of them,
+    /// after as many creates), `pods` (creates) or `status` (pod status patches, after as
+    /// many pod creates).
+    #[arg(long)]
+    pub phase: WritePhase,
+    /// Writes of the phase (and as many setup creates).
+    #[arg(long, default_value_t = 1000)]
+    pub count: usize,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritePhase {
+    Create,
+    Merge,
+    Apply,
+    Pods,
+    Status,
 }
 
 #[derive(clap::Args, Debug)]
@@ -58,6 +82,10 @@ pub struct ServerBenchArgs {
     /// Objects created (one at a time) while the watchers watch.
     #[arg(long, default_value_t = 200)]
     pub watched_events: usize,
+    /// Concurrent clients in the mixed creates + patches row (each creates a ConfigMap,
+    /// then merge-patches it).
+    #[arg(long, default_value_t = 16)]
+    pub mixed_clients: usize,
 }
 
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -69,6 +97,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchTarget::OperatorProcess(args) => {
             crate::bench_operators::serve_operator_process(args).await
         }
+        BenchTarget::WriteProfile(args) => write_profile(args).await,
     }
 }
 
@@ -133,6 +162,15 @@ async fn server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         );
     }
 
+    let rate = mixed_write_rate(&https, "bench-mixed", args.creates, args.mixed_clients).await?;
+    report.add(
+        format!(
+            "writes/s, HTTPS, {} clients, creates + merge patches (1:1)",
+            args.mixed_clients
+        ),
+        format!("{rate:.0}"),
+    );
+
     let list_ms = list_latency(&https, "bench-https").await?;
     report.add(
         format!(
@@ -187,23 +225,146 @@ pub(crate) async fn create_rate(
     clients: usize,
 ) -> anyhow::Result<f64> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let seconds = on_clients(clients, |worker| {
+        let api = api.clone();
+        async move {
+            for i in (worker..total).step_by(clients) {
+                api.create(&PostParams::default(), &config_map(format!("cm-{i}"))?)
+                    .await?;
+            }
+            anyhow::Ok(())
+        }
+    })
+    .await?;
+    Ok(total as f64 / seconds)
+}
+
+/// Seconds until `work(worker)` has finished on each of `clients` concurrent tasks.
+async fn on_clients<Work>(clients: usize, work: impl Fn(usize) -> Work) -> anyhow::Result<f64>
+where
+    Work: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
-        .map(|worker| {
-            let api = api.clone();
-            tokio::spawn(async move {
-                for i in (worker..total).step_by(clients) {
-                    api.create(&PostParams::default(), &config_map(format!("cm-{i}"))?)
-                        .await?;
-                }
-                anyhow::Ok(())
-            })
-        })
+        .map(|worker| tokio::spawn(work(worker)))
         .collect();
     for task in tasks {
         task.await??;
     }
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Writes per second with `clients` concurrent tasks, each creating a ConfigMap and then
+/// merge-patching it: `objects` creates and as many patches.
+async fn mixed_write_rate(
+    client: &Client,
+    ns: &str,
+    objects: usize,
+    clients: usize,
+) -> anyhow::Result<f64> {
+    create_namespace(client, ns).await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let seconds = on_clients(clients, |worker| {
+        let api = api.clone();
+        async move {
+            for i in (worker..objects).step_by(clients) {
+                let name = format!("cm-{i}");
+                api.create(&PostParams::default(), &config_map(name.clone())?)
+                    .await?;
+                let patch = serde_json::json!({"data": {"patched": i.to_string()}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            anyhow::Ok(())
+        }
+    })
+    .await?;
+    Ok((2 * objects) as f64 / seconds)
+}
+
+/// `steady bench write-profile`: `count` writes of one kind through the in-process client,
+/// one at a time, on an in-memory store, so that a profiler's count per write is the
+/// server's work (the difference between two phases' totals divided by `count`).
+async fn write_profile(args: WriteProfileArgs) -> anyhow::Result<()> {
+    let api = steady_apiserver::ApiServer::in_memory(steady_apiserver::Config::default())
+        .await
+        .context("cannot start the API server")?;
+    let client = api.client();
+    create_namespace(&client, "profile").await?;
+    let base = "/api/v1/namespaces/profile";
+    let pods = matches!(args.phase, WritePhase::Pods | WritePhase::Status);
+    for i in 0..args.count {
+        let (path, body) = if pods {
+            (format!("{base}/pods"), profile_pod(i))
+        } else {
+            (format!("{base}/configmaps"), profile_config_map(i))
+        };
+        send(&client, http::Method::POST, &path, "application/json", body).await?;
+    }
+    for i in 0..args.count {
+        let (path, content_type, body) = match args.phase {
+            WritePhase::Create | WritePhase::Pods => break,
+            WritePhase::Merge => (
+                format!("{base}/configmaps/cm-{i}"),
+                "application/merge-patch+json",
+                serde_json::json!({"data": {"patched": i.to_string()}}),
+            ),
+            WritePhase::Apply => (
+                format!("{base}/configmaps/cm-{i}?fieldManager=profile"),
+                "application/apply-patch+yaml",
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm-{i}"), "labels": {"applied": "yes"}},
+                    "data": {"applied": i.to_string()},
+                }),
+            ),
+            WritePhase::Status => (
+                format!("{base}/pods/pod-{i}/status"),
+                "application/merge-patch+json",
+                serde_json::json!({"status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                ]}}),
+            ),
+        };
+        send(&client, http::Method::PATCH, &path, content_type, body).await?;
+    }
+    api.shutdown().await;
+    Ok(())
+}
+
+fn profile_config_map(i: usize) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("cm-{i}"), "labels": {"bench": "steady"}},
+        "data": {"payload": "x".repeat(1000)},
+    })
+}
+
+fn profile_pod(i: usize) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("pod-{i}"), "labels": {"app": "profile"}},
+        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+    })
+}
+
+async fn send(
+    client: &Client,
+    method: http::Method,
+    path: &str,
+    content_type: &str,
+    body: serde_json::Value,
+) -> anyhow::Result<()> {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(serde_json::to_vec(&body)?)?;
+    client
+        .request_text(request)
+        .await
+        .with_context(|| format!("{path} failed"))?;
+    Ok(())
 }
 
 async fn list_latency(client: &Client, ns: &str) -> anyhow::Result<f64> {

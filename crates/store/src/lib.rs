@@ -58,7 +58,7 @@ use tokio::task::AbortHandle;
 
 use backend::{Backend, MemoryBackend, SqliteBackend};
 use state::State;
-use writer::{Op, Request, WriteReq, Writer};
+use writer::{Encoded, Op, Request, WriteReq, Writer};
 
 pub use follow::{Change, ChangeKind, Filter, Follow, Followed, Snapshot};
 pub use labels::Labels;
@@ -357,8 +357,8 @@ impl Store {
 
     /// Creates `key`; `AlreadyExists` if it is live.
     pub async fn create(&self, key: &str, value: serde_json::Value) -> Result<Object, StoreError> {
-        writer::validate(&value)?;
-        self.write(key, Op::Create(value)).await
+        let encoded = Encoded::new(value)?;
+        self.write(key, Op::Create(encoded)).await
     }
 
     /// Replaces `key`; `NotFound` if it is not live, `Conflict` if `expected`
@@ -369,8 +369,8 @@ impl Store {
         value: serde_json::Value,
         expected: Option<Revision>,
     ) -> Result<Object, StoreError> {
-        writer::validate(&value)?;
-        self.write(key, Op::Update(value, expected)).await
+        let encoded = Encoded::new(value)?;
+        self.write(key, Op::Update(encoded, expected)).await
     }
 
     /// Deletes `key`, returning the tombstone (last state with

@@ -15,11 +15,27 @@ use crate::{Event, EventKind, Labels, Object, Revision, Shared, StoreError};
 
 /// Maximum number of requests drained into one group commit.
 const MAX_BATCH: usize = 1024;
+/// Maximum bytes of values drained into one group commit (the first request is always
+/// taken, whatever its size). A thousand small writes make one cheap transaction, but a
+/// thousand objects near kube-apiserver's 3 MiB request limit would hold gigabytes in one
+/// batch and keep every writer waiting on one long transaction.
+const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
 
 pub(crate) enum Op {
-    Create(Value),
-    Update(Value, Option<Revision>),
+    Create(Encoded),
+    Update(Encoded, Option<Revision>),
     Delete(Option<Revision>),
+}
+
+impl Op {
+    /// Bytes the write adds to a batch; a delete's tombstone is not known until it is
+    /// staged and counts as nothing.
+    fn len(&self) -> usize {
+        match self {
+            Op::Create(encoded) | Op::Update(encoded, _) => encoded.len(),
+            Op::Delete(_) => 0,
+        }
+    }
 }
 
 type Reply = oneshot::Sender<Result<Object, StoreError>>;
@@ -41,44 +57,111 @@ pub(crate) enum Request {
     },
 }
 
-/// Checks that `value` can carry a resourceVersion (a JSON object whose
-/// `metadata`, if present, is an object).
-pub(crate) fn validate(value: &Value) -> Result<(), StoreError> {
-    let obj = value
-        .as_object()
-        .ok_or_else(|| StoreError::InvalidValue("value must be a JSON object".into()))?;
-    match obj.get("metadata") {
-        None | Some(Value::Object(_)) => Ok(()),
-        Some(_) => Err(StoreError::InvalidValue(
-            "metadata must be a JSON object".into(),
-        )),
+impl Request {
+    fn len(&self) -> usize {
+        match self {
+            Request::Write(w) => w.op.len(),
+            Request::Compact { .. } | Request::Shutdown { .. } => 0,
+        }
     }
 }
 
-/// Sets `metadata.resourceVersion` to `rev` and serializes compactly.
-fn encode(mut value: Value, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
-    let labels = Labels::of(&value);
-    let obj = value
-        .as_object_mut()
-        .ok_or_else(|| StoreError::InvalidValue("value must be a JSON object".into()))?;
-    let meta = obj
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(serde_json::Map::new()))
-        .as_object_mut()
-        .ok_or_else(|| StoreError::InvalidValue("metadata must be a JSON object".into()))?;
-    meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
-    let mut bytes =
-        serde_json::to_vec(&value).map_err(|e| StoreError::InvalidValue(e.to_string()))?;
-    // The serializer's buffer grows by doubling; every stored version would otherwise
-    // hold up to twice its length, unseen by the history budget.
-    bytes.shrink_to_fit();
-    Ok((Bytes::from(bytes), labels))
+/// A value serialized before it reaches the writer task: compact JSON with the string of
+/// `metadata.resourceVersion` left empty at a known offset, and its labels. The single
+/// writer task then only copies bytes around the revision; the serialization runs on the
+/// (many) tasks that make requests.
+pub(crate) struct Encoded {
+    json: Vec<u8>,
+    /// Offset just after the opening quote of the empty `resourceVersion` string.
+    revision_at: usize,
+    labels: Labels,
 }
 
+impl Encoded {
+    /// Encodes `value`, which must be a JSON object whose `metadata`, if any, is an object.
+    pub(crate) fn new(mut value: Value) -> Result<Encoded, StoreError> {
+        let labels = Labels::of(&value);
+        let obj = value
+            .as_object_mut()
+            .ok_or_else(|| StoreError::InvalidValue("value must be a JSON object".into()))?;
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()))
+            .as_object_mut()
+            .ok_or_else(|| StoreError::InvalidValue("metadata must be a JSON object".into()))?;
+        meta.insert("resourceVersion".into(), Value::String(String::new()));
+        let mut json = Vec::with_capacity(256);
+        let mut revision_at = 0;
+        write_object(&mut json, obj, &mut |json, key, value| {
+            if key != "metadata" {
+                return None;
+            }
+            let meta = value.as_object()?;
+            Some(write_object(json, meta, &mut |json, key, _| {
+                (key == "resourceVersion").then(|| {
+                    json.push(b'"');
+                    revision_at = json.len();
+                    json.push(b'"');
+                    Ok(())
+                })
+            }))
+        })?;
+        Ok(Encoded {
+            json,
+            revision_at,
+            labels,
+        })
+    }
+
+    /// The stored bytes: the JSON with `rev` as its `resourceVersion`.
+    fn at_revision(&self, rev: Revision) -> (Bytes, Labels) {
+        let rev = rev.to_string();
+        let mut bytes = Vec::with_capacity(self.json.len() + rev.len());
+        bytes.extend_from_slice(&self.json[..self.revision_at]);
+        bytes.extend_from_slice(rev.as_bytes());
+        bytes.extend_from_slice(&self.json[self.revision_at..]);
+        (Bytes::from(bytes), self.labels.clone())
+    }
+
+    /// Bytes this write adds to a batch (without the revision's few digits).
+    pub(crate) fn len(&self) -> usize {
+        self.json.len()
+    }
+}
+
+/// Writes one member's value itself and returns `Some`, or leaves it to the default.
+type MemberWriter<'a> =
+    dyn FnMut(&mut Vec<u8>, &str, &Value) -> Option<Result<(), StoreError>> + 'a;
+
+/// Writes `map` as compact JSON, exactly as `serde_json::to_writer` would, except for the
+/// members `special` writes.
+fn write_object(
+    json: &mut Vec<u8>,
+    map: &serde_json::Map<String, Value>,
+    special: &mut MemberWriter<'_>,
+) -> Result<(), StoreError> {
+    let encoding = |e: serde_json::Error| StoreError::InvalidValue(e.to_string());
+    json.push(b'{');
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            json.push(b',');
+        }
+        serde_json::to_writer(&mut *json, key).map_err(encoding)?;
+        json.push(b':');
+        match special(json, key, value) {
+            Some(written) => written?,
+            None => serde_json::to_writer(&mut *json, value).map_err(encoding)?,
+        }
+    }
+    json.push(b'}');
+    Ok(())
+}
+
+/// A stored object again, with `rev` as its `resourceVersion` (a delete's tombstone).
 fn reencode(bytes: &Bytes, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| StoreError::Backend(format!("stored value is not JSON: {e}")))?;
-    encode(value, rev)
+    Ok(Encoded::new(value)?.at_revision(rev))
 }
 
 pub(crate) struct Writer {
@@ -94,13 +177,7 @@ impl Writer {
         let mut waiters: Vec<oneshot::Sender<()>> = Vec::new();
         let mut batch: Vec<Request> = Vec::new();
         'outer: while let Some(first) = rx.recv().await {
-            batch.push(first);
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
+            fill_batch(first, &mut rx, &mut batch);
             let mut pending: Vec<WriteReq> = Vec::new();
             let mut reqs = batch.drain(..);
             while let Some(req) = reqs.next() {
@@ -287,6 +364,22 @@ impl Writer {
     }
 }
 
+/// `first` and whatever is queued behind it, up to [`MAX_BATCH`] requests or, once
+/// reached, [`MAX_BATCH_BYTES`]; the rest stays queued for the next batch.
+fn fill_batch(first: Request, rx: &mut mpsc::Receiver<Request>, batch: &mut Vec<Request>) {
+    let mut bytes = first.len();
+    batch.push(first);
+    while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+        match rx.try_recv() {
+            Ok(r) => {
+                bytes += r.len();
+                batch.push(r);
+            }
+            Err(_) => break,
+        }
+    }
+}
+
 fn fail(req: Request, waiters: &mut Vec<oneshot::Sender<()>>) {
     match req {
         Request::Write(w) => {
@@ -320,17 +413,17 @@ fn stage(
         }
     };
     let (kind, (value, labels), prev) = match op {
-        Op::Create(value) => {
+        Op::Create(encoded) => {
             if cur.is_some() {
                 return Err(StoreError::AlreadyExists {
                     key: key.to_string(),
                 });
             }
-            (EventKind::Created, encode(value, rev)?, None)
+            (EventKind::Created, encoded.at_revision(rev), None)
         }
-        Op::Update(value, expected) => {
+        Op::Update(encoded, expected) => {
             let (_, prev) = check(expected)?;
-            (EventKind::Updated, encode(value, rev)?, Some(prev))
+            (EventKind::Updated, encoded.at_revision(rev), Some(prev))
         }
         Op::Delete(expected) => {
             let (_, prev) = check(expected)?;
@@ -345,4 +438,74 @@ fn stage(
         labels,
         prev,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create_of(bytes: usize) -> Request {
+        let value = serde_json::json!({"data": "x".repeat(bytes)});
+        let encoded = Encoded::new(value).expect("an object encodes");
+        Request::Write(WriteReq {
+            key: "/k".into(),
+            op: Op::Create(encoded),
+            reply: oneshot::channel().0,
+        })
+    }
+
+    fn queued(requests: impl IntoIterator<Item = Request>) -> mpsc::Receiver<Request> {
+        let (tx, rx) = mpsc::channel(MAX_BATCH * 2);
+        for request in requests {
+            assert!(tx.try_send(request).is_ok(), "the queue has room");
+        }
+        rx
+    }
+
+    #[test]
+    fn a_batch_stops_once_it_holds_the_byte_limit() {
+        let size = MAX_BATCH_BYTES / 4;
+        let mut rx = queued((0..10).map(|_| create_of(size)));
+        let mut batch = Vec::new();
+        let first = rx.try_recv().expect("queued");
+        fill_batch(first, &mut rx, &mut batch);
+        // Four values just over a quarter of the limit each reach it; the rest wait.
+        assert_eq!(batch.len(), 4);
+        assert_eq!(rx.len(), 6);
+    }
+
+    #[test]
+    fn a_value_over_the_byte_limit_is_a_batch_of_its_own() {
+        let mut rx = queued([create_of(MAX_BATCH_BYTES), create_of(1)]);
+        let mut batch = Vec::new();
+        let first = rx.try_recv().expect("queued");
+        fill_batch(first, &mut rx, &mut batch);
+        assert_eq!(batch.len(), 1);
+    }
+
+    #[test]
+    fn small_writes_batch_up_to_the_request_limit() {
+        let mut rx = queued((0..MAX_BATCH + 5).map(|_| create_of(10)));
+        let mut batch = Vec::new();
+        let first = rx.try_recv().expect("queued");
+        fill_batch(first, &mut rx, &mut batch);
+        assert_eq!(batch.len(), MAX_BATCH);
+    }
+
+    #[test]
+    fn encoding_leaves_the_bytes_serde_json_writes_with_the_revision() {
+        let value = serde_json::json!({
+            "apiVersion": "v1",
+            "metadata": {"name": "a", "labels": {"app": "x"}, "resourceVersion": "9", "z": {"resourceVersion": "n"}},
+            "data": {"resourceVersion": "\"quoted\"", "k": [1, 2.5, null, true]},
+        });
+        let mut expected = value.clone();
+        expected["metadata"]["resourceVersion"] = Value::from("42");
+        let (bytes, labels) = Encoded::new(value).expect("encodes").at_revision(42);
+        assert_eq!(bytes, serde_json::to_vec(&expected).expect("serializes"));
+        assert_eq!(labels.get("app"), Some("x"));
+        let bare = Encoded::new(serde_json::json!({"a": 1})).expect("encodes");
+        let (bytes, _) = bare.at_revision(7);
+        assert_eq!(&bytes[..], br#"{"a":1,"metadata":{"resourceVersion":"7"}}"#);
+    }
 }

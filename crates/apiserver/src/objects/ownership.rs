@@ -25,7 +25,6 @@ impl ApiServer {
             let (now, api_version) = (self.timestamp(), rt.api_version());
             let writer = writer(&api_version, opts, subresource, &now);
             apply::record_update(old, new, &writer, shape(rt));
-            drop_managed_fields_if_too_deep(new);
         }
     }
 }

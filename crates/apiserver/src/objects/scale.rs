@@ -2,7 +2,7 @@
 //! through which only the replica count can be written.
 
 use serde_json::{Map, Value, json};
-use steady_store::Revision;
+use steady_store::Object;
 
 use super::ownership::Ownership;
 use super::write::{Update, Written, patch_error};
@@ -45,7 +45,7 @@ impl ApiServer {
         }
         let old = parse_stored(&stored)?;
         let written = self
-            .write_replicas(rt, ns, name, scale, &old, stored.revision, &body, opts)
+            .write_replicas(rt, ns, name, scale, &old, &stored, &body, opts)
             .await?;
         let obj: Value = serde_json::from_slice(&written.object)
             .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -66,7 +66,7 @@ impl ApiServer {
             let current = scale_of(&old, scale);
             let patched = patch.apply("Scale", &current).map_err(patch_error)?;
             match self
-                .write_replicas(rt, ns, name, scale, &old, stored.revision, &patched, opts)
+                .write_replicas(rt, ns, name, scale, &old, &stored, &patched, opts)
                 .await
             {
                 Err(e) if e.reason == "Conflict" => continue,
@@ -92,7 +92,7 @@ impl ApiServer {
         name: &str,
         scale: &ScaleSubresource,
         old: &Value,
-        rev: Revision,
+        stored: &Object,
         scale_body: &Value,
         opts: &WriteOptions,
     ) -> ApiResult<Written> {
@@ -113,7 +113,8 @@ impl ApiServer {
         set_path(&mut new, &scale.spec_replicas_path, json!(replicas));
         let update = Update {
             old,
-            rev,
+            old_bytes: stored.value.clone(),
+            rev: stored.revision,
             new,
             ownership: Ownership::Update {
                 subresource: "scale",

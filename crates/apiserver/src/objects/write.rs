@@ -23,10 +23,12 @@ use crate::schema;
 use crate::validation::{self, NameRule};
 use crate::webhook::admission::{self, Attributes, Operation};
 
-/// An update about to be stored: the object as stored (`old`, at revision `rev`), what
-/// the request makes of it (`new`), and how the changed fields are owned.
+/// An update about to be stored: the object as stored (`old`, at revision `rev`, whose
+/// bytes are `old_bytes`), what the request makes of it (`new`), and how the changed
+/// fields are owned.
 pub(super) struct Update<'a> {
     pub(super) old: &'a Value,
+    pub(super) old_bytes: Bytes,
     pub(super) rev: Revision,
     pub(super) new: Value,
     pub(super) ownership: Ownership<'a>,
@@ -60,9 +62,16 @@ impl Written {
     }
 }
 
-/// The last check before an object from a client is written: the store must be able to
-/// read it back (see [`MAX_NESTING_DEPTH`]).
-fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
+/// The check after ownership is recorded: the store must be able to read the object back
+/// (see [`MAX_NESTING_DEPTH`]). `managedFields` nest about as deep as the fields they
+/// describe, so an object near the limit is stored without them rather than refused
+/// (kube-apiserver, too, drops them when its field manager fails). One walk of the object
+/// when it is within the limit, as nearly every object is.
+fn fit_for_storage(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+    if !deeper_than(obj, MAX_NESTING_DEPTH) {
+        return Ok(());
+    }
+    meta::metadata_mut(obj).remove("managedFields");
     if deeper_than(obj, MAX_NESTING_DEPTH) {
         let name = meta::name(obj).unwrap_or("");
         return Err(ApiError::unprocessable(format!(
@@ -72,6 +81,28 @@ fn check_storable(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
         )));
     }
     Ok(())
+}
+
+/// Whether a stored namespace is being deleted: only `metadata.deletionTimestamp` is
+/// decoded, as every create in the namespace asks.
+fn terminating(namespace: &steady_store::Object) -> ApiResult<bool> {
+    #[derive(serde::Deserialize)]
+    struct Namespace {
+        #[serde(default)]
+        metadata: Metadata,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Metadata {
+        #[serde(rename = "deletionTimestamp")]
+        deletion_timestamp: Option<Value>,
+    }
+    let decoded: Namespace = serde_json::from_slice(&namespace.value).map_err(|e| {
+        ApiError::internal(format!("stored object {} is corrupt: {e}", namespace.key))
+    })?;
+    Ok(decoded
+        .metadata
+        .deletion_timestamp
+        .is_some_and(|t| t.is_string()))
 }
 
 impl ApiServer {
@@ -96,8 +127,7 @@ impl ApiServer {
             .get(&self.namespace_key(ns), None)
             .map_err(|e| ApiError::from_store(e, "namespaces", ns))?
             .ok_or_else(|| ApiError::not_found("namespaces", ns))?;
-        let namespace = parse_stored(&stored)?;
-        if meta::deletion_timestamp(&namespace).is_some() {
+        if terminating(&stored)? {
             return Err(ApiError::forbidden(format!(
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                 rt.qualified_name(),
@@ -158,7 +188,7 @@ impl ApiServer {
         self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
             .await?;
         self.record_ownership(rt, None, &mut obj, opts, ownership);
-        check_storable(rt, &obj)?;
+        fit_for_storage(rt, &mut obj)?;
         if opts.dry_run {
             return Ok(Written::created(to_bytes(&obj)?, warnings));
         }
@@ -343,6 +373,7 @@ impl ApiServer {
         let old = self.convert_object(rt, parse_stored(&stored)?).await?;
         let update = Update {
             old: &old,
+            old_bytes: stored.value,
             rev: stored.revision,
             new: obj,
             ownership: Ownership::Update {
@@ -362,17 +393,18 @@ impl ApiServer {
         let Target { rt, ns, name, sub } = target;
         let Update {
             old,
+            old_bytes,
             rev,
             new,
             ownership,
         } = update;
         let mut new = match sub {
-            Some("status") => with_status_of(old, &new),
+            Some("status") => with_status(old.clone(), status_of(new)),
             Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
             Some(other) if other != "finalize" => {
                 return Err(ApiError::path_not_found());
             }
-            _ if rt.status_subresource => with_status_of(&new, old),
+            _ if rt.status_subresource => with_status(new, old.get("status").cloned()),
             _ => new,
         };
         if sub == Some("finalize") {
@@ -411,15 +443,15 @@ impl ApiServer {
         self.admit_by_webhooks(&attrs, &mut new, Some(old), opts, &mut warnings)
             .await?;
         self.record_ownership(rt, Some(old), &mut new, opts, ownership);
+        fit_for_storage(rt, &mut new)?;
         meta::metadata_mut(&mut new)
             .insert("resourceVersion".into(), Value::String(rev.to_string()));
         if meta::same_content(old, &new) {
             return Ok(Written::updated(
-                self.present_converted(rt, to_bytes(old)?).await?,
+                self.present_converted(rt, old_bytes).await?,
                 warnings,
             ));
         }
-        check_storable(rt, &new)?;
         if opts.dry_run {
             return Ok(Written::updated(to_bytes(&new)?, warnings));
         }
@@ -510,6 +542,7 @@ impl ApiServer {
             }
             let update = Update {
                 old: &old,
+                old_bytes: stored.value,
                 rev: stored.revision,
                 new,
                 ownership: match patch_type {
@@ -611,20 +644,25 @@ fn with_ephemeral_containers_of(old: &Value, new: &Value) -> Value {
     merged
 }
 
-/// `target` with the `status` of `source` (or none, if `source` has none).
-fn with_status_of(target: &Value, source: &Value) -> Value {
-    let mut out = target.clone();
-    if let Some(o) = out.as_object_mut() {
-        match source.get("status") {
+/// The `status` of `object`, taken out of it.
+fn status_of(mut object: Value) -> Option<Value> {
+    object.as_object_mut()?.remove("status")
+}
+
+/// `target` with `status` as its status (or none). Moves rather than copies: on the
+/// status subresource the rest of the object is the old one, elsewhere the status is.
+fn with_status(mut target: Value, status: Option<Value>) -> Value {
+    if let Some(o) = target.as_object_mut() {
+        match status {
             Some(status) => {
-                o.insert("status".into(), status.clone());
+                o.insert("status".into(), status);
             }
             None => {
                 o.remove("status");
             }
         }
     }
-    out
+    target
 }
 
 /// Fields clients cannot change with an update.
