@@ -128,7 +128,7 @@ impl World {
     /// The world with what legitimately differs between two runs of one scenario masked:
     /// uids, resourceVersions, timestamps, generated names, the order of status conditions;
     /// events and leases left out, and
-    /// so are the terminated pods a ReplicaSet leaves behind (see [`left_for_pod_gc`]).
+    /// so are the terminated pods a ReplicaSet leaves behind (see `left_for_pod_gc`).
     /// One line per object, in key order.
     pub fn normalised(&self) -> Vec<String> {
         let mut lines: Vec<String> = self
