@@ -556,6 +556,20 @@ mod tests {
         q.pop().map(|p| p.key)
     }
 
+    /// Queue and pop `key`, then let a 5 ms backoff retry of it fall due while it runs.
+    async fn retry_due_while_running(q: &mut WorkQueue<String>, key: &str) -> Popped<String> {
+        q.add(k(key), Trigger::Primary, Priority::Normal);
+        let p = q.pop().expect("the key just queued");
+        q.add_after(
+            k(key),
+            Trigger::Backoff { attempt: 1 },
+            Duration::from_millis(5),
+        );
+        advance(Duration::from_millis(5)).await;
+        q.promote_due(Instant::now());
+        p
+    }
+
     fn drain(q: &mut WorkQueue<String>) -> Vec<String> {
         let mut out = Vec::new();
         while let Some(p) = q.pop() {
@@ -891,15 +905,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn delayed_entry_due_while_processing_runs_once_after_done() {
         let mut q = WorkQueue::new();
-        q.add(k("a"), Trigger::Primary, Priority::Normal);
-        let p = q.pop().expect("a");
-        q.add_after(
-            k("a"),
-            Trigger::Backoff { attempt: 1 },
-            Duration::from_millis(5),
-        );
-        advance(Duration::from_millis(5)).await;
-        q.promote_due(Instant::now());
+        let p = retry_due_while_running(&mut q, "a").await;
         q.add(k("a"), Trigger::Primary, Priority::Normal);
         assert!(q.pop().is_none());
         q.done(&p.key);
@@ -991,11 +997,22 @@ mod tests {
         Some(p.triggers)
     }
 
+    /// A debounced queue in which `a` has just run (its window opened now), and now.
+    fn debounced_after_a_ran() -> (WorkQueue<String>, Instant) {
+        let mut q = WorkQueue::with_debounce(WINDOW);
+        let t0 = Instant::now();
+        q.add(k("a"), Trigger::Primary, Priority::Normal);
+        assert_eq!(
+            run_next(&mut q),
+            Some(vec![Trigger::Primary]),
+            "a first event runs at once"
+        );
+        (q, t0)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn debounce_never_delays_a_first_event() {
-        let mut q = WorkQueue::with_debounce(WINDOW);
-        q.add(k("a"), Trigger::Primary, Priority::Normal);
-        assert_eq!(run_next(&mut q), Some(vec![Trigger::Primary]));
+        let (mut q, _) = debounced_after_a_ran();
         // Idle for a whole window: the next event is a first event again.
         advance(WINDOW).await;
         q.promote_due(Instant::now());
@@ -1005,10 +1022,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn debounce_merges_a_burst_into_one_run_at_the_window_end() {
-        let mut q = WorkQueue::with_debounce(WINDOW);
-        let t0 = Instant::now();
-        q.add(k("a"), Trigger::Primary, Priority::Normal);
-        assert_eq!(run_next(&mut q), Some(vec![Trigger::Primary]));
+        let (mut q, t0) = debounced_after_a_ran();
         for pod in ["p0", "p1", "p2", "p0"] {
             advance(Duration::from_millis(10)).await;
             q.add(k("a"), owned(pod), Priority::Normal);
@@ -1060,11 +1074,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn debounce_keeps_requeue_and_backoff_times() {
-        let mut q = WorkQueue::with_debounce(WINDOW);
-        let t0 = Instant::now();
-        q.add(k("a"), Trigger::Primary, Priority::Normal);
-        let p = q.pop().expect("a");
-        q.done(&p.key);
+        let (mut q, t0) = debounced_after_a_ran();
         q.add_after(k("a"), Trigger::Requeue, Duration::from_millis(20));
         q.add(k("a"), owned("p0"), Priority::Normal);
         advance(Duration::from_millis(20)).await;
@@ -1074,15 +1084,7 @@ mod tests {
         assert_eq!(q.delayed(), 0);
 
         // A retry due while the key runs, inside the window: runs right after `done`.
-        q.add(k("b"), Trigger::Primary, Priority::Normal);
-        let p = q.pop().expect("b");
-        q.add_after(
-            k("b"),
-            Trigger::Backoff { attempt: 1 },
-            Duration::from_millis(5),
-        );
-        advance(Duration::from_millis(5)).await;
-        q.promote_due(Instant::now());
+        let p = retry_due_while_running(&mut q, "b").await;
         q.done(&p.key);
         assert_eq!(
             run_next(&mut q),
