@@ -96,10 +96,7 @@ pub fn cache_controller(
     steady_runtime::Controller<steady_cache_operator::Cache>,
     Arc<steady_cache_operator::OperatorContext>,
 ) {
-    let config = steady_runtime::Config {
-        name: "cache".into(),
-        ..Default::default()
-    };
+    let config = steady_cache_operator::default_config();
     steady_cache_operator::controller(client, config, steady_cache_operator::system_clock())
 }
 

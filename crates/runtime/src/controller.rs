@@ -81,6 +81,13 @@ pub struct Config {
     pub seed: Option<u64>,
     /// At shutdown, how long running reconciles may take to finish.
     pub shutdown_grace: Duration,
+    /// Per-key debounce window (default 0: off). A key that has not started a reconcile
+    /// within the window runs at once; events for it that arrive within the window after
+    /// its last start are merged into one reconcile at the window's end. Requeues and
+    /// backoff retries keep their times, and a key never runs twice at once. Unlike
+    /// kube-runtime's trailing debounce, a first event is never delayed and a stream of
+    /// events cannot postpone a key for longer than one window.
+    pub debounce: Duration,
 }
 
 impl Config {
@@ -105,6 +112,7 @@ impl Default for Config {
             backoff: BackoffPolicy::default(),
             seed: None,
             shutdown_grace: Duration::from_secs(30),
+            debounce: Duration::ZERO,
         }
     }
 }
@@ -611,7 +619,7 @@ where
         let backoff_rng = StdRng::from_rng(&mut rng);
         let mut state = LoopState {
             name: config.name.clone(),
-            queue: WorkQueue::new(),
+            queue: WorkQueue::with_debounce(config.debounce),
             backoff: Backoff::new(config.backoff.clone(), backoff_rng),
             metrics,
             running: JoinSet::new(),

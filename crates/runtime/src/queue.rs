@@ -14,7 +14,12 @@
 //! * two lanes: `Normal` (real events, requeues, retries) is always served before `Low`
 //!   (periodic resync), so a resync wave over thousands of objects never delays a real change;
 //! * every entry remembers *why* it was queued ([`Trigger`]) and *when* (for
-//!   `workqueue_queue_duration_seconds`).
+//!   `workqueue_queue_duration_seconds`);
+//! * an optional per-key **debounce** ([`WorkQueue::with_debounce`]): a key that has not run
+//!   within the window is queued at once (a first event is never delayed); events for a key
+//!   that arrive within the window after it was last handed out are held and merged into one
+//!   run at the window's end. Requeues and backoff retries are never held, and a held key
+//!   whose requeue or retry falls due runs at once with the held triggers merged.
 //!
 //! No locking and no async: the controller owns the queue in one task. All collections are
 //! ordered (`BTreeMap`), so behaviour never depends on hash order, and all times are
@@ -127,6 +132,13 @@ struct Processing {
     dirty: Option<Pending>,
 }
 
+/// Events held by the debounce, and their entry in the timer index.
+#[derive(Debug, Clone)]
+struct Held {
+    pending: Pending,
+    timer: (Instant, u64),
+}
+
 #[derive(Debug, Clone)]
 struct Delayed {
     deadline: Instant,
@@ -136,20 +148,29 @@ struct Delayed {
 }
 
 /// Requeues the reconciler asked for and retries after errors are kept apart, so neither
-/// replaces the other.
+/// replaces the other; events held by the debounce are a third class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum DelayClass {
     Requested,
     Retry,
+    Debounced,
 }
 
 impl DelayClass {
+    /// The classes [`WorkQueue::add_after`] creates (and `forget_delayed` drops).
+    const ASKED_FOR: [DelayClass; 2] = [DelayClass::Requested, DelayClass::Retry];
+
     fn of(trigger: &Trigger) -> Self {
         match trigger {
             Trigger::Backoff { .. } => DelayClass::Retry,
             _ => DelayClass::Requested,
         }
     }
+}
+
+/// Events (and resyncs) may be held by the debounce; a requeue or a retry keeps its time.
+fn is_event(trigger: &Trigger) -> bool {
+    !matches!(trigger, Trigger::Requeue | Trigger::Backoff { .. })
 }
 
 /// Deadline used when `now + delay` is not representable.
@@ -166,6 +187,15 @@ pub struct WorkQueue<K: Ord + Clone> {
     /// Delayed entries, independent of `ready`/`processing`: one per key and class.
     delayed: BTreeMap<(K, DelayClass), Delayed>,
     timers: BTreeMap<(Instant, u64), (K, DelayClass)>,
+    /// Events held by the debounce until their timer (class `Debounced`) fires; a held key
+    /// is neither ready nor processing.
+    held: BTreeMap<K, Held>,
+    /// 0 disables the debounce.
+    debounce: Duration,
+    /// When each key was last handed out, while that is within `debounce` of now.
+    last_popped: BTreeMap<K, Instant>,
+    /// `last_popped` by time, to forget keys whose window is over.
+    popped_order: BTreeSet<(Instant, K)>,
     next_seq: u64,
 }
 
@@ -176,8 +206,15 @@ impl<K: Ord + Clone> Default for WorkQueue<K> {
 }
 
 impl<K: Ord + Clone> WorkQueue<K> {
-    /// An empty queue.
+    /// An empty queue without debounce.
     pub fn new() -> Self {
+        Self::with_debounce(Duration::ZERO)
+    }
+
+    /// An empty queue that holds events for a key handed out less than `window` ago until
+    /// `window` after that hand-out, merging them into one run (zero: no debounce). A key
+    /// idle for `window` or more is queued at once; requeues and retries are never held.
+    pub fn with_debounce(window: Duration) -> Self {
         Self {
             ready: BTreeMap::new(),
             normal: BTreeMap::new(),
@@ -185,6 +222,10 @@ impl<K: Ord + Clone> WorkQueue<K> {
             processing: BTreeMap::new(),
             delayed: BTreeMap::new(),
             timers: BTreeMap::new(),
+            held: BTreeMap::new(),
+            debounce: window,
+            last_popped: BTreeMap::new(),
+            popped_order: BTreeSet::new(),
             next_seq: 0,
         }
     }
@@ -248,9 +289,10 @@ impl<K: Ord + Clone> WorkQueue<K> {
         }
     }
 
-    /// Drop the delayed entries of `key`, if any (a newer outcome supersedes them).
+    /// Drop the delayed entries of `key`, if any (a newer outcome supersedes them). Events
+    /// held by the debounce are kept: they still have to run.
     pub fn forget_delayed(&mut self, key: &K) {
-        for class in [DelayClass::Requested, DelayClass::Retry] {
+        for class in DelayClass::ASKED_FOR {
             if let Some(entry) = self.delayed.remove(&(key.clone(), class)) {
                 self.timers.remove(&(entry.deadline, entry.seq));
             }
@@ -265,14 +307,21 @@ impl<K: Ord + Clone> WorkQueue<K> {
             if entry.key().0 > now {
                 break;
             }
-            let ((deadline, _), slot) = entry.remove_entry();
+            let ((deadline, _), (key, class)) = entry.remove_entry();
+            if class == DelayClass::Debounced {
+                if let Some(held) = self.held.remove(&key) {
+                    self.insert_ready(key, held.pending);
+                }
+                continue;
+            }
             let triggers = self
                 .delayed
-                .remove(&slot)
+                .remove(&(key.clone(), class))
                 .map(|d| d.triggers)
                 .unwrap_or_default();
-            self.enqueue(slot.0, triggers, Priority::Normal, deadline);
+            self.enqueue(key, triggers, Priority::Normal, deadline);
         }
+        self.forget_windows_over(now);
     }
 
     /// The earliest delayed deadline, for the controller's timer.
@@ -294,13 +343,15 @@ impl<K: Ord + Clone> WorkQueue<K> {
                 debug_assert!(false, "lane entry without ready entry");
                 continue;
             };
+            let now = Instant::now();
             self.processing.insert(
                 key.clone(),
                 Processing {
-                    started: Instant::now(),
+                    started: now,
                     dirty: None,
                 },
             );
+            self.remember_popped(&key, now);
             return Some(Popped {
                 key,
                 triggers: ready.pending.triggers.into_iter().collect(),
@@ -310,13 +361,14 @@ impl<K: Ord + Clone> WorkQueue<K> {
     }
 
     /// Processing of `key` finished. If it was added meanwhile, it is queued once more
-    /// (at the back of its lane). Unknown keys are ignored.
+    /// (at the back of its lane; held until the debounce window's end if only events
+    /// arrived and the window is not over). Unknown keys are ignored.
     pub fn done(&mut self, key: &K) {
         let Some(processing) = self.processing.remove(key) else {
             return;
         };
         if let Some(pending) = processing.dirty {
-            self.insert_ready(key.clone(), pending);
+            self.schedule_idle(key.clone(), pending);
         }
     }
 
@@ -335,16 +387,17 @@ impl<K: Ord + Clone> WorkQueue<K> {
         self.processing.len()
     }
 
-    /// Keys with a pending delayed entry.
+    /// Delayed entries: requeues, retries, and keys held by the debounce.
     pub fn delayed(&self) -> usize {
-        self.delayed.len()
+        self.delayed.len() + self.held.len()
     }
 
     /// Whether `key` is ready, processing or delayed.
     pub fn contains(&self, key: &K) -> bool {
         self.ready.contains_key(key)
             || self.processing.contains_key(key)
-            || [DelayClass::Requested, DelayClass::Retry]
+            || self.held.contains_key(key)
+            || DelayClass::ASKED_FOR
                 .into_iter()
                 .any(|class| self.delayed.contains_key(&(key.clone(), class)))
     }
@@ -391,7 +444,7 @@ impl<K: Ord + Clone> WorkQueue<K> {
             }
             return;
         }
-        self.insert_ready(
+        self.schedule_idle(
             key,
             Pending {
                 priority,
@@ -401,7 +454,67 @@ impl<K: Ord + Clone> WorkQueue<K> {
         );
     }
 
-    /// `key` must be neither ready nor processing.
+    /// Queue `pending` for `key`, which is neither ready nor processing: held (merged with
+    /// what is held already) while the key's debounce window is open and only events are
+    /// pending; otherwise ready now, with anything held merged in.
+    fn schedule_idle(&mut self, key: K, mut pending: Pending) {
+        let holdable = pending.triggers.iter().all(is_event);
+        if let Some(held) = self.held.get_mut(&key) {
+            if holdable {
+                let held = &mut held.pending;
+                held.merge(pending.triggers, pending.priority, pending.queued_at);
+                return;
+            }
+            if let Some(Held {
+                pending: held,
+                timer,
+            }) = self.held.remove(&key)
+            {
+                self.timers.remove(&timer);
+                pending.merge(held.triggers, held.priority, held.queued_at);
+            }
+        } else if holdable && let Some(window_end) = self.window_end(&key) {
+            let timer = (window_end, self.next_seq);
+            self.next_seq += 1;
+            self.timers
+                .insert(timer, (key.clone(), DelayClass::Debounced));
+            self.held.insert(key, Held { pending, timer });
+            return;
+        }
+        self.insert_ready(key, pending);
+    }
+
+    /// The end of `key`'s debounce window, if it is still open.
+    fn window_end(&self, key: &K) -> Option<Instant> {
+        let end = self.last_popped.get(key)?.checked_add(self.debounce)?;
+        (end > Instant::now()).then_some(end)
+    }
+
+    fn remember_popped(&mut self, key: &K, at: Instant) {
+        if self.debounce.is_zero() {
+            return;
+        }
+        if let Some(previous) = self.last_popped.insert(key.clone(), at) {
+            self.popped_order.remove(&(previous, key.clone()));
+        }
+        self.popped_order.insert((at, key.clone()));
+        self.forget_windows_over(at);
+    }
+
+    /// Forget hand-out times whose window is over, so `last_popped` stays as small as the
+    /// keys run within one window.
+    fn forget_windows_over(&mut self, now: Instant) {
+        while let Some((at, _)) = self.popped_order.first() {
+            if at.checked_add(self.debounce).is_some_and(|end| end > now) {
+                break;
+            }
+            if let Some((_, key)) = self.popped_order.pop_first() {
+                self.last_popped.remove(&key);
+            }
+        }
+    }
+
+    /// `key` must be neither ready, processing nor held.
     fn insert_ready(&mut self, key: K, pending: Pending) {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -441,6 +554,20 @@ mod tests {
 
     fn pop_key(q: &mut WorkQueue<String>) -> Option<String> {
         q.pop().map(|p| p.key)
+    }
+
+    /// Queue and pop `key`, then let a 5 ms backoff retry of it fall due while it runs.
+    async fn retry_due_while_running(q: &mut WorkQueue<String>, key: &str) -> Popped<String> {
+        q.add(k(key), Trigger::Primary, Priority::Normal);
+        let p = q.pop().expect("the key just queued");
+        q.add_after(
+            k(key),
+            Trigger::Backoff { attempt: 1 },
+            Duration::from_millis(5),
+        );
+        advance(Duration::from_millis(5)).await;
+        q.promote_due(Instant::now());
+        p
     }
 
     fn drain(q: &mut WorkQueue<String>) -> Vec<String> {
@@ -778,15 +905,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn delayed_entry_due_while_processing_runs_once_after_done() {
         let mut q = WorkQueue::new();
-        q.add(k("a"), Trigger::Primary, Priority::Normal);
-        let p = q.pop().expect("a");
-        q.add_after(
-            k("a"),
-            Trigger::Backoff { attempt: 1 },
-            Duration::from_millis(5),
-        );
-        advance(Duration::from_millis(5)).await;
-        q.promote_due(Instant::now());
+        let p = retry_due_while_running(&mut q, "a").await;
         q.add(k("a"), Trigger::Primary, Priority::Normal);
         assert!(q.pop().is_none());
         q.done(&p.key);
@@ -869,12 +988,124 @@ mod tests {
         }
     }
 
+    const WINDOW: Duration = Duration::from_millis(100);
+
+    /// Pop and finish the next key, returning its triggers.
+    fn run_next(q: &mut WorkQueue<String>) -> Option<Vec<Trigger>> {
+        let p = q.pop()?;
+        q.done(&p.key);
+        Some(p.triggers)
+    }
+
+    /// A debounced queue in which `a` has just run (its window opened now), and now.
+    fn debounced_after_a_ran() -> (WorkQueue<String>, Instant) {
+        let mut q = WorkQueue::with_debounce(WINDOW);
+        let t0 = Instant::now();
+        q.add(k("a"), Trigger::Primary, Priority::Normal);
+        assert_eq!(
+            run_next(&mut q),
+            Some(vec![Trigger::Primary]),
+            "a first event runs at once"
+        );
+        (q, t0)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn debounce_never_delays_a_first_event() {
+        let (mut q, _) = debounced_after_a_ran();
+        // Idle for a whole window: the next event is a first event again.
+        advance(WINDOW).await;
+        q.promote_due(Instant::now());
+        q.add(k("a"), owned("p"), Priority::Normal);
+        assert_eq!(run_next(&mut q), Some(vec![owned("p")]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn debounce_merges_a_burst_into_one_run_at_the_window_end() {
+        let (mut q, t0) = debounced_after_a_ran();
+        for pod in ["p0", "p1", "p2", "p0"] {
+            advance(Duration::from_millis(10)).await;
+            q.add(k("a"), owned(pod), Priority::Normal);
+            q.promote_due(Instant::now());
+            assert!(q.pop().is_none(), "held within the window");
+        }
+        assert!(q.contains(&k("a")));
+        assert_eq!(q.next_deadline(), Some(t0 + WINDOW));
+        advance(t0 + WINDOW - Instant::now()).await;
+        q.promote_due(Instant::now());
+        assert_eq!(
+            run_next(&mut q),
+            Some(vec![owned("p0"), owned("p1"), owned("p2")])
+        );
+        assert!(q.pop().is_none());
+        assert_eq!(q.delayed(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn debounce_a_trigger_during_a_reconcile_causes_exactly_one_more_run() {
+        let mut q = WorkQueue::with_debounce(WINDOW);
+        let t0 = Instant::now();
+        q.add(k("a"), Trigger::Primary, Priority::Normal);
+        let p = q.pop().expect("a");
+        q.add(k("a"), owned("p0"), Priority::Normal);
+        q.add(k("a"), owned("p1"), Priority::Normal);
+        advance(Duration::from_millis(30)).await;
+        q.done(&p.key);
+        assert!(q.pop().is_none(), "the second run waits for the window");
+        q.add(k("a"), Trigger::Primary, Priority::Normal);
+        advance(t0 + WINDOW - Instant::now()).await;
+        q.promote_due(Instant::now());
+        let p = q.pop().expect("exactly one more run");
+        assert_eq!(p.triggers, vec![Trigger::Primary, owned("p0"), owned("p1")]);
+        assert!(q.pop().is_none(), "never twice at once");
+        q.done(&p.key);
+        advance(WINDOW * 3).await;
+        q.promote_due(Instant::now());
+        assert!(q.pop().is_none(), "and no more");
+
+        // A reconcile longer than the window: its dirty mark runs right after `done`.
+        q.add(k("b"), Trigger::Primary, Priority::Normal);
+        let p = q.pop().expect("b");
+        q.add(k("b"), owned("p0"), Priority::Normal);
+        advance(WINDOW * 2).await;
+        q.done(&p.key);
+        assert_eq!(run_next(&mut q), Some(vec![owned("p0")]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn debounce_keeps_requeue_and_backoff_times() {
+        let (mut q, t0) = debounced_after_a_ran();
+        q.add_after(k("a"), Trigger::Requeue, Duration::from_millis(20));
+        q.add(k("a"), owned("p0"), Priority::Normal);
+        advance(Duration::from_millis(20)).await;
+        q.promote_due(Instant::now());
+        // The requeue is due inside the window: it runs on time, with the held event merged.
+        assert_eq!(run_next(&mut q), Some(vec![owned("p0"), Trigger::Requeue]));
+        assert_eq!(q.delayed(), 0);
+
+        // A retry due while the key runs, inside the window: runs right after `done`.
+        let p = retry_due_while_running(&mut q, "b").await;
+        q.done(&p.key);
+        assert_eq!(
+            run_next(&mut q),
+            Some(vec![Trigger::Backoff { attempt: 1 }])
+        );
+        assert!(Instant::now() < t0 + WINDOW);
+        // forget_delayed does not drop held events.
+        q.add(k("b"), owned("p1"), Priority::Normal);
+        q.forget_delayed(&k("b"));
+        assert_eq!(q.delayed(), 1);
+        advance(WINDOW).await;
+        q.promote_due(Instant::now());
+        assert_eq!(run_next(&mut q), Some(vec![owned("p1")]));
+    }
+
     /// Random operations against the queue's invariants; same seed, same history.
     #[tokio::test(start_paused = true)]
     async fn randomized_invariants_are_deterministic() {
-        async fn run(seed: u64) -> Vec<(u32, Vec<Trigger>)> {
+        async fn run(seed: u64, debounce: Duration) -> Vec<(u32, Vec<Trigger>)> {
             let mut rng = StdRng::seed_from_u64(seed);
-            let mut q: WorkQueue<u32> = WorkQueue::new();
+            let mut q: WorkQueue<u32> = WorkQueue::with_debounce(debounce);
             let mut running: BTreeSet<u32> = BTreeSet::new();
             let mut history = Vec::new();
             for _ in 0..5_000 {
@@ -911,12 +1142,19 @@ mod tests {
                 assert_eq!(q.normal.len() + q.low.len(), q.len());
                 assert_eq!(q.timers.len(), q.delayed());
                 assert!(q.ready.keys().all(|k| !q.processing.contains_key(k)));
+                assert!(
+                    q.held
+                        .keys()
+                        .all(|k| !q.processing.contains_key(k) && !q.ready.contains_key(k))
+                );
             }
             history
         }
-        let a = run(5).await;
-        let b = run(5).await;
-        assert!(a.len() > 100);
-        assert_eq!(a, b);
+        for debounce in [Duration::ZERO, Duration::from_millis(30)] {
+            let a = run(5, debounce).await;
+            let b = run(5, debounce).await;
+            assert!(a.len() > 100);
+            assert_eq!(a, b);
+        }
     }
 }

@@ -92,6 +92,11 @@ impl Operator {
 }
 
 pub fn start_operator(client: &Client) -> Operator {
+    start_operator_with(client, config())
+}
+
+/// [`start_operator`] with other controller settings.
+pub fn start_operator_with(client: &Client, config: steady_runtime::Config) -> Operator {
     let clock: steady_cache_operator::Clock = Arc::new(|| {
         Utc.timestamp_opt(1_700_000_000, 0)
             .single()
@@ -99,7 +104,7 @@ pub fn start_operator(client: &Client) -> Operator {
     });
     let reconciles = Arc::new(AtomicU64::new(0));
     let counter = reconciles.clone();
-    let (controller, data) = steady_cache_operator::controller(client.clone(), config(), clock);
+    let (controller, data) = steady_cache_operator::controller(client.clone(), config, clock);
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(controller.run(
         move |cache, ctx| {

@@ -46,7 +46,7 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
                 name: "cache".into(),
                 concurrency: usize::from(args.concurrency),
                 resync_period: Some(args.resync),
-                ..Default::default()
+                ..steady_cache_operator::default_config()
             };
             let counter = reconciles.clone();
             let (controller, data) = steady_cache_operator::controller(
