@@ -138,3 +138,27 @@ async fn kubectl_waits_for_a_job_to_complete_on_steady_up() {
         .await;
     assert_eq!(succeeded, "1");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_up_registers_as_many_ready_nodes_as_asked() {
+    let cluster = UpCluster::start(&["--nodes", "3", "--no-ui"]).await;
+    cluster
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "node",
+            "--all",
+            "--timeout=50s",
+        ])
+        .await;
+    let nodes = cluster.kubectl(&["get", "nodes", "-o", "name"]).await;
+    assert_eq!(
+        nodes.lines().collect::<Vec<_>>(),
+        [
+            "node/steady-node-0",
+            "node/steady-node-1",
+            "node/steady-node-2"
+        ],
+        "{nodes}"
+    );
+}
