@@ -57,24 +57,24 @@ impl Entry {
         out
     }
 
-    fn to_json(&self) -> Value {
-        let mut entry = json!({
-            "manager": self.manager,
-            "operation": self.operation.as_str(),
-            "apiVersion": self.api_version,
-            "fieldsType": "FieldsV1",
-            "fieldsV1": self.fields.to_fields_v1(),
-        });
-        if let Some(time) = &self.time {
-            entry["time"] = Value::String(time.clone());
+    /// The entry's JSON, its strings and field set moved into it.
+    fn into_json(self) -> Value {
+        let mut entry = Map::new();
+        entry.insert("manager".into(), Value::String(self.manager));
+        entry.insert("operation".into(), self.operation.as_str().into());
+        entry.insert("apiVersion".into(), Value::String(self.api_version));
+        entry.insert("fieldsType".into(), "FieldsV1".into());
+        entry.insert("fieldsV1".into(), self.fields.into_fields_v1());
+        if let Some(time) = self.time {
+            entry.insert("time".into(), Value::String(time));
         }
         if !self.subresource.is_empty() {
-            entry["subresource"] = Value::String(self.subresource.clone());
+            entry.insert("subresource".into(), Value::String(self.subresource));
         }
-        entry
+        Value::Object(entry)
     }
 
-    /// Whether `json` is exactly [`Self::to_json`] of the entry, checked without building it.
+    /// Whether `json` is exactly [`Self::into_json`] of the entry, checked without building it.
     fn is_encoded_by(&self, json: &Value) -> bool {
         let Some(map) = json.as_object() else {
             return false;
@@ -157,8 +157,8 @@ fn encode(obj: &mut Value, mut entries: Vec<Entry>) {
     };
     if !entries.is_empty() {
         let encoded = entries
-            .iter()
-            .map(|entry| reuse_encoding(entry, &mut written).unwrap_or_else(|| entry.to_json()))
+            .into_iter()
+            .map(|entry| reuse_encoding(&entry, &mut written).unwrap_or_else(|| entry.into_json()))
             .collect();
         meta.insert("managedFields".into(), Value::Array(encoded));
     }
