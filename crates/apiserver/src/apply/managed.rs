@@ -119,9 +119,15 @@ impl Entry {
     }
 }
 
+/// `metadata.managedFields`, looked up by name: a JSON pointer would be parsed on every
+/// write.
+fn managed_fields(obj: &Value) -> Option<&Value> {
+    obj.get("metadata")?.get("managedFields")
+}
+
 /// The entries of `obj`, or none when they cannot be read.
 fn decode(obj: &Value) -> Option<Vec<Entry>> {
-    match obj.pointer("/metadata/managedFields") {
+    match managed_fields(obj) {
         None | Some(Value::Null) => Some(Vec::new()),
         Some(Value::Array(entries)) => entries.iter().map(Entry::from_json).collect(),
         Some(_) => None,
@@ -199,9 +205,7 @@ impl Writer<'_> {
 /// client may edit them; a single empty entry, `[{}]`, resets them), else `old`'s, so a
 /// client that does not know the field cannot drop or corrupt it.
 fn base_entries(old: Option<&Value>, new: &Value) -> Vec<Entry> {
-    let requested = new
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array);
+    let requested = managed_fields(new).and_then(Value::as_array);
     if requested.is_some_and(|r| {
         !r.is_empty() && r.iter().all(|e| e.as_object().is_some_and(Map::is_empty))
     }) {
@@ -291,10 +295,7 @@ pub fn apply(
     force: bool,
     shape: Shape,
 ) -> Result<Value, ApplyError> {
-    if config
-        .pointer("/metadata/managedFields")
-        .is_some_and(|m| !m.is_null())
-    {
+    if managed_fields(config).is_some_and(|m| !m.is_null()) {
         return Err(ApplyError::ManagedFieldsInConfig);
     }
     let mut entries = decode(live).unwrap_or_default();
