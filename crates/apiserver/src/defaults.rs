@@ -9,6 +9,7 @@
 //! missing. Only JSON: this module knows nothing of storage or HTTP.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -235,10 +236,19 @@ fn apply(d: &Default, obj: &mut Value) {
     if obj.pointer(d.at).is_some_and(|v| !v.is_null()) {
         return;
     }
-    if let Ok(value) = serde_json::from_str(d.value) {
-        set_pointer(obj, d.at, value);
+    if let Some(value) = DEFAULT_VALUES.get(d.value) {
+        set_pointer(obj, d.at, value.clone());
     }
 }
+
+/// Every default's value by its JSON text, parsed once rather than on every write.
+static DEFAULT_VALUES: LazyLock<BTreeMap<&'static str, Value>> = LazyLock::new(|| {
+    WORKLOADS
+        .iter()
+        .flat_map(|w| w.defaults)
+        .filter_map(|d| Some((d.value, serde_json::from_str(d.value).ok()?)))
+        .collect()
+});
 
 /// Set `value` at the JSON pointer `at`, creating objects on the way.
 pub(crate) fn set_pointer(obj: &mut Value, at: &str, value: Value) {
@@ -593,6 +603,18 @@ mod tests {
             "metadata": {"name": "web"},
             "spec": {"selector": selector, "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}},
         })
+    }
+
+    #[test]
+    fn every_default_value_is_json() {
+        for d in WORKLOADS.iter().flat_map(|w| w.defaults) {
+            assert!(
+                DEFAULT_VALUES.contains_key(d.value),
+                "{} = {}",
+                d.at,
+                d.value
+            );
+        }
     }
 
     #[test]

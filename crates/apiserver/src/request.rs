@@ -226,13 +226,14 @@ pub fn too_deep(what: &str) -> String {
 }
 
 /// Whether `value` nests objects and arrays more than `limit` levels deep.
+/// Every write walks its object with it: no allocation per node.
 pub fn deeper_than(value: &Value, limit: usize) -> bool {
-    let mut children: Box<dyn Iterator<Item = &Value>> = match value {
-        Value::Array(items) => Box::new(items.iter()),
-        Value::Object(map) => Box::new(map.values()),
-        _ => return false,
-    };
-    limit == 0 || children.any(|child| deeper_than(child, limit - 1))
+    let nested = |child: &Value| deeper_than(child, limit - 1);
+    match value {
+        Value::Array(items) => limit == 0 || items.iter().any(nested),
+        Value::Object(map) => limit == 0 || map.values().any(nested),
+        _ => false,
+    }
 }
 
 /// Whether JSON text nests more than `limit` levels deep: one linear pass, so a body is

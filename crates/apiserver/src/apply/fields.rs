@@ -326,25 +326,64 @@ impl<'v> Walk<'v, '_, '_> {
     }
 
     fn has_ambiguous_items(&mut self, value: &'v Value) -> bool {
-        match self.children(value) {
-            Children::Leaf => false,
-            Children::Object(map) => map.iter().any(|(name, child)| {
-                self.names.push(name);
-                let found = self.has_ambiguous_items(child);
-                self.names.pop();
-                found
-            }),
-            Children::List(items) => {
-                let mut seen: BTreeMap<&str, &Value> = BTreeMap::new();
-                items.iter().any(|item| {
-                    seen.insert(&item.element, item.value)
-                        .is_some_and(|earlier| earlier != item.value)
-                }) || items
-                    .iter()
-                    .any(|item| self.has_ambiguous_items(item.value))
+        match value {
+            Value::Object(map) if !self.shape.atomic_object(&self.names) => {
+                map.iter().any(|(name, child)| {
+                    self.names.push(name);
+                    let found = self.has_ambiguous_items(child);
+                    self.names.pop();
+                    found
+                })
             }
+            // Items of a set are scalars (else the set is a leaf), one value per element.
+            Value::Array(items) => match self.shape.list_type(&self.names) {
+                ListType::Atomic | ListType::Set => false,
+                ListType::Map(keys) => {
+                    // An item without its key fields makes the list a leaf.
+                    let Some(item_keys) = items
+                        .iter()
+                        .map(|item| key_values(item, &keys))
+                        .collect::<Option<Vec<_>>>()
+                    else {
+                        return false;
+                    };
+                    items_share_a_key_yet_differ(items, &item_keys, &keys)
+                        || items.iter().any(|item| self.has_ambiguous_items(item))
+                }
+            },
+            _ => false,
         }
     }
+}
+
+/// The values of an item's key fields, or none when one is missing or null (as
+/// [`item_key`] reads them, without formatting its element).
+fn key_values<'v>(item: &'v Value, keys: &[String]) -> Option<Vec<&'v Value>> {
+    keys.iter()
+        .map(|k| item.get(k).filter(|v| !v.is_null()))
+        .collect()
+}
+
+/// Lists longer than this compare their items' elements through a map, not pairwise.
+const PAIRWISE_ITEMS: usize = 16;
+
+/// Whether two items of a list map have the same key but different values. Equal key
+/// values always give equal elements, so comparing values can only find more such pairs
+/// than comparing elements, never fewer: a false alarm costs a walk, which finds nothing.
+fn items_share_a_key_yet_differ(
+    items: &[Value],
+    item_keys: &[Vec<&Value>],
+    keys: &[String],
+) -> bool {
+    if items.len() > PAIRWISE_ITEMS {
+        let mut seen: BTreeMap<String, &Value> = BTreeMap::new();
+        return items.iter().any(|item| {
+            item_key(item, keys)
+                .and_then(|element| seen.insert(element, item))
+                .is_some_and(|earlier| earlier != item)
+        });
+    }
+    (0..items.len()).any(|i| (0..i).any(|j| item_keys[i] == item_keys[j] && items[i] != items[j]))
 }
 
 /// The fields of the object at `path` that no manager owns: `apiVersion` and `kind` at the
@@ -443,6 +482,30 @@ mod tests {
             json!({"f:spec": {"f:containers": {"k:{\"name\":\"a\"}": {"f:image": {}}}}})
         );
         assert!(c.added.is_empty() && c.removed.is_empty());
+    }
+
+    #[test]
+    fn shared_keys_are_found_in_short_and_long_lists() {
+        for others in [0, 2 * PAIRWISE_ITEMS] {
+            let mut containers: Vec<Value> = (0..others)
+                .map(|i| json!({"name": format!("c{i}"), "image": "x"}))
+                .collect();
+            containers.insert(0, json!({"name": "a", "image": "1"}));
+            let equal_twins = json!({"spec": {"containers": containers.clone()}});
+            containers.push(json!({"name": "a", "image": "2"}));
+            let different_twins = json!({"spec": {"containers": containers}});
+            assert!(
+                compare(&different_twins, &different_twins.clone(), POD)
+                    .modified
+                    .has_at_or_below(&["f:spec".to_string()])
+            );
+            let mut with_equal_twin = equal_twins.clone();
+            let first = with_equal_twin["spec"]["containers"][0].clone();
+            if let Some(items) = with_equal_twin["spec"]["containers"].as_array_mut() {
+                items.push(first);
+            }
+            assert!(compare(&with_equal_twin, &with_equal_twin.clone(), POD).is_same());
+        }
     }
 
     #[test]

@@ -46,7 +46,12 @@ impl FieldSet {
     pub fn insert(&mut self, path: &[String]) {
         match path.split_first() {
             None => self.member = true,
-            Some((head, rest)) => self.children.entry(head.clone()).or_default().insert(rest),
+            // Most inserts share their prefix with earlier ones: clone an element only
+            // when it is new.
+            Some((head, rest)) => match self.children.get_mut(head) {
+                Some(child) => child.insert(rest),
+                None => self.children.entry(head.clone()).or_default().insert(rest),
+            },
         }
     }
 
@@ -147,13 +152,20 @@ impl FieldSet {
     }
 
     /// The `FieldsV1` JSON of the set.
+    #[cfg(test)]
     pub fn to_fields_v1(&self) -> Value {
+        self.clone().into_fields_v1()
+    }
+
+    /// [`Self::to_fields_v1`], moving the elements into the JSON instead of copying them.
+    pub fn into_fields_v1(self) -> Value {
+        let has_children = !self.children.is_empty();
         let mut map: Map<String, Value> = self
             .children
-            .iter()
-            .map(|(k, child)| (k.clone(), child.to_fields_v1()))
+            .into_iter()
+            .map(|(k, child)| (k, child.into_fields_v1()))
             .collect();
-        if self.member && !map.is_empty() {
+        if self.member && has_children {
             map.insert(".".into(), Value::Object(Map::new()));
         }
         Value::Object(map)

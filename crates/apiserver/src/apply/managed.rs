@@ -57,24 +57,24 @@ impl Entry {
         out
     }
 
-    fn to_json(&self) -> Value {
-        let mut entry = json!({
-            "manager": self.manager,
-            "operation": self.operation.as_str(),
-            "apiVersion": self.api_version,
-            "fieldsType": "FieldsV1",
-            "fieldsV1": self.fields.to_fields_v1(),
-        });
-        if let Some(time) = &self.time {
-            entry["time"] = Value::String(time.clone());
+    /// The entry's JSON, its strings and field set moved into it.
+    fn into_json(self) -> Value {
+        let mut entry = Map::new();
+        entry.insert("manager".into(), Value::String(self.manager));
+        entry.insert("operation".into(), self.operation.as_str().into());
+        entry.insert("apiVersion".into(), Value::String(self.api_version));
+        entry.insert("fieldsType".into(), "FieldsV1".into());
+        entry.insert("fieldsV1".into(), self.fields.into_fields_v1());
+        if let Some(time) = self.time {
+            entry.insert("time".into(), Value::String(time));
         }
         if !self.subresource.is_empty() {
-            entry["subresource"] = Value::String(self.subresource.clone());
+            entry.insert("subresource".into(), Value::String(self.subresource));
         }
-        entry
+        Value::Object(entry)
     }
 
-    /// Whether `json` is exactly [`Self::to_json`] of the entry, checked without building it.
+    /// Whether `json` is exactly [`Self::into_json`] of the entry, checked without building it.
     fn is_encoded_by(&self, json: &Value) -> bool {
         let Some(map) = json.as_object() else {
             return false;
@@ -119,9 +119,15 @@ impl Entry {
     }
 }
 
+/// `metadata.managedFields`, looked up by name: a JSON pointer would be parsed on every
+/// write.
+fn managed_fields(obj: &Value) -> Option<&Value> {
+    obj.get("metadata")?.get("managedFields")
+}
+
 /// The entries of `obj`, or none when they cannot be read.
 fn decode(obj: &Value) -> Option<Vec<Entry>> {
-    match obj.pointer("/metadata/managedFields") {
+    match managed_fields(obj) {
         None | Some(Value::Null) => Some(Vec::new()),
         Some(Value::Array(entries)) => entries.iter().map(Entry::from_json).collect(),
         Some(_) => None,
@@ -157,8 +163,8 @@ fn encode(obj: &mut Value, mut entries: Vec<Entry>) {
     };
     if !entries.is_empty() {
         let encoded = entries
-            .iter()
-            .map(|entry| reuse_encoding(entry, &mut written).unwrap_or_else(|| entry.to_json()))
+            .into_iter()
+            .map(|entry| reuse_encoding(&entry, &mut written).unwrap_or_else(|| entry.into_json()))
             .collect();
         meta.insert("managedFields".into(), Value::Array(encoded));
     }
@@ -199,9 +205,7 @@ impl Writer<'_> {
 /// client may edit them; a single empty entry, `[{}]`, resets them), else `old`'s, so a
 /// client that does not know the field cannot drop or corrupt it.
 fn base_entries(old: Option<&Value>, new: &Value) -> Vec<Entry> {
-    let requested = new
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array);
+    let requested = managed_fields(new).and_then(Value::as_array);
     if requested.is_some_and(|r| {
         !r.is_empty() && r.iter().all(|e| e.as_object().is_some_and(Map::is_empty))
     }) {
@@ -291,10 +295,7 @@ pub fn apply(
     force: bool,
     shape: Shape,
 ) -> Result<Value, ApplyError> {
-    if config
-        .pointer("/metadata/managedFields")
-        .is_some_and(|m| !m.is_null())
-    {
+    if managed_fields(config).is_some_and(|m| !m.is_null()) {
         return Err(ApplyError::ManagedFieldsInConfig);
     }
     let mut entries = decode(live).unwrap_or_default();
