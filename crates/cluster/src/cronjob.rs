@@ -10,8 +10,8 @@
 //! `<cronjob>-<scheduled minutes since the epoch>` from `jobTemplate`, and requeues
 //! itself for the next schedule time.
 //!
-//! Time is tokio's: the wall clock at start plus tokio's elapsed time, so a test on a
-//! paused clock lets simulated minutes pass. Schedules are evaluated in UTC only (see
+//! Time is the cluster's [`Clock`] (it advances with tokio's), so a test on a paused
+//! clock lets simulated minutes pass. Schedules are evaluated in UTC only (see
 //! ARCHITECTURE.md, "Where steady differs").
 //! Must not know how Jobs run: the Job controller does that.
 
@@ -26,13 +26,13 @@ use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use steady_runtime::conditions::to_time;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache};
 
 use crate::pod_template::{self, Identity};
-use crate::{Error, Running, Shutdown};
+use crate::{Clock, Error, Running, Setup, Shutdown};
 
 /// The annotation on a CronJob's Job holding the time it was scheduled for (RFC 3339).
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
@@ -44,12 +44,17 @@ const MAX_MISSED_TIMES: usize = 100;
 const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(100);
 
 /// Start the CronJob controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
+    let Setup {
+        client,
+        config,
+        clock,
+    } = setup;
     let mut controller = crate::controller_for::<CronJob>(&client, config);
     let data = CronJobData {
         jobs: controller.owns(Api::all(client.clone())),
         events: Recorder::new(client, MANAGER, MANAGER),
-        clock: Clock::starting_now(),
+        clock,
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
 }
@@ -58,26 +63,6 @@ struct CronJobData {
     jobs: ObjectCache<Job>,
     events: Recorder,
     clock: Clock,
-}
-
-/// Wall-clock time that advances with tokio's clock: on a paused clock, simulated time.
-struct Clock {
-    wall_at_start: DateTime<Utc>,
-    started: tokio::time::Instant,
-}
-
-impl Clock {
-    fn starting_now() -> Clock {
-        Clock {
-            wall_at_start: Utc::now(),
-            started: tokio::time::Instant::now(),
-        }
-    }
-
-    fn now(&self) -> DateTime<Utc> {
-        let elapsed = chrono::Duration::from_std(self.started.elapsed()).unwrap_or_default();
-        self.wall_at_start + elapsed
-    }
 }
 
 /// Why a CronJob cannot be scheduled: the event kube records.
@@ -285,7 +270,7 @@ async fn schedule(
             return Ok(Action::done());
         }
     };
-    let now = ctx.data().clock.now();
+    let now = (ctx.data().clock)();
     let next = requeue_for_next(&schedule, now);
     let earliest = earliest_time(cronjob, spec, status, now);
     let Some((due, missed)) = most_recent_time(&schedule, earliest, now) else {

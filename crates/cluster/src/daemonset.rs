@@ -19,20 +19,21 @@ use k8s_openapi::api::core::v1::{
     PodSpec, Taint, Toleration,
 };
 use kube::api::{Api, PostParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache};
 
 use crate::pod_template::{self, PodName};
 use crate::revision::{self, REVISION_LABEL};
-use crate::{Error, Running, Shutdown};
+use crate::{Error, Running, Setup, Shutdown};
 
 /// The label holding the DaemonSet generation a pod was made at.
 pub const GENERATION_LABEL: &str = "pod-template-generation";
 const MANAGER: &str = "daemonset-controller";
 
 /// Start the DaemonSet controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
+    let Setup { client, config, .. } = setup;
     let mut controller = crate::controller_for::<DaemonSet>(&client, config);
     let sets = controller.primary_cache();
     let data = DaemonData {

@@ -29,17 +29,16 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::Timestamp;
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
+use crate::clock;
 use crate::pod_template::{self, Identity, TEMPLATE_HASH_LABEL};
 use crate::replicaset::nonzero;
-use crate::{Error, Running, Shutdown};
+use crate::{Clock, Error, Running, Setup, Shutdown};
 
 /// The revision of a ReplicaSet (and of its Deployment: the new ReplicaSet's).
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
@@ -71,7 +70,12 @@ const OMITTED_COUNTS: &[&str] = &[
 ];
 
 /// Start the Deployment controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
+    let Setup {
+        client,
+        config,
+        clock,
+    } = setup;
     let mut controller = crate::controller_for::<Deployment>(&client, config);
     let sets = controller.owns(Api::<ReplicaSet>::all(client.clone()));
     // Only pods a ReplicaSet made for a Deployment (they carry the hash label), kept as
@@ -87,17 +91,19 @@ pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown)
             .collect()
     });
     controller.trim(pod_template::trim_for_counting);
-    let caches = Caches { sets, pods };
+    let caches = Caches { sets, pods, clock };
     controller
         .run(reconcile, Arc::new(caches), shutdown)
         .boxed()
 }
 
-/// What the Deployment controller reads: its ReplicaSets, and the pods of Deployments'
-/// ReplicaSets (only owner and lifecycle).
+/// What the Deployment controller reads: its ReplicaSets, the pods of Deployments'
+/// ReplicaSets (only owner and lifecycle), and the time its conditions are stamped and
+/// judged with (`progressDeadlineSeconds`).
 pub struct Caches {
     sets: ObjectCache<ReplicaSet>,
     pods: ObjectCache<Pod>,
+    clock: Clock,
 }
 
 /// Whether the pod is on its way out (being deleted or finished).
@@ -283,6 +289,23 @@ impl Rollout<'_> {
         self.spec.replicas.unwrap_or(1)
     }
 
+    /// A condition stamped with the cluster's time.
+    fn condition(
+        &self,
+        type_: &str,
+        status: &str,
+        reason: &str,
+        message: String,
+    ) -> DeploymentCondition {
+        let now = clock::time(&self.ctx.data().clock);
+        condition_at(now, type_, status, reason, message)
+    }
+
+    /// How long ago `time` was on the cluster's clock.
+    fn since(&self, time: Option<&Time>) -> Duration {
+        clock::since(&self.ctx.data().clock, time)
+    }
+
     fn api(&self) -> steady_runtime::CachingApi<ReplicaSet> {
         self.ctx.api::<ReplicaSet>(&self.id.namespace)
     }
@@ -313,7 +336,7 @@ impl Rollout<'_> {
     fn until_deadline(&self, status: &DeploymentStatus) -> Option<Duration> {
         let deadline = self.deadline()?;
         let progressing = find_condition(status, "Progressing")?;
-        let stuck_for = |c: &DeploymentCondition| since(c.last_update_time.as_ref());
+        let stuck_for = |c: &DeploymentCondition| self.since(c.last_update_time.as_ref());
         let running = progressing.status == "True"
             && progressing.reason.as_deref() != Some("NewReplicaSetAvailable")
             && !is_complete(self.deployment, status);
@@ -548,7 +571,7 @@ impl Rollout<'_> {
         match self.api().create(&PostParams::default(), &rs).await {
             Ok(created) => {
                 self.record(format!("Scaled up replica set {name} to {replicas}"));
-                self.new_condition = Some(condition(
+                self.new_condition = Some(self.condition(
                     "Progressing",
                     "True",
                     "NewReplicaSetCreated",
@@ -718,14 +741,14 @@ impl Rollout<'_> {
         }
         let (_, max_unavailable) = fenceposts(self.spec, self.replicas());
         let availability = if available >= self.replicas() - max_unavailable {
-            condition(
+            self.condition(
                 "Available",
                 "True",
                 "MinimumReplicasAvailable",
                 "Deployment has minimum availability.".into(),
             )
         } else {
-            condition(
+            self.condition(
                 "Available",
                 "False",
                 "MinimumReplicasUnavailable",
@@ -757,7 +780,7 @@ impl Rollout<'_> {
         if is_complete(self.deployment, status) {
             set_condition(
                 status,
-                condition(
+                self.condition(
                     "Progressing",
                     "True",
                     "NewReplicaSetAvailable",
@@ -765,7 +788,7 @@ impl Rollout<'_> {
                 ),
             );
         } else if is_progressing(previous, status) {
-            let mut updated = condition(
+            let mut updated = self.condition(
                 "Progressing",
                 "True",
                 "ReplicaSetUpdated",
@@ -780,11 +803,11 @@ impl Rollout<'_> {
             set_condition(status, updated);
         } else if let Some(deadline) = self.deadline()
             && let Some(current) = current.filter(|c| c.status == "True")
-            && since(current.last_update_time.as_ref()) > deadline
+            && self.since(current.last_update_time.as_ref()) > deadline
         {
             set_condition(
                 status,
-                condition(
+                self.condition(
                     "Progressing",
                     "False",
                     "ProgressDeadlineExceeded",
@@ -793,15 +816,6 @@ impl Rollout<'_> {
             );
         }
     }
-}
-
-/// How long ago `time` was (zero if unknown or in the future).
-fn since(time: Option<&Time>) -> Duration {
-    let Some(time) = time else {
-        return Duration::ZERO;
-    };
-    let millis = Timestamp::now().as_millisecond() - time.0.as_millisecond();
-    Duration::from_millis(u64::try_from(millis).unwrap_or(0))
 }
 
 fn name_of(rs: &ReplicaSet) -> String {
@@ -833,8 +847,14 @@ fn is_progressing(previous: &DeploymentStatus, status: &DeploymentStatus) -> boo
         || old(previous) > old(status)
 }
 
-fn condition(type_: &str, status: &str, reason: &str, message: String) -> DeploymentCondition {
-    let now = Some(Time(Timestamp::now()));
+fn condition_at(
+    now: Time,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: String,
+) -> DeploymentCondition {
+    let now = Some(now);
     DeploymentCondition {
         type_: type_.into(),
         status: status.into(),
@@ -912,6 +932,10 @@ mod tests {
 
     #[test]
     fn a_condition_with_the_same_status_and_reason_is_kept() {
+        let condition = |type_: &str, status: &str, reason: &str, message: String| {
+            let now = steady_runtime::conditions::to_time(chrono::Utc::now());
+            condition_at(now, type_, status, reason, message)
+        };
         let mut status = DeploymentStatus::default();
         let first = condition("Available", "True", "MinimumReplicasAvailable", "a".into());
         set_condition(&mut status, first.clone());

@@ -22,11 +22,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, Identity};
-use crate::{Error, Running, Shutdown};
+use crate::{Error, Running, Setup, Shutdown};
 
 /// The label naming an EndpointSlice's Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -42,7 +42,8 @@ const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
 const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 /// Start the controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
+    let Setup { client, config, .. } = setup;
     let mut controller = crate::controller_for::<Service>(&client, config);
     let services = controller.primary_cache();
     let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));

@@ -20,14 +20,14 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, Uncount
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::PostParams;
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use steady_runtime::conditions::to_time;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache};
 use tokio::time::Instant;
 
 use crate::pod_template::{self, PodName};
-use crate::{Error, Running, Shutdown};
+use crate::{Clock, Error, Running, Setup, Shutdown};
 
 /// The label naming a pod's Job (the API server adds it to the template).
 pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
@@ -61,13 +61,19 @@ impl Default for JobConfig {
 }
 
 /// Start the Job controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
+    let Setup {
+        client,
+        config,
+        clock,
+    } = setup;
     let mut controller = crate::controller_for::<Job>(&client, config);
     let data = JobData {
         pods: crate::owns_pods_labelled(&mut controller, &client, CONTROLLER_UID_LABEL),
         events: Recorder::new(client, MANAGER, MANAGER),
         failures: Mutex::new(BTreeMap::new()),
         config: JobConfig::default(),
+        clock,
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
 }
@@ -79,6 +85,8 @@ struct JobData {
     /// replacement backoff runs from there, on tokio's clock).
     failures: Mutex<BTreeMap<String, (i32, Instant)>>,
     config: JobConfig,
+    /// `startTime`, `completionTime`, the conditions' times and the active deadline.
+    clock: Clock,
 }
 
 impl JobData {
@@ -349,7 +357,7 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
     let owned = data.pods.owned_by(&uid);
     let counts = Counts::of(&spec, &owned);
     let mut status = job.status.clone().unwrap_or_default();
-    let clock = chrono::Utc::now();
+    let clock = (data.clock)();
     let left = time_left(&spec, &status, clock);
     let outcome = outcome(&spec, &status, &counts, left);
     let now = to_time(clock);

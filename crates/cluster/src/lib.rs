@@ -7,7 +7,7 @@
 //! Owns: the workload controllers' decisions (which children to create, scale or delete,
 //! and their status and conditions), one module per controller, what they share about
 //! pods and templates (`pod_template`), ControllerRevisions (`revision`), events and
-//! status writes (here), and [`run`], which runs them all.
+//! status writes (here), and [`run`], which runs them all on one [`Clock`] (`clock`).
 //! Must not know: the API server's internals or the store. Like kube-controller-manager it
 //! talks to the API only through `kube::Client`, so it runs unchanged against steady's
 //! embedded server or a real cluster. The workload controllers only create and delete pods;
@@ -26,6 +26,7 @@ use serde::de::DeserializeOwned;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{CachingApi, Controller, ObjectCache};
 
+pub mod clock;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -36,6 +37,8 @@ pub mod pod_template;
 pub mod replicaset;
 mod revision;
 pub mod statefulset;
+
+pub use clock::Clock;
 
 /// Why a reconcile failed (the runtime logs it and retries the key with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -58,8 +61,19 @@ pub type Shutdown = Shared<BoxFuture<'static, ()>>;
 /// A running controller: completes when it stops.
 pub type Running = BoxFuture<'static, Result<(), steady_runtime::Error>>;
 
-/// A controller's entry point: run until `Shutdown`, with the runtime settings given.
-pub type Start = fn(Client, steady_runtime::Config, Shutdown) -> Running;
+/// What a controller starts with.
+#[derive(Clone)]
+pub struct Setup {
+    /// Its way to the API.
+    pub client: Client,
+    /// Its runtime settings.
+    pub config: steady_runtime::Config,
+    /// Where it reads the time (every timestamp it writes, every duration it judges).
+    pub clock: Clock,
+}
+
+/// A controller's entry point: run until `Shutdown`, as `Setup` says.
+pub type Start = fn(Setup, Shutdown) -> Running;
 
 /// Every controller of the simulated cluster, by name (one line per module).
 pub const CONTROLLERS: &[(&str, Start)] = &[
@@ -83,24 +97,34 @@ pub struct Stopped {
 }
 
 /// Run every controller in [`CONTROLLERS`] against `client` until `shutdown` completes,
-/// each with the runtime's default settings under its own name.
+/// each with the runtime's default settings under its own name, on the wall clock
+/// advancing with tokio's.
 pub async fn run(
     client: Client,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Stopped> {
-    run_with(client, steady_runtime::Config::default(), shutdown).await
+    let setup = Setup {
+        client,
+        config: steady_runtime::Config::default(),
+        clock: clock::starting_now(),
+    };
+    run_with(setup, shutdown).await
 }
 
-/// [`run`] with `config` as every controller's runtime settings (its name is replaced by
-/// the controller's): tests pin the seed and the concurrency.
+/// [`run`] as `setup` says: its config is every controller's runtime settings (the name
+/// replaced by the controller's), its clock theirs. Tests pin the seed and the
+/// concurrency, the simulator its clock.
 pub async fn run_with(
-    client: Client,
-    config: steady_runtime::Config,
+    setup: Setup,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Stopped> {
     let shutdown = shutdown_signal(shutdown);
     let running = CONTROLLERS.iter().map(|(name, start)| {
-        start(client.clone(), named(&config, name), shutdown.clone()).map(move |result| {
+        let named = Setup {
+            config: named(&setup.config, name),
+            ..setup.clone()
+        };
+        start(named, shutdown.clone()).map(move |result| {
             result.map_err(|source| Stopped {
                 controller: name,
                 source,
@@ -110,16 +134,21 @@ pub async fn run_with(
     futures::future::try_join_all(running).await.map(drop)
 }
 
-/// Run the one controller `start` (with the runtime's default settings, named `name`)
-/// until `shutdown` completes: what a test of one controller runs.
+/// Run the one controller `start` (with the runtime's default settings, named `name`, on
+/// the wall clock advancing with tokio's) until `shutdown` completes: what a test of one
+/// controller runs.
 pub async fn run_one(
     start: Start,
     name: &str,
     client: Client,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), steady_runtime::Error> {
-    let config = named(&steady_runtime::Config::default(), name);
-    start(client, config, shutdown_signal(shutdown)).await
+    let setup = Setup {
+        client,
+        config: named(&steady_runtime::Config::default(), name),
+        clock: clock::starting_now(),
+    };
+    start(setup, shutdown_signal(shutdown)).await
 }
 
 /// What the runtime needs of a kind a controller reconciles.

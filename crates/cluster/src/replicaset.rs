@@ -16,15 +16,15 @@ use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use serde_json::{Value, json};
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
+use crate::clock;
 use crate::pod_template::{self, Availability, Identity, PodName};
-use crate::{Error, Running, Shutdown};
+use crate::{Clock, Error, Running, Setup, Shutdown};
 
 /// At most this many pods are created or deleted by one reconcile (kube's `burstReplicas`);
 /// the next reconcile continues.
@@ -33,14 +33,27 @@ const BURST: usize = 500;
 const MANAGER: &str = "replicaset-controller";
 
 /// Start the ReplicaSet controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
+    let Setup {
+        client,
+        config,
+        clock,
+    } = setup;
     let mut controller = crate::controller_for::<ReplicaSet>(&client, config);
     let sets = controller.primary_cache();
     let pods = controller.watches(Api::<Pod>::all(client), move |pod: &Pod| {
         replica_sets_for(&sets, pod)
     });
     controller.trim(pod_template::trim_for_counting);
-    controller.run(reconcile, Arc::new(pods), shutdown).boxed()
+    let data = Pods { cache: pods, clock };
+    controller.run(reconcile, Arc::new(data), shutdown).boxed()
+}
+
+/// What the ReplicaSet controller reads: the pods, and the time their readiness is
+/// judged at (`minReadySeconds`).
+pub struct Pods {
+    cache: ObjectCache<Pod>,
+    clock: Clock,
 }
 
 /// The ReplicaSets a pod concerns: its controller if that is a ReplicaSet, else (an
@@ -87,14 +100,10 @@ fn selects(rs: &ReplicaSet, pod: &Pod) -> bool {
 /// matches, as kube's ReplicaSet controller claims pods. Each patch carries the pod's
 /// resourceVersion, so a pod that changed meanwhile (say, another controller adopted it)
 /// is left to the next reconcile.
-async fn claim(
-    rs: &ReplicaSet,
-    id: &Identity,
-    ctx: &Context<ObjectCache<Pod>>,
-) -> Result<(), Error> {
+async fn claim(rs: &ReplicaSet, id: &Identity, ctx: &Context<Pods>) -> Result<(), Error> {
     let api = ctx.api::<Pod>(&id.namespace);
     let ours = pod_template::controller_ref(rs);
-    for pod in ctx.data().list() {
+    for pod in ctx.data().cache.list() {
         if pod.metadata.namespace.as_deref() != Some(id.namespace.as_str()) {
             continue;
         }
@@ -126,17 +135,14 @@ async fn claim(
 }
 
 /// Bring the ReplicaSet's pods to `spec.replicas`, then write its status if it changed.
-pub async fn reconcile(
-    rs: Arc<ReplicaSet>,
-    ctx: Arc<Context<ObjectCache<Pod>>>,
-) -> Result<Action, Error> {
+pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context<Pods>>) -> Result<Action, Error> {
     if rs.metadata.deletion_timestamp.is_some() {
         // The garbage collector removes its pods; creating more would race it.
         return Ok(Action::done());
     }
     let id = Identity::of(rs.as_ref())?;
     claim(&rs, &id, &ctx).await?;
-    let pods = ctx.data();
+    let pods = &ctx.data().cache;
     let active = active_pods(pods, &id.uid);
     let wanted =
         usize::try_from(rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)).unwrap_or(0);
@@ -145,7 +151,7 @@ pub async fn reconcile(
     } else {
         delete_pods(&rs, &id, &ctx, doomed(active, wanted)).await
     };
-    let now = Timestamp::now();
+    let now = clock::timestamp(&ctx.data().clock);
     let (status, next_available) = status(&rs, &active_pods(pods, &id.uid), now);
     let api = ctx.api::<ReplicaSet>(&id.namespace);
     crate::write_status(&api, &id.name, rs.status.as_ref(), &status, OMITTED_COUNTS).await?;
@@ -169,7 +175,7 @@ fn active_pods(pods: &ObjectCache<Pod>, uid: &str) -> Vec<Arc<Pod>> {
 async fn create_pods(
     rs: &Arc<ReplicaSet>,
     id: &Identity,
-    ctx: &Context<ObjectCache<Pod>>,
+    ctx: &Context<Pods>,
     count: usize,
 ) -> Result<(), Error> {
     let pod = pod_from_template(rs, id);
@@ -241,7 +247,7 @@ fn doomed(mut active: Vec<Arc<Pod>>, wanted: usize) -> Vec<Arc<Pod>> {
 async fn delete_pods(
     rs: &Arc<ReplicaSet>,
     id: &Identity,
-    ctx: &Context<ObjectCache<Pod>>,
+    ctx: &Context<Pods>,
     pods: Vec<Arc<Pod>>,
 ) -> Result<(), Error> {
     let api = &ctx.api::<Pod>(&id.namespace);
@@ -260,7 +266,7 @@ async fn delete_pods(
     Ok(())
 }
 
-fn record(ctx: &Context<ObjectCache<Pod>>, rs: &Arc<ReplicaSet>, reason: &str, message: String) {
+fn record(ctx: &Context<Pods>, rs: &Arc<ReplicaSet>, reason: &str, message: String) {
     let events = Recorder::new(ctx.client(), MANAGER, MANAGER);
     crate::publish_in_background(events, rs.clone(), reason, message);
 }

@@ -24,14 +24,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, PodName};
 use crate::revision::{self, REVISION_LABEL};
-use crate::{Error, Running, Shutdown};
+use crate::{Error, Running, Setup, Shutdown};
 
 /// The label holding a pod's own name (a Service can select one ordinal by it).
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
@@ -40,7 +40,8 @@ pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 const MANAGER: &str = "statefulset-controller";
 
 /// Start the StatefulSet controller (an entry of [`crate::CONTROLLERS`]).
-pub fn start(client: Client, config: steady_runtime::Config, shutdown: Shutdown) -> Running {
+pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
+    let Setup { client, config, .. } = setup;
     let mut controller = crate::controller_for::<StatefulSet>(&client, config);
     let data = SetData {
         pods: crate::owns_pods_labelled(&mut controller, &client, POD_NAME_LABEL),

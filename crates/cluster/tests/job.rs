@@ -292,23 +292,41 @@ async fn an_indexed_job_runs_one_pod_per_index() {
     cluster.stop().await;
 }
 
-/// On the real clock: the deadline is counted from `startTime`, a wall-clock timestamp.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On the paused clock: the deadline is counted from `startTime` on the cluster's clock,
+/// so the Job fails when its simulated deadline passes, not before.
+#[tokio::test(start_paused = true)]
 async fn a_job_past_its_active_deadline_fails() {
     let cluster = job_cluster().await;
-    // Fifty completions one at a time take far longer than the one-second deadline.
-    let mut slow = job("slow", 50, 1, None);
-    slow["spec"]["activeDeadlineSeconds"] = json!(1);
+    // Failing pods, replaced after 10, 20, 40 s: still running when the deadline passes.
+    let mut slow = job("slow", 1, 1, Some("fail"));
+    slow["spec"]["activeDeadlineSeconds"] = json!(60);
+    slow["spec"]["backoffLimit"] = json!(100);
+    let started = tokio::time::Instant::now();
     create_json::<Job>(&cluster.api(), slow).await;
     let failed = wait_for_condition(&cluster, "slow", "Failed").await;
+    // `startTime` is stamped to the second: up to a second early.
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(59) && waited < std::time::Duration::from_secs(62),
+        "failed after {waited:?} of simulated time"
+    );
     assert_conditions(
         &failed,
         ["FailureTarget", "Failed"],
         "DeadlineExceeded",
         "Job was active longer than specified deadline",
     );
+    let failed_at = condition(&failed, "Failed")
+        .and_then(|c| c.last_transition_time.clone())
+        .expect("a transition time")
+        .0;
     let status = failed.status.expect("status");
     assert_eq!(status.active, None, "its running pod was deleted");
-    assert!(status.succeeded.unwrap_or(0) < 50);
+    let started_at = status.start_time.expect("a start time").0;
+    let stamped = failed_at.as_second() - started_at.as_second();
+    assert!(
+        (60..=61).contains(&stamped),
+        "Failed stamped {stamped} s after startTime"
+    );
     cluster.stop().await;
 }

@@ -376,16 +376,9 @@ fn last_heartbeat(node: &Node) -> Option<String> {
 async fn a_kubelet_posts_a_heartbeat_every_interval() {
     let server = bare_server().await;
     let client = server.client();
-    // Wall-clock time that moves with the paused tokio clock.
     let start = tokio::time::Instant::now();
-    let epoch = chrono::Utc::now();
-    let clock: steady_cluster::node::Clock = std::sync::Arc::new(move || {
-        epoch + chrono::Duration::from_std(start.elapsed()).unwrap_or_default()
-    });
-    let config = steady_cluster::node::NodeConfig {
-        clock,
-        ..Default::default()
-    };
+    // The nodes' default clock moves with the paused tokio clock.
+    let config = steady_cluster::node::NodeConfig::default();
     let interval = config.heartbeat_interval;
     steady_cluster::node::spawn(client.clone(), config);
     let first = node_when(&client, "steady-node", "registered", |n| {

@@ -43,13 +43,14 @@ impl Cluster {
             seed: Some(7),
             ..steady_runtime::Config::default()
         };
-        let controllers = tokio::spawn(steady_cluster::run_with(
-            client.clone(),
-            runtime,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let setup = steady_cluster::Setup {
+            client: client.clone(),
+            config: runtime,
+            clock: steady_cluster::clock::starting_now(),
+        };
+        let controllers = tokio::spawn(steady_cluster::run_with(setup, async move {
+            let _ = stopped.await;
+        }));
         Cluster {
             client,
             _server: server,
@@ -542,21 +543,27 @@ async fn a_replica_set_replaces_lost_pods_and_scales_down() {
     cluster.stop().await;
 }
 
-/// On the real clock: the deadline is compared with condition timestamps, which come from
-/// the wall clock.
-#[tokio::test]
+/// On the paused clock: the deadline is judged on the cluster's clock, which advances
+/// with tokio's, so a stuck rollout is reported once its simulated deadline has passed.
+#[tokio::test(start_paused = true)]
 async fn a_rollout_that_stops_progressing_passes_its_deadline() {
     let cluster = Cluster::start().await;
     let spec = json!({
-        "progressDeadlineSeconds": 1,
+        "progressDeadlineSeconds": 60,
         "template": {"metadata": {"annotations": {"steady.dev/simulate": "never-ready"}}},
     });
+    let started = tokio::time::Instant::now();
     cluster.create_deployment("stuck", 1, spec).await;
-    let stuck = eventually("the deadline passed", LIMIT, || async {
+    let stuck = eventually("the deadline passed", Duration::from_secs(120), || async {
         let d = cluster.deployments().get("stuck").await.ok()?;
         (condition(&d, "Progressing").1 == "ProgressDeadlineExceeded").then_some(d)
     })
     .await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(59) && waited < Duration::from_secs(63),
+        "reported after {waited:?} of simulated time"
+    );
     assert_conditions(
         &stuck,
         &[
@@ -593,33 +600,68 @@ async fn a_thousand_replicas_measurement() {
     cluster.stop().await;
 }
 
-/// On the real clock (readiness times come from the wall clock): pods count as available
-/// only once Ready for `minReadySeconds`, and the ReplicaSet comes back to count them
-/// without any further pod event.
-#[tokio::test]
+/// On the paused clock (readiness is judged on the cluster's clock): pods count as
+/// available only once Ready for `minReadySeconds`, and the ReplicaSet comes back to count
+/// them without any further pod event.
+#[tokio::test(start_paused = true)]
 async fn replicas_are_available_after_min_ready_seconds() {
     let cluster = Cluster::start().await;
     cluster
-        .create_replica_set("slow", json!({"minReadySeconds": 1}))
-        .await
-        .name_any();
-    eventually("2 available", LIMIT, || async {
+        .create_replica_set("slow", json!({"minReadySeconds": 30}))
+        .await;
+    eventually("2 ready", LIMIT, || async {
         let rs = cluster.replica_sets().get("slow").await.ok()?;
-        (rs.status?.available_replicas == Some(2)).then_some(())
+        (rs.status?.ready_replicas == Some(2)).then_some(())
     })
     .await;
-    let now = k8s_openapi::jiff::Timestamp::now();
-    for pod in cluster.active_pods().await {
-        let since = steady_cluster::pod_template::ready_since(&pod)
-            .flatten()
-            .expect("a Ready pod with its transition time");
-        let ready_for = now.as_millisecond() - since.as_millisecond();
-        assert!(
-            ready_for >= 1000,
-            "{} counted after {ready_for} ms",
-            pod.name_any()
-        );
-    }
+    let ready = tokio::time::Instant::now();
+    let available = |rs: &ReplicaSet| rs.status.as_ref().and_then(|s| s.available_replicas);
+    let early = get_existing(&cluster.replica_sets(), "slow").await;
+    assert_eq!(available(&early), None, "available as soon as Ready");
+    eventually("2 available", LIMIT, || async {
+        let rs = cluster.replica_sets().get("slow").await.ok()?;
+        (available(&rs) == Some(2)).then_some(())
+    })
+    .await;
+    // Ready times are stamped to the second: up to a second early.
+    let waited = ready.elapsed();
+    assert!(
+        waited >= Duration::from_secs(29) && waited <= Duration::from_secs(31),
+        "available after {waited:?} Ready"
+    );
+    cluster.stop().await;
+}
+
+/// A Deployment with `minReadySeconds` becomes Available only once its pods have been
+/// Ready that long on the simulated clock.
+#[tokio::test(start_paused = true)]
+async fn a_deployment_is_available_only_after_min_ready_seconds() {
+    let cluster = Cluster::start().await;
+    cluster
+        .create_deployment("patient", 2, json!({"minReadySeconds": 30}))
+        .await;
+    eventually("2 ready", LIMIT, || async {
+        let d = cluster.deployments().get("patient").await.ok()?;
+        (d.status?.ready_replicas == Some(2)).then_some(())
+    })
+    .await;
+    let ready = tokio::time::Instant::now();
+    let early: Deployment = get_existing(&cluster.deployments(), "patient").await;
+    assert_eq!(
+        condition(&early, "Available"),
+        ("False".into(), "MinimumReplicasUnavailable".into())
+    );
+    let available = eventually("Available", LIMIT, || async {
+        let d = cluster.deployments().get("patient").await.ok()?;
+        (condition(&d, "Available").0 == "True").then_some(d)
+    })
+    .await;
+    let waited = ready.elapsed();
+    assert!(
+        waited >= Duration::from_secs(29) && waited <= Duration::from_secs(31),
+        "Available after {waited:?} Ready"
+    );
+    assert_eq!(available.status.and_then(|s| s.available_replicas), Some(2));
     cluster.stop().await;
 }
 

@@ -43,8 +43,7 @@ use tokio::time::Instant;
 /// Annotation that makes the simulated node misbehave for one pod.
 pub const SIMULATE_ANNOTATION: &str = "steady.dev/simulate";
 
-/// Where wall-clock timestamps come from (the simulator supplies a deterministic one).
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+pub use crate::clock::Clock;
 
 /// How the simulated nodes behave.
 #[derive(Clone)]
@@ -63,7 +62,8 @@ pub struct NodeConfig {
     pub heartbeat_interval: Duration,
     /// Seed for event names and the runtime's jitter; `None` draws one from the OS.
     pub seed: Option<u64>,
-    /// Source of the timestamps the nodes write.
+    /// Source of the timestamps the nodes write (the simulator supplies its own, a fixed
+    /// start advancing with the paused clock).
     pub clock: Clock,
 }
 
@@ -77,7 +77,7 @@ impl Default for NodeConfig {
             job_pod_run_time: Duration::from_millis(300),
             heartbeat_interval: Duration::from_secs(40),
             seed: None,
-            clock: Arc::new(Utc::now),
+            clock: crate::clock::starting_now(),
         }
     }
 }
