@@ -1,5 +1,6 @@
-//! `steady sim`: a compiled-in scenario (the Cache operator, or the Cache scenario with a
-//! deliberately wrong reconciler) under injected faults, seed after seed, checked against
+//! `steady sim`: a compiled-in scenario (the Cache operator, the Cache scenario with a
+//! deliberately wrong reconciler, or the Web operator owning a Deployment run by the
+//! cluster's workload controllers) under injected faults, seed after seed, checked against
 //! the convergence properties. A failing seed prints its replay command and its trace; a
 //! replay (`--seed`) prints the whole trace and its hash, the same as the test API's.
 
@@ -16,7 +17,8 @@ use steady_sim::{FaultKind, FaultRates, PROPERTIES, Report, Scenario, Simulation
 pub struct SimArgs {
     /// Which compiled-in scenario: cache, cache-generate-name, cache-edge-triggered,
     /// cache-record-then-create, cache-status-every-reconcile, cache-status-counter,
-    /// cache-same-status-applied.
+    /// cache-same-status-applied; web (an operator owning a Deployment, with the cluster's
+    /// workload controllers), web-owns-all-annotations.
     #[arg(long, default_value = "cache")]
     pub scenario: String,
     /// How many seeds to run.

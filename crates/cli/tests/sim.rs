@@ -1,5 +1,6 @@
 //! `steady sim` as a user runs it: a short campaign, a replay (the same trace as the test
-//! API's, by hash), a wrong reconciler caught, a bad fault list or scenario.
+//! API's, by hash), a wrong reconciler caught, a bad fault list or scenario, and the
+//! workload scenario (an operator owning a Deployment, with the cluster's controllers).
 
 use std::process::Command;
 
@@ -49,6 +50,15 @@ fn a_seed_replays_with_the_same_trace() {
     assert_eq!(trace(&first), trace(&second), "same seed, same trace");
 }
 
+/// The trace hash a replay prints.
+fn printed_trace_hash(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("trace hash:"))
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|| panic!("no trace hash in {stdout}"))
+}
+
 #[test]
 fn an_unknown_fault_kind_is_a_one_line_error() {
     let (code, _, stderr) = steady(&["sim", "--faults", "gremlins"]);
@@ -66,11 +76,7 @@ fn a_seed_has_the_same_trace_hash_in_steady_sim_and_in_the_test_api() {
     let seed = 4;
     let (code, stdout, stderr) = steady(&["sim", "--seed", &seed.to_string()]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let printed = stdout
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("trace hash:"))
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|| panic!("no trace hash in {stdout}"));
+    let printed = printed_trace_hash(&stdout);
     let simulation = steady_sim::Simulation::default();
     let report = simulation.run(&steady_sim::cache::scenario(), seed);
     assert_eq!(printed, format!("{:016x}", report.trace_hash()));
@@ -102,4 +108,22 @@ fn an_unknown_scenario_is_a_one_line_error() {
     let (code, _, stderr) = steady(&["sim", "--scenario", "nope"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("unknown scenario \"nope\""), "{stderr}");
+}
+
+/// The workload scenario runs from the CLI with the cluster's controllers, and its seed
+/// has one trace hash in `steady sim` and in the test API (another process, another
+/// moment: the controllers' timestamps are on the simulated clock).
+#[test]
+fn the_workload_scenario_runs_and_replays_with_the_test_apis_hash() {
+    let (code, stdout, stderr) = steady(&["sim", "--scenario", "web", "--seeds", "2"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("scenario web under faults"), "{stdout}");
+    assert!(stdout.contains("deployment-available"), "{stdout}");
+    assert!(stdout.contains("violations:           0"), "{stdout}");
+    let seed = 3;
+    let (code, stdout, stderr) = steady(&["sim", "--scenario", "web", "--seed", &seed.to_string()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let printed = printed_trace_hash(&stdout);
+    let report = steady_sim::Simulation::default().run(&steady_sim::web::scenario(), seed);
+    assert_eq!(printed, format!("{:016x}", report.trace_hash()));
 }

@@ -24,7 +24,8 @@
 //!
 //! A scenario that owns Deployments, StatefulSets, Jobs or DaemonSets asks for the
 //! cluster's workload controllers with [`Scenario::with_workloads`]: they run beside the
-//! node, outside the fault layer, and their writes are not the operator's.
+//! node, outside the fault layer, on the run's simulated clock, and their writes are not
+//! the operator's ([`web`] is such a scenario).
 //!
 //! ```no_run
 //! // tests/converges.rs of an operator crate
@@ -45,6 +46,7 @@ mod cluster;
 pub mod fault;
 pub mod scenario;
 pub mod simulation;
+pub mod web;
 pub mod world;
 pub mod wrong;
 
@@ -53,8 +55,9 @@ pub use scenario::{Check, Launch, Scenario, Step};
 pub use simulation::{PROPERTIES, Report, Simulation, Violation};
 pub use world::World;
 
-/// The scenarios compiled into `steady sim` (`--scenario NAME`): the Cache operator, and
-/// the Cache scenario with each deliberately wrong reconciler of [`wrong`].
+/// The scenarios compiled into `steady sim` (`--scenario NAME`): the Cache operator, the
+/// Cache scenario with each deliberately wrong reconciler of [`wrong`], and the [`web`]
+/// operator owning a Deployment (and its wrong variant).
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         cache::scenario(),
@@ -76,6 +79,8 @@ pub fn scenarios() -> Vec<Scenario> {
             "cache-same-status-applied",
             wrong::same_status_applied_every_reconcile(),
         ),
+        web::scenario(),
+        web::fighting_scenario(),
     ]
 }
 

@@ -421,7 +421,7 @@ impl<'a> Run<'a> {
         );
         let workloads = scenario
             .workloads
-            .then(|| Workloads::start(server.client(), seed, &trace));
+            .then(|| Workloads::start(server.client(), seed, clock.clone(), &trace));
         let launch = Launch {
             seed,
             clock,
