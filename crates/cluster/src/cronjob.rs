@@ -25,8 +25,8 @@ use futures::FutureExt;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use steady_runtime::conditions::to_time;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache};
@@ -45,11 +45,7 @@ const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(100);
 
 /// Start the CronJob controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let Setup {
-        client,
-        config,
-        clock,
-    } = setup;
+    let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<CronJob>(&client, config);
     let data = CronJobData {
         jobs: controller.owns(Api::all(client.clone())),

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
     PodSpec, Taint, Toleration,
 };
-use kube::api::{Api, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, PostParams};
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache};
 
@@ -33,7 +33,7 @@ const MANAGER: &str = "daemonset-controller";
 
 /// Start the DaemonSet controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let Setup { client, config, .. } = setup;
+    let (client, config, _) = setup.into_parts();
     let mut controller = crate::controller_for::<DaemonSet>(&client, config);
     let sets = controller.primary_cache();
     let data = DaemonData {

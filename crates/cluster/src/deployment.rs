@@ -71,11 +71,7 @@ const OMITTED_COUNTS: &[&str] = &[
 
 /// Start the Deployment controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let Setup {
-        client,
-        config,
-        clock,
-    } = setup;
+    let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<Deployment>(&client, config);
     let sets = controller.owns(Api::<ReplicaSet>::all(client.clone()));
     // Only pods a ReplicaSet made for a Deployment (they carry the hash label), kept as

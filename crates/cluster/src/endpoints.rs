@@ -20,9 +20,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::discovery::v1::{self as discovery, EndpointConditions, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
-use kube::ResourceExt;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::pod_template::{self, Identity};
@@ -43,7 +43,7 @@ const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 /// Start the controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let Setup { client, config, .. } = setup;
+    let (client, config, _) = setup.into_parts();
     let mut controller = crate::controller_for::<Service>(&client, config);
     let services = controller.primary_cache();
     let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));

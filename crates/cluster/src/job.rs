@@ -19,8 +19,8 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::PostParams;
 use kube::ResourceExt;
+use kube::api::PostParams;
 use steady_runtime::conditions::to_time;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache};
@@ -62,11 +62,7 @@ impl Default for JobConfig {
 
 /// Start the Job controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let Setup {
-        client,
-        config,
-        clock,
-    } = setup;
+    let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<Job>(&client, config);
     let data = JobData {
         pods: crate::owns_pods_labelled(&mut controller, &client, CONTROLLER_UID_LABEL),

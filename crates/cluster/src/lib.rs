@@ -72,6 +72,12 @@ pub struct Setup {
     pub clock: Clock,
 }
 
+impl Setup {
+    fn into_parts(self) -> (Client, steady_runtime::Config, Clock) {
+        (self.client, self.config, self.clock)
+    }
+}
+
 /// A controller's entry point: run until `Shutdown`, as `Setup` says.
 pub type Start = fn(Setup, Shutdown) -> Running;
 

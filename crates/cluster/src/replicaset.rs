@@ -34,11 +34,7 @@ const MANAGER: &str = "replicaset-controller";
 
 /// Start the ReplicaSet controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let Setup {
-        client,
-        config,
-        clock,
-    } = setup;
+    let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<ReplicaSet>(&client, config);
     let sets = controller.primary_cache();
     let pods = controller.watches(Api::<Pod>::all(client), move |pod: &Pod| {

@@ -23,8 +23,8 @@ use k8s_openapi::api::core::v1::{
     PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
@@ -41,7 +41,7 @@ const MANAGER: &str = "statefulset-controller";
 
 /// Start the StatefulSet controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let Setup { client, config, .. } = setup;
+    let (client, config, _) = setup.into_parts();
     let mut controller = crate::controller_for::<StatefulSet>(&client, config);
     let data = SetData {
         pods: crate::owns_pods_labelled(&mut controller, &client, POD_NAME_LABEL),

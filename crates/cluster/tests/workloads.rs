@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::node_server;
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::watcher::{self, Event};
@@ -600,6 +600,47 @@ async fn a_thousand_replicas_measurement() {
     cluster.stop().await;
 }
 
+/// Simulated time from `name` (of kind `K`) passing `ready` to it passing `available`,
+/// checking that it is not available as soon as it is ready.
+async fn ready_to_available<K>(
+    api: &Api<K>,
+    name: &str,
+    ready: impl Fn(&K) -> bool,
+    available: impl Fn(&K) -> bool,
+) -> Duration
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let at_ready = passing(api, name, "ready", &ready).await;
+    let since = tokio::time::Instant::now();
+    assert!(
+        !available(&at_ready),
+        "available as soon as ready: {at_ready:?}"
+    );
+    passing(api, name, "available", &available).await;
+    since.elapsed()
+}
+
+/// `name` once it passes `check`.
+async fn passing<K>(api: &Api<K>, name: &str, what: &str, check: &dyn Fn(&K) -> bool) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(what, LIMIT, || async {
+        let object = api.get(name).await.ok()?;
+        check(&object).then_some(object)
+    })
+    .await
+}
+
+/// Ready times are stamped to the second: availability comes up to a second early.
+fn assert_about_min_ready_seconds(waited: Duration) {
+    assert!(
+        waited >= Duration::from_secs(29) && waited <= Duration::from_secs(31),
+        "available after {waited:?} ready"
+    );
+}
+
 /// On the paused clock (readiness is judged on the cluster's clock): pods count as
 /// available only once Ready for `minReadySeconds`, and the ReplicaSet comes back to count
 /// them without any further pod event.
@@ -609,26 +650,17 @@ async fn replicas_are_available_after_min_ready_seconds() {
     cluster
         .create_replica_set("slow", json!({"minReadySeconds": 30}))
         .await;
-    eventually("2 ready", LIMIT, || async {
-        let rs = cluster.replica_sets().get("slow").await.ok()?;
-        (rs.status?.ready_replicas == Some(2)).then_some(())
-    })
+    let count = |rs: &ReplicaSet, field: fn(&ReplicaSetStatus) -> Option<i32>| {
+        rs.status.as_ref().and_then(field)
+    };
+    let waited = ready_to_available(
+        &cluster.replica_sets(),
+        "slow",
+        |rs| count(rs, |s| s.ready_replicas) == Some(2),
+        |rs| count(rs, |s| s.available_replicas) == Some(2),
+    )
     .await;
-    let ready = tokio::time::Instant::now();
-    let available = |rs: &ReplicaSet| rs.status.as_ref().and_then(|s| s.available_replicas);
-    let early = get_existing(&cluster.replica_sets(), "slow").await;
-    assert_eq!(available(&early), None, "available as soon as Ready");
-    eventually("2 available", LIMIT, || async {
-        let rs = cluster.replica_sets().get("slow").await.ok()?;
-        (available(&rs) == Some(2)).then_some(())
-    })
-    .await;
-    // Ready times are stamped to the second: up to a second early.
-    let waited = ready.elapsed();
-    assert!(
-        waited >= Duration::from_secs(29) && waited <= Duration::from_secs(31),
-        "available after {waited:?} Ready"
-    );
+    assert_about_min_ready_seconds(waited);
     cluster.stop().await;
 }
 
@@ -640,27 +672,15 @@ async fn a_deployment_is_available_only_after_min_ready_seconds() {
     cluster
         .create_deployment("patient", 2, json!({"minReadySeconds": 30}))
         .await;
-    eventually("2 ready", LIMIT, || async {
-        let d = cluster.deployments().get("patient").await.ok()?;
-        (d.status?.ready_replicas == Some(2)).then_some(())
-    })
+    let waited = ready_to_available(
+        &cluster.deployments(),
+        "patient",
+        |d| d.status.as_ref().and_then(|s| s.ready_replicas) == Some(2),
+        |d| condition(d, "Available").0 == "True",
+    )
     .await;
-    let ready = tokio::time::Instant::now();
-    let early: Deployment = get_existing(&cluster.deployments(), "patient").await;
-    assert_eq!(
-        condition(&early, "Available"),
-        ("False".into(), "MinimumReplicasUnavailable".into())
-    );
-    let available = eventually("Available", LIMIT, || async {
-        let d = cluster.deployments().get("patient").await.ok()?;
-        (condition(&d, "Available").0 == "True").then_some(d)
-    })
-    .await;
-    let waited = ready.elapsed();
-    assert!(
-        waited >= Duration::from_secs(29) && waited <= Duration::from_secs(31),
-        "Available after {waited:?} Ready"
-    );
+    assert_about_min_ready_seconds(waited);
+    let available = get_existing(&cluster.deployments(), "patient").await;
     assert_eq!(available.status.and_then(|s| s.available_replicas), Some(2));
     cluster.stop().await;
 }
