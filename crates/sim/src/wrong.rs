@@ -302,8 +302,8 @@ impl World {
     fn observe(cache: &Cache, ctx: &Ctx) -> Outcome<World> {
         let uid = cache.metadata.uid.clone().unwrap_or_default();
         let pod_cache = ctx.projected::<PodSummary>().map_err(|e| e.to_string())?;
-        let owned = pod_cache.owned_by(&uid).iter().map(|p| Arc::new(pod_of(p)));
-        World::of(cache, owned.collect())
+        let owned = pod_cache.owned_by(&uid);
+        World::of(cache, owned.iter().map(|p| Arc::new(pod_of(p))).collect())
     }
 
     /// From a List through the client.
