@@ -65,14 +65,28 @@ async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context<Data>>) -> Result<Action
     Ok(Action::done())
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_projected_owned_kind_maps_owners_wakes_on_visible_changes_and_caches_writes() {
+async fn in_memory_server() -> (steady_apiserver::ApiServer, kube::Client) {
     let server = steady_apiserver::ApiServer::in_memory(Default::default())
         .await
         .expect("server");
     let client = server.client();
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    (server, client)
+}
+
+async fn patch_owned(secrets: &Api<Secret>, body: serde_json::Value) {
+    let params = PatchParams::default();
+    let patched = secrets.patch("owned", &params, &Patch::Merge(body)).await;
+    patched.expect("patch");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_projected_owned_kind_maps_owners_wakes_on_visible_changes_and_caches_writes() {
+    let (_server, client) = in_memory_server().await;
+    let (configmaps, secrets) = (
+        Api::default_namespaced(client.clone()),
+        Api::default_namespaced(client.clone()),
+    );
+    let secrets: Api<Secret> = secrets;
     let owner: ConfigMap = create_json(&configmaps, json!({"metadata": {"name": "owner"}})).await;
     let _owned: Secret = create_json(
         &secrets,
@@ -94,9 +108,10 @@ async fn a_projected_owned_kind_maps_owners_wakes_on_visible_changes_and_caches_
     };
     let mut controller = Controller::new(configmaps.clone(), config);
     let handle = controller.owns_projected::<App>(Api::all(client.clone()));
+    let (secrets_cache, seen) = (handle.clone(), Mutex::default());
     let data = Arc::new(Data {
-        secrets: handle.clone(),
-        seen: Mutex::new(Vec::new()),
+        secrets: secrets_cache,
+        seen,
     });
     let running = tokio::spawn(controller.run(reconcile, data.clone(), std::future::pending()));
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -107,16 +122,7 @@ async fn a_projected_owned_kind_maps_owners_wakes_on_visible_changes_and_caches_
         "the owner reads its Secret's projection, and its own write at once"
     );
 
-    let patch = |body| {
-        let secrets = secrets.clone();
-        async move {
-            secrets
-                .patch("owned", &PatchParams::default(), &Patch::Merge(body))
-                .await
-                .expect("patch")
-        }
-    };
-    patch(json!({"stringData": {"v": "2"}})).await;
+    patch_owned(&secrets, json!({"stringData": {"v": "2"}})).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         seen().len(),
@@ -132,7 +138,7 @@ async fn a_projected_owned_kind_maps_owners_wakes_on_visible_changes_and_caches_
         "yet it is cached"
     );
 
-    patch(json!({"metadata": {"labels": {"app": "db"}}})).await;
+    patch_owned(&secrets, json!({"metadata": {"labels": {"app": "db"}}})).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         seen().last().map(|(apps, _)| apps.clone()),
