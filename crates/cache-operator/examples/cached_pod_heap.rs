@@ -1,6 +1,7 @@
 //! Heap bytes per pod in the Cache operator's pod cache: pods shaped as the simulated node
 //! leaves them (Running, Ready, five conditions, managed fields), decoded from JSON as the
-//! watch decodes them, then cached untrimmed and trimmed (`trim_pod`). Counts bytes
+//! watch decodes them, then cached as the decoded `Pod` and as the Cache controller's
+//! projection (`CachedPod`: the runtime's metadata and a `PodSummary`). Counts bytes
 //! requested from the allocator (not RSS: no allocator overhead or fragmentation), so the
 //! numbers are exact and the same in debug and release builds.
 //!
@@ -13,8 +14,8 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 use steady_cache_operator::Cache;
-use steady_cache_operator::resources::{desired_pod, template_hash, trim_pod};
-use steady_runtime::ObjectCache;
+use steady_cache_operator::resources::{CachedPod, desired_pod, template_hash};
+use steady_runtime::{Cached, ObjectCache};
 
 /// The system allocator, keeping count of the bytes live.
 struct Counting;
@@ -94,17 +95,18 @@ fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
 }
 
-/// Heap bytes per pod of a cache holding `served` (trimmed or not), and of one cached pod
-/// alone (the rest is the cache's key and owner index).
-fn measure(served: &[String], trim: bool) -> serde_json::Result<(isize, isize)> {
-    let cache = ObjectCache::<Pod>::default();
+/// Heap bytes per pod of a cache holding `served`, each cached as `cached` makes it from
+/// the decoded pod, and of one cached pod alone (the rest is the cache's key and owner
+/// index).
+fn measure<C: Cached + Clone>(
+    served: &[String],
+    cached: impl Fn(Pod) -> C,
+) -> serde_json::Result<(isize, isize)> {
+    let cache = ObjectCache::<C>::default();
     let before = live();
     for json in served {
-        let mut pod: Pod = serde_json::from_str(json)?;
-        if trim {
-            trim_pod(&mut pod);
-        }
-        cache.remember(pod);
+        let pod: Pod = serde_json::from_str(json)?;
+        cache.remember(cached(pod));
     }
     let per_pod = (live() - before) / served.len().max(1) as isize;
     let first = cache.list().into_iter().next();
@@ -113,6 +115,13 @@ fn measure(served: &[String], trim: bool) -> serde_json::Result<(isize, isize)> 
     let one_pod = live() - before;
     drop(copy);
     Ok((per_pod, one_pod))
+}
+
+fn report(name: &str, (per_pod, one_pod): (isize, isize)) {
+    println!(
+        "{name}: {per_pod} heap bytes per cached pod ({one_pod} the pod, {} key and index)",
+        per_pod - one_pod
+    );
 }
 
 fn main() -> serde_json::Result<()> {
@@ -130,13 +139,12 @@ fn main() -> serde_json::Result<()> {
         size_of::<Option<PodSpec>>(),
         size_of::<Option<PodStatus>>()
     );
-    for trim in [false, true] {
-        let (per_pod, one_pod) = measure(&served, trim)?;
-        let name = if trim { "trim_pod" } else { "untrimmed" };
-        println!(
-            "{name}: {per_pod} heap bytes per cached pod ({one_pod} the pod, {} key and index)",
-            per_pod - one_pod
-        );
-    }
+    println!(
+        "size_of: CachedPod {} (in its Arc: {})",
+        size_of::<CachedPod>(),
+        size_of::<CachedPod>() + 2 * size_of::<usize>()
+    );
+    report("Pod", measure(&served, |pod| pod)?);
+    report("CachedPod", measure(&served, |pod| CachedPod::of(&pod))?);
     Ok(())
 }

@@ -27,8 +27,8 @@ use steady_runtime::conditions::{Condition, set_condition};
 use steady_runtime::{Action, CachingApi, Context, Controller, ObjectCache, ObjectKey};
 
 use crate::resources::{
-    desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready, is_terminating,
-    ordinal_of, pod_name, selector, service_update, template_hash, this_incarnation,
+    CachedPod, PodSummary, desired_pod, desired_service, is_controlled_by, is_deleting, ordinal_of,
+    pod_name, selector, service_update, template_hash, this_incarnation,
 };
 use crate::types::{
     CONDITION_DEGRADED, CONDITION_PROGRESSING, CONDITION_READY, Cache, CacheStatus,
@@ -95,7 +95,7 @@ impl Ledger {
 /// Made only by [`controller`], together with the controller those handles belong to.
 pub struct OperatorContext {
     caches: ObjectCache<Cache>,
-    pods: ObjectCache<Pod>,
+    pods: ObjectCache<CachedPod>,
     services: ObjectCache<Service>,
     ledger: Ledger,
 }
@@ -155,8 +155,7 @@ pub fn controller(
     clock: Clock,
 ) -> (Controller<Cache>, Arc<OperatorContext>) {
     let mut controller = Controller::new(Api::<Cache>::all(client.clone()), config);
-    let pods = controller.owns(Api::<Pod>::all(client.clone()));
-    controller.trim(crate::resources::trim_pod);
+    let pods = controller.owns_projected::<PodSummary>(Api::all(client.clone()));
     let services = controller.owns(Api::<Service>::all(client));
     let context = OperatorContext {
         caches: controller.primary_cache(),
@@ -209,7 +208,7 @@ pub trait View: Sync {
         cache: &Cache,
         namespace: &str,
         uid: &str,
-    ) -> impl Future<Output = Result<Vec<Arc<Pod>>, Error>> + Send;
+    ) -> impl Future<Output = Result<Vec<Arc<CachedPod>>, Error>> + Send;
     /// The Service `namespace/name`, whoever owns it.
     fn service(
         &self,
@@ -243,7 +242,7 @@ impl View for OperatorContext {
         _cache: &Cache,
         _namespace: &str,
         uid: &str,
-    ) -> Result<Vec<Arc<Pod>>, Error> {
+    ) -> Result<Vec<Arc<CachedPod>>, Error> {
         Ok(self.pods.owned_by(uid))
     }
 
@@ -257,7 +256,7 @@ impl View for OperatorContext {
                 Api::namespaced(client.clone(), namespace),
                 self.caches.clone(),
             ),
-            pods: CachingApi::with_cache(
+            pods: CachingApi::with_projection(
                 Api::namespaced(client.clone(), namespace),
                 self.pods.clone(),
             ),
@@ -306,13 +305,13 @@ impl Writer<'_> {
     }
 
     /// Create `pod`; `Ok(None)` when a pod of that name already exists (a stale cache).
-    async fn create_pod(&self, pod: &Pod) -> Result<Option<Pod>, Error> {
+    async fn create_pod(&self, pod: &Pod) -> Result<Option<CachedPod>, Error> {
         let name = pod.metadata.name.clone().unwrap_or_default();
         self.ledger.count_write();
         match self.apis.pods.create(&PostParams::default(), pod).await {
             Ok(created) => {
                 tracing::info!(pod = %name, "created pod");
-                Ok(Some(created))
+                Ok(Some(CachedPod::of(&created)))
             }
             Err(e) if api_code(&e) == Some(409) => {
                 tracing::debug!(pod = %name, "pod already exists; the cache was behind");
@@ -325,15 +324,15 @@ impl Writer<'_> {
     /// Delete `pod` (only that incarnation: uid precondition). Returns the pod as it is
     /// now (terminating) or `None` when it is gone; `Err` only on real failures. A 409
     /// (another pod now has the name) or 404 counts as "look again".
-    async fn delete_pod(&self, pod: &Pod) -> Result<Deleted, Error> {
-        let name = pod.metadata.name.clone().unwrap_or_default();
+    async fn delete_pod(&self, pod: &CachedPod) -> Result<Deleted, Error> {
+        let name = pod.meta().name().to_string();
         let params = this_incarnation(pod);
         self.ledger.count_write();
         match self.apis.pods.delete(&name, &params).await {
             Ok(terminating) => {
                 tracing::info!(pod = %name, "deleted pod");
                 Ok(match terminating {
-                    Some(pod) => Deleted::Terminating(Box::new(pod)),
+                    Some(pod) => Deleted::Terminating(Box::new(CachedPod::of(&pod))),
                     None => Deleted::Gone,
                 })
             }
@@ -345,14 +344,14 @@ impl Writer<'_> {
 }
 
 enum Deleted {
-    Terminating(Box<Pod>),
+    Terminating(Box<CachedPod>),
     Gone,
     Raced,
 }
 
 /// Record the outcome of deleting the pod with `ordinal` in `pods`.
 fn apply_deleted(
-    pods: &mut BTreeMap<i32, Pod>,
+    pods: &mut BTreeMap<i32, CachedPod>,
     ordinal: i32,
     deleted: Deleted,
     progress: &mut Progress,
@@ -428,16 +427,14 @@ pub async fn reconcile_with(
     let replicas = cache.spec.replicas.max(0);
 
     // What exists: pods this Cache controls, by ordinal; misnamed ones are strays.
-    let mut pods: BTreeMap<i32, Pod> = BTreeMap::new();
-    let mut strays: Vec<Pod> = Vec::new();
+    let mut pods: BTreeMap<i32, CachedPod> = BTreeMap::new();
+    let mut strays: Vec<CachedPod> = Vec::new();
     for pod in view.owned_pods(cache, &namespace, &uid).await? {
-        if pod.metadata.namespace.as_deref() != Some(namespace.as_str())
-            || !is_controlled_by(&pod.metadata, &uid)
+        if pod.meta().namespace() != Some(namespace.as_str()) || !pod.meta().is_controlled_by(&uid)
         {
             continue;
         }
-        let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-        match ordinal_of(&name, pod_name) {
+        match ordinal_of(&name, pod.meta().name()) {
             Some(ordinal) => {
                 pods.insert(ordinal, pod.as_ref().clone());
             }
@@ -453,17 +450,17 @@ pub async fn reconcile_with(
     }
 
     // Failed pods are deleted; the missing-pod step recreates them once they are gone.
-    let failed: Vec<(i32, Pod)> = pods
+    let failed: Vec<(i32, CachedPod)> = pods
         .iter()
-        .filter(|(_, p)| is_failed(p) && !is_terminating(p))
+        .filter(|(_, p)| p.is_failed() && !is_deleting(p))
         .map(|(o, p)| (*o, p.clone()))
         .collect();
     if let Some((_, first)) = failed.first() {
         let names: Vec<String> = failed
             .iter()
-            .map(|(_, p)| p.metadata.name.clone().unwrap_or_default())
+            .map(|(_, p)| p.meta().name().to_string())
             .collect();
-        let first_name = first.metadata.name.clone().unwrap_or_default();
+        let first_name = first.meta().name().to_string();
         degraded = Some((
             "PodFailed",
             format!(
@@ -476,49 +473,39 @@ pub async fn reconcile_with(
     }
     for (ordinal, pod) in failed {
         let deleted = writer.delete_pod(&pod).await?;
-        progress
-            .recreating
-            .push(pod.metadata.name.clone().unwrap_or_default());
+        progress.recreating.push(pod.meta().name().to_string());
         apply_deleted(&mut pods, ordinal, deleted, &mut progress);
     }
 
     // Scale down: strays first, then the highest ordinal at or above `replicas`, one per run.
     let extra_terminating: Vec<String> = pods
         .range(replicas..)
-        .filter(|(_, p)| is_terminating(p))
-        .map(|(_, p)| p.metadata.name.clone().unwrap_or_default())
+        .filter(|(_, p)| is_deleting(p))
+        .map(|(_, p)| p.meta().name().to_string())
         .collect();
     progress.waiting_gone.extend(extra_terminating);
-    if let Some(stray) = strays.iter().find(|p| !is_terminating(p)) {
+    if let Some(stray) = strays.iter().find(|p| !is_deleting(p)) {
         let deleted = writer.delete_pod(stray).await?;
-        progress
-            .removing
-            .push(stray.metadata.name.clone().unwrap_or_default());
+        progress.removing.push(stray.meta().name().to_string());
         if let Deleted::Raced = deleted {
             progress.raced = true;
         }
-    } else if let Some((&ordinal, pod)) = pods
-        .range(replicas..)
-        .rev()
-        .find(|(_, p)| !is_terminating(p))
+    } else if let Some((&ordinal, pod)) =
+        pods.range(replicas..).rev().find(|(_, p)| !is_deleting(p))
     {
         let pod = pod.clone();
         let deleted = writer.delete_pod(&pod).await?;
-        progress
-            .removing
-            .push(pod.metadata.name.clone().unwrap_or_default());
+        progress.removing.push(pod.meta().name().to_string());
         apply_deleted(&mut pods, ordinal, deleted, &mut progress);
     }
-    for stray in strays.iter().filter(|p| is_terminating(p)) {
-        progress
-            .waiting_gone
-            .push(stray.metadata.name.clone().unwrap_or_default());
+    for stray in strays.iter().filter(|p| is_deleting(p)) {
+        progress.waiting_gone.push(stray.meta().name().to_string());
     }
 
     // Missing pods (never created, deleted, or failed and now gone) are created.
     for ordinal in 0..replicas {
         match pods.get(&ordinal) {
-            Some(pod) if is_terminating(pod) => {
+            Some(pod) if is_deleting(pod) => {
                 progress.waiting_gone.push(pod_name(&name, ordinal));
             }
             Some(_) => {}
@@ -537,19 +524,19 @@ pub async fn reconcile_with(
 
     // Rolling update: replace the lowest-ordinal outdated pod, only while every other
     // desired pod is Ready (so never fewer than replicas-1 are Ready).
-    let desired: Vec<(i32, &Pod)> = pods.range(..replicas).map(|(o, p)| (*o, p)).collect();
+    let desired: Vec<(i32, &CachedPod)> = pods.range(..replicas).map(|(o, p)| (*o, p)).collect();
     let outdated: Vec<i32> = desired
         .iter()
-        .filter(|(_, p)| hash_of(p) != Some(hash.as_str()))
+        .filter(|(_, p)| p.template_hash() != Some(hash.as_str()))
         .map(|(o, _)| *o)
         .collect();
     let unavailable: Vec<i32> = desired
         .iter()
-        .filter(|(_, p)| is_terminating(p) || !is_ready(p))
+        .filter(|(_, p)| is_deleting(p) || !p.is_ready())
         .map(|(o, _)| *o)
         .collect();
     for (ordinal, pod) in &desired {
-        if !is_terminating(pod) && !is_ready(pod) {
+        if !is_deleting(pod) && !pod.is_ready() {
             progress.waiting_ready.push(pod_name(&name, *ordinal));
         }
     }
@@ -558,7 +545,7 @@ pub async fn reconcile_with(
         let others_available = unavailable.iter().all(|o| *o == candidate);
         let candidate_pod = pods.get(&candidate).cloned();
         match candidate_pod {
-            Some(pod) if all_present && others_available && !is_terminating(&pod) => {
+            Some(pod) if all_present && others_available && !is_deleting(&pod) => {
                 let deleted = writer.delete_pod(&pod).await?;
                 progress.replacing.push(pod_name(&name, candidate));
                 apply_deleted(&mut pods, candidate, deleted, &mut progress);
@@ -665,7 +652,7 @@ fn desired_status(
     name: &str,
     hash: &str,
     replicas: i32,
-    pods: &BTreeMap<i32, Pod>,
+    pods: &BTreeMap<i32, CachedPod>,
     strays: usize,
     progress: &Progress,
     degraded: Option<(&'static str, String)>,
@@ -676,7 +663,7 @@ fn desired_status(
     let existing = i32::try_from(pods.len() + strays).unwrap_or(i32::MAX);
     let ready = i32::try_from(
         pods.range(..replicas)
-            .filter(|(_, p)| !is_terminating(p) && is_ready(p) && hash_of(p) == Some(hash))
+            .filter(|(_, p)| !is_deleting(p) && p.is_ready() && p.template_hash() == Some(hash))
             .count(),
     )
     .unwrap_or(i32::MAX);
@@ -722,7 +709,7 @@ fn desired_status(
     } else if !progress.replacing.is_empty() {
         let updated = pods
             .range(..replicas)
-            .filter(|(_, p)| hash_of(p) == Some(hash) && !is_terminating(p))
+            .filter(|(_, p)| p.template_hash() == Some(hash) && !is_deleting(p))
             .count();
         progressing(
             "RollingUpdate",

@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, Preconditions};
+use steady_runtime::{Projected, Projection};
 
 use crate::types::{Cache, CacheSpec, GROUP, VERSION};
 
@@ -54,12 +55,12 @@ pub fn ordinal_of(cache_name: &str, pod_name: &str) -> Option<i32> {
     rest.parse().ok()
 }
 
-/// Delete options that delete `pod` only as it was read (its uid), never a pod created
+/// Delete options that delete a pod only as it was read (its uid), never a pod created
 /// since under the same name.
-pub fn this_incarnation(pod: &Pod) -> DeleteParams {
+pub fn this_incarnation(pod: &CachedPod) -> DeleteParams {
     DeleteParams {
         preconditions: Some(Preconditions {
-            uid: pod.metadata.uid.clone(),
+            uid: pod.meta().uid().map(str::to_string),
             resource_version: None,
         }),
         ..DeleteParams::default()
@@ -196,57 +197,119 @@ pub fn service_update(cache: &Cache, existing: &Service) -> Option<Service> {
 
 /// Whether the pod's `Ready` condition is `True`.
 pub fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    ready_status(pod) == Some("True")
 }
 
-/// Drop what the reconciler never reads of a pod before the runtime caches it: the spec
-/// (the template-hash label says which template a pod runs), annotations and finalizers,
-/// and all of the status but its phase and whether it is Ready (the Ready condition's
-/// type and status, without its timestamps, reason and message). A smaller cached pod
-/// is less memory, and an update that changes only what was dropped (a probe time, the
-/// pod IP, the node binding) wakes no reconcile.
-pub fn trim_pod(pod: &mut Pod) {
-    pod.spec = None;
-    let metadata = &mut pod.metadata;
-    metadata.managed_fields = None;
-    metadata.annotations = None;
-    metadata.finalizers = None;
-    metadata.generate_name = None;
-    // Decoding grows a Vec to 4 slots for its first element; a cached pod keeps its own
-    // one controller reference for as long as it lives.
-    if let Some(owners) = metadata.owner_references.as_mut() {
-        owners.shrink_to_fit();
-    }
-    if let Some(status) = pod.status.take() {
-        let ready = status
-            .conditions
-            .into_iter()
-            .flatten()
-            .filter(|c| c.type_ == "Ready")
-            .map(|c| PodCondition {
-                type_: c.type_,
-                status: c.status,
-                ..PodCondition::default()
-            });
-        let mut ready: Vec<PodCondition> = ready.collect();
-        ready.shrink_to_fit();
-        pod.status = Some(PodStatus {
-            phase: status.phase,
-            conditions: Some(ready),
-            ..PodStatus::default()
-        });
+/// The status of the pod's `Ready` condition, if it has one.
+fn ready_status(pod: &Pod) -> Option<&str> {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+/// What the reconciler reads of a pod besides its metadata (name, uid, owners, deletion):
+/// the template it runs, its phase and its readiness. The Cache controller caches pods as
+/// this projection ([`CachedPod`]), a few hundred bytes instead of a decoded `Pod`'s
+/// several kilobytes; an update that changes nothing here (a probe time, the pod IP, the
+/// node binding) wakes no reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSummary {
+    template_hash: Option<Box<str>>,
+    phase: Option<Box<str>>,
+    /// The `Ready` condition's status (`True`, `False`, `Unknown`), if the pod has one.
+    ready: Option<Box<str>>,
+}
+
+impl Projection for PodSummary {
+    type Kind = Pod;
+
+    fn project(pod: &Pod) -> Self {
+        PodSummary {
+            template_hash: hash_of(pod).map(Box::from),
+            phase: phase(pod).map(Box::from),
+            ready: ready_status(pod).map(Box::from),
+        }
     }
 }
+
+impl PodSummary {
+    /// The pod's template-hash label.
+    pub fn template_hash(&self) -> Option<&str> {
+        self.template_hash.as_deref()
+    }
+
+    /// Whether the pod's `Ready` condition is `True`.
+    pub fn is_ready(&self) -> bool {
+        self.ready.as_deref() == Some("True")
+    }
+
+    /// Whether the pod's phase is `Failed`.
+    pub fn is_failed(&self) -> bool {
+        self.phase.as_deref() == Some(FAILED)
+    }
+}
+
+/// A pod as the Cache controller caches it: the runtime's metadata and a [`PodSummary`].
+pub type CachedPod = Projected<PodSummary>;
+
+/// The `Pod` as far as its projection knows it (name, namespace, uid, owners, deletion,
+/// template-hash label, phase, Ready condition): for code written against `Pod`s that
+/// reads a projected cache.
+pub fn pod_of(pod: &CachedPod) -> Pod {
+    let meta = pod.meta();
+    let owners = meta.owners().map(|r| OwnerReference {
+        api_version: r.api_version.into(),
+        kind: r.kind.into(),
+        name: r.name.into(),
+        uid: r.uid.into(),
+        controller: Some(r.controller),
+        ..OwnerReference::default()
+    });
+    let labels = pod
+        .template_hash()
+        .map(|hash| BTreeMap::from([(TEMPLATE_HASH_LABEL.to_string(), hash.to_string())]));
+    let ready = pod.ready.as_deref().map(|status| PodCondition {
+        type_: "Ready".into(),
+        status: status.into(),
+        ..PodCondition::default()
+    });
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(meta.name().into()),
+            namespace: meta.namespace().map(str::to_string),
+            uid: meta.uid().map(str::to_string),
+            resource_version: meta.resource_version().map(str::to_string),
+            deletion_timestamp: meta.deletion_timestamp().cloned(),
+            owner_references: Some(owners.collect()),
+            labels,
+            ..ObjectMeta::default()
+        },
+        spec: None,
+        status: Some(PodStatus {
+            phase: pod.phase.as_deref().map(str::to_string),
+            conditions: Some(ready.into_iter().collect()),
+            ..PodStatus::default()
+        }),
+    }
+}
+
+/// Whether the cached pod is being deleted.
+pub fn is_deleting(pod: &CachedPod) -> bool {
+    pod.meta().deletion_timestamp().is_some()
+}
+
+const FAILED: &str = "Failed";
 
 /// Whether the pod's phase is `Failed`.
 pub fn is_failed(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Failed")
+    phase(pod) == Some(FAILED)
 }
 
 /// Whether the pod is being deleted.
@@ -268,7 +331,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_trimmed_pod_answers_every_question_the_reconciler_asks_alike() {
+    fn a_projected_pod_answers_every_question_the_reconciler_asks_alike() {
         let cache: Cache = serde_json::from_value(serde_json::json!({
             "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
             "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
@@ -276,48 +339,35 @@ mod tests {
         }))
         .expect("a Cache");
         let mut pod = desired_pod(&cache, 1, &template_hash(&cache.spec));
+        pod.metadata.uid = Some("p1".into());
         pod.metadata.deletion_timestamp = Some(
             serde_json::from_value(serde_json::json!("2026-12-02T12:00:00Z")).expect("a time"),
         );
-        pod.status = Some(
-            serde_json::from_value(serde_json::json!({
-                "phase": "Running", "podIP": "10.0.0.1", "hostIP": "10.0.0.2",
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "containerStatuses": [{"name": "memcached", "image": "memcached:1.6", "imageID": "", "ready": true, "restartCount": 0}]
-            }))
-            .expect("a status"),
-        );
-        let mut trimmed = pod.clone();
-        trim_pod(&mut trimmed);
-        assert!(trimmed.spec.is_none());
-        let status = trimmed.status.clone().unwrap_or_default();
-        assert!(status.pod_ip.is_none() && status.container_statuses.is_none());
-        for p in [&pod, &trimmed] {
-            assert!(is_ready(p) && !is_failed(p) && is_terminating(p));
-            assert_eq!(hash_of(p), hash_of(&pod));
-            assert!(is_controlled_by(&p.metadata, "u1"));
-            assert_eq!(
-                ordinal_of("c", p.metadata.name.as_deref().unwrap_or("")),
-                Some(1)
+        for (phase, ready) in [
+            ("Running", "True"),
+            ("Failed", "False"),
+            ("Pending", "Unknown"),
+        ] {
+            pod.status = Some(
+                serde_json::from_value(serde_json::json!({
+                    "phase": phase, "podIP": "10.0.0.1",
+                    "conditions": [{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": ready}],
+                }))
+                .expect("a status"),
             );
+            let projected = CachedPod::of(&pod);
+            assert_eq!(projected.is_ready(), is_ready(&pod));
+            assert_eq!(projected.is_failed(), is_failed(&pod));
+            assert_eq!(is_deleting(&projected), is_terminating(&pod));
+            assert_eq!(projected.template_hash(), hash_of(&pod));
+            assert!(projected.meta().is_controlled_by("u1"));
+            assert!(!projected.meta().is_controlled_by("p1"));
+            assert_eq!(ordinal_of("c", projected.meta().name()), Some(1));
+            let precondition = this_incarnation(&projected)
+                .preconditions
+                .and_then(|p| p.uid);
+            assert_eq!(precondition.as_deref(), Some("p1"));
         }
-    }
-
-    #[test]
-    fn a_trimmed_pod_keeps_no_spare_room_from_decoding() {
-        // Decoded from text as a watch decodes it, so its Vecs grew as serde grows them.
-        let mut pod: Pod = serde_json::from_str(
-            r#"{"metadata": {"name": "c-0", "ownerReferences": [
-                   {"apiVersion": "v1", "kind": "Cache", "name": "c", "uid": "u1", "controller": true}]},
-               "status": {"phase": "Running", "conditions": [
-                   {"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}]}}"#,
-        )
-        .expect("a pod");
-        trim_pod(&mut pod);
-        let owners = pod.metadata.owner_references.unwrap_or_default();
-        let conditions = pod.status.and_then(|s| s.conditions).unwrap_or_default();
-        assert_eq!((owners.len(), owners.capacity()), (1, 1));
-        assert_eq!((conditions.len(), conditions.capacity()), (1, 1));
     }
 
     #[test]

@@ -28,13 +28,14 @@ use tracing::Instrument;
 
 use crate::backoff::{Backoff, BackoffPolicy};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
-use crate::object_cache::{ObjectCache, ObjectKey, Trim, differs_beyond_version};
+use crate::object_cache::{Cached, ObjectCache, ObjectKey, Trim, differs_beyond_version};
 use crate::observe::{
     self, Outcome, ReconcileRecord, Recorder, Retry, Role, WatchPhase, WatchedKind,
 };
+use crate::projection::{Projected, Projection};
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
-use crate::source::{AnySource, Mapper, Message, Source, Wakes, every_update};
-use crate::write_through::{CachingApi, Writable};
+use crate::source::{AnySource, CachedAs, Mapper, Message, Source, Wakes, every_update};
+use crate::write_through::{CachingApi, Writable, WriteSink};
 
 /// What a reconcile asks for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -151,12 +152,38 @@ pub enum Error {
     WatchesEnded,
 }
 
+/// Every source's cache (by the cached type) and where writes of each watched kind are
+/// remembered (by the kind), type-erased.
+#[derive(Default)]
+pub(crate) struct Caches {
+    /// `ObjectCache<C>` by `TypeId::of::<C>()`.
+    by_cached: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
+    /// `WriteSink<D>` by `TypeId::of::<D>()`, `D` the kind watched.
+    writes: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
+}
+
+impl Caches {
+    fn get<C: 'static>(&self) -> Option<ObjectCache<C>> {
+        self.by_cached
+            .get(&TypeId::of::<C>())
+            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
+            .cloned()
+    }
+
+    fn writes<D: 'static>(&self) -> Option<WriteSink<D>> {
+        self.writes
+            .get(&TypeId::of::<D>())
+            .and_then(|w| w.downcast_ref::<WriteSink<D>>())
+            .cloned()
+    }
+}
+
 /// What every reconcile receives besides the object: the operator's data, the client and
 /// the caches of every watched kind.
 pub struct Context<T> {
     data: Arc<T>,
     client: Client,
-    caches: Arc<BTreeMap<TypeId, Box<dyn Any + Send + Sync>>>,
+    caches: Arc<Caches>,
 }
 
 impl<T> Context<T> {
@@ -188,7 +215,7 @@ impl<T> Context<T> {
     {
         CachingApi::new(
             Api::namespaced(self.client(), namespace),
-            self.cache::<C>().ok(),
+            self.caches.writes::<C>(),
         )
     }
 
@@ -197,19 +224,26 @@ impl<T> Context<T> {
     where
         C: Writable<Scope = ClusterResourceScope>,
     {
-        CachingApi::new(Api::all(self.client()), self.cache::<C>().ok())
+        CachingApi::new(Api::all(self.client()), self.caches.writes::<C>())
     }
 
     /// The cache of kind `C` (the primary, an owned kind or a watched kind), for a
     /// reconciler written apart from its controller. Prefer the handle `owns`/`watches`
     /// returned (kept in the context's data): it cannot be missing.
     pub fn cache<C: Resource<DynamicType = ()> + 'static>(&self) -> Result<ObjectCache<C>, Error> {
+        self.caches.get::<C>().ok_or_else(|| Error::NoCache {
+            kind: C::kind(&()).to_string(),
+        })
+    }
+
+    /// The projected cache of `P` (a kind added with
+    /// [`owns_projected`](Controller::owns_projected) or `watches_projected_with`), for a
+    /// reconciler written apart from its controller. Prefer the handle those returned.
+    pub fn projected<P: Projection>(&self) -> Result<ObjectCache<Projected<P>>, Error> {
         self.caches
-            .get(&TypeId::of::<C>())
-            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
-            .cloned()
+            .get::<Projected<P>>()
             .ok_or_else(|| Error::NoCache {
-                kind: C::kind(&()).to_string(),
+                kind: P::Kind::kind(&()).to_string(),
             })
     }
 }
@@ -243,7 +277,7 @@ pub struct Controller<K: Resource> {
     /// build (a `TypeId` order differs between builds, and with it which list reaches the
     /// server first — a replay of a simulated seed must not depend on the binary).
     sources: Vec<Box<dyn AnySource>>,
-    caches: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
+    caches: Caches,
     metrics: Option<Metrics>,
     health: Option<Health>,
     leader: Option<watch::Receiver<bool>>,
@@ -269,7 +303,7 @@ where
             config,
             primary: ObjectCache::default(),
             sources: Vec::new(),
-            caches: BTreeMap::new(),
+            caches: Caches::default(),
             metrics: None,
             health: None,
             leader: None,
@@ -283,36 +317,40 @@ where
             Role::Primary,
             api,
             watcher::Config::default(),
-            primary,
+            CachedAs::itself(primary),
             Arc::new(|obj: &K| vec![(ObjectKey::of(obj), Trigger::Primary)]),
             every_update,
         );
         controller
     }
 
-    fn add_source<C>(
+    /// The one place a source is added: `D` the kind watched (and written), `C` the form
+    /// its objects are cached in (`D` itself, or a projection).
+    pub(crate) fn add_source<D, C>(
         &mut self,
         role: Role,
-        api: Api<C>,
+        api: Api<D>,
         watch: watcher::Config,
-        cache: ObjectCache<C>,
+        cached: CachedAs<D, C>,
         mapper: Mapper<C>,
         wakes: Wakes<C>,
     ) -> ObjectCache<C>
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        D: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Cached + Clone + Send + Sync + 'static,
     {
-        let id = TypeId::of::<C>();
-        let kind = C::kind(&()).to_string();
-        if let Some(existing) = self
-            .caches
-            .get(&id)
-            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
-        {
+        let CachedAs {
+            convert,
+            cache,
+            writes,
+        } = cached;
+        let kind = D::kind(&()).to_string();
+        if self.caches.writes::<D>().is_some() {
             // The second Api (its namespace, its selectors) would be ignored: refuse it.
             self.invalid.get_or_insert(Error::DuplicateSource { kind });
-            return existing.clone();
+            return self.caches.get::<C>().unwrap_or(cache);
         }
+        let id = TypeId::of::<C>();
         if let Some(trim) = self
             .pending_trims
             .remove(&id)
@@ -320,8 +358,11 @@ where
         {
             cache.set_trim(*trim);
         }
-        self.caches.insert(id, Box::new(cache.clone()));
-        let resource = kube::api::ApiResource::erase::<C>(&());
+        self.caches.by_cached.insert(id, Box::new(cache.clone()));
+        self.caches
+            .writes
+            .insert(TypeId::of::<D>(), Box::new(writes));
+        let resource = kube::api::ApiResource::erase::<D>(&());
         self.kinds.push(WatchedKind {
             role,
             group: resource.group,
@@ -336,6 +377,7 @@ where
             index: self.kinds.len() - 1,
             api,
             watch,
+            convert,
             cache: cache.clone(),
             mapper,
             wakes,
@@ -362,40 +404,38 @@ where
     where
         C: SourceKind,
     {
-        let (owner_kind, owner_version) =
-            (K::kind(&()).to_string(), K::api_version(&()).to_string());
-        let child_kind = C::kind(&()).to_string();
-        let mapper = move |obj: &C| -> Vec<(ObjectKey, Trigger)> {
-            let meta = obj.meta();
-            meta.owner_references
-                .iter()
-                .flatten()
-                .filter(|r| {
-                    r.controller == Some(true)
-                        && r.kind == owner_kind
-                        && r.api_version == owner_version
-                })
-                .map(|r| {
-                    let key = ObjectKey {
-                        namespace: meta.namespace.clone(),
-                        name: r.name.clone(),
-                    };
-                    let trigger = Trigger::Owned {
-                        kind: child_kind.clone(),
-                        name: ObjectKey::of(obj).to_string(),
-                    };
-                    (key, trigger)
-                })
-                .collect()
-        };
         self.add_source(
             Role::Owned,
             api,
             watch,
-            ObjectCache::default(),
-            Arc::new(mapper),
+            CachedAs::itself(ObjectCache::default()),
+            self.controller_mapper(C::kind(&()).to_string()),
             differs_beyond_version,
         )
+    }
+
+    /// The trigger of an owned object (of kind `child_kind`): its controller, if that is
+    /// of kind `K`.
+    pub(crate) fn controller_mapper<C: Cached>(&self, child_kind: String) -> Mapper<C> {
+        let (owner_kind, owner_version) =
+            (K::kind(&()).to_string(), K::api_version(&()).to_string());
+        Arc::new(move |obj: &C| -> Vec<(ObjectKey, Trigger)> {
+            let key = obj.cache_key();
+            obj.cached_owners()
+                .filter(|r| r.controller && r.kind == owner_kind && r.api_version == owner_version)
+                .map(|r| {
+                    let owner = ObjectKey {
+                        namespace: key.namespace.clone(),
+                        name: r.name.to_string(),
+                    };
+                    let trigger = Trigger::Owned {
+                        kind: child_kind.clone(),
+                        name: key.to_string(),
+                    };
+                    (owner, trigger)
+                })
+                .collect()
+        })
     }
 
     /// Cache objects of kind `C` (the primary, or a kind added with `owns` or `watches`,
@@ -411,11 +451,7 @@ where
     {
         let trim: Trim<C> = Arc::new(trim);
         let id = TypeId::of::<C>();
-        match self
-            .caches
-            .get(&id)
-            .and_then(|c| c.downcast_ref::<ObjectCache<C>>())
-        {
+        match self.caches.get::<C>() {
             Some(cache) => cache.set_trim(trim),
             None => {
                 let kind = std::any::type_name::<C>().to_string();
@@ -489,28 +525,12 @@ where
         C: SourceKind,
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
-        let kind = C::kind(&()).to_string();
-        let mapped = move |obj: &C| -> Vec<(ObjectKey, Trigger)> {
-            let name = ObjectKey::of(obj).to_string();
-            mapper(obj)
-                .into_iter()
-                .map(|key| {
-                    (
-                        key,
-                        Trigger::Watched {
-                            kind: kind.clone(),
-                            name: name.clone(),
-                        },
-                    )
-                })
-                .collect()
-        };
         self.add_source(
             Role::Watched,
             api,
             watch,
-            ObjectCache::default(),
-            Arc::new(mapped),
+            CachedAs::itself(ObjectCache::default()),
+            watched_mapper(C::kind(&()).to_string(), mapper),
             differs_beyond_version,
         )
     }
@@ -715,6 +735,23 @@ where
         }
         outcome
     }
+}
+
+/// The triggers of a watched object (of kind `kind`): the primaries `mapper` names.
+pub(crate) fn watched_mapper<C: Cached>(
+    kind: String,
+    mapper: impl Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
+) -> Mapper<C> {
+    Arc::new(move |obj: &C| -> Vec<(ObjectKey, Trigger)> {
+        let trigger = Trigger::Watched {
+            kind: kind.clone(),
+            name: obj.cache_key().to_string(),
+        };
+        mapper(obj)
+            .into_iter()
+            .map(|key| (key, trigger.clone()))
+            .collect()
+    })
 }
 
 /// Tasks aborted when this is dropped.

@@ -128,13 +128,15 @@ pub mod metrics;
 pub mod object_cache;
 pub mod observe;
 pub mod operator;
+pub mod projection;
 pub mod queue;
 mod source;
 pub mod write_through;
 
 pub use controller::{Action, Config, Context, Controller, Error};
-pub use object_cache::{ObjectCache, ObjectKey};
+pub use object_cache::{Cached, ObjectCache, ObjectKey};
 pub use observe::Recorder;
 pub use operator::{Operator, OperatorError};
+pub use projection::{Projected, Projection};
 pub use queue::Trigger;
 pub use write_through::{CachingApi, Writable};

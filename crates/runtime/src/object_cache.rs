@@ -53,6 +53,77 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// What a cache needs to know of what it holds: where it lives, which incarnation and
+/// version it is, and who owns it. Implemented for every `kube::Resource` (from its
+/// metadata) and for [`Projected`](crate::projection::Projected) objects (from the compact
+/// metadata the runtime keeps for them).
+pub trait Cached {
+    /// Namespace, name, uid and resourceVersion.
+    fn cache_meta(&self) -> CacheMeta<'_>;
+    /// The object's ownerReferences.
+    fn cached_owners(&self) -> impl Iterator<Item = OwnerView<'_>>;
+
+    /// The cache key: namespace and name.
+    fn cache_key(&self) -> ObjectKey {
+        let meta = self.cache_meta();
+        ObjectKey::new(meta.namespace, meta.name)
+    }
+}
+
+/// The identity and version of a cached object, borrowed from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheMeta<'a> {
+    /// `metadata.namespace` (`None`: cluster-scoped).
+    pub namespace: Option<&'a str>,
+    /// `metadata.name` (empty when unnamed).
+    pub name: &'a str,
+    /// `metadata.uid`.
+    pub uid: Option<&'a str>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<&'a str>,
+}
+
+/// One ownerReference of a cached object, borrowed from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerView<'a> {
+    /// The owner's `apiVersion`.
+    pub api_version: &'a str,
+    /// The owner's `kind`.
+    pub kind: &'a str,
+    /// The owner's name (in the object's namespace).
+    pub name: &'a str,
+    /// The owner's uid.
+    pub uid: &'a str,
+    /// Whether the owner is the object's controller.
+    pub controller: bool,
+}
+
+impl<K: Resource> Cached for K {
+    fn cache_meta(&self) -> CacheMeta<'_> {
+        let meta = self.meta();
+        CacheMeta {
+            namespace: meta.namespace.as_deref(),
+            name: meta.name.as_deref().unwrap_or_default(),
+            uid: meta.uid.as_deref(),
+            resource_version: meta.resource_version.as_deref(),
+        }
+    }
+
+    fn cached_owners(&self) -> impl Iterator<Item = OwnerView<'_>> {
+        self.meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| OwnerView {
+                api_version: &r.api_version,
+                kind: &r.kind,
+                name: &r.name,
+                uid: &r.uid,
+                controller: r.controller == Some(true),
+            })
+    }
+}
+
 /// Shrinks an object before it is cached (see `Controller::trim`).
 pub type Trim<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
@@ -76,7 +147,7 @@ impl<K> Clone for ObjectCache<K> {
     }
 }
 
-impl<K: Resource> Default for ObjectCache<K> {
+impl<K> Default for ObjectCache<K> {
     fn default() -> Self {
         ObjectCache {
             inner: Arc::new(RwLock::new(Inner {
@@ -100,15 +171,11 @@ fn is_older(incoming: Option<&str>, current: Option<&str>) -> bool {
     }
 }
 
-fn owner_uids<K: Resource>(obj: &K) -> impl Iterator<Item = &str> {
-    obj.meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .map(|r| r.uid.as_str())
+fn owner_uids<K: Cached>(obj: &K) -> impl Iterator<Item = &str> {
+    obj.cached_owners().map(|owner| owner.uid)
 }
 
-impl<K: Resource> ObjectCache<K> {
+impl<K: Cached> ObjectCache<K> {
     fn read(&self) -> RwLockReadGuard<'_, Inner<K>> {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -181,18 +248,15 @@ impl<K: Resource> ObjectCache<K> {
     /// [`apply`](Self::apply), also returning the state now cached (trimmed), so a watch
     /// can tell whether what a reconciler reads changed.
     pub(crate) fn update(&self, mut obj: K) -> Result<Update<K>, Stale> {
-        let key = ObjectKey::of(&obj);
+        let key = obj.cache_key();
         if let Some(trim) = self.read().trim.clone() {
             trim(&mut obj);
         }
         let mut inner = self.write();
         if let Some(current) = inner.objects.get(&key) {
-            let same_uid = current.meta().uid == obj.meta().uid;
-            if same_uid
-                && is_older(
-                    obj.meta().resource_version.as_deref(),
-                    current.meta().resource_version.as_deref(),
-                )
+            let (current, incoming) = (current.cache_meta(), obj.cache_meta());
+            if current.uid == incoming.uid
+                && is_older(incoming.resource_version, current.resource_version)
             {
                 return Err(Stale);
             }
@@ -226,10 +290,10 @@ impl<K: Resource> ObjectCache<K> {
     /// Returns the states a trigger must see: the previous and the new one when the object
     /// changed (or only the new one when it is new), nothing when it did not.
     pub(crate) fn apply_listed(&self, obj: K) -> Vec<Arc<K>> {
-        let key = ObjectKey::of(&obj);
+        let key = obj.cache_key();
         let unchanged = self.read().objects.get(&key).is_some_and(|current| {
-            current.meta().uid == obj.meta().uid
-                && current.meta().resource_version == obj.meta().resource_version
+            let (current, incoming) = (current.cache_meta(), obj.cache_meta());
+            current.uid == incoming.uid && current.resource_version == incoming.resource_version
         });
         if unchanged {
             return Vec::new();

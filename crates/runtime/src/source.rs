@@ -18,9 +18,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::object_cache::{ObjectCache, ObjectKey};
+use crate::object_cache::{Cached, ObjectCache, ObjectKey};
 use crate::observe::WatchPhase;
 use crate::queue::{Priority, Trigger};
+use crate::write_through::WriteSink;
 
 /// What a source tells the controller's loop.
 pub(crate) enum Message {
@@ -88,13 +89,37 @@ impl WatchBackoff {
     }
 }
 
-/// The watch of one kind and every trigger that maps its objects to primary keys.
-pub(crate) struct Source<C: Resource> {
+/// The form an object of the watch is cached in: the object itself, or a projection of it.
+pub(crate) type Convert<D, C> = fn(D) -> C;
+
+/// How a source's objects (of kind `D`) are cached as `C`: the conversion of each watched
+/// object, the cache, and where written objects of `D` are remembered in it.
+pub(crate) struct CachedAs<D, C> {
+    pub(crate) convert: Convert<D, C>,
+    pub(crate) cache: ObjectCache<C>,
+    pub(crate) writes: WriteSink<D>,
+}
+
+impl<D: Cached + Clone + Send + Sync + 'static> CachedAs<D, D> {
+    /// Objects cached as they are decoded.
+    pub(crate) fn itself(cache: ObjectCache<D>) -> Self {
+        CachedAs {
+            convert: std::convert::identity,
+            writes: Arc::new(cache.clone()),
+            cache,
+        }
+    }
+}
+
+/// The watch of one kind (decoded as `D`, cached as `C`) and every trigger that maps its
+/// objects to primary keys.
+pub(crate) struct Source<D: Resource, C> {
     pub(crate) kind: String,
     /// Position among the controller's sources, for [`Message::Watch`].
     pub(crate) index: usize,
-    pub(crate) api: Api<C>,
+    pub(crate) api: Api<D>,
     pub(crate) watch: watcher::Config,
+    pub(crate) convert: Convert<D, C>,
     pub(crate) cache: ObjectCache<C>,
     pub(crate) mapper: Mapper<C>,
     /// Which watched updates trigger; creates, deletes and (re)lists always do.
@@ -105,18 +130,20 @@ pub(crate) trait AnySource: Send {
     fn spawn(self: Box<Self>, tx: mpsc::UnboundedSender<Message>) -> JoinHandle<()>;
 }
 
-impl<C> AnySource for Source<C>
+impl<D, C> AnySource for Source<D, C>
 where
-    C: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    D: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    C: Cached + Clone + Send + Sync + 'static,
 {
     fn spawn(self: Box<Self>, tx: mpsc::UnboundedSender<Message>) -> JoinHandle<()> {
         tokio::spawn(self.run(tx))
     }
 }
 
-impl<C> Source<C>
+impl<D, C> Source<D, C>
 where
-    C: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    D: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    C: Cached + Clone + Send + Sync + 'static,
 {
     /// Send the triggers of `objects` (e.g. an object's old and new state), each once.
     fn send(&self, tx: &mpsc::UnboundedSender<Message>, objects: &[&C]) {
@@ -154,7 +181,8 @@ where
                     });
                 }
                 Ok(Event::InitApply(obj)) => {
-                    listed.insert(ObjectKey::of(&obj));
+                    let obj = (self.convert)(obj);
+                    listed.insert(obj.cache_key());
                     let changed = self.cache.apply_listed(obj);
                     let changed: Vec<&C> = changed.iter().map(AsRef::as_ref).collect();
                     self.send(&tx, &changed);
@@ -170,6 +198,7 @@ where
                     }
                 }
                 Ok(Event::Apply(obj)) => {
+                    let obj = (self.convert)(obj);
                     if let Ok(update) = self.cache.update(obj.clone()) {
                         // The old state matters too: an owner reference may have moved.
                         match update.previous {
@@ -180,7 +209,8 @@ where
                     }
                 }
                 Ok(Event::Delete(obj)) => {
-                    self.cache.remove(&ObjectKey::of(&obj));
+                    let obj = (self.convert)(obj);
+                    self.cache.remove(&obj.cache_key());
                     self.send(&tx, &[&obj]);
                 }
                 Err(e) => {

@@ -8,14 +8,16 @@
 //! read-only).
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::object_cache::{ObjectCache, ObjectKey};
+use crate::object_cache::{Cached, ObjectCache, ObjectKey};
 use crate::observe::{self, WriteVerb};
+use crate::projection::{Projected, ProjectingWrites, Projection};
 
 /// A kind a reconciler writes through the context: any k8s-openapi type or
 /// `#[derive(CustomResource)]` type (implemented for every type that qualifies).
@@ -29,6 +31,28 @@ impl<C> Writable for C where
 {
 }
 
+/// Where a successful write of a `C` is remembered: a cache of `C` itself, or of a
+/// projection of it.
+pub(crate) trait Remembers<C>: Send + Sync {
+    /// The server answered a write with `written`.
+    fn remember(&self, written: &C);
+    /// The object `key` is gone.
+    fn forget(&self, key: &ObjectKey);
+}
+
+/// Where a kind's writes are remembered, as the controller keeps it (type-erased by kind).
+pub(crate) type WriteSink<C> = Arc<dyn Remembers<C>>;
+
+impl<C: Cached + Clone + Send + Sync> Remembers<C> for ObjectCache<C> {
+    fn remember(&self, written: &C) {
+        ObjectCache::remember(self, written.clone());
+    }
+
+    fn forget(&self, key: &ObjectKey) {
+        ObjectCache::forget(self, key);
+    }
+}
+
 /// An [`Api`] whose successful writes update the controller's cache of `C`, if it has one
 /// (the primary kind, an owned or a watched kind); reads go to the cache handle instead.
 ///
@@ -37,7 +61,7 @@ impl<C> Writable for C where
 /// stays cached (as written) because no watch event will ever replace or remove it.
 pub struct CachingApi<C> {
     api: Api<C>,
-    cache: Option<ObjectCache<C>>,
+    cache: Option<WriteSink<C>>,
     /// For the reconcile's record of its writes ([`crate::observe`]).
     kind: String,
 }
@@ -58,7 +82,7 @@ impl<C> CachingApi<C>
 where
     C: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    pub(crate) fn new(api: Api<C>, cache: Option<ObjectCache<C>>) -> Self
+    pub(crate) fn new(api: Api<C>, cache: Option<WriteSink<C>>) -> Self
     where
         C: Resource<DynamicType = ()>,
     {
@@ -70,9 +94,20 @@ where
     /// the handle [`Controller::owns`](crate::Controller::owns) (or `watches`) returned.
     pub fn with_cache(api: Api<C>, cache: ObjectCache<C>) -> Self
     where
+        C: Resource<DynamicType = ()> + Send + Sync + 'static,
+    {
+        CachingApi::new(api, Some(Arc::new(cache)))
+    }
+
+    /// Writes through `api` that update the projected `cache` on success, with the
+    /// projection of what the server returned: for a reconciler that holds the handle
+    /// [`Controller::owns_projected`](crate::Controller::owns_projected) returned.
+    pub fn with_projection<P>(api: Api<C>, cache: ObjectCache<Projected<P>>) -> Self
+    where
+        P: Projection<Kind = C>,
         C: Resource<DynamicType = ()>,
     {
-        CachingApi::new(api, Some(cache))
+        CachingApi::new(api, Some(Arc::new(ProjectingWrites(cache))))
     }
 
     /// The plain `Api`, for calls whose results are not cached (get, list, subresources).
@@ -83,7 +118,7 @@ where
     fn remember(&self, verb: WriteVerb, written: &C) {
         observe::record_write(verb, &self.kind, ObjectKey::of(written));
         if let Some(cache) = &self.cache {
-            cache.remember(written.clone());
+            cache.remember(written);
         }
     }
 
@@ -156,7 +191,7 @@ where
             Ok(deleted) => match deleted.left() {
                 Some(terminating) if terminating.meta().deletion_timestamp.is_some() => {
                     if let Some(cache) = &self.cache {
-                        cache.remember(terminating.clone());
+                        cache.remember(&terminating);
                     }
                     Ok(Some(terminating))
                 }

@@ -18,8 +18,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use steady_cache_operator::resources::{
-    desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready, is_terminating,
-    ordinal_of, pod_name, selector, template_hash,
+    PodSummary, desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready,
+    is_terminating, ordinal_of, pod_name, pod_of, selector, template_hash,
 };
 use steady_cache_operator::types::CONDITION_READY;
 use steady_cache_operator::{Cache, OperatorContext};
@@ -301,8 +301,9 @@ impl World {
     /// From the runtime's Pod cache.
     fn observe(cache: &Cache, ctx: &Ctx) -> Outcome<World> {
         let uid = cache.metadata.uid.clone().unwrap_or_default();
-        let pod_cache = ctx.cache::<Pod>().map_err(|e| e.to_string())?;
-        World::of(cache, pod_cache.owned_by(&uid))
+        let pod_cache = ctx.projected::<PodSummary>().map_err(|e| e.to_string())?;
+        let owned = pod_cache.owned_by(&uid);
+        World::of(cache, owned.iter().map(|p| Arc::new(pod_of(p))).collect())
     }
 
     /// From a List through the client.

@@ -18,7 +18,7 @@ use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::{Controller, watcher};
 use kube::{Client, ResourceExt};
 use steady_cache_operator::reconcile::REQUEUE_WHILE_PROGRESSING;
-use steady_cache_operator::resources::selector;
+use steady_cache_operator::resources::{CachedPod, selector};
 use steady_cache_operator::{Cache, Error, Ledger, Outcome, View, reconcile_with};
 
 /// Reads owned objects from the API server on every reconcile.
@@ -32,13 +32,14 @@ impl View for ApiView {
         cache: &Cache,
         namespace: &str,
         _uid: &str,
-    ) -> Result<Vec<Arc<Pod>>, Error> {
+    ) -> Result<Vec<Arc<CachedPod>>, Error> {
         let name = cache.name_any();
         let pods = Api::<Pod>::namespaced(self.client.clone(), namespace)
             .list(&ListParams::default().labels(&selector(&name)))
             .await
             .map_err(Error::api("listing the pods of", "Cache", namespace, &name))?;
-        Ok(pods.items.into_iter().map(Arc::new).collect())
+        let projected = pods.items.iter().map(CachedPod::of);
+        Ok(projected.map(Arc::new).collect())
     }
 
     async fn service(&self, namespace: &str, name: &str) -> Result<Option<Arc<Service>>, Error> {

@@ -1,0 +1,463 @@
+//! Projected caches: an owned or watched kind cached as a compact type the controller's
+//! author declares, holding only what the reconciler reads, instead of the decoded object.
+//!
+//! A decoded `Pod` is ~2 KB before any of its strings (its `PodSpec` and `PodStatus` are
+//! stored inline even when empty), so no trim of a `Pod` goes below ~3 KB a cached pod. A
+//! [`Projection`] of a few fields, plus the [`ProjectedMeta`] the runtime keeps for keys,
+//! versions and owners, is a few hundred bytes. The watch projects each object as it
+//! arrives (the decoded object is dropped at once), and a write through the context
+//! ([`crate::Context::api`]) caches the projection of the server's reply.
+//!
+//! Must not know: any particular kind or projection.
+
+use std::fmt::Debug;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::watcher;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::controller::{Controller, watched_mapper};
+use crate::object_cache::{CacheMeta, Cached, ObjectCache, ObjectKey, OwnerView};
+use crate::observe::Role;
+use crate::source::CachedAs;
+use crate::write_through::Remembers;
+
+/// A compact form of objects of kind [`Kind`](Projection::Kind) that a controller caches
+/// instead of the objects themselves: only what its reconciler reads of them.
+///
+/// Comparing two projections decides whether an update wakes anyone: an update whose
+/// projection is unchanged (the same [`ProjectedMeta`] but for the resourceVersion, and an
+/// equal projection) is cached but triggers no reconcile, since the reconciler cannot see
+/// it.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use steady_runtime::projection::Projection;
+///
+/// /// What a reconciler reads of a pod, besides its name, owners and deletion.
+/// #[derive(Debug, Clone, PartialEq)]
+/// struct PodSummary {
+///     phase: Option<Box<str>>,
+///     ready: bool,
+/// }
+///
+/// impl Projection for PodSummary {
+///     type Kind = Pod;
+///
+///     fn project(pod: &Pod) -> Self {
+///         let status = pod.status.as_ref();
+///         let conditions = status.and_then(|s| s.conditions.as_ref());
+///         PodSummary {
+///             phase: status.and_then(|s| s.phase.as_deref()).map(Box::from),
+///             ready: conditions.into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True"),
+///         }
+///     }
+/// }
+/// ```
+///
+/// A controller then owns pods as `controller.owns_projected::<PodSummary>(api)` (see
+/// [`Controller::owns_projected`]), which returns the handle of an
+/// `ObjectCache<Projected<PodSummary>>`.
+pub trait Projection: Clone + PartialEq + Debug + Send + Sync + 'static {
+    /// The kind projected: what the watch lists and what writes of it return.
+    type Kind: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static;
+
+    /// The projection of `obj` (its metadata is kept apart, as [`ProjectedMeta`]).
+    fn project(obj: &Self::Kind) -> Self;
+}
+
+/// The metadata the runtime keeps of a projected object: key, uid, resourceVersion,
+/// deletionTimestamp and ownerReferences. Equality ignores the resourceVersion, which
+/// changes on every write and which no level-triggered decision may depend on.
+#[derive(Debug, Clone)]
+pub struct ProjectedMeta {
+    namespace: Option<Box<str>>,
+    name: Box<str>,
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+    deletion_timestamp: Option<Time>,
+    owners: Box<[ProjectedOwner]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProjectedOwner {
+    api_version: Box<str>,
+    kind: Box<str>,
+    name: Box<str>,
+    uid: Box<str>,
+    controller: bool,
+}
+
+impl PartialEq for ProjectedMeta {
+    fn eq(&self, other: &Self) -> bool {
+        self.namespace == other.namespace
+            && self.name == other.name
+            && self.uid == other.uid
+            && self.deletion_timestamp == other.deletion_timestamp
+            && self.owners == other.owners
+    }
+}
+
+fn boxed(s: &Option<String>) -> Option<Box<str>> {
+    s.as_deref().map(Box::from)
+}
+
+impl ProjectedMeta {
+    /// What the runtime keeps of `meta`.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        let owners = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| ProjectedOwner {
+                api_version: r.api_version.as_str().into(),
+                kind: r.kind.as_str().into(),
+                name: r.name.as_str().into(),
+                uid: r.uid.as_str().into(),
+                controller: r.controller == Some(true),
+            });
+        ProjectedMeta {
+            namespace: boxed(&meta.namespace),
+            name: meta.name.as_deref().unwrap_or_default().into(),
+            uid: boxed(&meta.uid),
+            resource_version: boxed(&meta.resource_version),
+            deletion_timestamp: meta.deletion_timestamp.clone(),
+            owners: owners.collect(),
+        }
+    }
+
+    /// `metadata.namespace` (`None`: cluster-scoped).
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> Option<&str> {
+        self.uid.as_deref()
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+
+    /// `metadata.deletionTimestamp`: set once the object is being deleted.
+    pub fn deletion_timestamp(&self) -> Option<&Time> {
+        self.deletion_timestamp.as_ref()
+    }
+
+    /// `metadata.ownerReferences`.
+    pub fn owners(&self) -> impl Iterator<Item = OwnerView<'_>> {
+        self.owners.iter().map(|r| OwnerView {
+            api_version: &r.api_version,
+            kind: &r.kind,
+            name: &r.name,
+            uid: &r.uid,
+            controller: r.controller,
+        })
+    }
+
+    /// Whether the object's controller (ownerReference with `controller: true`) has `uid`.
+    pub fn is_controlled_by(&self, uid: &str) -> bool {
+        self.owners().any(|r| r.controller && r.uid == uid)
+    }
+}
+
+/// A projected object as a projected cache holds it: the runtime's [`ProjectedMeta`] and
+/// the author's projection `P`, which it dereferences to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Projected<P> {
+    meta: ProjectedMeta,
+    value: P,
+}
+
+impl<P: Projection> Projected<P> {
+    /// The projection of `obj`, as the cache would hold it: for a reconciler that reads
+    /// objects from elsewhere too (a LIST), or a test.
+    pub fn of(obj: &P::Kind) -> Self {
+        Projected {
+            meta: ProjectedMeta::of(obj.meta()),
+            value: P::project(obj),
+        }
+    }
+
+    fn of_owned(obj: P::Kind) -> Self {
+        Projected::of(&obj)
+    }
+}
+
+impl<P> Projected<P> {
+    /// The object's metadata, as the runtime keeps it.
+    pub fn meta(&self) -> &ProjectedMeta {
+        &self.meta
+    }
+}
+
+impl<P> Deref for Projected<P> {
+    type Target = P;
+
+    fn deref(&self) -> &P {
+        &self.value
+    }
+}
+
+impl<P> Cached for Projected<P> {
+    fn cache_meta(&self) -> CacheMeta<'_> {
+        CacheMeta {
+            namespace: self.meta.namespace(),
+            name: self.meta.name(),
+            uid: self.meta.uid(),
+            resource_version: self.meta.resource_version(),
+        }
+    }
+
+    fn cached_owners(&self) -> impl Iterator<Item = OwnerView<'_>> {
+        self.meta.owners()
+    }
+}
+
+/// A projected cache, where writes of `P::Kind` are remembered as their projections.
+pub(crate) struct ProjectingWrites<P>(pub(crate) ObjectCache<Projected<P>>);
+
+impl<P: Projection> Remembers<P::Kind> for ProjectingWrites<P> {
+    fn remember(&self, written: &P::Kind) {
+        self.0.remember(Projected::of(written));
+    }
+
+    fn forget(&self, key: &ObjectKey) {
+        self.0.forget(key);
+    }
+}
+
+/// Every change of a projection wakes (its resourceVersion is not part of it).
+fn projection_changed<P: PartialEq>(old: &Projected<P>, new: &Projected<P>) -> bool {
+    old != new
+}
+
+fn projected<P: Projection>(cache: ObjectCache<Projected<P>>) -> CachedAs<P::Kind, Projected<P>> {
+    CachedAs {
+        convert: Projected::<P>::of_owned,
+        writes: Arc::new(ProjectingWrites(cache.clone())),
+        cache,
+    }
+}
+
+impl<K> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// [`owns_projected_with`](Self::owns_projected_with) the default watch.
+    pub fn owns_projected<P: Projection>(
+        &mut self,
+        api: Api<P::Kind>,
+    ) -> ObjectCache<Projected<P>> {
+        self.owns_projected_with(api, watcher::Config::default())
+    }
+
+    /// [`owns_with`](Self::owns_with), caching each object as its projection `P`
+    /// (see [`Projection`]) instead of the object: the same triggers (a change wakes the
+    /// primary its controller ownerReference names, unless the projection is unchanged),
+    /// the same owner index ([`ObjectCache::owned_by`]), and writes through
+    /// [`Context::api`](crate::Context::api) cache the projection of the server's reply.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    /// # use kube::Api;
+    /// # use steady_runtime::{Config, Controller};
+    /// # use steady_runtime::projection::Projection;
+    /// #[derive(Debug, Clone, PartialEq)]
+    /// struct Phase(Option<String>);
+    ///
+    /// impl Projection for Phase {
+    ///     type Kind = Pod;
+    ///     fn project(pod: &Pod) -> Self {
+    ///         Phase(pod.status.as_ref().and_then(|s| s.phase.clone()))
+    ///     }
+    /// }
+    ///
+    /// # fn build(client: kube::Client) {
+    /// let mut controller = Controller::new(Api::<ConfigMap>::all(client.clone()), Config::named("c"));
+    /// let pods = controller.owns_projected::<Phase>(Api::all(client));
+    /// // In a reconcile: the phases of the pods a ConfigMap of uid "u" controls.
+    /// let phases: Vec<Option<String>> = pods.owned_by("u").iter().map(|p| p.0.clone()).collect();
+    /// # }
+    /// ```
+    pub fn owns_projected_with<P: Projection>(
+        &mut self,
+        api: Api<P::Kind>,
+        watch: watcher::Config,
+    ) -> ObjectCache<Projected<P>> {
+        let mapper = self.controller_mapper(P::Kind::kind(&()).to_string());
+        self.add_source(
+            Role::Owned,
+            api,
+            watch,
+            projected(ObjectCache::default()),
+            mapper,
+            projection_changed,
+        )
+    }
+
+    /// [`watches_with`](Self::watches_with), caching each object as its projection `P`:
+    /// `mapper` names the primaries to reconcile when a projection changes.
+    pub fn watches_projected_with<P, F>(
+        &mut self,
+        api: Api<P::Kind>,
+        watch: watcher::Config,
+        mapper: F,
+    ) -> ObjectCache<Projected<P>>
+    where
+        P: Projection,
+        F: Fn(&Projected<P>) -> Vec<ObjectKey> + Send + Sync + 'static,
+    {
+        self.add_source(
+            Role::Watched,
+            api,
+            watch,
+            projected(ObjectCache::default()),
+            watched_mapper(P::Kind::kind(&()).to_string(), mapper),
+            projection_changed,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    use super::*;
+
+    /// The one data key a reconciler reads.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Mode(Option<String>);
+
+    impl Projection for Mode {
+        type Kind = ConfigMap;
+
+        fn project(cm: &ConfigMap) -> Self {
+            Mode(cm.data.as_ref().and_then(|d| d.get("mode").cloned()))
+        }
+    }
+
+    fn cm(name: &str, rv: &str, owner: &str, mode: &str, other: &str) -> ConfigMap {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                "resourceVersion": rv,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Thing", "name": "t",
+                                     "uid": owner, "controller": true}],
+            },
+            "data": {"mode": mode, "other": other},
+        }))
+        .expect("a ConfigMap")
+    }
+
+    fn mode(cache: &ObjectCache<Projected<Mode>>, name: &str) -> Option<String> {
+        cache.get(&ObjectKey::new(Some("ns"), name))?.0.clone()
+    }
+
+    #[test]
+    fn writes_are_remembered_as_projections_and_never_undone_by_older_events() {
+        let cache = ObjectCache::<Projected<Mode>>::default();
+        let writes = ProjectingWrites(cache.clone());
+        writes.remember(&cm("a", "10", "o1", "fast", "x"));
+        assert_eq!(mode(&cache, "a").as_deref(), Some("fast"));
+        assert_eq!(
+            cache
+                .apply(Projected::of(&cm("a", "9", "o1", "slow", "x")))
+                .err(),
+            Some(crate::object_cache::Stale)
+        );
+        assert_eq!(mode(&cache, "a").as_deref(), Some("fast"));
+        writes.forget(&ObjectKey::new(Some("ns"), "a"));
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn the_owner_index_follows_projected_objects() {
+        let cache = ObjectCache::<Projected<Mode>>::default();
+        cache.remember(Projected::of(&cm("a", "1", "o1", "fast", "x")));
+        cache.remember(Projected::of(&cm("b", "2", "o1", "fast", "x")));
+        assert_eq!(cache.owned_by("o1").len(), 2);
+        cache.remember(Projected::of(&cm("a", "3", "o2", "fast", "x")));
+        assert_eq!(cache.owned_by("o1").len(), 1);
+        let moved = cache.owned_by("o2");
+        assert_eq!(moved.len(), 1);
+        assert!(moved[0].meta().is_controlled_by("o2"));
+        assert_eq!(moved[0].meta().resource_version(), Some("3"));
+    }
+
+    #[test]
+    fn only_a_change_of_the_projection_or_its_metadata_wakes() {
+        let cached =
+            |rv, owner, mode, other| Projected::<Mode>::of(&cm("a", rv, owner, mode, other));
+        let first = cached("1", "o1", "fast", "x");
+        assert!(
+            !projection_changed(&first, &cached("2", "o1", "fast", "y")),
+            "unread data, new version"
+        );
+        assert!(
+            projection_changed(&first, &cached("3", "o1", "slow", "x")),
+            "the projected field"
+        );
+        assert!(
+            projection_changed(&first, &cached("4", "o2", "fast", "x")),
+            "the owner"
+        );
+    }
+
+    #[test]
+    fn a_relist_of_projections_reports_changes_and_removals() {
+        let cache = ObjectCache::<Projected<Mode>>::default();
+        for obj in [
+            cm("keep", "1", "o1", "a", "x"),
+            cm("gone", "1", "o1", "a", "x"),
+        ] {
+            cache.apply_listed(Projected::of(&obj));
+        }
+        let kept = cache
+            .get(&ObjectKey::new(Some("ns"), "keep"))
+            .expect("cached");
+        let relisted = [
+            cm("keep", "1", "o1", "a", "x"),
+            cm("new", "2", "o1", "a", "x"),
+        ];
+        let listed: BTreeSet<ObjectKey> = relisted.iter().map(ObjectKey::of).collect();
+        let mut changed: Vec<String> = relisted
+            .iter()
+            .flat_map(|obj| cache.apply_listed(Projected::of(obj)))
+            .chain(cache.retain_listed(&listed))
+            .map(|p| p.meta().name().to_string())
+            .collect();
+        changed.sort();
+        assert_eq!(changed, ["gone", "new"]);
+        let still = cache
+            .get(&ObjectKey::new(Some("ns"), "keep"))
+            .expect("cached");
+        assert!(
+            Arc::ptr_eq(&kept, &still),
+            "an unchanged object is not replaced"
+        );
+        assert_eq!(cache.owned_by("o1").len(), 2);
+    }
+}
