@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use common::{
     api_code, create_json, discover, eventually, eventually_gone, get, get_existing,
-    merge_patch_subresource, post_empty, post_json, server,
+    merge_patch_subresource, post_empty, post_json, raw, server,
 };
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
@@ -773,4 +773,51 @@ async fn only_kinds_whose_strategy_keeps_it_carry_a_generation() {
         generations_after_writes(&classes, &created, &patches).await,
         [Some(1), Some(1)]
     );
+}
+
+/// A write through `pods/status` keeps everything but the status as stored, whatever else the
+/// patch adds, changes or removes, and a write to the pod itself keeps the stored status.
+#[tokio::test]
+async fn the_status_subresource_changes_only_the_status() {
+    let s = server().await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}});
+    let uri = "/api/v1/namespaces/default/pods/p";
+    let created = raw(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        Some("application/json"),
+        pod.to_string(),
+    )
+    .await
+    .json();
+    let patch = json!({"status": {"phase": "Running"}, "spec": {"nodeName": "n"},
+        "metadata": {"labels": {"a": null, "b": "2"}}, "extra": {"x": 1}, "kind": null});
+    let patched = raw(
+        &s,
+        "PATCH",
+        &format!("{uri}/status"),
+        Some("application/merge-patch+json"),
+        patch.to_string(),
+    )
+    .await
+    .json();
+    assert_eq!(patched["status"]["phase"], "Running", "{patched}");
+    for field in ["apiVersion", "kind", "spec", "extra"] {
+        assert_eq!(patched.get(field), created.get(field), "{field}: {patched}");
+    }
+    assert_eq!(patched["metadata"]["labels"], json!({"a": "1"}));
+    let main = json!({"status": {"phase": "Failed"}, "metadata": {"labels": {"c": "3"}}});
+    let updated = raw(
+        &s,
+        "PATCH",
+        uri,
+        Some("application/merge-patch+json"),
+        main.to_string(),
+    )
+    .await
+    .json();
+    assert_eq!(updated["status"], patched["status"], "{updated}");
+    assert_eq!(updated["metadata"]["labels"], json!({"a": "1", "c": "3"}));
 }

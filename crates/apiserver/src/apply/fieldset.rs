@@ -216,12 +216,20 @@ fn check_element(element: &str) -> Result<(), FieldsV1Error> {
     let (prefix, rest) = element.split_once(':').ok_or_else(bad)?;
     let well_formed = match prefix {
         "f" => true,
-        "k" => serde_json::from_str::<Value>(rest).is_ok_and(|v| v.is_object()),
-        "v" => serde_json::from_str::<Value>(rest).is_ok(),
+        "k" => rest.trim_start_matches(JSON_WHITESPACE).starts_with('{') && is_json(rest),
+        "v" => is_json(rest),
         "i" => rest.parse::<usize>().is_ok(),
         _ => false,
     };
     if well_formed { Ok(()) } else { Err(bad()) }
+}
+
+const JSON_WHITESPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+
+/// Whether `text` is one JSON value. Every stored entry's `k:` and `v:` elements are checked
+/// on every write, so they are validated without building the value.
+fn is_json(text: &str) -> bool {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 /// A path as kube-apiserver prints it in conflicts: `.spec.containers[name="app"].image`.
@@ -305,6 +313,11 @@ mod tests {
             json!([]),
             json!({"spec": {}}),
             json!({"k:[1]": {}}),
+            json!({"k: 1": {}}),
+            json!({"k:{\"a\":1}x": {}}),
+            json!({"k:{\"a\":}": {}}),
+            json!({"v:": {}}),
+            json!({"v:[1": {}}),
             json!({"i:x": {}}),
             json!({"f:a": 1}),
         ] {

@@ -74,20 +74,22 @@ impl Entry {
         Value::Object(entry)
     }
 
-    /// Whether `json` is exactly [`Self::into_json`] of the entry, checked without building it.
-    fn is_encoded_by(&self, json: &Value) -> bool {
+    /// Whether `json` is [`Self::into_json`] of the entry but for its `time`, checked without
+    /// building it: a writer's entry whose fields stay the same changes only its time.
+    fn is_encoded_by_but_for_time(&self, json: &Value) -> bool {
         let Some(map) = json.as_object() else {
             return false;
         };
         let text =
             |name: &str, expected: &str| map.get(name).and_then(Value::as_str) == Some(expected);
-        let optional = usize::from(self.time.is_some()) + usize::from(!self.subresource.is_empty());
+        let time = map.get("time");
+        let optional = usize::from(time.is_some()) + usize::from(!self.subresource.is_empty());
         map.len() == 5 + optional
+            && time.is_none_or(Value::is_string)
             && text("manager", &self.manager)
             && text("operation", self.operation.as_str())
             && text("apiVersion", &self.api_version)
             && text("fieldsType", "FieldsV1")
-            && self.time.as_deref().is_none_or(|time| text("time", time))
             && (self.subresource.is_empty() || text("subresource", &self.subresource))
             && map
                 .get("fieldsV1")
@@ -164,19 +166,31 @@ fn encode(obj: &mut Value, mut entries: Vec<Entry>) {
     if !entries.is_empty() {
         let encoded = entries
             .into_iter()
-            .map(|entry| reuse_encoding(&entry, &mut written).unwrap_or_else(|| entry.into_json()))
+            .map(|entry| reuse_encoding(entry, &mut written))
             .collect();
         meta.insert("managedFields".into(), Value::Array(encoded));
     }
 }
 
-/// The entry's JSON taken out of `written` (what the object carried) when it is there
-/// exactly as it would be encoded: most entries survive a write unchanged.
-fn reuse_encoding(entry: &Entry, written: &mut [Value]) -> Option<Value> {
-    written
+/// The entry's JSON: taken out of `written` (what the object carried) when it is there as
+/// it would be encoded but for its time, which is then set, else encoded. Most entries
+/// survive a write unchanged, and a writer that changes only fields it already owns
+/// changes only its entry's time.
+fn reuse_encoding(entry: Entry, written: &mut [Value]) -> Value {
+    let Some(json) = written
         .iter_mut()
-        .find(|json| entry.is_encoded_by(json))
-        .map(Value::take)
+        .find(|json| entry.is_encoded_by_but_for_time(json))
+    else {
+        return entry.into_json();
+    };
+    let mut json = json.take();
+    if let Some(map) = json.as_object_mut() {
+        match entry.time {
+            Some(time) => map.insert("time".into(), Value::String(time)),
+            None => map.remove("time"),
+        };
+    }
+    json
 }
 
 /// Who writes, through which version and subresource, and when.
@@ -455,6 +469,22 @@ mod tests {
             CM,
         );
         assert_eq!(again, new);
+    }
+
+    #[test]
+    fn a_writer_changing_only_its_own_fields_changes_only_its_time() {
+        let mut old = cm(json!({"a": "1"}));
+        record_update(None, &mut old, &writer("one"), CM);
+        let mut new = old.clone();
+        new["data"]["a"] = json!("2");
+        let later = Writer {
+            now: "2024-01-02T00:00:00Z",
+            ..writer("one")
+        };
+        record_update(Some(&old), &mut new, &later, CM);
+        let mut expected = old["metadata"]["managedFields"].clone();
+        expected[0]["time"] = json!("2024-01-02T00:00:00Z");
+        assert_eq!(new["metadata"]["managedFields"], expected);
     }
 
     #[test]

@@ -6,9 +6,8 @@ use serde_json::{Value, json};
 use crate::ApiServer;
 use crate::apply::{self, ApplyError, Shape, Writer};
 use crate::error::ApiError;
-use crate::meta;
 use crate::registry::ResourceType;
-use crate::request::{MAX_NESTING_DEPTH, WriteOptions, deeper_than};
+use crate::request::WriteOptions;
 
 impl ApiServer {
     /// Records in `new`'s `managedFields` what a non-apply write changed (an apply has
@@ -56,15 +55,6 @@ pub(super) fn writer<'a>(
         api_version,
         subresource,
         now,
-    }
-}
-
-/// `managedFields` nest about as deep as the fields they describe: an object near the
-/// nesting limit is stored without them rather than refused (kube-apiserver, too, drops
-/// them when its field manager fails).
-pub(super) fn drop_managed_fields_if_too_deep(obj: &mut Value) {
-    if deeper_than(obj, MAX_NESTING_DEPTH) {
-        meta::metadata_mut(obj).remove("managedFields");
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use steady_store::Revision;
 
 use super::delete::deletion_complete;
-use super::ownership::{Ownership, apply_error, drop_managed_fields_if_too_deep, shape, writer};
+use super::ownership::{Ownership, apply_error, shape, writer};
 use super::{Target, attempts_until_applied, parse_revision, parse_stored, to_bytes};
 use crate::ApiServer;
 use crate::apply;
@@ -399,12 +399,12 @@ impl ApiServer {
             ownership,
         } = update;
         let mut new = match sub {
-            Some("status") => with_status(old.clone(), status_of(new)),
+            Some("status") => with_fields_of(new, old, |field| field != "status"),
             Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
             Some(other) if other != "finalize" => {
                 return Err(ApiError::path_not_found());
             }
-            _ if rt.status_subresource => with_status(new, old.get("status").cloned()),
+            _ if rt.status_subresource => with_fields_of(new, old, |field| field == "status"),
             _ => new,
         };
         if sub == Some("finalize") {
@@ -574,10 +574,9 @@ impl ApiServer {
         };
         let (now, api_version) = (self.timestamp(), rt.api_version());
         let writer = writer(&api_version, opts, sub.unwrap_or(""), &now);
-        let mut applied =
-            apply::apply(current, config, &writer, opts.force, shape(rt)).map_err(apply_error)?;
-        drop_managed_fields_if_too_deep(&mut applied);
-        Ok(applied)
+        // Too deep with its managedFields, it loses them in `fit_for_storage`, which every
+        // write ends with: one nesting walk per write.
+        apply::apply(current, config, &writer, opts.force, shape(rt)).map_err(apply_error)
     }
 }
 
@@ -644,22 +643,25 @@ fn with_ephemeral_containers_of(old: &Value, new: &Value) -> Value {
     merged
 }
 
-/// The `status` of `object`, taken out of it.
-fn status_of(mut object: Value) -> Option<Value> {
-    object.as_object_mut()?.remove("status")
-}
-
-/// `target` with `status` as its status (or none). Moves rather than copies: on the
-/// status subresource the rest of the object is the old one, elsewhere the status is.
-fn with_status(mut target: Value, status: Option<Value>) -> Value {
-    if let Some(o) = target.as_object_mut() {
-        match status {
-            Some(status) => {
-                o.insert("status".into(), status);
-            }
-            None => {
-                o.remove("status");
-            }
+/// `target` with the top-level fields `chosen` as they are in `source`: what the status
+/// subresource keeps of the stored object, or the object itself of its stored status. A
+/// field is copied only where the two differ: a patch leaves most of them equal, and
+/// comparing costs less than copying.
+fn with_fields_of(mut target: Value, source: &Value, chosen: impl Fn(&str) -> bool) -> Value {
+    let (Some(target_map), Some(source_map)) = (target.as_object_mut(), source.as_object()) else {
+        return target;
+    };
+    let absent_from_source: Vec<String> = target_map
+        .keys()
+        .filter(|field| chosen(field) && !source_map.contains_key(*field))
+        .cloned()
+        .collect();
+    for field in absent_from_source {
+        target_map.remove(&field);
+    }
+    for (field, value) in source_map.iter().filter(|(field, _)| chosen(field)) {
+        if target_map.get(field) != Some(value) {
+            target_map.insert(field.clone(), value.clone());
         }
     }
     target
