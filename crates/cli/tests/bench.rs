@@ -117,6 +117,7 @@ fn operators_bench_quick_runs_every_scenario_for_both_runtimes() {
         ("4. churn", "reconciles per update"),
         ("5. memory", "operator RSS, converged (MiB)"),
         ("5. memory", "operator peak RSS during relist (MiB)"),
+        ("5. memory", "relist peak ÷ converged RSS"),
     ] {
         let cells = row(&out, scenario, measurement);
         assert!(
@@ -124,6 +125,16 @@ fn operators_bench_quick_runs_every_scenario_for_both_runtimes() {
             "{cells:?}"
         );
     }
+    // The slope between two small memory points may be negative (RSS noise): a number.
+    let slope = row(
+        &out,
+        "5. memory",
+        "bytes per pod (RSS slope, 100 → 200 pods)",
+    );
+    assert!(
+        number(slope[3]).is_finite() && number(slope[4]).is_finite(),
+        "{slope:?}"
+    );
     // Both converged and resynced: every resync period reconciles every Cache.
     let reconciles = row(&out, "2. steady state", "reconciles");
     assert!(

@@ -117,6 +117,7 @@ impl Percentiles {
 pub async fn run_all(plan: &Plan) -> anyhow::Result<Results> {
     eprintln!("the limit: the server's raw write rate…");
     let raw_write_rate = raw_write_rate(plan).await?;
+    eprintln!("the limit: {raw_write_rate:.0} writes/s");
     let mut runtimes = BTreeMap::new();
     for runtime in Runtime::BOTH {
         runtimes.insert(runtime.name(), run_runtime(plan, runtime).await?);
@@ -151,12 +152,22 @@ async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeRes
     cold_starts.push(cold);
     cold_starts.sort_by_key(|c| c.caches);
     let steady_state = steady_state(&session, &mut operator, plan).await?;
+    eprintln!(
+        "{}: relisted in {:.2} s; RSS {:.1} MiB before, {:.1} MiB peak",
+        runtime.name(),
+        steady_state.relist_seconds,
+        steady_state.rss_before_relist as f64 / MIB,
+        steady_state.relist_peak as f64 / MIB
+    );
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
     let heal_idle = self_heal(&session, &refs, plan, &mut rng).await?;
+    report_percentiles(runtime, "self-heal, idle", heal_idle);
     let mut churn = Churn::new(&refs, &mut rng);
     let mut phases = Vec::new();
     for &rate in &plan.churn_rates {
-        phases.push(churn.phase(&session, &mut operator, rate, plan).await?);
+        let phase = churn.phase(&session, &mut operator, rate, plan).await?;
+        report_percentiles(runtime, &format!("churn at {rate}/s"), phase.lags);
+        phases.push(phase);
     }
     // Self-heal while Caches churn: both at once, then let the churn settle.
     let (heal_under_load, under_load) = tokio::join!(
@@ -164,13 +175,21 @@ async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeRes
         churn.phase(&session, &mut operator, plan.under_load_rate, plan)
     );
     let (heal_under_load, _) = (heal_under_load?, under_load?);
+    report_percentiles(runtime, "self-heal under churn", heal_under_load);
     operator.stop().await;
     session.stop().await;
 
     let mut memory = Vec::new();
     for &pods in &plan.memory_pods {
         eprintln!("{}: memory with {pods} pods…", runtime.name());
-        memory.push(memory_point(plan, runtime, pods).await?);
+        let point = memory_point(plan, runtime, pods).await?;
+        eprintln!(
+            "{}: {pods} pods: RSS {:.1} MiB, relist peak {:.1} MiB",
+            runtime.name(),
+            point.resident as f64 / MIB,
+            point.relist_peak as f64 / MIB
+        );
+        memory.push(point);
     }
     Ok(RuntimeResults {
         cold_starts,
@@ -180,6 +199,16 @@ async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeRes
         churn: phases,
         memory,
     })
+}
+
+/// Progress on stderr, so a run stopped before its table still leaves its numbers.
+fn report_percentiles(runtime: Runtime, what: &str, percentiles: Percentiles) {
+    eprintln!(
+        "{}: {what}: p50 {:.1} ms, p99 {:.1} ms",
+        runtime.name(),
+        percentiles.p50.as_secs_f64() * 1e3,
+        percentiles.p99.as_secs_f64() * 1e3
+    );
 }
 
 /// Scenario 1: start the operator with every Cache already there; time until all are
@@ -742,17 +771,21 @@ impl Results {
                 both(&|r| point(r).relist_peak as f64 / MIB),
                 1,
             );
+            table.numbers(
+                &scenario,
+                "relist peak ÷ converged RSS",
+                both(&|r| point(r).relist_peak as f64 / point(r).resident as f64),
+                2,
+            );
         }
-        table.numbers(
-            "5. memory",
-            &format!(
-                "bytes per pod (RSS slope, {} → {} pods)",
-                plan.memory_pods.first().copied().unwrap_or(0),
-                plan.memory_pods.last().copied().unwrap_or(0)
-            ),
-            both(&|r| self.bytes_per_pod(r)),
-            0,
-        );
+        for (i, pair) in plan.memory_pods.windows(2).enumerate() {
+            table.numbers(
+                "5. memory",
+                &format!("bytes per pod (RSS slope, {} → {} pods)", pair[0], pair[1]),
+                both(&|r| self.bytes_per_pod(r, i)),
+                0,
+            );
+        }
         table.render()
     }
 
@@ -763,9 +796,10 @@ impl Results {
             .find(|c| c.caches == caches)
     }
 
-    fn bytes_per_pod(&self, runtime: Runtime) -> f64 {
+    /// RSS growth per pod between the memory points `from` and `from + 1`.
+    fn bytes_per_pod(&self, runtime: Runtime, from: usize) -> f64 {
         let points = &self.of(runtime).memory;
-        match (points.first(), points.last()) {
+        match (points.get(from), points.get(from + 1)) {
             (Some(a), Some(b)) if b.pods > a.pods => {
                 (b.resident as f64 - a.resident as f64) / (b.pods - a.pods) as f64
             }
