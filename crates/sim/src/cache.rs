@@ -16,7 +16,7 @@ use steady_cache_operator::{Cache, OperatorContext};
 use steady_runtime::observe::ReconcileRecord;
 use steady_runtime::{Action, Context, Trigger};
 
-use crate::scenario::{Scenario, Step};
+use crate::scenario::{Launch, Scenario, Step};
 use crate::world::World;
 
 /// The Cache's namespace in the scenario.
@@ -54,11 +54,17 @@ pub fn operator_context(ctx: &Arc<Context<Subject>>) -> Arc<Context<OperatorCont
 pub fn scenario() -> Scenario {
     script(Scenario::new("cache")).controller(|client, launch| async move {
         let (controller, data) =
-            steady_cache_operator::controller(client, launch.config("cache"), launch.clock());
+            steady_cache_operator::controller(client, shipped(&launch), launch.clock());
         let _ = launch
             .run(controller, steady_cache_operator::reconcile, data)
             .await;
     })
+}
+
+/// The Cache operator's settings as `steady operator` runs it (its debounce included),
+/// seeded for the simulation.
+pub(crate) fn shipped(launch: &Launch) -> steady_runtime::Config {
+    launch.simulated(steady_cache_operator::default_config())
 }
 
 /// The Cache scenario called `name` with `reconciler` in place of the real one.
@@ -67,7 +73,7 @@ pub fn scenario_with(name: &str, reconciler: ReconcileFn) -> Scenario {
         let reconciler = reconciler.clone();
         async move {
             let (controller, operator) =
-                steady_cache_operator::controller(client, launch.config("cache"), launch.clock());
+                steady_cache_operator::controller(client, shipped(&launch), launch.clock());
             let subject = Arc::new(Subject {
                 operator,
                 last_triggers: Mutex::new(BTreeMap::new()),

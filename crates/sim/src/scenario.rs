@@ -350,15 +350,31 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// Controller settings for a simulation: seeded jitter, two reconciles at once, a
-    /// resync every 30 s (the idempotency check waits for one).
+    /// Controller settings for a simulation: the runtime's defaults named `name`, made
+    /// fit for simulation by [`simulated`](Self::simulated).
     pub fn config(&self, name: &str) -> steady_runtime::Config {
+        self.simulated(steady_runtime::Config::named(name))
+    }
+
+    /// The operator's settings as it ships them (its debounce, backoff, …), with what a
+    /// simulation needs instead: seeded jitter, two reconciles at once whatever the
+    /// machine, a resync every 30 s (the idempotency check waits for one). Test the
+    /// operator as it runs in production:
+    ///
+    /// ```no_run
+    /// # async fn start(client: kube::Client, launch: steady_sim::Launch) {
+    /// let config = launch.simulated(steady_cache_operator::default_config());
+    /// let (controller, data) =
+    ///     steady_cache_operator::controller(client, config, launch.clock());
+    /// let _ = launch.run(controller, steady_cache_operator::reconcile, data).await;
+    /// # }
+    /// ```
+    pub fn simulated(&self, shipped: steady_runtime::Config) -> steady_runtime::Config {
         steady_runtime::Config {
-            name: name.into(),
             concurrency: 2,
             resync_period: Some(RESYNC_PERIOD),
             seed: Some(self.seed),
-            ..Default::default()
+            ..shipped
         }
     }
 
@@ -426,3 +442,45 @@ impl Launch {
 
 /// How often [`Launch::config`] resyncs.
 pub(crate) const RESYNC_PERIOD: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(seed: u64) -> Launch {
+        Launch {
+            seed,
+            clock: Arc::new(chrono::Utc::now),
+            trace: Trace::default(),
+            overlaps: Arc::default(),
+            on_start: None,
+        }
+    }
+
+    /// The simulation tests the operator as it ships: its own settings (the Cache
+    /// operator's debounce) survive; only what a simulation needs is replaced.
+    #[test]
+    fn a_simulated_config_keeps_the_operators_own_settings() {
+        let shipped = steady_runtime::Config {
+            debounce: Duration::from_millis(50),
+            resync_period: Some(Duration::from_secs(600)),
+            concurrency: 16,
+            ..steady_runtime::Config::named("cache")
+        };
+        let simulated = launch(7).simulated(shipped);
+        assert_eq!(simulated.name, "cache");
+        assert_eq!(simulated.debounce, Duration::from_millis(50));
+        assert_eq!(simulated.seed, Some(7));
+        assert_eq!(simulated.concurrency, 2);
+        assert_eq!(simulated.resync_period, Some(RESYNC_PERIOD));
+    }
+
+    /// The Cache scenario runs the operator with `default_config()`'s debounce, not the
+    /// runtime's default (none).
+    #[test]
+    fn the_cache_scenario_runs_the_operator_as_shipped() {
+        let config = crate::cache::shipped(&launch(1));
+        assert_eq!(config.debounce, steady_cache_operator::DEBOUNCE);
+        assert!(!config.debounce.is_zero());
+    }
+}
