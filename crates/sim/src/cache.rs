@@ -67,13 +67,24 @@ pub(crate) fn shipped(launch: &Launch) -> steady_runtime::Config {
     launch.simulated(steady_cache_operator::default_config())
 }
 
-/// The Cache scenario called `name` with `reconciler` in place of the real one.
+/// The Cache scenario called `name` with `reconciler` in place of the real one, run with
+/// the operator's shipped settings.
 pub fn scenario_with(name: &str, reconciler: ReconcileFn) -> Scenario {
+    scenario_configured(name, reconciler, shipped)
+}
+
+/// [`scenario_with`], the controller configured by `config` instead (e.g.
+/// `|launch| launch.config("cache")`: the runtime's defaults, no debounce).
+pub fn scenario_configured(
+    name: &str,
+    reconciler: ReconcileFn,
+    config: fn(&Launch) -> steady_runtime::Config,
+) -> Scenario {
     script(Scenario::new(name)).controller(move |client, launch| {
         let reconciler = reconciler.clone();
         async move {
             let (controller, operator) =
-                steady_cache_operator::controller(client, shipped(&launch), launch.clock());
+                steady_cache_operator::controller(client, config(&launch), launch.clock());
             let subject = Arc::new(Subject {
                 operator,
                 last_triggers: Mutex::new(BTreeMap::new()),

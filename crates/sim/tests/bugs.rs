@@ -10,6 +10,8 @@
 //!
 //! Run with `--nocapture` to see which seed caught each bug and why.
 
+use std::time::Duration;
+
 use steady_sim::{FaultKind, FaultRates, Report, Scenario, Simulation, cache};
 
 /// How many seeds the simulator may take to find a bug.
@@ -117,9 +119,15 @@ fn status_written_on_every_reconcile_is_not_idempotent() {
     );
 }
 
+/// Without a debounce (the runtime's default) every write triggers the next reconcile at
+/// the same simulated instant: the hot-loop guard stops it.
 #[test]
 fn a_hot_loop_is_caught_and_stopped() {
-    let bug = wrong("cache-status-counter");
+    let bug = cache::scenario_configured(
+        "cache-status-counter-undebounced",
+        steady_sim::wrong::status_counter_on_every_reconcile(),
+        |launch| launch.config("cache"),
+    );
     let report = simulation(&[]).reference(&bug, 0);
     assert_eq!(
         report.properties().first(),
@@ -130,6 +138,30 @@ fn a_hot_loop_is_caught_and_stopped() {
     assert!(
         report.trace.iter().any(|line| line.contains("hot loop")),
         "the trace says why the controller was stopped"
+    );
+}
+
+/// With the operator's shipped debounce the same bug writes once per debounce window, so
+/// simulated time passes: the controller never stops writing, and eventually-stable says
+/// so when the settle bound runs out (shortened here to keep the test fast).
+#[test]
+fn a_debounced_write_loop_never_settles() {
+    let bug = wrong("cache-status-counter");
+    let simulation = Simulation {
+        settle_bound: Duration::from_secs(20),
+        ..simulation(&[])
+    };
+    let report = simulation.reference(&bug, 0);
+    assert_eq!(
+        report.properties().first(),
+        Some(&"eventually-stable"),
+        "{:?}",
+        report.violations
+    );
+    assert!(
+        report.violations[0].message.contains("still writes"),
+        "{:?}",
+        report.violations
     );
 }
 
