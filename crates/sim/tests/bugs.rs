@@ -119,6 +119,16 @@ fn status_written_on_every_reconcile_is_not_idempotent() {
     );
 }
 
+/// The first property `report` fails is eventually-stable.
+fn assert_unstable(report: &Report) {
+    assert_eq!(
+        report.properties().first(),
+        Some(&"eventually-stable"),
+        "{:?}",
+        report.violations
+    );
+}
+
 /// Without a debounce (the runtime's default) every write triggers the next reconcile at
 /// the same simulated instant: the hot-loop guard stops it.
 #[test]
@@ -129,12 +139,7 @@ fn a_hot_loop_is_caught_and_stopped() {
         |launch| launch.config("cache"),
     );
     let report = simulation(&[]).reference(&bug, 0);
-    assert_eq!(
-        report.properties().first(),
-        Some(&"eventually-stable"),
-        "{:?}",
-        report.violations
-    );
+    assert_unstable(&report);
     assert!(
         report.trace.iter().any(|line| line.contains("hot loop")),
         "the trace says why the controller was stopped"
@@ -152,12 +157,7 @@ fn a_debounced_write_loop_never_settles() {
         ..simulation(&[])
     };
     let report = simulation.reference(&bug, 0);
-    assert_eq!(
-        report.properties().first(),
-        Some(&"eventually-stable"),
-        "{:?}",
-        report.violations
-    );
+    assert_unstable(&report);
     assert!(
         report.violations[0].message.contains("still writes"),
         "{:?}",
