@@ -187,6 +187,20 @@ impl<K: Ord + Clone> Backoff<K> {
     }
 }
 
+/// What the backoff compares to see a new desired state: `metadata.generation` where the
+/// kind keeps one (custom resources, Deployments, …: a status-only change keeps it), else the
+/// resourceVersion, since every change of a ConfigMap or a Secret is a change of what it
+/// asks for. Opaque: only equality matters.
+pub(crate) fn desired_state_version(meta: &kube::core::ObjectMeta) -> Option<i64> {
+    use std::hash::{Hash, Hasher};
+    meta.generation.or_else(|| {
+        let version = meta.resource_version.as_ref()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        version.hash(&mut hasher);
+        Some(i64::from_ne_bytes(hasher.finish().to_ne_bytes()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,7 +26,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backoff::{Backoff, BackoffPolicy};
+use crate::backoff::{Backoff, BackoffPolicy, desired_state_version};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
 use crate::object_cache::{Cached, ObjectCache, ObjectKey, Trim, differs_beyond_version};
 use crate::observe::{
@@ -755,20 +755,6 @@ pub(crate) fn watched_mapper<C: Cached>(
 }
 
 /// Tasks aborted when this is dropped.
-/// What the backoff compares to see a new desired state: `metadata.generation` where the
-/// kind keeps one (custom resources, Deployments, …: a status-only change keeps it), else the
-/// resourceVersion, since every change of a ConfigMap or a Secret is a change of what it
-/// asks for. Opaque: only equality matters.
-fn desired_state_version(meta: &kube::core::ObjectMeta) -> Option<i64> {
-    use std::hash::{Hash, Hasher};
-    meta.generation.or_else(|| {
-        let version = meta.resource_version.as_ref()?;
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        version.hash(&mut hasher);
-        Some(i64::from_ne_bytes(hasher.finish().to_ne_bytes()))
-    })
-}
-
 struct AbortOnDrop(Vec<JoinHandle<()>>);
 
 impl Drop for AbortOnDrop {
