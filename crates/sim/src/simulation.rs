@@ -368,14 +368,14 @@ impl Drop for RunningGuard {
     }
 }
 
-/// The simulated wall clock: a fixed epoch plus tokio's (paused) elapsed time.
+/// The simulated wall clock: a fixed epoch plus tokio's (paused) elapsed time, the same
+/// one for the API server and the cluster's controllers.
 fn clock() -> steady_apiserver::Clock {
-    let start = Instant::now();
     let epoch = Utc
         .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
         .single()
         .unwrap_or_default();
-    Arc::new(move || epoch + chrono::Duration::from_std(start.elapsed()).unwrap_or_default())
+    steady_cluster::clock::starting_at(epoch)
 }
 
 /// One run in progress.
