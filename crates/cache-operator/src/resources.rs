@@ -230,6 +230,14 @@ pub struct PodSummary {
 impl Projection for PodSummary {
     type Kind = Pod;
 
+    /// The biggest parts of a pod, none of which [`PodSummary`] reads.
+    const UNREAD: &'static [&'static str] = &[
+        "metadata.managedFields",
+        "spec",
+        "status.containerStatuses",
+        "status.initContainerStatuses",
+    ];
+
     fn project(pod: &Pod) -> Self {
         PodSummary {
             template_hash: hash_of(pod).map(Box::from),

@@ -158,7 +158,7 @@ pub enum Error {
 pub(crate) struct Caches {
     /// `ObjectCache<C>` by `TypeId::of::<C>()`.
     by_cached: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
-    /// `WriteSink<D>` by `TypeId::of::<D>()`, `D` the kind watched.
+    /// `WriteSink<W>` by `TypeId::of::<W>()`, `W` the kind watched and written.
     writes: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
 }
 
@@ -324,18 +324,20 @@ where
         controller
     }
 
-    /// The one place a source is added: `D` the kind watched (and written), `C` the form
-    /// its objects are cached in (`D` itself, or a projection).
-    pub(crate) fn add_source<D, C>(
+    /// The one place a source is added: `W` the kind watched and written, `D` the form the
+    /// watch decodes it in (`W` itself, or a projection's decoding), `C` the form its
+    /// objects are cached in (`W` itself, or a projection).
+    pub(crate) fn add_source<W, D, C>(
         &mut self,
         role: Role,
         api: Api<D>,
         watch: watcher::Config,
-        cached: CachedAs<D, C>,
+        cached: CachedAs<W, D, C>,
         mapper: Mapper<C>,
         wakes: Wakes<C>,
     ) -> ObjectCache<C>
     where
+        W: 'static,
         D: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         C: Cached + Clone + Send + Sync + 'static,
     {
@@ -345,7 +347,7 @@ where
             writes,
         } = cached;
         let kind = D::kind(&()).to_string();
-        if self.caches.writes::<D>().is_some() {
+        if self.caches.writes::<W>().is_some() {
             // The second Api (its namespace, its selectors) would be ignored: refuse it.
             self.invalid.get_or_insert(Error::DuplicateSource { kind });
             return self.caches.get::<C>().unwrap_or(cache);
@@ -361,7 +363,7 @@ where
         self.caches.by_cached.insert(id, Box::new(cache.clone()));
         self.caches
             .writes
-            .insert(TypeId::of::<D>(), Box::new(writes));
+            .insert(TypeId::of::<W>(), Box::new(writes));
         let resource = kube::api::ApiResource::erase::<D>(&());
         self.kinds.push(WatchedKind {
             role,

@@ -131,6 +131,7 @@ pub mod operator;
 pub mod projection;
 pub mod queue;
 mod source;
+mod unread;
 pub mod write_through;
 
 pub use controller::{Action, Config, Context, Controller, Error};

@@ -92,15 +92,16 @@ impl WatchBackoff {
 /// The form an object of the watch is cached in: the object itself, or a projection of it.
 pub(crate) type Convert<D, C> = fn(D) -> C;
 
-/// How a source's objects (of kind `D`) are cached as `C`: the conversion of each watched
-/// object, the cache, and where written objects of `D` are remembered in it.
-pub(crate) struct CachedAs<D, C> {
+/// How a source's objects of kind `W`, decoded as `D`, are cached as `C`: the conversion
+/// of each decoded object, the cache, and where written objects of `W` are remembered in
+/// it.
+pub(crate) struct CachedAs<W, D, C> {
     pub(crate) convert: Convert<D, C>,
     pub(crate) cache: ObjectCache<C>,
-    pub(crate) writes: WriteSink<D>,
+    pub(crate) writes: WriteSink<W>,
 }
 
-impl<D: Cached + Clone + Send + Sync + 'static> CachedAs<D, D> {
+impl<D: Cached + Clone + Send + Sync + 'static> CachedAs<D, D, D> {
     /// Objects cached as they are decoded.
     pub(crate) fn itself(cache: ObjectCache<D>) -> Self {
         CachedAs {
