@@ -35,7 +35,7 @@ pub fn cluster_role_rules() -> Value {
         {"apiGroups": ["steady.dev"], "resources": ["caches"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["steady.dev"], "resources": ["caches/status"], "verbs": ["get", "patch", "update"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
-        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "update"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}
     ])

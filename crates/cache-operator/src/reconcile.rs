@@ -27,8 +27,8 @@ use steady_runtime::conditions::{Condition, set_condition};
 use steady_runtime::{Action, CachingApi, Context, Controller, ObjectCache, ObjectKey};
 
 use crate::resources::{
-    CachedPod, PodSummary, desired_pod, desired_service, is_controlled_by, is_deleting, ordinal_of,
-    pod_name, selector, service_update, template_hash, this_incarnation,
+    CachedPod, CachedService, PodSummary, ServiceSummary, desired_pod, desired_service,
+    is_deleting, ordinal_of, pod_name, selector, service_patch, template_hash, this_incarnation,
 };
 use crate::types::{
     CONDITION_DEGRADED, CONDITION_PROGRESSING, CONDITION_READY, Cache, CacheStatus,
@@ -96,7 +96,7 @@ impl Ledger {
 pub struct OperatorContext {
     caches: ObjectCache<Cache>,
     pods: ObjectCache<CachedPod>,
-    services: ObjectCache<Service>,
+    services: ObjectCache<CachedService>,
     ledger: Ledger,
 }
 
@@ -156,7 +156,7 @@ pub fn controller(
 ) -> (Controller<Cache>, Arc<OperatorContext>) {
     let mut controller = Controller::new(Api::<Cache>::all(client.clone()), config);
     let pods = controller.owns_projected::<PodSummary>(Api::all(client.clone()));
-    let services = controller.owns(Api::<Service>::all(client));
+    let services = controller.owns_projected::<ServiceSummary>(Api::all(client));
     let context = OperatorContext {
         caches: controller.primary_cache(),
         pods,
@@ -214,7 +214,7 @@ pub trait View: Sync {
         &self,
         namespace: &str,
         name: &str,
-    ) -> impl Future<Output = Result<Option<Arc<Service>>, Error>> + Send;
+    ) -> impl Future<Output = Result<Option<Arc<CachedService>>, Error>> + Send;
     /// Where the writes in `namespace` go (by default plainly, through `client`).
     fn writes(&self, client: &Client, namespace: &str) -> Writes {
         Writes {
@@ -246,7 +246,11 @@ impl View for OperatorContext {
         Ok(self.pods.owned_by(uid))
     }
 
-    async fn service(&self, namespace: &str, name: &str) -> Result<Option<Arc<Service>>, Error> {
+    async fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<CachedService>>, Error> {
         Ok(self.services.get(&ObjectKey::new(Some(namespace), name)))
     }
 
@@ -260,7 +264,7 @@ impl View for OperatorContext {
                 Api::namespaced(client.clone(), namespace),
                 self.pods.clone(),
             ),
-            services: CachingApi::with_cache(
+            services: CachingApi::with_projection(
                 Api::namespaced(client.clone(), namespace),
                 self.services.clone(),
             ),
@@ -613,7 +617,7 @@ async fn ensure_service(
                 Err(e) => return Err(err("creating")(e)),
             }
         }
-        Some(existing) if !is_controlled_by(&existing.metadata, &uid) => {
+        Some(existing) if !existing.meta().is_controlled_by(&uid) => {
             return Ok(Some((
                 "ServiceNameTaken",
                 format!(
@@ -623,9 +627,10 @@ async fn ensure_service(
             )));
         }
         Some(existing) => {
-            if let Some(updated) = service_update(cache, &existing) {
+            if let Some(patch) = service_patch(cache, &existing) {
                 ledger.count_write();
-                match api.replace(name, &PostParams::default(), &updated).await {
+                let params = PatchParams::default();
+                match api.patch(name, &params, &Patch::Merge(&patch)).await {
                     Ok(_) => tracing::info!(service = %name, "updated service selector/port"),
                     Err(e) if api_code(&e) == Some(409) => progress.raced = true,
                     Err(e) => return Err(err("updating")(e)),

@@ -167,14 +167,57 @@ fn service_port(port: i32) -> ServicePort {
     }
 }
 
-/// If `existing` differs from what the spec wants (selector, port), the updated Service.
-/// Fields the server or others own (clusterIP, other metadata) are kept.
-pub fn service_update(cache: &Cache, existing: &Service) -> Option<Service> {
+/// What the reconciler reads of its Service besides its metadata: the selector and the
+/// ports. The Cache controller caches Services as this projection ([`CachedService`]);
+/// the cluster IP, status and managed fields are never decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceSummary {
+    selector: Option<BTreeMap<String, String>>,
+    ports: Box<[PortSummary]>,
+}
+
+/// A Service port as far as the Cache reconciler compares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PortSummary {
+    name: Option<Box<str>>,
+    port: i32,
+    target_port: Option<IntOrString>,
+}
+
+impl Projection for ServiceSummary {
+    type Kind = Service;
+
+    const UNREAD: &'static [&'static str] = &["metadata.managedFields", "status"];
+
+    fn project(service: &Service) -> Self {
+        let spec = service.spec.as_ref();
+        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        ServiceSummary {
+            selector: spec.and_then(|s| s.selector.clone()),
+            ports: ports
+                .iter()
+                .map(|p| PortSummary {
+                    name: p.name.as_deref().map(Box::from),
+                    port: p.port,
+                    target_port: p.target_port.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A Service as the Cache controller caches it: the runtime's metadata and a
+/// [`ServiceSummary`].
+pub type CachedService = Projected<ServiceSummary>;
+
+/// If `existing` differs from what the spec wants (selector, port), the JSON merge patch
+/// that makes it so: the selector's other keys removed, the one port replaced. Fields the
+/// server or others own (clusterIP, metadata) are left alone.
+pub fn service_patch(cache: &Cache, existing: &ServiceSummary) -> Option<serde_json::Value> {
     let name = cache.metadata.name.clone().unwrap_or_default();
     let want_selector = labels(&name);
-    let spec = existing.spec.clone().unwrap_or_default();
-    let port_ok = match spec.ports.as_deref() {
-        Some([p]) => {
+    let port_ok = match &*existing.ports {
+        [p] => {
             p.port == cache.spec.port
                 && p.name.as_deref() == Some(CONTAINER_NAME)
                 && p.target_port
@@ -183,16 +226,18 @@ pub fn service_update(cache: &Cache, existing: &Service) -> Option<Service> {
         }
         _ => false,
     };
-    if spec.selector.as_ref() == Some(&want_selector) && port_ok {
+    if existing.selector.as_ref() == Some(&want_selector) && port_ok {
         return None;
     }
-    let mut updated = existing.clone();
-    let mut new_spec = spec;
-    new_spec.selector = Some(want_selector);
-    new_spec.ports = Some(vec![service_port(cache.spec.port)]);
-    updated.spec = Some(new_spec);
-    updated.status = None;
-    Some(updated)
+    let unwanted = existing.selector.iter().flatten();
+    let removed = unwanted.filter(|(key, _)| !want_selector.contains_key(*key));
+    let mut selector: serde_json::Map<String, serde_json::Value> = removed
+        .map(|(key, _)| (key.clone(), serde_json::Value::Null))
+        .collect();
+    selector.extend(want_selector.into_iter().map(|(k, v)| (k, v.into())));
+    Some(serde_json::json!({
+        "spec": {"selector": selector, "ports": [service_port(cache.spec.port)]},
+    }))
 }
 
 /// Whether the pod's `Ready` condition is `True`.
@@ -336,7 +381,56 @@ pub fn hash_of(pod: &Pod) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    fn cache_c(port: i32) -> Cache {
+        serde_json::from_value(json!({
+            "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
+            "spec": {"replicas": 2, "port": port}
+        }))
+        .expect("a Cache")
+    }
+
+    /// `desired_service`, as the server stores it (clusterIP and protocol defaulted), then
+    /// changed by `edit`.
+    fn served_service(edit: impl FnOnce(&mut serde_json::Value)) -> ServiceSummary {
+        let mut served = serde_json::to_value(desired_service(&cache_c(11211))).expect("json");
+        served["spec"]["clusterIP"] = json!("10.96.0.7");
+        edit(&mut served);
+        ServiceSummary::project(&serde_json::from_value(served).expect("a Service"))
+    }
+
+    #[test]
+    fn the_desired_service_needs_no_patch() {
+        assert_eq!(
+            service_patch(&cache_c(11211), &served_service(|_| {})),
+            None
+        );
+    }
+
+    #[test]
+    fn a_port_change_patches_the_one_port() {
+        let patch = service_patch(&cache_c(11311), &served_service(|_| {})).expect("a patch");
+        assert_eq!(patch["spec"]["ports"][0]["port"], json!(11311));
+        assert_eq!(patch["spec"]["ports"][0]["targetPort"], json!(11311));
+        assert_eq!(patch["spec"]["ports"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_selector_edited_by_someone_else_is_put_back_exactly() {
+        let edited = served_service(|s| {
+            s["spec"]["selector"] = json!({"steady.dev/cache": "other", "extra": "x"});
+        });
+        let patch = service_patch(&cache_c(11211), &edited).expect("a patch");
+        assert_eq!(
+            patch["spec"]["selector"],
+            json!({"steady.dev/cache": "c", "extra": null}),
+            "the extra key removed (null in a merge patch), ours restored"
+        );
+    }
 
     #[test]
     fn a_projected_pod_answers_every_question_the_reconciler_asks_alike() {

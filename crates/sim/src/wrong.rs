@@ -18,8 +18,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use steady_cache_operator::resources::{
-    PodSummary, desired_pod, desired_service, hash_of, is_controlled_by, is_failed, is_ready,
-    is_terminating, ordinal_of, pod_name, pod_of, selector, template_hash,
+    PodSummary, ServiceSummary, desired_pod, desired_service, hash_of, is_controlled_by, is_failed,
+    is_ready, is_terminating, ordinal_of, pod_name, pod_of, selector, template_hash,
 };
 use steady_cache_operator::types::CONDITION_READY;
 use steady_cache_operator::{Cache, OperatorContext};
@@ -407,7 +407,9 @@ async fn delete_pod(ctx: &Ctx, namespace: &str, pod: &Pod) -> Outcome<()> {
 
 async fn ensure_service(cache: &Cache, ctx: &Ctx) -> Outcome<()> {
     let (name, namespace) = names(cache)?;
-    let services = ctx.cache::<Service>().map_err(|e| e.to_string())?;
+    let services = ctx
+        .projected::<ServiceSummary>()
+        .map_err(|e| e.to_string())?;
     if services
         .get(&ObjectKey::new(Some(&namespace), &name))
         .is_some()

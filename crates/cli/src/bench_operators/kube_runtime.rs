@@ -18,7 +18,7 @@ use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::{Controller, watcher};
 use kube::{Client, ResourceExt};
 use steady_cache_operator::reconcile::REQUEUE_WHILE_PROGRESSING;
-use steady_cache_operator::resources::{CachedPod, selector};
+use steady_cache_operator::resources::{CachedPod, CachedService, selector};
 use steady_cache_operator::{Cache, Error, Ledger, Outcome, View, reconcile_with};
 
 /// Reads owned objects from the API server on every reconcile.
@@ -42,12 +42,16 @@ impl View for ApiView {
         Ok(projected.map(Arc::new).collect())
     }
 
-    async fn service(&self, namespace: &str, name: &str) -> Result<Option<Arc<Service>>, Error> {
+    async fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<CachedService>>, Error> {
         let service = Api::<Service>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
             .await
             .map_err(Error::api("reading", "Service", namespace, name))?;
-        Ok(service.map(Arc::new))
+        Ok(service.map(|s| Arc::new(CachedService::of(&s))))
     }
 }
 
