@@ -144,6 +144,18 @@ pub enum Error {
         /// The kind asked for.
         kind: String,
     },
+    /// A reconcile asked the context for the cache of a kind the controller caches as a
+    /// projection ([`Controller::owns_projected`]), not as the kind itself.
+    #[error(
+        "no cache of {kind} itself: the controller caches it as {cached}; read it with \
+         ctx.projected::<P>() (P the projection) or the handle owns_projected returned"
+    )]
+    CachedAsProjection {
+        /// The kind asked for.
+        kind: String,
+        /// The type its objects are cached as.
+        cached: String,
+    },
     /// The leader Lease was lost: another replica may be reconciling now.
     #[error("leadership was lost; stopped reconciling at once")]
     LostLeadership,
@@ -160,6 +172,8 @@ pub(crate) struct Caches {
     by_cached: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
     /// `WriteSink<W>` by `TypeId::of::<W>()`, `W` the kind watched and written.
     writes: BTreeMap<TypeId, Box<dyn Any + Send + Sync>>,
+    /// The name of the type each kind `W` is cached as, by `TypeId::of::<W>()`.
+    cached_as: BTreeMap<TypeId, &'static str>,
 }
 
 impl Caches {
@@ -231,8 +245,15 @@ impl<T> Context<T> {
     /// reconciler written apart from its controller. Prefer the handle `owns`/`watches`
     /// returned (kept in the context's data): it cannot be missing.
     pub fn cache<C: Resource<DynamicType = ()> + 'static>(&self) -> Result<ObjectCache<C>, Error> {
-        self.caches.get::<C>().ok_or_else(|| Error::NoCache {
-            kind: C::kind(&()).to_string(),
+        self.caches.get::<C>().ok_or_else(|| {
+            let kind = C::kind(&()).to_string();
+            match self.caches.cached_as.get(&TypeId::of::<C>()) {
+                Some(cached) => Error::CachedAsProjection {
+                    kind,
+                    cached: cached.to_string(),
+                },
+                None => Error::NoCache { kind },
+            }
         })
     }
 
@@ -364,6 +385,9 @@ where
         self.caches
             .writes
             .insert(TypeId::of::<W>(), Box::new(writes));
+        self.caches
+            .cached_as
+            .insert(TypeId::of::<W>(), std::any::type_name::<C>());
         let resource = kube::api::ApiResource::erase::<D>(&());
         self.kinds.push(WatchedKind {
             role,

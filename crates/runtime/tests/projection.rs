@@ -42,6 +42,12 @@ async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context<Data>>) -> Result<Action
     let uid = cm.metadata.uid.clone().unwrap_or_default();
     let cache = &ctx.data().secrets;
     let apps = cache.owned_by(&uid).iter().map(|s| s.0.clone()).collect();
+    let whole = ctx.cache::<Secret>().err().map(|e| e.to_string());
+    if !whole.as_deref().is_some_and(|e| e.contains("Projected<")) {
+        return Err(format!(
+            "asking for whole Secrets named no projection: {whole:?}"
+        ));
+    }
     let copy = ObjectKey::new(Some("default"), "copy");
     let mut written = cache.get(&copy).is_some();
     if !written {
