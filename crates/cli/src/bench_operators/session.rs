@@ -150,18 +150,29 @@ pub struct Session {
 }
 
 impl Session {
-    /// A fresh control plane with the Cache CRD installed; `watch_pods` also tracks pods
-    /// (for self-heal latencies).
+    /// A fresh control plane with the Cache CRD installed and the simulated node running
+    /// pods; `watch_pods` also tracks pods (for self-heal latencies).
     pub async fn start(watch_pods: bool) -> anyhow::Result<Session> {
-        let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-        let config = steady_apiserver::Config::default();
         let nodes = NodeConfig {
             pod_start_delay: POD_START_DELAY,
             ..NodeConfig::default()
         };
-        let plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?, config)
-            .await?
-            .with_nodes(nodes);
+        Session::start_with(watch_pods, Some(nodes)).await
+    }
+
+    /// The same control plane with no node: pods stay Pending, and the server serves only
+    /// the requests the harness makes (the raw write rate).
+    pub async fn start_without_nodes() -> anyhow::Result<Session> {
+        Session::start_with(false, None).await
+    }
+
+    async fn start_with(watch_pods: bool, nodes: Option<NodeConfig>) -> anyhow::Result<Session> {
+        let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+        let config = steady_apiserver::Config::default();
+        let mut plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?, config).await?;
+        if let Some(nodes) = nodes {
+            plane = plane.with_nodes(nodes);
+        }
         let api = plane.api.clone();
         let admin = api.client();
         let kubeconfig = dir.path().join("kubeconfig");
