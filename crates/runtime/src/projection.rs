@@ -99,81 +99,130 @@ pub trait Projection: Clone + PartialEq + Debug + Send + Sync + 'static {
 /// The metadata the runtime keeps of a projected object: key, uid, resourceVersion,
 /// deletionTimestamp and ownerReferences. Equality ignores the resourceVersion, which
 /// changes on every write and which no level-triggered decision may depend on.
+///
+/// Every string is kept in one buffer (and the owner references in one slice), so a
+/// projected object's metadata is two allocations, not one per string: each allocation
+/// costs the allocator's header and rounding on top of its bytes, which at tens of
+/// thousands of cached objects is a large part of their memory.
 #[derive(Debug, Clone)]
 pub struct ProjectedMeta {
-    namespace: Option<Box<str>>,
-    name: Box<str>,
-    uid: Option<Box<str>>,
-    resource_version: Option<Box<str>>,
+    /// namespace, name, uid, resourceVersion, then each owner's apiVersion, kind, name
+    /// and uid, back to back.
+    text: Box<str>,
+    /// Where namespace, name, uid and resourceVersion end in `text`.
+    ends: [u32; 4],
+    /// Which of namespace, uid and resourceVersion are set (an empty one may be).
+    present: u8,
     deletion_timestamp: Option<Time>,
-    owners: Box<[ProjectedOwner]>,
+    owners: Box<[PackedOwner]>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ProjectedOwner {
-    api_version: Box<str>,
-    kind: Box<str>,
-    name: Box<str>,
-    uid: Box<str>,
+/// An ownerReference: where its apiVersion, kind, name and uid end in the `text` of its
+/// [`ProjectedMeta`].
+#[derive(Debug, Clone)]
+struct PackedOwner {
+    ends: [u32; 4],
     controller: bool,
 }
 
+const HAS_NAMESPACE: u8 = 1;
+const HAS_UID: u8 = 2;
+const HAS_RESOURCE_VERSION: u8 = 4;
+
 impl PartialEq for ProjectedMeta {
     fn eq(&self, other: &Self) -> bool {
-        self.namespace == other.namespace
-            && self.name == other.name
-            && self.uid == other.uid
+        self.namespace() == other.namespace()
+            && self.name() == other.name()
+            && self.uid() == other.uid()
             && self.deletion_timestamp == other.deletion_timestamp
-            && self.owners == other.owners
+            && self.owners().eq(other.owners())
     }
 }
 
-fn boxed(s: &Option<String>) -> Option<Box<str>> {
-    s.as_deref().map(Box::from)
+/// Appends strings to one buffer, recording where each ends.
+struct Packer(String);
+
+impl Packer {
+    fn push(&mut self, s: &str) -> u32 {
+        self.0.push_str(s);
+        // Object metadata is bounded far below 4 GiB by the API server's request limits.
+        u32::try_from(self.0.len()).unwrap_or(u32::MAX)
+    }
+
+    fn push_all(&mut self, strings: [&str; 4]) -> [u32; 4] {
+        strings.map(|s| self.push(s))
+    }
 }
 
 impl ProjectedMeta {
     /// What the runtime keeps of `meta`.
     pub fn of(meta: &ObjectMeta) -> Self {
-        let owners = meta
-            .owner_references
+        let owners = meta.owner_references.as_deref().unwrap_or_default();
+        let identity = [
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+            meta.uid.as_deref(),
+            meta.resource_version.as_deref(),
+        ];
+        let length = identity.iter().flatten().map(|s| s.len()).sum::<usize>()
+            + owners
+                .iter()
+                .map(|r| r.api_version.len() + r.kind.len() + r.name.len() + r.uid.len())
+                .sum::<usize>();
+        let mut text = Packer(String::with_capacity(length));
+        let ends = text.push_all(identity.map(Option::unwrap_or_default));
+        let owners = owners
             .iter()
-            .flatten()
-            .map(|r| ProjectedOwner {
-                api_version: r.api_version.as_str().into(),
-                kind: r.kind.as_str().into(),
-                name: r.name.as_str().into(),
-                uid: r.uid.as_str().into(),
+            .map(|r| PackedOwner {
+                ends: text.push_all([&r.api_version, &r.kind, &r.name, &r.uid]),
                 controller: r.controller == Some(true),
-            });
+            })
+            .collect();
+        let flag = |set: bool, flag: u8| if set { flag } else { 0 };
         ProjectedMeta {
-            namespace: boxed(&meta.namespace),
-            name: meta.name.as_deref().unwrap_or_default().into(),
-            uid: boxed(&meta.uid),
-            resource_version: boxed(&meta.resource_version),
+            text: text.0.into_boxed_str(),
+            ends,
+            present: flag(meta.namespace.is_some(), HAS_NAMESPACE)
+                | flag(meta.uid.is_some(), HAS_UID)
+                | flag(meta.resource_version.is_some(), HAS_RESOURCE_VERSION),
             deletion_timestamp: meta.deletion_timestamp.clone(),
-            owners: owners.collect(),
+            owners,
+        }
+    }
+
+    /// The `i`-th of the strings ending at `ends`, the first starting at `start`.
+    fn span(&self, start: u32, ends: &[u32; 4], i: usize) -> &str {
+        let from = if i == 0 { start } else { ends[i - 1] };
+        self.text
+            .get(from as usize..ends[i] as usize)
+            .unwrap_or_default()
+    }
+
+    fn identity(&self, i: usize, flag: Option<u8>) -> Option<&str> {
+        match flag {
+            Some(flag) if self.present & flag == 0 => None,
+            _ => Some(self.span(0, &self.ends, i)),
         }
     }
 
     /// `metadata.namespace` (`None`: cluster-scoped).
     pub fn namespace(&self) -> Option<&str> {
-        self.namespace.as_deref()
+        self.identity(0, Some(HAS_NAMESPACE))
     }
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        &self.name
+        self.identity(1, None).unwrap_or_default()
     }
 
     /// `metadata.uid`.
     pub fn uid(&self) -> Option<&str> {
-        self.uid.as_deref()
+        self.identity(2, Some(HAS_UID))
     }
 
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> Option<&str> {
-        self.resource_version.as_deref()
+        self.identity(3, Some(HAS_RESOURCE_VERSION))
     }
 
     /// `metadata.deletionTimestamp`: set once the object is being deleted.
@@ -183,12 +232,18 @@ impl ProjectedMeta {
 
     /// `metadata.ownerReferences`.
     pub fn owners(&self) -> impl Iterator<Item = OwnerView<'_>> {
-        self.owners.iter().map(|r| OwnerView {
-            api_version: &r.api_version,
-            kind: &r.kind,
-            name: &r.name,
-            uid: &r.uid,
-            controller: r.controller,
+        let mut start = self.ends[3];
+        self.owners.iter().map(move |r| {
+            let field = |i| self.span(start, &r.ends, i);
+            let view = OwnerView {
+                api_version: field(0),
+                kind: field(1),
+                name: field(2),
+                uid: field(3),
+                controller: r.controller,
+            };
+            start = r.ends[3];
+            view
         })
     }
 
@@ -464,6 +519,52 @@ mod tests {
 
     fn mode(cache: &ObjectCache<Projected<Mode>>, name: &str) -> Option<String> {
         cache.get(&ObjectKey::new(Some("ns"), name))?.0.clone()
+    }
+
+    #[test]
+    fn packed_metadata_reads_back_every_string_and_tells_absent_from_empty() {
+        let meta: ObjectMeta = serde_json::from_value(json!({
+            "name": "p", "namespace": "", "resourceVersion": "12",
+            "deletionTimestamp": "2026-12-03T10:00:00Z",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "A", "name": "a", "uid": "u-a"},
+                {"apiVersion": "steady.dev/v1alpha1", "kind": "Cache", "name": "c",
+                 "uid": "u-c", "controller": true},
+            ],
+        }))
+        .expect("metadata");
+        let packed = ProjectedMeta::of(&meta);
+        assert_eq!(packed.name(), "p");
+        assert_eq!(packed.namespace(), Some(""), "empty, not absent");
+        assert_eq!(packed.uid(), None);
+        assert_eq!(packed.resource_version(), Some("12"));
+        assert!(packed.deletion_timestamp().is_some());
+        let owners: Vec<(&str, &str, &str, &str, bool)> = packed
+            .owners()
+            .map(|o| (o.api_version, o.kind, o.name, o.uid, o.controller))
+            .collect();
+        assert_eq!(
+            owners,
+            [
+                ("v1", "A", "a", "u-a", false),
+                ("steady.dev/v1alpha1", "Cache", "c", "u-c", true)
+            ]
+        );
+        assert!(packed.is_controlled_by("u-c") && !packed.is_controlled_by("u-a"));
+        let bare = ProjectedMeta::of(&ObjectMeta::default());
+        assert_eq!(
+            (bare.namespace(), bare.name(), bare.owners().count()),
+            (None, "", 0)
+        );
+        let mut newer = meta.clone();
+        newer.resource_version = Some("13".into());
+        assert_eq!(
+            ProjectedMeta::of(&newer),
+            packed,
+            "the version is not compared"
+        );
+        newer.owner_references = None;
+        assert_ne!(ProjectedMeta::of(&newer), packed);
     }
 
     #[test]
