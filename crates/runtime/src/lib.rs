@@ -121,6 +121,7 @@ pub mod apply;
 pub mod backoff;
 pub mod conditions;
 pub mod controller;
+mod error;
 pub mod events;
 pub mod finalizer;
 pub mod leader;
