@@ -10,6 +10,7 @@
 //! remembered ([`ObjectCache::remember`]) so its next read sees them before the watch event
 //! arrives (read-your-own-writes); a watch event never replaces a newer remembered state.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -127,9 +128,102 @@ impl<K: Resource> Cached for K {
 /// Shrinks an object before it is cached (see `Controller::trim`).
 pub type Trim<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
+/// Namespace and name, borrowed: how the cache looks objects up and orders them.
+type KeyParts<'a> = (Option<&'a str>, &'a str);
+
+/// Something ordered by a cache key. Both a cached [`Entry`] and a borrowed key implement
+/// it, so the cache's sets are keyed by the objects they hold (no second copy of each key,
+/// with its two string allocations, per map) and are still searched by key.
+trait Keyed {
+    fn key_parts(&self) -> KeyParts<'_>;
+}
+
+impl PartialEq for dyn Keyed + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key_parts() == other.key_parts()
+    }
+}
+
+impl Eq for dyn Keyed + '_ {}
+
+impl PartialOrd for dyn Keyed + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn Keyed + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key_parts().cmp(&other.key_parts())
+    }
+}
+
+/// A key to look up with: `&KeyRef(..) as &dyn Keyed`.
+struct KeyRef<'a>(KeyParts<'a>);
+
+impl Keyed for KeyRef<'_> {
+    fn key_parts(&self) -> KeyParts<'_> {
+        self.0
+    }
+}
+
+impl<'a> KeyRef<'a> {
+    fn of_key(key: &'a ObjectKey) -> Self {
+        KeyRef((key.namespace.as_deref(), &key.name))
+    }
+
+    fn of<K: Cached>(obj: &'a K) -> Self {
+        let meta = obj.cache_meta();
+        KeyRef((meta.namespace, meta.name))
+    }
+}
+
+/// A cached object in a set ordered by its key.
+struct Entry<K>(Arc<K>);
+
+impl<K: Cached> Keyed for Entry<K> {
+    fn key_parts(&self) -> KeyParts<'_> {
+        let meta = self.0.cache_meta();
+        (meta.namespace, meta.name)
+    }
+}
+
+impl<K: Cached> PartialEq for Entry<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key_parts() == other.key_parts()
+    }
+}
+
+impl<K: Cached> Eq for Entry<K> {}
+
+impl<K: Cached> PartialOrd for Entry<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K: Cached> Ord for Entry<K> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key_parts().cmp(&other.key_parts())
+    }
+}
+
+impl<'a, K: Cached + 'a> Borrow<dyn Keyed + 'a> for Entry<K> {
+    fn borrow(&self) -> &(dyn Keyed + 'a) {
+        self
+    }
+}
+
+/// Objects of one kind, ordered by key.
+type Entries<K> = BTreeSet<Entry<K>>;
+
+fn find<'s, K: Cached>(entries: &'s Entries<K>, key: &KeyRef<'_>) -> Option<&'s Arc<K>> {
+    entries.get(key as &dyn Keyed).map(|entry| &entry.0)
+}
+
 struct Inner<K> {
-    objects: BTreeMap<ObjectKey, Arc<K>>,
-    by_owner: BTreeMap<String, BTreeSet<ObjectKey>>,
+    objects: Entries<K>,
+    by_owner: BTreeMap<Box<str>, Entries<K>>,
     trim: Option<Trim<K>>,
 }
 
@@ -151,11 +245,21 @@ impl<K> Default for ObjectCache<K> {
     fn default() -> Self {
         ObjectCache {
             inner: Arc::new(RwLock::new(Inner {
-                objects: BTreeMap::new(),
+                objects: BTreeSet::new(),
                 by_owner: BTreeMap::new(),
                 trim: None,
             })),
         }
+    }
+}
+
+/// The keys a (re)list delivered, held as the objects cached for them (one pointer each),
+/// so a relist of a large kind does not copy every key.
+pub(crate) struct Listed<K>(Entries<K>);
+
+impl<K> Default for Listed<K> {
+    fn default() -> Self {
+        Listed(BTreeSet::new())
     }
 }
 
@@ -175,6 +279,30 @@ fn owner_uids<K: Cached>(obj: &K) -> impl Iterator<Item = &str> {
     obj.cached_owners().map(|owner| owner.uid)
 }
 
+impl<K: Cached> Inner<K> {
+    fn index(&mut self, obj: &Arc<K>) {
+        for uid in owner_uids(obj.as_ref()) {
+            // `replace`, not `insert`: the set must hold this state, not an older one.
+            self.by_owner
+                .entry(uid.into())
+                .or_default()
+                .replace(Entry(obj.clone()));
+        }
+    }
+
+    fn unindex(&mut self, obj: &K) {
+        let key = KeyRef::of(obj);
+        for uid in owner_uids(obj) {
+            if let Some(owned) = self.by_owner.get_mut(uid) {
+                owned.remove(&key as &dyn Keyed);
+                if owned.is_empty() {
+                    self.by_owner.remove(uid);
+                }
+            }
+        }
+    }
+}
+
 impl<K: Cached> ObjectCache<K> {
     fn read(&self) -> RwLockReadGuard<'_, Inner<K>> {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
@@ -186,17 +314,21 @@ impl<K: Cached> ObjectCache<K> {
 
     /// The cached object at `key`, if any.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
-        self.read().objects.get(key).cloned()
+        find(&self.read().objects, &KeyRef::of_key(key)).cloned()
     }
 
     /// Every object, in key order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.read().objects.values().cloned().collect()
+        self.read().objects.iter().map(|e| e.0.clone()).collect()
     }
 
     /// Every cached key, in order.
     pub fn keys(&self) -> Vec<ObjectKey> {
-        self.read().objects.keys().cloned().collect()
+        self.read()
+            .objects
+            .iter()
+            .map(|e| e.0.cache_key())
+            .collect()
     }
 
     /// How many objects are cached.
@@ -211,15 +343,10 @@ impl<K: Cached> ObjectCache<K> {
 
     /// Objects with an ownerReference to `uid`, in key order.
     pub fn owned_by(&self, uid: &str) -> Vec<Arc<K>> {
-        let inner = self.read();
-        inner
+        self.read()
             .by_owner
             .get(uid)
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| inner.objects.get(k).cloned())
-                    .collect()
-            })
+            .map(|owned| owned.iter().map(|e| e.0.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -247,72 +374,81 @@ impl<K: Cached> ObjectCache<K> {
 
     /// [`apply`](Self::apply), also returning the state now cached (trimmed), so a watch
     /// can tell whether what a reconciler reads changed.
-    pub(crate) fn update(&self, mut obj: K) -> Result<Update<K>, Stale> {
-        let key = obj.cache_key();
+    pub(crate) fn update(&self, obj: K) -> Result<Update<K>, Stale> {
+        self.update_unless_newer(obj).map_err(|_newer| Stale)
+    }
+
+    /// [`update`](Self::update), or the newer state the cache holds for the key.
+    fn update_unless_newer(&self, mut obj: K) -> Result<Update<K>, Arc<K>> {
         if let Some(trim) = self.read().trim.clone() {
             trim(&mut obj);
         }
         let mut inner = self.write();
-        if let Some(current) = inner.objects.get(&key) {
-            let (current, incoming) = (current.cache_meta(), obj.cache_meta());
-            if current.uid == incoming.uid
-                && is_older(incoming.resource_version, current.resource_version)
+        if let Some(current) = find(&inner.objects, &KeyRef::of(&obj)) {
+            let (cached, incoming) = (current.cache_meta(), obj.cache_meta());
+            if cached.uid == incoming.uid
+                && is_older(incoming.resource_version, cached.resource_version)
             {
-                return Err(Stale);
+                return Err(current.clone());
             }
         }
         let current = Arc::new(obj);
-        let previous = inner.objects.insert(key.clone(), current.clone());
+        let previous = inner.objects.replace(Entry(current.clone())).map(|e| e.0);
         if let Some(prev) = &previous {
-            let owners: Vec<String> = owner_uids(prev.as_ref()).map(str::to_string).collect();
-            unindex(&mut inner.by_owner, &owners, &key);
+            inner.unindex(prev);
         }
-        for uid in owner_uids(current.as_ref()) {
-            inner
-                .by_owner
-                .entry(uid.to_string())
-                .or_default()
-                .insert(key.clone());
-        }
+        inner.index(&current);
         Ok(Update { previous, current })
     }
 
     pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<K>> {
         let mut inner = self.write();
-        let removed = inner.objects.remove(key)?;
-        let owners: Vec<String> = owner_uids(removed.as_ref()).map(str::to_string).collect();
-        unindex(&mut inner.by_owner, &owners, key);
+        let removed = inner.objects.take(&KeyRef::of_key(key) as &dyn Keyed)?.0;
+        inner.unindex(&removed);
         Some(removed)
     }
 
-    /// One object of a (re)list. Applied as it arrives, so an unchanged object keeps its
-    /// single copy and a relist never holds a second full copy of the kind in memory.
-    /// Returns the states a trigger must see: the previous and the new one when the object
-    /// changed (or only the new one when it is new), nothing when it did not.
-    pub(crate) fn apply_listed(&self, obj: K) -> Vec<Arc<K>> {
-        let key = obj.cache_key();
-        let unchanged = self.read().objects.get(&key).is_some_and(|current| {
-            let (current, incoming) = (current.cache_meta(), obj.cache_meta());
-            current.uid == incoming.uid && current.resource_version == incoming.resource_version
-        });
-        if unchanged {
+    /// One object of a (re)list, recorded in `listed`. Applied as it arrives, so an
+    /// unchanged object keeps its single copy and a relist never holds a second full copy
+    /// of the kind in memory. Returns the states a trigger must see: the previous and the
+    /// new one when the object changed (or only the new one when it is new), nothing when
+    /// it did not.
+    pub(crate) fn apply_listed(&self, obj: K, listed: &mut Listed<K>) -> Vec<Arc<K>> {
+        let unchanged = {
+            let inner = self.read();
+            find(&inner.objects, &KeyRef::of(&obj))
+                .filter(|current| {
+                    let (current, incoming) = (current.cache_meta(), obj.cache_meta());
+                    current.uid == incoming.uid
+                        && current.resource_version == incoming.resource_version
+                })
+                .cloned()
+        };
+        if let Some(current) = unchanged {
+            listed.0.replace(Entry(current));
             return Vec::new();
         }
-        match self.apply(obj) {
-            Ok(previous) => previous.into_iter().chain(self.get(&key)).collect(),
-            Err(Stale) => Vec::new(),
+        match self.update_unless_newer(obj) {
+            Ok(Update { previous, current }) => {
+                listed.0.replace(Entry(current.clone()));
+                previous.into_iter().chain([current]).collect()
+            }
+            Err(newer) => {
+                listed.0.replace(Entry(newer));
+                Vec::new()
+            }
         }
     }
 
-    /// The end of a (re)list that contained `listed`: everything else is gone. Returns the
+    /// The end of a (re)list that delivered `listed`: everything else is gone. Returns the
     /// removed objects, so a relist after a 410 misses no deletion.
-    pub(crate) fn retain_listed(&self, listed: &BTreeSet<ObjectKey>) -> Vec<Arc<K>> {
+    pub(crate) fn retain_listed(&self, listed: Listed<K>) -> Vec<Arc<K>> {
         let gone: Vec<ObjectKey> = self
             .read()
             .objects
-            .keys()
-            .filter(|key| !listed.contains(*key))
-            .cloned()
+            .iter()
+            .filter(|entry| !listed.0.contains(*entry as &dyn Keyed))
+            .map(|entry| entry.0.cache_key())
             .collect();
         gone.iter().filter_map(|key| self.remove(key)).collect()
     }
@@ -342,21 +478,6 @@ pub(crate) fn differs_beyond_version<K: Resource + Clone + PartialEq>(old: &K, n
 /// An update older than what the cache holds (a watch event behind a remembered write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stale;
-
-fn unindex(
-    by_owner: &mut BTreeMap<String, BTreeSet<ObjectKey>>,
-    owners: &[String],
-    key: &ObjectKey,
-) {
-    for uid in owners {
-        if let Some(set) = by_owner.get_mut(uid) {
-            set.remove(key);
-            if set.is_empty() {
-                by_owner.remove(uid);
-            }
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -458,12 +579,12 @@ mod tests {
 
     /// A whole list, as the watch delivers it.
     fn relist(cache: &ObjectCache<ConfigMap>, objects: Vec<ConfigMap>) -> Vec<Arc<ConfigMap>> {
-        let listed: BTreeSet<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
+        let mut listed = Listed::default();
         let mut changed: Vec<Arc<ConfigMap>> = objects
             .into_iter()
-            .flat_map(|o| cache.apply_listed(o))
+            .flat_map(|o| cache.apply_listed(o, &mut listed))
             .collect();
-        changed.extend(cache.retain_listed(&listed));
+        changed.extend(cache.retain_listed(listed));
         changed
     }
 

@@ -484,7 +484,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
+    use crate::object_cache::Listed;
 
     use k8s_openapi::api::core::v1::ConfigMap;
     use serde_json::json;
@@ -641,7 +641,7 @@ mod tests {
             cm("keep", "1", "o1", "a", "x"),
             cm("gone", "1", "o1", "a", "x"),
         ] {
-            cache.apply_listed(Projected::of(&obj));
+            cache.apply_listed(Projected::of(&obj), &mut Listed::default());
         }
         let kept = cache
             .get(&ObjectKey::new(Some("ns"), "keep"))
@@ -650,11 +650,14 @@ mod tests {
             cm("keep", "1", "o1", "a", "x"),
             cm("new", "2", "o1", "a", "x"),
         ];
-        let listed: BTreeSet<ObjectKey> = relisted.iter().map(ObjectKey::of).collect();
-        let mut changed: Vec<String> = relisted
+        let mut listed = Listed::default();
+        let mut changed: Vec<Arc<Projected<Mode>>> = relisted
             .iter()
-            .flat_map(|obj| cache.apply_listed(Projected::of(obj)))
-            .chain(cache.retain_listed(&listed))
+            .flat_map(|obj| cache.apply_listed(Projected::of(obj), &mut listed))
+            .collect();
+        changed.extend(cache.retain_listed(listed));
+        let mut changed: Vec<String> = changed
+            .iter()
             .map(|p| p.meta().name().to_string())
             .collect();
         changed.sort();

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::object_cache::{Cached, ObjectCache, ObjectKey};
+use crate::object_cache::{Cached, Listed, ObjectCache, ObjectKey};
 use crate::observe::WatchPhase;
 use crate::queue::{Priority, Trigger};
 use crate::write_through::WriteSink;
@@ -163,7 +163,7 @@ where
         futures::pin_mut!(stream);
         let mut backoff = WatchBackoff::default();
         // Keys seen by the (re)list in progress.
-        let mut listed: BTreeSet<ObjectKey> = BTreeSet::new();
+        let mut listed = Listed::default();
         let mut synced = false;
         let phase = |phase| {
             let _ = tx.send(Message::Watch(self.index, phase));
@@ -174,7 +174,7 @@ where
             }
             match event {
                 Ok(Event::Init) => {
-                    listed.clear();
+                    listed = Listed::default();
                     phase(if synced {
                         WatchPhase::Relisting
                     } else {
@@ -183,13 +183,12 @@ where
                 }
                 Ok(Event::InitApply(obj)) => {
                     let obj = (self.convert)(obj);
-                    listed.insert(obj.cache_key());
-                    let changed = self.cache.apply_listed(obj);
+                    let changed = self.cache.apply_listed(obj, &mut listed);
                     let changed: Vec<&C> = changed.iter().map(AsRef::as_ref).collect();
                     self.send(&tx, &changed);
                 }
                 Ok(Event::InitDone) => {
-                    let gone = self.cache.retain_listed(&std::mem::take(&mut listed));
+                    let gone = self.cache.retain_listed(std::mem::take(&mut listed));
                     let gone: Vec<&C> = gone.iter().map(AsRef::as_ref).collect();
                     self.send(&tx, &gone);
                     phase(WatchPhase::Watching);
