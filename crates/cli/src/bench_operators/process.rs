@@ -76,7 +76,10 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
     let mut stdout = tokio::io::stdout();
     while let Some(line) = lines.next_line().await? {
         if line.trim() == "stats" {
-            let stats = serde_json::json!({"reconciles": reconciles.load(Ordering::Relaxed)});
+            let stats = serde_json::json!({
+                "reconciles": reconciles.load(Ordering::Relaxed),
+                "heap_in_use": heap_in_use(),
+            });
             stdout.write_all(format!("{stats}\n").as_bytes()).await?;
             stdout.flush().await?;
         }
@@ -84,6 +87,46 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
     let _ = stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), operator).await;
     Ok(())
+}
+
+/// Bytes the process's allocator has handed out and not had back (glibc's `mallinfo2`:
+/// chunks in use in its arenas plus mmapped ones), so RSS can be split into what the
+/// program holds and what the allocator keeps beside it. `None` off glibc.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn heap_in_use() -> Option<u64> {
+    // SAFETY: mallinfo2 takes no arguments and only reads the allocator's counters.
+    let info = unsafe { libc::mallinfo2() };
+    u64::try_from(info.uordblks + info.hblkhd).ok()
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap_in_use() -> Option<u64> {
+    None
+}
+
+/// The operator's command: `exe`, or, when `STEADY_BENCH_OPERATOR_WRAPPER` is set (e.g.
+/// `heaptrack -o /tmp/operator`), that command with `exe` as its first argument, so a
+/// profiler sees the operator alone and not the server and clients beside it.
+fn wrapped_command(exe: PathBuf) -> tokio::process::Command {
+    let wrapper = std::env::var("STEADY_BENCH_OPERATOR_WRAPPER").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(words).arg(exe);
+            command
+        }
+        None => tokio::process::Command::new(exe),
+    }
+}
+
+/// What the operator process reports about itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Stats {
+    /// Reconciles started so far.
+    pub reconciles: u64,
+    /// See [`heap_in_use`].
+    pub heap_in_use: Option<u64>,
 }
 
 /// The parent's handle on a running operator process.
@@ -115,7 +158,7 @@ impl OperatorProcess {
         concurrency: u16,
     ) -> anyhow::Result<OperatorProcess> {
         let exe = std::env::current_exe().context("cannot find the steady executable")?;
-        let mut child = tokio::process::Command::new(exe)
+        let mut child = wrapped_command(exe)
             .args(["bench", "operator-process", "--runtime", runtime.name()])
             .arg("--kubeconfig")
             .arg(kubeconfig)
@@ -145,19 +188,34 @@ impl OperatorProcess {
 
     /// Reconciles the operator has started so far.
     pub async fn reconciles(&mut self) -> anyhow::Result<u64> {
+        Ok(self.stats().await?.reconciles)
+    }
+
+    /// Asks the operator for its [`Stats`].
+    pub async fn stats(&mut self) -> anyhow::Result<Stats> {
         let stdin = self.stdin.as_mut().context("the operator was stopped")?;
         stdin.write_all(b"stats\n").await?;
         stdin.flush().await?;
-        let line = self
-            .stdout
-            .next_line()
-            .await?
-            .context("the operator process exited")?;
+        // A wrapper (see `wrapped_command`) may print its own lines; the operator's are
+        // JSON objects.
+        let line = loop {
+            let line = self
+                .stdout
+                .next_line()
+                .await?
+                .context("the operator process exited")?;
+            if line.starts_with('{') {
+                break line;
+            }
+        };
         let stats: serde_json::Value = serde_json::from_str(&line)
             .with_context(|| format!("unexpected operator output {line:?}"))?;
-        stats["reconciles"]
-            .as_u64()
-            .with_context(|| format!("no reconcile count in {line:?}"))
+        Ok(Stats {
+            reconciles: stats["reconciles"]
+                .as_u64()
+                .with_context(|| format!("no reconcile count in {line:?}"))?,
+            heap_in_use: stats["heap_in_use"].as_u64(),
+        })
     }
 
     pub fn memory(&self) -> anyhow::Result<Memory> {

@@ -71,6 +71,9 @@ pub struct MemoryPoint {
     pub pods: usize,
     pub resident: u64,
     pub relist_peak: u64,
+    /// Bytes the operator's allocator has handed out, read with `resident` (None off glibc,
+    /// and for kube-runtime's process alike: both report through the same child).
+    pub heap_in_use: Option<u64>,
     /// Every Cache was Ready within `Plan::memory_timeout`.
     pub converged: bool,
 }
@@ -184,9 +187,10 @@ async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeRes
         eprintln!("{}: memory with {pods} pods…", runtime.name());
         let point = memory_point(plan, runtime, pods).await?;
         eprintln!(
-            "{}: {pods} pods: RSS {:.1} MiB, relist peak {:.1} MiB",
+            "{}: {pods} pods: RSS {:.1} MiB, heap in use {:.1} MiB, relist peak {:.1} MiB",
             runtime.name(),
             point.resident as f64 / MIB,
+            point.heap_in_use.map_or(f64::NAN, |b| b as f64 / MIB),
             point.relist_peak as f64 / MIB
         );
         memory.push(point);
@@ -444,7 +448,7 @@ async fn memory_point(plan: &Plan, runtime: Runtime, pods: usize) -> anyhow::Res
     let session = Session::start(false).await?;
     let caches = pods / plan.memory_replicas as usize;
     session.create_caches(caches, plan.memory_replicas).await?;
-    let operator =
+    let mut operator =
         OperatorProcess::spawn(runtime, &session.kubeconfig, plan.resync, plan.concurrency).await?;
     // Memory is measured with the world cached, converged or not: an operator that cannot
     // converge this many Caches in time is reported as such, not waited for forever.
@@ -461,6 +465,7 @@ async fn memory_point(plan: &Plan, runtime: Runtime, pods: usize) -> anyhow::Res
         );
     }
     tokio::time::sleep(plan.relist_window).await;
+    let heap_in_use = operator.stats().await?.heap_in_use;
     let resident = operator.memory()?.resident;
     operator.reset_peak()?;
     let before_relist = session.expire_watches();
@@ -475,6 +480,7 @@ async fn memory_point(plan: &Plan, runtime: Runtime, pods: usize) -> anyhow::Res
         pods,
         resident,
         relist_peak,
+        heap_in_use,
         converged,
     })
 }
@@ -784,7 +790,16 @@ impl Results {
             table.numbers(
                 "5. memory",
                 &format!("bytes per pod (RSS slope, {} → {} pods)", pair[0], pair[1]),
-                both(&|r| self.bytes_per_pod(r, i)),
+                both(&|r| self.bytes_per_pod(r, i, |p| Some(p.resident))),
+                0,
+            );
+            table.numbers(
+                "5. memory",
+                &format!(
+                    "bytes per pod (heap in use slope, {} → {} pods)",
+                    pair[0], pair[1]
+                ),
+                both(&|r| self.bytes_per_pod(r, i, |p| p.heap_in_use)),
                 0,
             );
         }
@@ -799,11 +814,20 @@ impl Results {
     }
 
     /// RSS growth per pod between the memory points `from` and `from + 1`.
-    fn bytes_per_pod(&self, runtime: Runtime, from: usize) -> f64 {
+    /// The slope of `bytes` between memory points `from` and `from + 1`.
+    fn bytes_per_pod(
+        &self,
+        runtime: Runtime,
+        from: usize,
+        bytes: impl Fn(&MemoryPoint) -> Option<u64>,
+    ) -> f64 {
         let points = &self.of(runtime).memory;
-        match (points.get(from), points.get(from + 1)) {
-            (Some(a), Some(b)) if b.pods > a.pods => {
-                (b.resident as f64 - a.resident as f64) / (b.pods - a.pods) as f64
+        let (Some(a), Some(b)) = (points.get(from), points.get(from + 1)) else {
+            return f64::NAN;
+        };
+        match (bytes(a), bytes(b)) {
+            (Some(low), Some(high)) if b.pods > a.pods => {
+                (high as f64 - low as f64) / (b.pods - a.pods) as f64
             }
             _ => f64::NAN,
         }
