@@ -282,7 +282,8 @@ fn owner_uids<K: Cached>(obj: &K) -> impl Iterator<Item = &str> {
 impl<K: Cached> Inner<K> {
     fn index(&mut self, obj: &Arc<K>) {
         for uid in owner_uids(obj.as_ref()) {
-            // `replace`, not `insert`: the set must hold this state, not an older one.
+            // The previous state was unindexed first; `replace` keeps this state even if
+            // it was not.
             self.by_owner
                 .entry(uid.into())
                 .or_default()
@@ -550,6 +551,23 @@ mod tests {
         assert_eq!(cache.owned_by("o2").len(), 1);
         cache.remove(&ObjectKey::new(Some("ns"), "b"));
         assert!(cache.owned_by("o1").is_empty());
+    }
+
+    #[test]
+    fn owned_objects_are_read_at_their_latest_state() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        cache.apply(cm("a", "1", Some("o1"))).ok();
+        cache.apply(cm("a", "2", Some("o1"))).ok();
+        let owned = cache.owned_by("o1");
+        let versions: Vec<_> = owned
+            .iter()
+            .map(|c| c.metadata.resource_version.as_deref())
+            .collect();
+        assert_eq!(versions, [Some("2")]);
+        let removed = cache.remove(&ObjectKey::new(Some("ns"), "a"));
+        assert!(removed.is_some());
+        assert!(cache.owned_by("o1").is_empty());
+        assert!(cache.is_empty());
     }
 
     #[test]
