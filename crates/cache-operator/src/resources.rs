@@ -267,7 +267,7 @@ fn phase(pod: &Pod) -> Option<&str> {
 /// node binding) wakes no reconcile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodSummary {
-    template_hash: Option<Box<str>>,
+    template_hash: Option<ShortText>,
     phase: Option<Cow<'static, str>>,
     /// The `Ready` condition's status (`True`, `False`, `Unknown`), if the pod has one.
     ready: Option<Cow<'static, str>>,
@@ -277,6 +277,42 @@ pub struct PodSummary {
 /// allocating its own copy (an allocation costs at least 32 bytes with its header).
 const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
 const CONDITION_STATUSES: [&str; 3] = ["True", "False", "Unknown"];
+
+/// A string kept inline when it is short (a template hash is 16 bytes), boxed otherwise:
+/// one allocation fewer per cached pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ShortText {
+    Inline { len: u8, bytes: [u8; SHORT_TEXT] },
+    Boxed(Box<str>),
+}
+
+/// The longest [`ShortText::Inline`]: with its tag and length, as big as a `Box<str>` and
+/// its `Option` tag.
+const SHORT_TEXT: usize = 22;
+
+impl ShortText {
+    fn new(text: &str) -> Self {
+        let mut bytes = [0; SHORT_TEXT];
+        match (bytes.get_mut(..text.len()), u8::try_from(text.len())) {
+            (Some(prefix), Ok(len)) => {
+                prefix.copy_from_slice(text.as_bytes());
+                ShortText::Inline { len, bytes }
+            }
+            _ => ShortText::Boxed(text.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Always a whole `&str` copied in `new`, so valid UTF-8.
+            ShortText::Inline { len, bytes } => bytes
+                .get(..usize::from(*len))
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or_default(),
+            ShortText::Boxed(text) => text,
+        }
+    }
+}
 
 /// `value`, shared when it is one of `known`, copied otherwise.
 fn shared(value: &str, known: &[&'static str]) -> Cow<'static, str> {
@@ -299,7 +335,7 @@ impl Projection for PodSummary {
 
     fn project(pod: &Pod) -> Self {
         PodSummary {
-            template_hash: hash_of(pod).map(Box::from),
+            template_hash: hash_of(pod).map(ShortText::new),
             phase: phase(pod).map(|p| shared(p, &PHASES)),
             ready: ready_status(pod).map(|r| shared(r, &CONDITION_STATUSES)),
         }
@@ -309,7 +345,7 @@ impl Projection for PodSummary {
 impl PodSummary {
     /// The pod's template-hash label.
     pub fn template_hash(&self) -> Option<&str> {
-        self.template_hash.as_deref()
+        self.template_hash.as_ref().map(ShortText::as_str)
     }
 
     /// Whether the pod's `Ready` condition is `True`.
@@ -398,6 +434,28 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn short_text_keeps_every_string_whole_inline_or_boxed() {
+        let exactly = "x".repeat(SHORT_TEXT);
+        let longer = "y".repeat(SHORT_TEXT + 1);
+        for text in [
+            "",
+            "0123456789abcdef",
+            "é-ü-ß",
+            exactly.as_str(),
+            longer.as_str(),
+        ] {
+            let short = ShortText::new(text);
+            assert_eq!(short.as_str(), text);
+            let inline = matches!(short, ShortText::Inline { .. });
+            assert_eq!(inline, text.len() <= SHORT_TEXT, "{text:?}");
+        }
+        assert_eq!(
+            size_of::<Option<ShortText>>(),
+            size_of::<Option<Box<str>>>() + 8
+        );
+    }
 
     fn cache_c(port: i32) -> Cache {
         serde_json::from_value(json!({

@@ -199,12 +199,13 @@ where
                 }
                 Ok(Event::Apply(obj)) => {
                     let obj = (self.convert)(obj);
-                    if let Ok(update) = self.cache.update(obj.clone()) {
+                    if let Ok(update) = self.cache.update(obj) {
+                        let current = update.current.as_ref();
                         // The old state matters too: an owner reference may have moved.
                         match update.previous {
-                            Some(prev) if !(self.wakes)(&prev, &update.current) => {}
-                            Some(prev) => self.send(&tx, &[prev.as_ref(), &obj]),
-                            None => self.send(&tx, &[&obj]),
+                            Some(prev) if !(self.wakes)(&prev, current) => {}
+                            Some(prev) => self.send(&tx, &[prev.as_ref(), current]),
+                            None => self.send(&tx, &[current]),
                         }
                     }
                 }
