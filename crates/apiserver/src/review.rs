@@ -387,7 +387,12 @@ async fn evict(server: &ApiServer, ns: Option<&str>, name: &str, body: &Value) -
     Ok(success())
 }
 
-/// `POST pods/<name>/binding` (or `bindings`): assign the pod to the target node.
+/// `POST pods/<name>/binding` (or `bindings`): assign the pod to the target node as
+/// kube-apiserver's `BindingREST` does, in one write: `spec.nodeName`, the Binding's
+/// annotations, and the `PodScheduled=True` condition. A pod that is terminating, already
+/// assigned or still gated by `schedulingGates` is refused with 409 on `pods/binding`;
+/// the Binding's `metadata.uid` and `resourceVersion`, when set, are preconditions on the
+/// pod. Concurrent writes to the pod are retried, not reported.
 async fn bind(
     server: &ApiServer,
     ns: Option<&str>,
@@ -411,23 +416,117 @@ async fn bind(
         .registry()
         .builtin("", "pods")
         .ok_or_else(ApiError::path_not_found)?;
-    let (mut pod, _) = server.get_value(&pods, ns, pod_name)?;
-    if let Some(assigned) = pod.pointer("/spec/nodeName").and_then(Value::as_str)
-        && !assigned.is_empty()
-    {
-        return Err(ApiError::conflict(
-            "pods",
-            pod_name,
-            &format!("pod {pod_name} is already assigned to node \"{assigned}\""),
+    let target = Target::object(&pods, ns, pod_name).subresource(Some("binding"));
+    let modified = ApiError::modified(&pods.qualified_name(), pod_name);
+    for () in crate::objects::attempts_until_applied() {
+        let (mut pod, revision) = server.get_value(&pods, ns, pod_name)?;
+        check_binding_preconditions(body, &pod, pod_name)?;
+        assign_to_node(&mut pod, node, body, &server.timestamp())
+            .map_err(|why| ApiError::conflict("pods/binding", pod_name, &why))?;
+        meta::metadata_mut(&mut pod).insert(
+            "resourceVersion".into(),
+            Value::String(revision.to_string()),
+        );
+        match server.update(target, pod, &WriteOptions::default()).await {
+            // Another writer got there first: read the pod again, as GuaranteedUpdate does.
+            Err(e) if e == modified => continue,
+            written => return written.map(|_| success()),
+        }
+    }
+    Err(modified)
+}
+
+/// The Binding's `metadata.uid` and `metadata.resourceVersion` must match the pod's.
+fn check_binding_preconditions(binding: &Value, pod: &Value, pod_name: &str) -> ApiResult<()> {
+    let checks = [
+        ("UID", meta::uid(binding), meta::uid(pod)),
+        (
+            "ResourceVersion",
+            meta::resource_version(binding),
+            meta::resource_version(pod),
+        ),
+    ];
+    for (field, wanted, actual) in checks {
+        let wanted = wanted.unwrap_or("");
+        let actual = actual.unwrap_or("");
+        if !wanted.is_empty() && wanted != actual {
+            return Err(ApiError::conflict(
+                "pods",
+                pod_name,
+                &format!(
+                    "Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Set the pod's node, merge the Binding's annotations and mark it scheduled; `Err` says
+/// why the pod cannot be bound (kube-apiserver's words).
+fn assign_to_node(pod: &mut Value, node: &str, binding: &Value, now: &str) -> Result<(), String> {
+    let name = meta::name(pod).unwrap_or("").to_string();
+    if meta::deletion_timestamp(pod).is_some() {
+        return Err(format!(
+            "pod {name} is being deleted, cannot be assigned to a host"
         ));
     }
+    if let Some(assigned) = meta::str_at(pod, "/spec/nodeName").filter(|n| !n.is_empty()) {
+        return Err(format!(
+            "pod {name} is already assigned to node \"{assigned}\""
+        ));
+    }
+    if pod
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|gates| !gates.is_empty())
+    {
+        return Err(format!("pod {name} has non-empty .spec.schedulingGates"));
+    }
     pod["spec"]["nodeName"] = json!(node);
-    server
-        .update(
-            Target::object(&pods, ns, pod_name),
-            pod,
-            &WriteOptions::default(),
-        )
-        .await?;
-    Ok(success())
+    if let Some(annotations) = binding
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .filter(|a| !a.is_empty())
+    {
+        let metadata = meta::metadata_mut(pod);
+        let merged = metadata.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(merged) = merged.as_object_mut() {
+            merged.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+        } else {
+            *merged = Value::Object(annotations.clone());
+        }
+    }
+    set_condition_true(pod, "PodScheduled", now);
+    Ok(())
+}
+
+/// `podutil.UpdatePodCondition` with a bare `status: True` condition: the condition is
+/// replaced, keeping its `lastTransitionTime` only if it was already true.
+fn set_condition_true(pod: &mut Value, kind: &str, now: &str) {
+    let conditions = &mut pod["status"]["conditions"];
+    if !conditions.is_array() {
+        *conditions = json!([]);
+    }
+    let Some(conditions) = conditions.as_array_mut() else {
+        return;
+    };
+    let existing = conditions
+        .iter()
+        .position(|c| c.get("type").and_then(Value::as_str) == Some(kind));
+    let transition = existing
+        .map(|i| &conditions[i])
+        .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| json!(now));
+    let condition = json!({
+        "type": kind,
+        "status": "True",
+        "lastProbeTime": null,
+        "lastTransitionTime": transition,
+    });
+    match existing {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
 }

@@ -491,7 +491,9 @@ async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
     assert_eq!(spec.ephemeral_containers.expect("added")[0].name, "debug");
     assert_eq!(patched.metadata.labels.expect("labels")["a"], "b");
 
-    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "node-1"}});
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "p", "annotations": {"scheduler.example/why": "fits"}},
+        "target": {"kind": "Node", "name": "node-1"}});
     let bound = post_json(
         &server,
         "/api/v1/namespaces/default/pods/p/binding",
@@ -499,21 +501,95 @@ async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
     )
     .await;
     assert_eq!(bound.status.as_u16(), 201, "{}", bound.json());
-    let node = pods
-        .get("p")
-        .await
-        .expect("pod")
-        .spec
-        .expect("spec")
-        .node_name;
-    assert_eq!(node.as_deref(), Some("node-1"));
+    let pod = pods.get("p").await.expect("pod");
+    assert_eq!(pod.spec.expect("spec").node_name.as_deref(), Some("node-1"));
+    assert_eq!(
+        pod.metadata.annotations.expect("annotations")["scheduler.example/why"],
+        "fits"
+    );
+    let scheduled = pod
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .expect("binding sets PodScheduled");
+    assert_eq!(scheduled.status, "True");
+    assert!(scheduled.last_transition_time.is_some());
     let again = post_json(
         &server,
         "/api/v1/namespaces/default/pods/p/binding",
         &binding,
     )
     .await;
-    again.assert_status(409, "Conflict");
+    let refused = again.assert_status(409, "Conflict");
+    assert_eq!(
+        refused["message"],
+        "Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to node \"node-1\""
+    );
+}
+
+#[tokio::test]
+async fn a_binding_is_refused_for_a_terminating_or_gated_pod_and_checks_its_preconditions() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let bind = |pod: &str, metadata: Value| {
+        let server = server.clone();
+        let uri = format!("/api/v1/namespaces/default/pods/{pod}/binding");
+        let mut metadata = metadata;
+        metadata["name"] = json!(pod);
+        let body = json!({"metadata": metadata, "target": {"kind": "Node", "name": "node-1"}});
+        async move { post_json(&server, &uri, &body).await }
+    };
+    let container = json!([{"name": "c", "image": "busybox:1"}]);
+    create_json(
+        &pods,
+        json!({"metadata": {"name": "gated"},
+        "spec": {"containers": container, "schedulingGates": [{"name": "wait"}]}}),
+    )
+    .await;
+    let gated = bind("gated", json!({}))
+        .await
+        .assert_status(409, "Conflict");
+    assert_eq!(
+        gated["message"],
+        "Operation cannot be fulfilled on pods/binding \"gated\": pod gated has non-empty .spec.schedulingGates"
+    );
+
+    create_json(
+        &pods,
+        json!({"metadata": {"name": "leaving", "finalizers": ["example.com/hold"]},
+        "spec": {"containers": container}}),
+    )
+    .await;
+    pods.delete("leaving", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let leaving = bind("leaving", json!({}))
+        .await
+        .assert_status(409, "Conflict");
+    assert_eq!(
+        leaving["message"],
+        "Operation cannot be fulfilled on pods/binding \"leaving\": pod leaving is being deleted, cannot be assigned to a host"
+    );
+
+    let free = create_json(
+        &pods,
+        json!({"metadata": {"name": "free"}, "spec": {"containers": container}}),
+    )
+    .await;
+    let stale = bind("free", json!({"uid": "not-the-pods-uid"}))
+        .await
+        .assert_status(409, "Conflict");
+    assert!(
+        stale["message"].as_str().is_some_and(
+            |m| m.contains("Precondition failed: UID in precondition: not-the-pods-uid")
+        ),
+        "{stale}"
+    );
+    let uid = free.metadata.uid.expect("uid");
+    let bound = bind("free", json!({"uid": uid})).await;
+    assert_eq!(bound.status.as_u16(), 201, "{}", bound.json());
 }
 
 #[tokio::test]

@@ -62,7 +62,7 @@ impl<'a> Target<'a> {
 const CONFLICT_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One first attempt, then another for as long as the retry window lasts.
-fn attempts_until_applied() -> impl Iterator<Item = ()> {
+pub(crate) fn attempts_until_applied() -> impl Iterator<Item = ()> {
     let deadline = tokio::time::Instant::now() + CONFLICT_RETRY_WINDOW;
     std::iter::once(()).chain(std::iter::from_fn(move || {
         (tokio::time::Instant::now() < deadline).then_some(())

@@ -401,6 +401,8 @@ impl ApiServer {
         let mut new = match sub {
             Some("status") => with_fields_of(new, old, |field| field != "status"),
             Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
+            // `pods/binding` writes the node, annotations and the PodScheduled condition.
+            Some("binding") => new,
             Some(other) if other != "finalize" => {
                 return Err(ApiError::path_not_found());
             }
