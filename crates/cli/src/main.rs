@@ -19,6 +19,14 @@ mod up;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc, not glibc's malloc: every request allocates and frees many small JSON values
+/// on tokio's worker threads, often freeing on another thread than the one that allocated,
+/// and a profile of the server showed those threads waiting on glibc's arena locks.
+/// Measured side by side in docs/BENCHMARKS.md ("The allocator").
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "steady",

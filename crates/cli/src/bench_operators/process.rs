@@ -89,17 +89,18 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Bytes the process's allocator has handed out and not had back (glibc's `mallinfo2`:
-/// chunks in use in its arenas plus mmapped ones), so RSS can be split into what the
-/// program holds and what the allocator keeps beside it. `None` off glibc.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// Bytes the program holds from the allocator (jemalloc's `stats.allocated`), so RSS can be
+/// split into what the program holds and what the allocator keeps beside it. `None` where
+/// the binary does not run on jemalloc.
+#[cfg(not(target_env = "msvc"))]
 fn heap_in_use() -> Option<u64> {
-    // SAFETY: mallinfo2 takes no arguments and only reads the allocator's counters.
-    let info = unsafe { libc::mallinfo2() };
-    u64::try_from(info.uordblks + info.hblkhd).ok()
+    // jemalloc caches its statistics; advancing the epoch refreshes them.
+    tikv_jemalloc_ctl::epoch::advance().ok()?;
+    let allocated = tikv_jemalloc_ctl::stats::allocated::read().ok()?;
+    u64::try_from(allocated).ok()
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+#[cfg(target_env = "msvc")]
 fn heap_in_use() -> Option<u64> {
     None
 }

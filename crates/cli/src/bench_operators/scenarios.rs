@@ -71,7 +71,7 @@ pub struct MemoryPoint {
     pub pods: usize,
     pub resident: u64,
     pub relist_peak: u64,
-    /// Bytes the operator's allocator has handed out, read with `resident` (None off glibc,
+    /// Bytes the operator's allocator has handed out, read with `resident` (None off jemalloc,
     /// and for kube-runtime's process alike: both report through the same child).
     pub heap_in_use: Option<u64>,
     /// Every Cache was Ready within `Plan::memory_timeout`.
