@@ -48,36 +48,71 @@ const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";
 /// reading only its metadata cannot call readable what the rest of the server cannot read.
 const SKIM_DEPTH: usize = 100;
 
-/// The metadata fields [`Node::parse`] reads, each as it is stored (absent ones left out).
+/// The metadata fields the collector reads, typed as a valid object stores them, so the
+/// skim builds no `Value`. An object whose metadata does not fit (only a store written by
+/// an older version could hold one) is read through [`Node::parse`] instead.
 #[derive(serde::Deserialize)]
 struct Skeleton {
     #[serde(default)]
     metadata: SkeletonMetadata,
 }
 
-#[derive(Default, serde::Deserialize, serde::Serialize)]
+#[derive(Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct SkeletonMetadata {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    uid: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    namespace: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    owner_references: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    deletion_timestamp: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    finalizers: Option<Value>,
+    uid: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
+    owner_references: Option<Vec<SkeletonOwner>>,
+    deletion_timestamp: Option<String>,
+    finalizers: Option<Vec<String>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SkeletonOwner {
+    uid: Option<String>,
+    block_owner_deletion: Option<bool>,
+}
+
+impl SkeletonMetadata {
+    /// The same node [`Node::parse`] makes of an object with this metadata and no spec.
+    fn into_node(self, key: &str) -> Option<(String, Node)> {
+        let owners = self
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|r| {
+                Some(Owner {
+                    uid: r.uid?,
+                    blocks: r.block_owner_deletion.unwrap_or(false),
+                })
+            })
+            .collect();
+        Some((
+            self.uid?,
+            Node {
+                key: key.to_string(),
+                namespace: self.namespace.filter(|ns| !ns.is_empty()),
+                name: self.name.unwrap_or_default(),
+                owners,
+                deleting: self.deletion_timestamp.is_some(),
+                finalizers: self.finalizers.unwrap_or_default(),
+                namespace_finalizer: false,
+                crd_prefix: None,
+            },
+        ))
+    }
 }
 
 /// Whether `bytes` nest deeper than [`SKIM_DEPTH`]. No JSON nests deeper than it has `{`
-/// and `[` bytes, and counting those is a vectorised pass several times cheaper than the
-/// exact scan, which only objects with more of them than the limit still need.
+/// and `[` bytes, and finding that many is a vectorised search several times cheaper than
+/// the exact scan, which only objects with more of them than the limit still need.
 fn deeper_than_skim_depth(bytes: &[u8]) -> bool {
-    let openers = bytes.iter().filter(|&&b| b == b'{' || b == b'[').count();
-    openers > SKIM_DEPTH && crate::request::json_deeper_than(bytes, SKIM_DEPTH)
+    let more_openers_than_the_limit = memchr::memchr2_iter(b'{', b'[', bytes)
+        .nth(SKIM_DEPTH)
+        .is_some();
+    more_openers_than_the_limit && crate::request::json_deeper_than(bytes, SKIM_DEPTH)
 }
 
 #[derive(Debug, Clone)]
@@ -104,15 +139,17 @@ struct Node {
 impl Node {
     /// The object's uid and what the collector needs of it, or why it cannot read it.
     fn read(key: &str, bytes: &[u8]) -> Result<(String, Node), String> {
-        let obj: Value = if Node::reads_spec(key) || deeper_than_skim_depth(bytes) {
-            serde_json::from_slice(bytes).map_err(|e| e.to_string())?
-        } else {
+        let no_uid = || "it has no metadata.uid".to_string();
+        if !Node::reads_spec(key)
+            && !deeper_than_skim_depth(bytes)
+            && let Ok(skeleton) = serde_json::from_slice::<Skeleton>(bytes)
+        {
             // The collector reads every write: decoding only the metadata it looks at
             // skips spec, status and managedFields, most of an object's bytes.
-            let skeleton: Skeleton = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-            json!({ "metadata": skeleton.metadata })
-        };
-        Node::parse(key, &obj).ok_or_else(|| "it has no metadata.uid".to_string())
+            return skeleton.metadata.into_node(key).ok_or_else(no_uid);
+        }
+        let obj: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        Node::parse(key, &obj).ok_or_else(no_uid)
     }
 
     /// Whether [`Node::parse`] looks at the object's spec (CRDs and namespaces only).

@@ -24,6 +24,16 @@ fn reading_only_the_metadata_sees_what_parsing_the_whole_object_sees() {
     assert_eq!(read.owners.len(), 1);
     assert!(read.deleting);
     assert_eq!(read.finalizers, ["a/b"]);
+    // Well-typed metadata takes the typed skim; the odd finalizer above took the fallback.
+    let mut typed = pod.clone();
+    typed["metadata"]["finalizers"] = json!(["a/b", "c/d"]);
+    typed["metadata"]["namespace"] = json!("");
+    let (_, skimmed) = Node::read(key, typed.to_string().as_bytes()).expect("readable");
+    let (_, parsed) = Node::parse(key, &typed).expect("parses");
+    assert_eq!(format!("{skimmed:?}"), format!("{parsed:?}"));
+    assert_eq!(skimmed.finalizers, ["a/b", "c/d"]);
+    assert_eq!(skimmed.namespace, None);
+    assert!(serde_json::from_slice::<Skeleton>(typed.to_string().as_bytes()).is_ok());
     let no_uid = json!({"metadata": {"name": "x"}}).to_string();
     assert!(Node::read(key, no_uid.as_bytes()).is_err());
     let namespace = json!({"metadata": {"name": "ns", "uid": "u-2"},
