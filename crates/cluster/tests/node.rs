@@ -6,10 +6,11 @@
 mod common;
 
 use common::*;
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use steady_cluster::node::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT};
 use steady_test_support::{create_json, eventually, merge_patch};
@@ -176,6 +177,39 @@ async fn pods_spread_across_nodes_and_honour_node_selector_and_node_name() {
     let status = pinned.status.expect("status");
     assert_eq!(status.host_ip.as_deref(), Some("10.0.0.3"));
     assert!(status.pod_ip.is_some_and(|ip| ip.starts_with("10.244.2.")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_scheduler_binds_through_pods_binding_so_a_pod_is_scheduled_when_it_is_bound() {
+    let (_server, client) = three_nodes().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let mut events = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    create_pod(&client, "watched", json!({})).await;
+    let bound = tokio::time::timeout(LIMIT, async {
+        while let Some(event) = events.next().await {
+            if let Ok(WatchEvent::Added(pod) | WatchEvent::Modified(pod)) = event
+                && pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some()
+            {
+                return pod;
+            }
+        }
+        panic!("the watch ended before the pod was bound");
+    })
+    .await
+    .expect("the pod is bound in time");
+    // One write sets the node and the condition, as kube-apiserver's binding does; the
+    // kubelet has not run the pod yet.
+    let scheduled = condition(&bound, "PodScheduled").expect("PodScheduled with the node");
+    assert_eq!(scheduled.status, "True");
+    assert_eq!(phase(&bound), "Pending");
 }
 
 #[tokio::test(start_paused = true)]

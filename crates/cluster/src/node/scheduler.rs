@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -165,17 +166,28 @@ fn least_loaded(fitting: &[String], pods: &ObjectCache<Pod>, nodes: &Nodes) -> O
         .cloned()
 }
 
+/// Bind through `pods/binding`, as kube-scheduler's DefaultBinder does: the server sets the
+/// node and `PodScheduled=True` in one write, and refuses a pod that is terminating or
+/// already bound (a race this scheduler tolerates: the pod's next event settles it).
 async fn bind(pod: &Pod, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
     let nodes = ctx.data();
     let namespace = pod.namespace().unwrap_or_default();
-    let mut bound = pod.clone();
-    if let Some(spec) = bound.spec.as_mut() {
-        spec.node_name = Some(node.to_string());
-    }
     let name = pod.name_any();
-    let written = ctx
-        .api::<Pod>(&namespace)
-        .replace(&name, &PostParams::default(), &bound)
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+            uid: pod.uid(),
+            ..ObjectMeta::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(node.to_string()),
+            ..ObjectReference::default()
+        },
+    };
+    let written: Result<Status, _> = Api::<Pod>::namespaced(ctx.client(), &namespace)
+        .create_subresource("binding", &name, &PostParams::default(), &binding)
         .await;
     if let Err(e) = written {
         return tolerate_races(Err(e));
