@@ -119,13 +119,23 @@ def pod_row(driver, name):
 
 
 def reconciles(driver, key):
-    """(id, triggers text, writes text) of each reconcile row of `key` on the page."""
-    from selenium.webdriver.common.by import By
-
-    rows = driver.find_elements(By.CSS_SELECTOR, f'section.primary[data-key="{key}"] tr.reconcile')
-    return [(int(r.get_attribute("data-id")),
-             r.find_element(By.CSS_SELECTOR, "td.triggers").text,
-             r.find_element(By.CSS_SELECTOR, "td.writes").text) for r in rows]
+    """(id, triggers text, writes text) of each reconcile row of `key` on the page, read in
+    one script run: the page redraws as records arrive, and a redraw cannot interleave with
+    a script (reading row by row through WebDriver could meet a row already replaced)."""
+    rows = driver.execute_script(
+        """
+        const section = Array.from(document.querySelectorAll('section.primary'))
+            .find(s => s.dataset.key === arguments[0]);
+        if (!section) return [];
+        return Array.from(section.querySelectorAll('tr.reconcile')).map(r => [
+            r.dataset.id,
+            r.querySelector('td.triggers').innerText,
+            r.querySelector('td.writes').innerText,
+        ]);
+        """,
+        key,
+    )
+    return [(int(id), triggers, writes) for id, triggers, writes in rows]
 
 
 def test_the_view_shows_the_loop_and_deletes_a_pod(steady_up, browser):
