@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::FutureExt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{
     ControllerRevision, StatefulSet, StatefulSetSpec, StatefulSetStatus,
@@ -23,15 +24,17 @@ use k8s_openapi::api::core::v1::{
     PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
-use crate::pod_template::{self, PodName};
+use crate::clock;
+use crate::pod_template::{self, Availability, PodName};
 use crate::revision::{self, REVISION_LABEL};
-use crate::{Error, Running, Setup, Shutdown};
+use crate::{Clock, Error, Running, Setup, Shutdown};
 
 /// The label holding a pod's own name (a Service can select one ordinal by it).
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
@@ -41,9 +44,10 @@ const MANAGER: &str = "statefulset-controller";
 
 /// Start the StatefulSet controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let (client, config, _) = setup.into_parts();
+    let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<StatefulSet>(&client, config);
     let data = SetData {
+        clock,
         pods: crate::owns_pods_labelled(&mut controller, &client, POD_NAME_LABEL),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
         // Claims outlive their pods and have no owner: read, never a trigger.
@@ -56,6 +60,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
 }
 
 struct SetData {
+    clock: Clock,
     pods: ObjectCache<Pod>,
     revisions: ObjectCache<ControllerRevision>,
     claims: ObjectCache<PersistentVolumeClaim>,
@@ -73,9 +78,35 @@ struct Set<'a> {
     end: i32,
     current_revision: String,
     update_revision: String,
+    /// The reconcile's time, against which `minReadySeconds` is judged.
+    now: Timestamp,
 }
 
 impl Set<'_> {
+    /// Whether `pod` counts as available: Ready for `minReadySeconds`.
+    fn availability(&self, pod: &Pod) -> Availability {
+        let min_ready_seconds = self.spec.min_ready_seconds.unwrap_or(0);
+        pod_template::availability(pod, min_ready_seconds, self.now)
+    }
+
+    /// Running, available and not being deleted: what an ordered set waits for before the
+    /// next ordinal (kube's `isRunningAndAvailable`).
+    fn healthy(&self, pod: &Pod) -> bool {
+        pod_template::is_running(pod)
+            && self.availability(pod) == Availability::Available
+            && !pod_template::is_terminating(pod)
+    }
+
+    /// How long until the next Ready pod becomes available, if one is waiting.
+    fn next_available(&self, pods: &BTreeMap<i32, Arc<Pod>>) -> Option<Duration> {
+        pods.values()
+            .filter_map(|pod| match self.availability(pod) {
+                Availability::ReadyFor(left) => Some(left),
+                _ => None,
+            })
+            .min()
+    }
+
     fn pod_name(&self, ordinal: i32) -> String {
         format!("{}-{ordinal}", self.name)
     }
@@ -125,13 +156,6 @@ impl Set<'_> {
     }
 }
 
-/// Running, Ready and not being deleted.
-fn healthy(pod: &Pod) -> bool {
-    pod_template::is_running(pod)
-        && pod_template::is_ready(pod)
-        && !pod_template::is_terminating(pod)
-}
-
 async fn reconcile(object: Arc<StatefulSet>, ctx: Arc<Context<SetData>>) -> Result<Action, Error> {
     if object.metadata.deletion_timestamp.is_some() {
         return Ok(Action::done());
@@ -154,6 +178,7 @@ async fn reconcile(object: Arc<StatefulSet>, ctx: Arc<Context<SetData>>) -> Resu
         current_revision,
         update_revision,
         spec,
+        now: clock::timestamp(&ctx.data().clock),
     };
     ensure_revision(&ctx, &set).await?;
     let by_ordinal = pods_by_ordinal(&ctx, &set);
@@ -173,7 +198,12 @@ async fn reconcile(object: Arc<StatefulSet>, ctx: Arc<Context<SetData>>) -> Resu
     let limit = set.spec.revision_history_limit;
     revision::prune(&ctx, revisions, &uid, &set.namespace, &in_use, limit).await?;
     write_status(&ctx, &set).await?;
-    Ok(Action::done())
+    // A pod Ready but not yet for minReadySeconds changes the status (and, ordered, lets
+    // the next ordinal come) when it turns available: look again then.
+    match set.next_available(&pods_by_ordinal(&ctx, &set)) {
+        Some(left) => Ok(Action::requeue_after(left)),
+        None => Ok(Action::done()),
+    }
 }
 
 fn pods_by_ordinal(ctx: &Context<SetData>, set: &Set) -> BTreeMap<i32, Arc<Pod>> {
@@ -206,7 +236,7 @@ async fn bring_up(
                 delete_pod(ctx, set, pod).await?;
                 settled = false;
             }
-            Some(pod) if !healthy(pod) => settled = false,
+            Some(pod) if !set.healthy(pod) => settled = false,
             Some(_) => continue,
         }
         if set.ordered() && !settled {
@@ -458,6 +488,8 @@ fn status_of(ctx: &Context<SetData>, set: &Set) -> StatefulSetStatus {
     };
     let replicas = count(&|_| true);
     let ready = count(&|p| pod_template::is_running(p) && pod_template::is_ready(p));
+    let available =
+        count(&|p| pod_template::is_running(p) && set.availability(p) == Availability::Available);
     let at = |revision: &str| {
         let revision = revision.to_string();
         count(&move |p| revision::of_pod(p) == Some(revision.as_str()))
@@ -474,7 +506,7 @@ fn status_of(ctx: &Context<SetData>, set: &Set) -> StatefulSetStatus {
         observed_generation: set.object.metadata.generation,
         replicas,
         ready_replicas: Some(ready),
-        available_replicas: Some(ready),
+        available_replicas: Some(available),
         current_replicas: Some(current),
         updated_replicas: Some(updated),
         current_revision: Some(current_revision),

@@ -260,6 +260,44 @@ async fn ordered_ready_comes_up_in_order_and_scales_down_from_the_top() {
     cluster.stop().await;
 }
 
+fn available_replicas(set: &StatefulSet) -> i32 {
+    set.status
+        .as_ref()
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn min_ready_seconds_holds_the_next_ordinal_and_the_available_count() {
+    let cluster = set_cluster().await;
+    let mut set = web(2, "OrderedReady");
+    set["spec"]["minReadySeconds"] = json!(30);
+    create_json::<StatefulSet>(&cluster.api(), set).await;
+    let first_ready = cluster
+        .wait_for::<StatefulSet>("web", "web-0 ready", |s| ready_replicas(s) == 1)
+        .await;
+    let ready_at = tokio::time::Instant::now();
+    assert_eq!(
+        available_replicas(&first_ready),
+        0,
+        "Ready for less than minReadySeconds is not available"
+    );
+    cluster
+        .wait_for::<Pod>("web-1", "web-1 created", |_| true)
+        .await;
+    let waited = ready_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(25),
+        "web-1 came {waited:?} after web-0 was Ready, before minReadySeconds"
+    );
+    cluster
+        .wait_for::<StatefulSet>("web", "two available", |s| {
+            ready_replicas(s) == 2 && available_replicas(s) == 2
+        })
+        .await;
+    cluster.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn parallel_creates_every_ordinal_at_once() {
     let cluster = set_cluster().await;
