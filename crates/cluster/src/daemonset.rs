@@ -12,20 +12,23 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::FutureExt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
     PodSpec, Taint, Toleration,
 };
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache};
 
-use crate::pod_template::{self, PodName};
+use crate::clock;
+use crate::pod_template::{self, Availability, PodName};
 use crate::revision::{self, REVISION_LABEL};
-use crate::{Error, Running, Setup, Shutdown};
+use crate::{Clock, Error, Running, Setup, Shutdown};
 
 /// The label holding the DaemonSet generation a pod was made at.
 pub const GENERATION_LABEL: &str = "pod-template-generation";
@@ -33,10 +36,11 @@ const MANAGER: &str = "daemonset-controller";
 
 /// Start the DaemonSet controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
-    let (client, config, _) = setup.into_parts();
+    let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<DaemonSet>(&client, config);
     let sets = controller.primary_cache();
     let data = DaemonData {
+        clock,
         pods: crate::owns_pods_labelled(&mut controller, &client, GENERATION_LABEL),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
         // Any Node change may change where every DaemonSet runs.
@@ -47,6 +51,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
 }
 
 struct DaemonData {
+    clock: Clock,
     pods: ObjectCache<Pod>,
     revisions: ObjectCache<ControllerRevision>,
     nodes: ObjectCache<Node>,
@@ -130,6 +135,8 @@ struct Daemon<'a> {
     nodes: Vec<String>,
     /// The DaemonSet's pods by node (terminating ones included).
     pods: BTreeMap<String, Vec<Arc<Pod>>>,
+    /// The reconcile's time, against which `minReadySeconds` is judged.
+    now: Timestamp,
 }
 
 async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Result<Action, Error> {
@@ -156,6 +163,7 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
             .map(|node| node.name_any())
             .collect(),
         pods: BTreeMap::new(),
+        now: clock::timestamp(&ctx.data().clock),
     };
     daemon.ensure_revision().await?;
     daemon.pods = daemon.pods_by_node();
@@ -191,10 +199,42 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
     )
     .await?;
     daemon.write_status().await?;
-    Ok(Action::done())
+    // A pod Ready but not yet for minReadySeconds changes the status (and lets the rollout
+    // go on) when it turns available: look again then.
+    match daemon.next_available() {
+        Some(left) => Ok(Action::requeue_after(left)),
+        None => Ok(Action::done()),
+    }
 }
 
 impl Daemon<'_> {
+    /// Whether `pod` counts as available: Ready for `minReadySeconds`.
+    fn availability(&self, pod: &Pod) -> Availability {
+        let min_ready_seconds = self
+            .object
+            .spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0);
+        pod_template::availability(pod, min_ready_seconds, self.now)
+    }
+
+    fn available(&self, pod: &Pod) -> bool {
+        self.availability(pod) == Availability::Available
+    }
+
+    /// How long until the next Ready pod becomes available, if one is waiting.
+    fn next_available(&self) -> Option<Duration> {
+        self.pods
+            .values()
+            .flatten()
+            .filter_map(|pod| match self.availability(pod) {
+                Availability::ReadyFor(left) => Some(left),
+                _ => None,
+            })
+            .min()
+    }
+
     fn template(&self) -> Option<&k8s_openapi::api::core::v1::PodTemplateSpec> {
         self.object.spec.as_ref().map(|s| &s.template)
     }
@@ -256,7 +296,7 @@ impl Daemon<'_> {
         let all_available = pods.len() == self.nodes.len()
             && pods
                 .iter()
-                .all(|p| pod_template::is_ready(p) && !pod_template::is_terminating(p));
+                .all(|p| self.available(p) && !pod_template::is_terminating(p));
         if !all_available {
             return Ok(());
         }
@@ -372,6 +412,7 @@ impl Daemon<'_> {
             .iter()
             .filter(|p| pod_template::is_ready(p))
             .count();
+        let available = scheduled.iter().filter(|p| self.available(p)).count();
         let updated = scheduled
             .iter()
             .filter(|p| revision::of_pod(p) == Some(self.update_revision.as_str()))
@@ -384,8 +425,8 @@ impl Daemon<'_> {
             current_number_scheduled: count(scheduled.len()),
             number_misscheduled: count(misscheduled),
             number_ready: count(ready),
-            number_available: nonzero(count(ready)),
-            number_unavailable: nonzero(desired - count(ready)),
+            number_available: nonzero(count(available)),
+            number_unavailable: nonzero(desired - count(available)),
             updated_number_scheduled: nonzero(count(updated)),
             collision_count: None,
             conditions: self

@@ -104,6 +104,36 @@ async fn one_pod_runs_on_every_node() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_pod_is_available_only_after_min_ready_seconds() {
+    let cluster = daemon_cluster().await;
+    let mut agent = daemon("agent", None);
+    agent["spec"]["minReadySeconds"] = json!(30);
+    create_json::<DaemonSet>(&cluster.api(), agent).await;
+    let ready = cluster
+        .wait_for::<DaemonSet>("agent", "agent ready", |s| {
+            s.status.as_ref().is_some_and(|s| s.number_ready == 1)
+        })
+        .await;
+    let ready_at = tokio::time::Instant::now();
+    let status = ready.status.expect("status");
+    assert_eq!(status.number_available, None, "Ready for less than 30 s");
+    assert_eq!(status.number_unavailable, Some(1));
+    cluster
+        .wait_for::<DaemonSet>("agent", "agent available", |s| {
+            s.status
+                .as_ref()
+                .is_some_and(|s| s.number_available == Some(1) && s.number_unavailable.is_none())
+        })
+        .await;
+    let waited = ready_at.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(25),
+        "available {waited:?} after Ready, before minReadySeconds"
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_node_selector_picks_the_nodes_and_a_relabel_moves_the_pod_off() {
     let cluster = daemon_cluster().await;
     add_node(&cluster, "fast", json!({"disk": "ssd"})).await;
