@@ -208,31 +208,21 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
 }
 
 impl Daemon<'_> {
-    /// Whether `pod` counts as available: Ready for `minReadySeconds`.
-    fn availability(&self, pod: &Pod) -> Availability {
-        let min_ready_seconds = self
-            .object
-            .spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0);
-        pod_template::availability(pod, min_ready_seconds, self.now)
+    fn min_ready_seconds(&self) -> i32 {
+        let spec = self.object.spec.as_ref();
+        spec.and_then(|s| s.min_ready_seconds).unwrap_or(0)
     }
 
+    /// Whether `pod` counts as available: Ready for `minReadySeconds`.
     fn available(&self, pod: &Pod) -> bool {
-        self.availability(pod) == Availability::Available
+        pod_template::availability(pod, self.min_ready_seconds(), self.now)
+            == Availability::Available
     }
 
     /// How long until the next Ready pod becomes available, if one is waiting.
     fn next_available(&self) -> Option<Duration> {
-        self.pods
-            .values()
-            .flatten()
-            .filter_map(|pod| match self.availability(pod) {
-                Availability::ReadyFor(left) => Some(left),
-                _ => None,
-            })
-            .min()
+        let pods = self.pods.values().flatten().map(AsRef::as_ref);
+        pod_template::next_available(pods, self.min_ready_seconds(), self.now)
     }
 
     fn template(&self) -> Option<&k8s_openapi::api::core::v1::PodTemplateSpec> {

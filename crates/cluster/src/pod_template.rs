@@ -216,6 +216,21 @@ pub fn availability(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Availa
     }
 }
 
+/// How long until the first of `pods` that is Ready, but not yet for `min_ready_seconds`,
+/// becomes available; `None` when none is waiting.
+pub fn next_available<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> Option<Duration> {
+    pods.into_iter()
+        .filter_map(|pod| match availability(pod, min_ready_seconds, now) {
+            Availability::ReadyFor(left) => Some(left),
+            _ => None,
+        })
+        .min()
+}
+
 /// The characters kube's generated suffixes use (no vowels, no look-alikes), so a hash
 /// never spells a word.
 const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";

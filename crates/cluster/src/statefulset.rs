@@ -99,12 +99,12 @@ impl Set<'_> {
 
     /// How long until the next Ready pod becomes available, if one is waiting.
     fn next_available(&self, pods: &BTreeMap<i32, Arc<Pod>>) -> Option<Duration> {
-        pods.values()
-            .filter_map(|pod| match self.availability(pod) {
-                Availability::ReadyFor(left) => Some(left),
-                _ => None,
-            })
-            .min()
+        let min_ready_seconds = self.spec.min_ready_seconds.unwrap_or(0);
+        pod_template::next_available(
+            pods.values().map(AsRef::as_ref),
+            min_ready_seconds,
+            self.now,
+        )
     }
 
     fn pod_name(&self, ordinal: i32) -> String {
