@@ -516,6 +516,15 @@ async fn ephemeral_containers_and_binding_change_only_their_part_of_a_pod() {
         .expect("binding sets PodScheduled");
     assert_eq!(scheduled.status, "True");
     assert!(scheduled.last_transition_time.is_some());
+    // As kube-apiserver's binding writes storage directly, no field manager is recorded.
+    let managers: Vec<_> = pod
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|entry| entry.subresource.unwrap_or_default())
+        .collect();
+    assert!(!managers.iter().any(|s| s == "binding"), "{managers:?}");
     let again = post_json(
         &server,
         "/api/v1/namespaces/default/pods/p/binding",

@@ -35,6 +35,8 @@ pub(super) enum Ownership<'a> {
     Update { subresource: &'a str },
     /// An apply, whose `managedFields` are already in the object.
     Applied,
+    /// A write kube-apiserver makes straight to storage, recording no owner (`pods/binding`).
+    Untracked,
 }
 
 pub(super) fn shape(rt: &ResourceType) -> Shape<'_> {

@@ -376,8 +376,11 @@ impl ApiServer {
             old_bytes: stored.value,
             rev: stored.revision,
             new: obj,
-            ownership: Ownership::Update {
-                subresource: sub.unwrap_or(""),
+            ownership: match sub {
+                Some("binding") => Ownership::Untracked,
+                _ => Ownership::Update {
+                    subresource: sub.unwrap_or(""),
+                },
             },
         };
         self.commit_update(target, update, opts).await
