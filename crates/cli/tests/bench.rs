@@ -115,6 +115,7 @@ fn operators_bench_quick_runs_every_scenario_for_both_runtimes() {
         ("3. self-heal", "p99 delete → replacement (ms)"),
         ("4. churn", "p99 update → status (ms)"),
         ("4. churn", "reconciles per update"),
+        ("4. churn", "writes committed per update, all writers"),
         ("5. memory", "operator RSS, converged (MiB)"),
         ("5. memory", "operator peak RSS during relist (MiB)"),
         ("5. memory", "relist peak ÷ converged RSS"),
@@ -125,6 +126,12 @@ fn operators_bench_quick_runs_every_scenario_for_both_runtimes() {
             "{cells:?}"
         );
     }
+    // Every update is a write itself, before any the operator and the node make for it.
+    let writes = row(&out, "4. churn", "writes committed per update, all writers");
+    assert!(
+        number(writes[3]) >= 1.0 && number(writes[4]) >= 1.0,
+        "{writes:?}"
+    );
     // The slope between two small memory points may be negative (RSS noise): a number.
     let slope = row(
         &out,

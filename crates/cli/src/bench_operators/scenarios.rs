@@ -64,6 +64,9 @@ pub struct ChurnPhase {
     pub sent_per_second: f64,
     pub reconciles_per_second: f64,
     pub reconciles_per_update: f64,
+    /// Writes the server committed per update, by every writer (the harness's update, the
+    /// operator, the node), from the first update until every status caught up.
+    pub writes_per_update: f64,
     pub lags: Percentiles,
 }
 
@@ -409,6 +412,7 @@ impl<'a> Churn<'a> {
         let first = self.next;
         self.next += updates;
         let reconciles_before = operator.reconciles().await?;
+        let revision_before = session.api.store().revision();
         let start = tokio::time::Instant::now();
         let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
         let order = &self.order;
@@ -433,10 +437,12 @@ impl<'a> Churn<'a> {
         let sending = start.elapsed().as_secs_f64();
         let reconciles = operator.reconciles().await? - reconciles_before;
         let lags = session.tracker.settle_updates(plan.settle_timeout).await;
+        let server_writes = session.api.store().revision() - revision_before;
         Ok(ChurnPhase {
             sent_per_second: updates as f64 / sending,
             reconciles_per_second: reconciles as f64 / sending,
             reconciles_per_update: reconciles as f64 / updates.max(1) as f64,
+            writes_per_update: server_writes as f64 / updates.max(1) as f64,
             lags: Percentiles::of(lags),
         })
     }
@@ -732,6 +738,12 @@ impl Results {
                 &scenario,
                 "reconciles per update",
                 both(&|r| phase(r).reconciles_per_update),
+                2,
+            );
+            table.numbers(
+                &scenario,
+                "writes committed per update, all writers",
+                both(&|r| phase(r).writes_per_update),
                 2,
             );
             table.numbers(
