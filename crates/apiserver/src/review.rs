@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::objects::Target;
+use crate::objects::{Target, check_uid_and_revision};
 use crate::rbac;
 use crate::registry::ResourceType;
 use crate::request::{DeleteOptions, Params, WriteOptions};
@@ -420,7 +420,10 @@ async fn bind(
     let modified = ApiError::modified(&pods.qualified_name(), pod_name);
     for () in crate::objects::attempts_until_applied() {
         let (mut pod, revision) = server.get_value(&pods, ns, pod_name)?;
-        check_binding_preconditions(body, &pod, pod_name)?;
+        // The Binding's uid and resourceVersion, when set, are preconditions on the pod.
+        let uid = meta::uid(body).filter(|uid| !uid.is_empty());
+        let resource_version = meta::resource_version(body);
+        check_uid_and_revision(&pods, pod_name, &pod, revision, uid, resource_version)?;
         assign_to_node(&mut pod, node, body, &server.timestamp())
             .map_err(|why| ApiError::conflict("pods/binding", pod_name, &why))?;
         meta::metadata_mut(&mut pod).insert(
@@ -434,32 +437,6 @@ async fn bind(
         }
     }
     Err(modified)
-}
-
-/// The Binding's `metadata.uid` and `metadata.resourceVersion` must match the pod's.
-fn check_binding_preconditions(binding: &Value, pod: &Value, pod_name: &str) -> ApiResult<()> {
-    let checks = [
-        ("UID", meta::uid(binding), meta::uid(pod)),
-        (
-            "ResourceVersion",
-            meta::resource_version(binding),
-            meta::resource_version(pod),
-        ),
-    ];
-    for (field, wanted, actual) in checks {
-        let wanted = wanted.unwrap_or("");
-        let actual = actual.unwrap_or("");
-        if !wanted.is_empty() && wanted != actual {
-            return Err(ApiError::conflict(
-                "pods",
-                pod_name,
-                &format!(
-                    "Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}"
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Set the pod's node, merge the Binding's annotations and mark it scheduled; `Err` says

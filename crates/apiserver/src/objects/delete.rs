@@ -175,7 +175,27 @@ fn check_preconditions(
     rev: Revision,
     opts: &DeleteOptions,
 ) -> ApiResult<()> {
-    if let Some(uid) = &opts.precondition_uid {
+    check_uid_and_revision(
+        rt,
+        name,
+        obj,
+        rev,
+        opts.precondition_uid.as_deref(),
+        opts.precondition_resource_version.as_deref(),
+    )
+}
+
+/// kube's storage preconditions: the stored object `obj` at `rev` must have `uid` and be
+/// at `resource_version`, where they are given (a delete's, a binding's).
+pub(crate) fn check_uid_and_revision(
+    rt: &ResourceType,
+    name: &str,
+    obj: &Value,
+    rev: Revision,
+    uid: Option<&str>,
+    resource_version: Option<&str>,
+) -> ApiResult<()> {
+    if let Some(uid) = uid {
         let actual = meta::uid(obj).unwrap_or("");
         if uid != actual {
             return Err(ApiError::conflict(
@@ -187,8 +207,8 @@ fn check_preconditions(
             ));
         }
     }
-    if let Some(rv) = &opts.precondition_resource_version
-        && rv != &rev.to_string()
+    if let Some(rv) = resource_version
+        && rv != rev.to_string()
     {
         return Err(ApiError::conflict(
             &rt.qualified_name(),

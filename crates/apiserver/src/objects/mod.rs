@@ -23,7 +23,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::registry::ResourceType;
 use crate::request::WriteOptions;
 
-pub(crate) use delete::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+pub(crate) use delete::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, check_uid_and_revision};
 pub(crate) use read::selects;
 pub(crate) use write::{Written, patch_error};
 
