@@ -62,24 +62,41 @@ impl ResourceType {
 
     /// Store key prefix of every object of this resource (all versions share storage).
     pub fn prefix(&self) -> String {
+        self.key_with(None, "")
+    }
+
+    /// Store key prefix of the objects in one namespace, or of all of them.
+    pub fn list_prefix(&self, namespace: Option<&str>) -> String {
+        self.key_with(namespace, "")
+    }
+
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        self.key_with(namespace, name)
+    }
+
+    /// `/<group>/<plural>/[<namespace>/]<name>`, built in one allocation: every request
+    /// makes a key or a prefix.
+    fn key_with(&self, namespace: Option<&str>, name: &str) -> String {
         let group = if self.group.is_empty() {
             "core"
         } else {
             &self.group
         };
-        format!("/{group}/{}/", self.plural)
-    }
-
-    /// Store key prefix of the objects in one namespace, or of all of them.
-    pub fn list_prefix(&self, namespace: Option<&str>) -> String {
-        match namespace {
-            Some(ns) if self.namespaced => format!("{}{ns}/", self.prefix()),
-            _ => self.prefix(),
+        let namespace = namespace.filter(|_| self.namespaced);
+        let mut key = String::with_capacity(
+            group.len()
+                + self.plural.len()
+                + namespace.map_or(0, |ns| ns.len() + 1)
+                + name.len()
+                + 3,
+        );
+        for segment in [group, &self.plural].into_iter().chain(namespace) {
+            key.push('/');
+            key.push_str(segment);
         }
-    }
-
-    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
-        format!("{}{name}", self.list_prefix(namespace))
+        key.push('/');
+        key.push_str(name);
+        key
     }
 
     pub fn field_selectors(&self) -> Vec<&str> {

@@ -493,11 +493,13 @@ impl GarbageCollector {
     /// The uid and instance prefix of the CRD that `key` is an instance of, if that CRD is
     /// being deleted and waits for its instances to go.
     fn cleaning_crd_of(&self, key: &str) -> Option<(String, String)> {
-        let mut parts = key.trim_start_matches('/').splitn(3, '/');
-        let prefix = format!("/{}/{}/", parts.next()?, parts.next()?);
-        let uid = self.crd_by_prefix.get(&prefix)?;
+        // `/<group>/<plural>/`: the key up to and including its third slash.
+        let end = key.match_indices('/').nth(2)?.0 + 1;
+        let prefix = &key[..end];
+        let uid = self.crd_by_prefix.get(prefix)?;
         let node = self.nodes.get(uid)?;
-        (node.deleting && node.has_finalizer(CLEANUP_FINALIZER)).then(|| (uid.clone(), prefix))
+        (node.deleting && node.has_finalizer(CLEANUP_FINALIZER))
+            .then(|| (uid.clone(), prefix.to_owned()))
     }
 
     /// Whether the container of a live object (its namespace or its CRD) is going away.

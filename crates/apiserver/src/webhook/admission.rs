@@ -26,6 +26,22 @@ pub const GROUP: &str = "admissionregistration.k8s.io";
 pub const MUTATING: &str = "mutatingwebhookconfigurations";
 pub const VALIDATING: &str = "validatingwebhookconfigurations";
 
+/// One kind of webhook configuration and the store prefix of its objects, spelled out
+/// because every write reads both kinds (a test checks them against [`GROUP`]).
+struct Configurations {
+    plural: &'static str,
+    keys: &'static str,
+}
+
+const MUTATING_CONFIGS: Configurations = Configurations {
+    plural: MUTATING,
+    keys: "/admissionregistration.k8s.io/mutatingwebhookconfigurations/",
+};
+const VALIDATING_CONFIGS: Configurations = Configurations {
+    plural: VALIDATING,
+    keys: "/admissionregistration.k8s.io/validatingwebhookconfigurations/",
+};
+
 /// kube-apiserver's default and largest `timeoutSeconds`.
 const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
 const MAX_TIMEOUT_SECONDS: u64 = 30;
@@ -382,7 +398,7 @@ impl ApiServer {
             return Ok(());
         }
         let mut warnings = Vec::new();
-        for hook in self.webhooks(MUTATING)? {
+        for hook in self.webhooks(&MUTATING_CONFIGS)? {
             self.call(&hook, attrs, None, Some(old), &mut warnings)
                 .await?;
         }
@@ -398,7 +414,7 @@ impl ApiServer {
         old: Option<&Value>,
         warnings: &mut Vec<String>,
     ) -> ApiResult<bool> {
-        let hooks = self.webhooks(MUTATING)?;
+        let hooks = self.webhooks(&MUTATING_CONFIGS)?;
         let mut reinvocable = Vec::new();
         let mut last_change = None;
         for (index, hook) in hooks.iter().enumerate() {
@@ -426,7 +442,7 @@ impl ApiServer {
         old: Option<&Value>,
         warnings: &mut Vec<String>,
     ) -> ApiResult<()> {
-        for hook in self.webhooks(VALIDATING)? {
+        for hook in self.webhooks(&VALIDATING_CONFIGS)? {
             self.call(&hook, attrs, object, old, warnings).await?;
         }
         Ok(())
@@ -578,11 +594,12 @@ impl ApiServer {
     /// Every webhook of every configuration of `plural`, configurations in name order and
     /// webhooks in the order each lists them (kube-apiserver's order). Read from the store
     /// on each write: an in-memory range read, empty when none are configured.
-    fn webhooks(&self, plural: &str) -> ApiResult<Vec<Webhook>> {
+    fn webhooks(&self, configs: &Configurations) -> ApiResult<Vec<Webhook>> {
         let options = ListOptions::default();
+        let plural = configs.plural;
         let page = self
             .store()
-            .list(&format!("/{GROUP}/{plural}/"), &options, &|_| true)
+            .list(configs.keys, &options, &|_| true)
             .map_err(|e| ApiError::from_store(e, plural, ""))?;
         let mut hooks = Vec::new();
         for item in page.items {
@@ -793,6 +810,14 @@ fn client_config_errors(client_config: &Value, at: &str) -> Option<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configuration_prefixes_are_the_store_keys_of_their_kinds() {
+        for configs in [&MUTATING_CONFIGS, &VALIDATING_CONFIGS] {
+            let plural = configs.plural;
+            assert_eq!(configs.keys, format!("/{GROUP}/{plural}/"));
+        }
+    }
 
     #[test]
     fn resource_entries_follow_kubernetes_wildcards() {
