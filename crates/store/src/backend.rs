@@ -25,7 +25,7 @@ pub(crate) trait Backend: Send + 'static {
     fn compact(&mut self, from: Revision, to: Revision) -> Result<(), StoreError>;
     /// Loads the persisted log.
     fn load(&mut self) -> Result<Loaded, StoreError>;
-    /// Whether calls block on I/O (and must run on `spawn_blocking`).
+    /// Whether calls block on I/O (and the writer must run on a thread of its own).
     fn is_blocking(&self) -> bool;
 }
 

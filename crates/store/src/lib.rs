@@ -8,7 +8,8 @@
 //!   write gets revision 2 (mirrors etcd and keeps "0" distinct).
 //! - The multi-version map of JSON objects by string key: reads (`get`,
 //!   `list`) are consistent snapshots at any retained revision.
-//! - The write path: one writer task with group commit. Every mutation is
+//! - The write path: one writer with group commit (a thread of its own for
+//!   SQLite, a task for the in-memory backend). Every mutation is
 //!   queued to it; it drains the queue into a batch, validates each request in
 //!   order (seeing the effects of earlier requests in the batch), assigns
 //!   consecutive revisions, persists the batch in one transaction, and only
@@ -305,7 +306,7 @@ impl Store {
             max_retained: opts.max_retained_revisions,
             max_history_bytes: opts.max_history_bytes,
         };
-        tokio::spawn(writer.run(rx));
+        writer.spawn(rx)?;
         let ticker = opts.compaction_interval.map(|period| {
             tokio::spawn(periodic_compaction(period, tx.downgrade(), shared.clone())).abort_handle()
         });

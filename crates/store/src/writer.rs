@@ -173,7 +173,28 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) {
+    /// Starts the writer: on a thread of its own when the backend blocks on I/O, so that
+    /// a group commit calls SQLite (and waits for its fsync) where it is, without
+    /// handing every batch to the blocking pool and back — two thread wake-ups that cost
+    /// about as much as the fsync itself on these machines. A backend that never blocks
+    /// (memory, the simulator's) runs the same loop as a task, with no thread.
+    pub(crate) fn spawn(self, rx: mpsc::Receiver<Request>) -> Result<(), StoreError> {
+        let blocking = self.backend.as_ref().is_some_and(|b| b.is_blocking());
+        if !blocking {
+            tokio::spawn(self.run(rx));
+            return Ok(());
+        }
+        let on_thread = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| StoreError::Backend(format!("cannot start the store writer: {e}")))?;
+        std::thread::Builder::new()
+            .name("steady-store-writer".into())
+            .spawn(move || on_thread.block_on(self.run(rx)))
+            .map_err(|e| StoreError::Backend(format!("cannot start the store writer: {e}")))?;
+        Ok(())
+    }
+
+    async fn run(mut self, mut rx: mpsc::Receiver<Request>) {
         let mut waiters: Vec<oneshot::Sender<()>> = Vec::new();
         let mut batch: Vec<Request> = Vec::new();
         'outer: while let Some(first) = rx.recv().await {
@@ -184,11 +205,11 @@ impl Writer {
                 match req {
                     Request::Write(w) => pending.push(w),
                     Request::Compact { revision, reply } => {
-                        self.commit(mem::take(&mut pending)).await;
-                        let _ = reply.send(self.compact(revision).await);
+                        self.commit(mem::take(&mut pending));
+                        let _ = reply.send(self.compact(revision));
                     }
                     Request::Shutdown { reply } => {
-                        self.commit(mem::take(&mut pending)).await;
+                        self.commit(mem::take(&mut pending));
                         waiters.push(reply);
                         for rest in reqs {
                             fail(rest, &mut waiters);
@@ -198,21 +219,15 @@ impl Writer {
                 }
             }
             drop(reqs);
-            self.commit(pending).await;
-            self.auto_compact().await;
+            self.commit(pending);
+            self.auto_compact();
         }
         rx.close();
         while let Some(req) = rx.recv().await {
             fail(req, &mut waiters);
         }
         // Close the backend (SQLite may checkpoint on close).
-        if let Some(backend) = self.backend.take() {
-            if backend.is_blocking() {
-                let _ = tokio::task::spawn_blocking(move || drop(backend)).await;
-            } else {
-                drop(backend);
-            }
-        }
+        drop(self.backend.take());
         self.shared.write().closed = true;
         // Closing the signal ends every watcher once it drained the log.
         self.signal.close();
@@ -222,40 +237,29 @@ impl Writer {
         }
     }
 
-    /// Runs `f` against the backend, on the blocking pool if needed.
-    async fn with_backend<T: Send + 'static>(
+    /// Runs `f` against the backend. A panic inside the backend leaves the store
+    /// read-only (every later write fails) rather than ending the writer.
+    fn with_backend<T>(
         &mut self,
-        f: impl FnOnce(&mut dyn Backend) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&mut dyn Backend) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let Some(mut backend) = self.backend.take() else {
             return Err(StoreError::Backend("storage backend unavailable".into()));
         };
-        if !backend.is_blocking() {
-            let r = f(backend.as_mut());
-            self.backend = Some(backend);
-            return r;
-        }
-        match tokio::task::spawn_blocking(move || {
-            let r = f(backend.as_mut());
-            (backend, r)
-        })
-        .await
-        {
-            Ok((backend, r)) => {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(backend.as_mut()))) {
+            Ok(r) => {
                 self.backend = Some(backend);
                 r
             }
-            Err(e) => {
-                tracing::error!(error = %e, "storage backend task failed; store is now read-only");
-                Err(StoreError::Backend(format!(
-                    "storage backend task failed: {e}"
-                )))
+            Err(_) => {
+                tracing::error!("storage backend panicked; store is now read-only");
+                Err(StoreError::Backend("storage backend failed".into()))
             }
         }
     }
 
     /// Validates, persists and applies one group of writes.
-    async fn commit(&mut self, writes: Vec<WriteReq>) {
+    fn commit(&mut self, writes: Vec<WriteReq>) {
         if writes.is_empty() {
             return;
         }
@@ -294,9 +298,7 @@ impl Writer {
         }
 
         if !events.is_empty() {
-            let batch = Arc::new(mem::take(&mut events));
-            let to_persist = batch.clone();
-            let persisted = self.with_backend(move |b| b.append(&to_persist)).await;
+            let persisted = self.with_backend(|b| b.append(&events));
             if let Err(e) = persisted {
                 tracing::warn!(error = %e, requests = outcomes.len(), "group commit failed");
                 let msg = match e {
@@ -308,7 +310,6 @@ impl Writer {
                 }
                 return;
             }
-            events = Arc::try_unwrap(batch).unwrap_or_else(|a| (*a).clone());
             self.shared.write().apply(&events);
             self.signal.publish();
         }
@@ -326,7 +327,7 @@ impl Writer {
         }
     }
 
-    async fn compact(&mut self, revision: Revision) -> Result<(), StoreError> {
+    fn compact(&mut self, revision: Revision) -> Result<(), StoreError> {
         let (current, old) = {
             let st = self.shared.read();
             (st.current, st.compacted)
@@ -335,7 +336,7 @@ impl Writer {
         if target <= old {
             return Ok(());
         }
-        self.with_backend(move |b| b.compact(old, target)).await?;
+        self.with_backend(|b| b.compact(old, target))?;
         self.shared.write().compact(target);
         tracing::debug!(revision = target, "compacted");
         Ok(())
@@ -345,7 +346,7 @@ impl Writer {
     /// `max_retained` revisions (with a slack of 1/64 of it), or more than
     /// `max_history_bytes` (down to 7/8 of it). The slack and the low-water mark keep a
     /// steady write load at one compaction transaction per many batches, not one per batch.
-    async fn auto_compact(&mut self) {
+    fn auto_compact(&mut self) {
         let target = {
             let st = self.shared.read();
             let slack = self.max_retained / 64;
@@ -357,7 +358,7 @@ impl Writer {
             by_count.max(by_bytes)
         };
         if let Some(target) = target
-            && let Err(e) = self.compact(target).await
+            && let Err(e) = self.compact(target)
         {
             tracing::warn!(error = %e, revision = target, "automatic compaction failed");
         }
