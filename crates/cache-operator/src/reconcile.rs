@@ -138,11 +138,18 @@ pub enum Error {
 /// 22, and converges no later; 100 ms and more merge a little more but delay the rollout.
 pub const DEBOUNCE: Duration = Duration::from_millis(50);
 
-/// The Cache controller's settings: named `cache`, debounced by [`DEBOUNCE`], otherwise
-/// the runtime's defaults.
+/// Objects per LIST page, chosen by measurement (docs/BENCHMARKS.md, "Issue 16: the relist
+/// peak"): a relist of 10,000 pods and their Caches and Services peaks at 1.07× the
+/// operator's steady RSS with pages of 100, 1.41× with kube's 500, for 5× the LIST
+/// requests during a relist (a hundred per 10,000 objects).
+pub const LIST_PAGE_SIZE: u32 = 100;
+
+/// The Cache controller's settings: named `cache`, debounced by [`DEBOUNCE`], listing in
+/// pages of [`LIST_PAGE_SIZE`], otherwise the runtime's defaults.
 pub fn default_config() -> steady_runtime::Config {
     steady_runtime::Config {
         debounce: DEBOUNCE,
+        list_page_size: LIST_PAGE_SIZE,
         ..steady_runtime::Config::named("cache")
     }
 }

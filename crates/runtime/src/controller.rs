@@ -89,6 +89,12 @@ pub struct Config {
     /// kube-runtime's trailing debounce, a first event is never delayed and a stream of
     /// events cannot postpone a key for longer than one window.
     pub debounce: Duration,
+    /// Objects per page when a source lists, at start and on every relist (default 500,
+    /// kube-runtime's and client-go's). A relist holds about one page of each source at
+    /// once, raw and decoded, beside the caches: a smaller page lowers that peak, and
+    /// costs one LIST request per page. Sources declared with a `watcher::Config` of
+    /// their own (`owns_with`, `watches_with`, …) use that config's page size instead.
+    pub list_page_size: u32,
 }
 
 impl Config {
@@ -114,6 +120,7 @@ impl Default for Config {
             seed: None,
             shutdown_grace: Duration::from_secs(30),
             debounce: Duration::ZERO,
+            list_page_size: 500,
         }
     }
 }
@@ -290,10 +297,11 @@ where
             invalid: None,
         };
         let primary = controller.primary.clone();
+        let watch = controller.default_watch();
         controller.add_source(
             Role::Primary,
             api,
-            watcher::Config::default(),
+            watch,
             CachedAs::itself(primary),
             Arc::new(|obj: &K| vec![(ObjectKey::of(obj), Trigger::Primary)]),
             every_update,
@@ -372,7 +380,13 @@ where
     where
         C: SourceKind,
     {
-        self.owns_with(api, watcher::Config::default())
+        self.owns_with(api, self.default_watch())
+    }
+
+    /// The watch of a source declared without one: every object, listed in pages of
+    /// [`Config::list_page_size`].
+    pub(crate) fn default_watch(&self) -> watcher::Config {
+        watcher::Config::default().page_size(self.config.list_page_size)
     }
 
     /// Reconcile the owner when an object of kind `C` it controls changes: the object's
@@ -448,7 +462,7 @@ where
         C: SourceKind,
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
-        self.watches_with(api, watcher::Config::default(), mapper)
+        self.watches_with(api, self.default_watch(), mapper)
     }
 
     /// Watch objects of kind `C` that primaries refer to without owning them (the Service a

@@ -412,7 +412,7 @@ where
         &mut self,
         api: Api<P::Kind>,
     ) -> ObjectCache<Projected<P>> {
-        self.owns_projected_with(api, watcher::Config::default())
+        self.owns_projected_with(api, self.default_watch())
     }
 
     /// [`owns_with`](Self::owns_with), caching each object as its projection `P`

@@ -368,3 +368,72 @@ async fn a_referenced_object_triggers_the_primaries_that_name_it() {
     );
     running.abort();
 }
+
+/// A client of `server` that records the path and query of every GET it sends.
+fn recording_client(server: &steady_apiserver::ApiServer) -> (Client, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let service = tower::ServiceBuilder::new()
+        .map_request(move |r: http::Request<kube::client::Body>| {
+            if r.method() == http::Method::GET {
+                let uri = r.uri().path_and_query().map(ToString::to_string);
+                record.lock().expect("request log").extend(uri);
+            }
+            r.map(axum::body::Body::new)
+        })
+        .service(server.router());
+    (Client::new(service, "default"), seen)
+}
+
+/// The `limit` of every LIST (not watch) of `path` in `seen`, in order.
+fn list_limits(seen: &Mutex<Vec<String>>, path: &str) -> Vec<String> {
+    let seen = seen.lock().expect("request log");
+    seen.iter()
+        .filter_map(|uri| uri.strip_prefix(path)?.strip_prefix('?'))
+        .filter(|query| !query.contains("watch=true"))
+        .map(|query| {
+            query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("limit="))
+                .unwrap_or("none")
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn sources_list_in_pages_of_the_configured_size_unless_their_watch_says_otherwise() {
+    let (server, _) = client().await;
+    let (client, seen) = recording_client(&server);
+    for i in 0..5 {
+        create_configmap(&client, &format!("cm-{i}")).await;
+    }
+    let mut controller = Controller::new(
+        configmaps(&client),
+        Config {
+            list_page_size: 2,
+            ..config()
+        },
+    );
+    let primaries = controller.primary_cache();
+    let secrets = controller.owns_with(secrets(&client), watcher::Config::default().page_size(7));
+    let running = tokio::spawn(controller.run(
+        |_: Arc<ConfigMap>, _: Arc<Context<()>>| async { Ok::<_, String>(Action::done()) },
+        Arc::new(()),
+        std::future::pending(),
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    running.abort();
+
+    assert_eq!(primaries.len(), 5, "every page reached the cache");
+    assert!(secrets.is_empty());
+    assert_eq!(
+        list_limits(&seen, "/api/v1/namespaces/default/configmaps"),
+        ["2", "2", "2"],
+        "5 ConfigMaps in pages of 2"
+    );
+    assert_eq!(
+        list_limits(&seen, "/api/v1/namespaces/default/secrets"),
+        ["7"]
+    );
+}
