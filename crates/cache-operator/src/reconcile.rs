@@ -38,13 +38,9 @@ use crate::types::{
 /// events usually come first; this is the safety net).
 pub const REQUEUE_WHILE_PROGRESSING: Duration = Duration::from_secs(2);
 
-/// The clock used for condition timestamps.
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
-
-/// The wall clock, for a process that is not simulated.
-pub fn system_clock() -> Clock {
-    Arc::new(Utc::now)
-}
+/// The clock used for condition timestamps (the runtime's: the wall clock in a process,
+/// the simulated one in the simulator).
+pub use steady_runtime::events::{Clock, system_clock};
 
 /// What every run of the decisions keeps: the API writes it attempts and the clock that
 /// stamps its conditions. Shared by every runtime that drives [`reconcile_with`].

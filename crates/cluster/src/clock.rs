@@ -14,9 +14,10 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-/// A source of wall-clock time. The simulator hands its API server and the cluster the
-/// same one, so the server's timestamps and the controllers' agree.
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+/// A source of wall-clock time (the runtime's, which its event recorder reads too). The
+/// simulator hands its API server and the cluster the same one, so the server's
+/// timestamps and the controllers' agree.
+pub use steady_runtime::events::Clock;
 
 /// Wall time from now on, advancing with tokio's clock (on a paused runtime: simulated
 /// time). Call it inside the runtime whose clock it should follow.

@@ -40,12 +40,12 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let mut controller = crate::controller_for::<DaemonSet>(&client, config);
     let sets = controller.primary_cache();
     let data = DaemonData {
+        events: Recorder::new(client.clone(), MANAGER, MANAGER).with_clock(clock.clone()),
         clock,
         pods: crate::owns_pods_labelled(&mut controller, &client, GENERATION_LABEL),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
         // Any Node change may change where every DaemonSet runs.
         nodes: controller.watches(Api::<Node>::all(client.clone()), move |_| sets.keys()),
-        events: Recorder::new(client, MANAGER, MANAGER),
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
 }

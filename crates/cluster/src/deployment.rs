@@ -659,7 +659,8 @@ impl Rollout<'_> {
     /// A `ScalingReplicaSet` event on the Deployment, as kube's deployment controller
     /// records for every scale.
     fn record(&self, message: String) {
-        let events = Recorder::new(self.ctx.client(), MANAGER, MANAGER);
+        let events = Recorder::new(self.ctx.client(), MANAGER, MANAGER)
+            .with_clock(self.ctx.data().clock.clone());
         crate::publish_in_background(events, self.owner.clone(), "ScalingReplicaSet", message);
     }
 

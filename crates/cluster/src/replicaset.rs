@@ -263,7 +263,7 @@ async fn delete_pods(
 }
 
 fn record(ctx: &Context<Pods>, rs: &Arc<ReplicaSet>, reason: &str, message: String) {
-    let events = Recorder::new(ctx.client(), MANAGER, MANAGER);
+    let events = Recorder::new(ctx.client(), MANAGER, MANAGER).with_clock(ctx.data().clock.clone());
     crate::publish_in_background(events, rs.clone(), reason, message);
 }
 

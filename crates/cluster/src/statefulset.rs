@@ -47,6 +47,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<StatefulSet>(&client, config);
     let data = SetData {
+        events: Recorder::new(client.clone(), MANAGER, MANAGER).with_clock(clock.clone()),
         clock,
         pods: crate::owns_pods_labelled(&mut controller, &client, POD_NAME_LABEL),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
@@ -54,7 +55,6 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
         claims: controller.watches(Api::<PersistentVolumeClaim>::all(client.clone()), |_| {
             Vec::new()
         }),
-        events: Recorder::new(client, MANAGER, MANAGER),
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
 }

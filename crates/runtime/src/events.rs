@@ -1,11 +1,31 @@
 //! An event recorder: core/v1 Events about an object, so `kubectl describe` and
 //! `kubectl get events` show what the operator did, on steady and on real clusters alike.
+//!
+//! Events are named as client-go and kube-rs name them, `<object>.<hex nanoseconds>`, from
+//! the recorder's [`Clock`]: under the simulator that is the simulated clock, so a seed's
+//! Events carry the same names and times in every run.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, PostParams};
 use kube::{Client, Resource};
-use rand::Rng;
 use serde_json::json;
+
+/// A source of wall-clock time for what a controller stamps (Event names and times,
+/// condition times): the system clock in a process, the simulated one in `steady-sim`.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// The system's wall clock.
+pub fn system_clock() -> Clock {
+    Arc::new(Utc::now)
+}
+
+/// Names tried before a create's 409 is returned: another recorder (another process, or
+/// another recorder on a clock that stood still) may have taken a name.
+const NAME_ATTEMPTS: usize = 5;
 
 /// Normal or Warning, as `kubectl describe` groups them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +51,10 @@ pub struct Recorder {
     client: Client,
     component: String,
     instance: String,
+    clock: Clock,
+    /// The last name suffix this recorder (and its clones) used, in nanoseconds: the next
+    /// is later even when the clock stands still, as a paused one does.
+    last_suffix: Arc<AtomicI64>,
 }
 
 impl Recorder {
@@ -41,7 +65,29 @@ impl Recorder {
             client,
             component: component.into(),
             instance: instance.into(),
+            clock: system_clock(),
+            last_suffix: Arc::new(AtomicI64::new(i64::MIN)),
         }
+    }
+
+    /// The same recorder, reading the time from `clock` (the simulated one in a test).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// A name suffix for an Event recorded at `now`: its nanoseconds since the epoch, or
+    /// one more than the last suffix when that is not earlier.
+    fn next_suffix(&self, now: DateTime<Utc>) -> i64 {
+        let nanos = now.timestamp_nanos_opt().unwrap_or(i64::MAX);
+        let next = |last: i64| nanos.max(last.saturating_add(1));
+        let previous = self
+            .last_suffix
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(next(last))
+            })
+            .unwrap_or_else(|last| last);
+        next(previous)
     }
 
     /// Record that `reason` happened to `obj`. `message` is for people: say what and why.
@@ -61,10 +107,10 @@ impl Recorder {
             .namespace
             .clone()
             .unwrap_or_else(|| "default".to_string());
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let suffix: u64 = rand::rng().random();
+        let now = (self.clock)();
+        let time = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let event = json!({
-            "metadata": {"name": format!("{name}.{suffix:016x}"), "namespace": namespace},
+            "metadata": {"namespace": namespace},
             "involvedObject": {
                 "apiVersion": K::api_version(&()),
                 "kind": K::kind(&()),
@@ -79,13 +125,21 @@ impl Recorder {
             "source": {"component": self.component},
             "reportingComponent": self.component,
             "reportingInstance": self.instance,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
+            "firstTimestamp": time,
+            "lastTimestamp": time,
             "count": 1,
         });
-        let event: Event = serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
-        Api::<Event>::namespaced(self.client.clone(), &namespace)
-            .create(&PostParams::default(), &event)
-            .await
+        let mut event: Event = serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
+        let api = Api::<Event>::namespaced(self.client.clone(), &namespace);
+        let mut attempt = 1;
+        loop {
+            event.metadata.name = Some(format!("{name}.{:x}", self.next_suffix(now)));
+            match api.create(&PostParams::default(), &event).await {
+                Err(kube::Error::Api(status)) if status.code == 409 && attempt < NAME_ATTEMPTS => {
+                    attempt += 1;
+                }
+                created => return created,
+            }
+        }
     }
 }

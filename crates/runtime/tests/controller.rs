@@ -870,6 +870,51 @@ async fn the_recorder_publishes_events_kubectl_describe_finds() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn events_are_named_and_stamped_from_the_recorders_clock_even_when_it_stands_still() {
+    use k8s_openapi::api::core::v1::Event;
+    use steady_runtime::events::{EventType, Recorder};
+    let (_server, client) = server_and_client().await;
+    let cm = create(&client, "stamped", "0").await;
+    let instant = chrono::DateTime::parse_from_rfc3339("2030-01-02T03:04:05.000000007Z")
+        .expect("time")
+        .to_utc();
+    let nanos = instant.timestamp_nanos_opt().expect("in range");
+    let standing_still = std::sync::Arc::new(move || instant);
+    let publish = |recorder: Recorder| {
+        let cm = cm.clone();
+        async move {
+            recorder
+                .publish(&cm, EventType::Normal, "Seen", "seen")
+                .await
+                .expect("published")
+        }
+    };
+    let recorder = Recorder::new(client.clone(), "test-operator", "replica-0")
+        .with_clock(standing_still.clone());
+    let first = publish(recorder.clone()).await;
+    let second = publish(recorder).await;
+    // A second recorder on the same stopped clock starts from the same instant: its
+    // first name is taken, so it moves on.
+    let other =
+        Recorder::new(client.clone(), "test-operator", "replica-1").with_clock(standing_still);
+    let third = publish(other).await;
+
+    let names: Vec<String> = [&first, &second, &third]
+        .iter()
+        .map(|e: &&Event| e.metadata.name.clone().unwrap_or_default())
+        .collect();
+    let expected: Vec<String> = (0..3).map(|i| format!("stamped.{:x}", nanos + i)).collect();
+    assert_eq!(
+        names, expected,
+        "client-go's <object>.<hex nanoseconds>, never reused"
+    );
+    for event in [&first, &second, &third] {
+        let stamp = event.last_timestamp.as_ref().expect("stamped");
+        assert_eq!(stamp.0.to_string(), "2030-01-02T03:04:05Z");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_mapped_watch_triggers_the_keys_its_mapper_names() {
     let (_server, client) = server_and_client().await;
     for name in ["alpha", "beta"] {
