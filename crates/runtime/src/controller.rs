@@ -840,7 +840,10 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
         });
         let reasons: Vec<String> = triggers.iter().map(ToString::to_string).collect();
         let span = tracing::info_span!("reconcile", controller = %self.name, object = %key, triggers = %reasons.join(", "));
-        let future = reconcile(obj, context.clone());
+        // Boxed where it is made: a reconcile's future holds every request future it awaits
+        // (many KiB), and the task around it would otherwise be copied whole at each layer
+        // it passes through on its way into the JoinSet and at its first poll.
+        let future = Box::pin(reconcile(obj, context.clone()));
         let started = Instant::now();
         self.running.spawn(
             async move {

@@ -77,11 +77,7 @@ impl ApiServer {
         // Every write of a custom resource asks; most CRDs convert by `None`, and their
         // compact JSON then never holds this pair, so they are not parsed.
         const WEBHOOK_STRATEGY: &[u8] = br#""strategy":"Webhook""#;
-        if !stored
-            .value
-            .windows(WEBHOOK_STRATEGY.len())
-            .any(|w| w == WEBHOOK_STRATEGY)
-        {
+        if memchr::memmem::find(&stored.value, WEBHOOK_STRATEGY).is_none() {
             return Ok(None);
         }
         let crd: Value = serde_json::from_slice(&stored.value)
