@@ -49,7 +49,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let mut controller = crate::controller_for::<CronJob>(&client, config);
     let data = CronJobData {
         jobs: controller.owns(Api::all(client.clone())),
-        events: Recorder::new(client, MANAGER, MANAGER).with_clock(clock.clone()),
+        events: crate::recorder(&client, MANAGER, &clock),
         clock,
     };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()

@@ -40,7 +40,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let mut controller = crate::controller_for::<DaemonSet>(&client, config);
     let sets = controller.primary_cache();
     let data = DaemonData {
-        events: Recorder::new(client.clone(), MANAGER, MANAGER).with_clock(clock.clone()),
+        events: crate::recorder(&client, MANAGER, &clock),
         clock,
         pods: crate::owns_pods_labelled(&mut controller, &client, GENERATION_LABEL),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),

@@ -73,6 +73,7 @@ const OMITTED_COUNTS: &[&str] = &[
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<Deployment>(&client, config);
+    let events = crate::recorder(&client, MANAGER, &clock);
     let sets = controller.owns(Api::<ReplicaSet>::all(client.clone()));
     // Only pods a ReplicaSet made for a Deployment (they carry the hash label), kept as
     // little more than owner and lifecycle; only their ending wakes the Deployment (a
@@ -87,7 +88,12 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
             .collect()
     });
     controller.trim(pod_template::trim_for_counting);
-    let caches = Caches { sets, pods, clock };
+    let caches = Caches {
+        sets,
+        pods,
+        clock,
+        events,
+    };
     controller
         .run(reconcile, Arc::new(caches), shutdown)
         .boxed()
@@ -95,11 +101,12 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
 
 /// What the Deployment controller reads: its ReplicaSets, the pods of Deployments'
 /// ReplicaSets (only owner and lifecycle), and the time its conditions are stamped and
-/// judged with (`progressDeadlineSeconds`).
+/// judged with (`progressDeadlineSeconds`); and where it records its events.
 pub struct Caches {
     sets: ObjectCache<ReplicaSet>,
     pods: ObjectCache<Pod>,
     clock: Clock,
+    events: Recorder,
 }
 
 /// Whether the pod is on its way out (being deleted or finished).
@@ -659,8 +666,7 @@ impl Rollout<'_> {
     /// A `ScalingReplicaSet` event on the Deployment, as kube's deployment controller
     /// records for every scale.
     fn record(&self, message: String) {
-        let events = Recorder::new(self.ctx.client(), MANAGER, MANAGER)
-            .with_clock(self.ctx.data().clock.clone());
+        let events = self.ctx.data().events.clone();
         crate::publish_in_background(events, self.owner.clone(), "ScalingReplicaSet", message);
     }
 

@@ -66,7 +66,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let mut controller = crate::controller_for::<Job>(&client, config);
     let data = JobData {
         pods: crate::owns_pods_labelled(&mut controller, &client, CONTROLLER_UID_LABEL),
-        events: Recorder::new(client, MANAGER, MANAGER).with_clock(clock.clone()),
+        events: crate::recorder(&client, MANAGER, &clock),
         failures: Mutex::new(BTreeMap::new()),
         config: JobConfig::default(),
         clock,

@@ -201,6 +201,13 @@ fn named(config: &steady_runtime::Config, name: &str) -> steady_runtime::Config 
     }
 }
 
+/// The event recorder of the controller `component`, on the cluster's clock. One per
+/// controller, shared by its reconciles: the names it gives stay distinct while the
+/// clock stands still.
+fn recorder(client: &Client, component: &str, clock: &Clock) -> Recorder {
+    Recorder::new(client.clone(), component, component).with_clock(clock.clone())
+}
+
 /// Publish an event about `object`. Events are best effort: a failure is logged, never
 /// retried, and never fails the reconcile.
 async fn publish<K: Resource<DynamicType = ()>>(

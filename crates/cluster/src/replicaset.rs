@@ -37,19 +37,25 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<ReplicaSet>(&client, config);
     let sets = controller.primary_cache();
+    let events = crate::recorder(&client, MANAGER, &clock);
     let pods = controller.watches(Api::<Pod>::all(client), move |pod: &Pod| {
         replica_sets_for(&sets, pod)
     });
     controller.trim(pod_template::trim_for_counting);
-    let data = Pods { cache: pods, clock };
+    let data = Pods {
+        cache: pods,
+        clock,
+        events,
+    };
     controller.run(reconcile, Arc::new(data), shutdown).boxed()
 }
 
 /// What the ReplicaSet controller reads: the pods, and the time their readiness is
-/// judged at (`minReadySeconds`).
+/// judged at (`minReadySeconds`); and where it records its events.
 pub struct Pods {
     cache: ObjectCache<Pod>,
     clock: Clock,
+    events: Recorder,
 }
 
 /// The ReplicaSets a pod concerns: its controller if that is a ReplicaSet, else (an
@@ -263,8 +269,7 @@ async fn delete_pods(
 }
 
 fn record(ctx: &Context<Pods>, rs: &Arc<ReplicaSet>, reason: &str, message: String) {
-    let events = Recorder::new(ctx.client(), MANAGER, MANAGER).with_clock(ctx.data().clock.clone());
-    crate::publish_in_background(events, rs.clone(), reason, message);
+    crate::publish_in_background(ctx.data().events.clone(), rs.clone(), reason, message);
 }
 
 /// The status the ReplicaSet's pods give it at `now`, and when a pod that is Ready but not

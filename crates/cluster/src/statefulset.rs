@@ -47,7 +47,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<StatefulSet>(&client, config);
     let data = SetData {
-        events: Recorder::new(client.clone(), MANAGER, MANAGER).with_clock(clock.clone()),
+        events: crate::recorder(&client, MANAGER, &clock),
         clock,
         pods: crate::owns_pods_labelled(&mut controller, &client, POD_NAME_LABEL),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
