@@ -158,8 +158,6 @@ pub fn controller(
     clock: Clock,
 ) -> (Controller<Cache>, Arc<OperatorContext>) {
     let mut controller = Controller::new(Api::<Cache>::all(client.clone()), config);
-    // A Cache's managed fields are most of its bytes and the reconciler never reads them.
-    controller.trim(|cache: &mut Cache| cache.metadata.managed_fields = None);
     let pods = controller.owns_projected::<PodSummary>(Api::all(client.clone()));
     let services = controller.owns_projected::<ServiceSummary>(Api::all(client));
     let context = OperatorContext {

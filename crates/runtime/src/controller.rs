@@ -34,7 +34,8 @@ use crate::observe::{
 };
 use crate::projection::{Projected, Projection};
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
-use crate::source::{AnySource, CachedAs, Mapper, Message, Source, Wakes, every_update};
+use crate::source::{AnySource, CachedAs, Mapper, Message, Source, Wakes, every_update, retyped};
+use crate::unmanaged::{Unmanaged, cached_unmanaged};
 use crate::write_through::{CachingApi, Writable, WriteSink};
 
 /// What a reconcile asks for next.
@@ -95,6 +96,14 @@ pub struct Config {
     /// costs one LIST request per page. Sources declared with a `watcher::Config` of
     /// their own (`owns_with`, `watches_with`, …) use that config's page size instead.
     pub list_page_size: u32,
+    /// Keep each watched object's `metadata.managedFields` (default false). Whole objects
+    /// (the primary, `owns`, `watches`) are decoded without them and cached without
+    /// them, writes through [`Context::api`] included: they are most of an object's
+    /// metadata and of the time its decode takes, and a reconciler rarely reads them
+    /// (controller-runtime's `TransformStripManagedFields` strips them after decoding).
+    /// Set this for a reconciler that reads them from the cache. Projections declare what
+    /// they skip themselves ([`Projection::UNREAD`](crate::Projection::UNREAD)).
+    pub keep_managed_fields: bool,
 }
 
 impl Config {
@@ -121,6 +130,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(30),
             debounce: Duration::ZERO,
             list_page_size: 500,
+            keep_managed_fields: false,
         }
     }
 }
@@ -298,15 +308,36 @@ where
         };
         let primary = controller.primary.clone();
         let watch = controller.default_watch();
-        controller.add_source(
+        controller.add_whole_source(
             Role::Primary,
             api,
             watch,
-            CachedAs::itself(primary),
+            primary,
             Arc::new(|obj: &K| vec![(ObjectKey::of(obj), Trigger::Primary)]),
             every_update,
         );
         controller
+    }
+
+    /// [`add_source`](Self::add_source) for a kind cached whole: decoded without its
+    /// managed fields unless [`Config::keep_managed_fields`] is set.
+    fn add_whole_source<C>(
+        &mut self,
+        role: Role,
+        api: Api<C>,
+        watch: watcher::Config,
+        cache: ObjectCache<C>,
+        mapper: Mapper<C>,
+        wakes: Wakes<C>,
+    ) -> ObjectCache<C>
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        if self.config.keep_managed_fields {
+            return self.add_source(role, api, watch, CachedAs::itself(cache), mapper, wakes);
+        }
+        let api = retyped::<C, Unmanaged<C>>(api);
+        self.add_source(role, api, watch, cached_unmanaged(cache), mapper, wakes)
     }
 
     /// The one place a source is added: `W` the kind watched and written, `D` the form the
@@ -400,12 +431,13 @@ where
     where
         C: SourceKind,
     {
-        self.add_source(
+        let mapper = self.controller_mapper(C::kind(&()).to_string());
+        self.add_whole_source(
             Role::Owned,
             api,
             watch,
-            CachedAs::itself(ObjectCache::default()),
-            self.controller_mapper(C::kind(&()).to_string()),
+            ObjectCache::default(),
+            mapper,
             differs_beyond_version,
         )
     }
@@ -521,11 +553,11 @@ where
         C: SourceKind,
         F: Fn(&C) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
-        self.add_source(
+        self.add_whole_source(
             Role::Watched,
             api,
             watch,
-            CachedAs::itself(ObjectCache::default()),
+            ObjectCache::default(),
             watched_mapper(C::kind(&()).to_string(), mapper),
             differs_beyond_version,
         )

@@ -132,6 +132,7 @@ pub mod operator;
 pub mod projection;
 pub mod queue;
 mod source;
+mod unmanaged;
 mod unread;
 pub mod write_through;
 

@@ -26,7 +26,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::controller::{Controller, watched_mapper};
 use crate::object_cache::{CacheMeta, Cached, ObjectCache, ObjectKey, OwnerView};
 use crate::observe::Role;
-use crate::source::CachedAs;
+use crate::source::{CachedAs, retyped};
 use crate::unread::deserialize_skipping;
 use crate::write_through::Remembers;
 
@@ -365,16 +365,6 @@ impl<P: Projection> Resource for Decoded<P> {
     }
 }
 
-/// `api` (its client and namespace), decoding projections.
-fn decoding<P: Projection>(api: Api<P::Kind>) -> Api<Decoded<P>> {
-    let namespace = api.namespace().map(str::to_owned);
-    let client = api.into_client();
-    match namespace {
-        Some(namespace) => Api::namespaced_with(client, &namespace, &()),
-        None => Api::all_with(client, &()),
-    }
-}
-
 /// A projected cache, where writes of `P::Kind` are remembered as their projections.
 pub(crate) struct ProjectingWrites<P>(pub(crate) ObjectCache<Projected<P>>);
 
@@ -451,7 +441,7 @@ where
         let mapper = self.controller_mapper(P::Kind::kind(&()).to_string());
         self.add_source(
             Role::Owned,
-            decoding(api),
+            retyped(api),
             watch,
             projected(ObjectCache::default()),
             mapper,
@@ -473,7 +463,7 @@ where
     {
         self.add_source(
             Role::Watched,
-            decoding(api),
+            retyped(api),
             watch,
             projected(ObjectCache::default()),
             watched_mapper(P::Kind::kind(&()).to_string(), mapper),

@@ -112,6 +112,21 @@ impl<D: Cached + Clone + Send + Sync + 'static> CachedAs<D, D, D> {
     }
 }
 
+/// `api` (its client and namespace) for the same kind decoded as `D` (a projection's
+/// decoding, or the kind without its managed fields).
+pub(crate) fn retyped<W, D>(api: Api<W>) -> Api<D>
+where
+    W: Resource,
+    D: Resource<DynamicType = (), Scope = kube::core::DynamicResourceScope>,
+{
+    let namespace = api.namespace().map(str::to_owned);
+    let client = api.into_client();
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client, &namespace, &()),
+        None => Api::all_with(client, &()),
+    }
+}
+
 /// The watch of one kind (decoded as `D`, cached as `C`) and every trigger that maps its
 /// objects to primary keys.
 pub(crate) struct Source<D: Resource, C> {

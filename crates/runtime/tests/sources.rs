@@ -437,3 +437,78 @@ async fn sources_list_in_pages_of_the_configured_size_unless_their_watch_says_ot
         ["7"]
     );
 }
+
+/// Writes the Secret `<cm>-written` through the context once, then records whether each
+/// cached object (primaries, watched and written Secrets) carries managed fields.
+async fn write_and_inspect(
+    cm: Arc<ConfigMap>,
+    ctx: Arc<Context<Mutex<BTreeMap<String, bool>>>>,
+) -> Result<Action, String> {
+    let name = format!("{}-written", cm.metadata.name.clone().unwrap_or_default());
+    let secrets = ctx.cache::<Secret>().map_err(|e| e.to_string())?;
+    let key = ObjectKey::new(Some("default"), &name);
+    if secrets.get(&key).is_none() {
+        let written = owned_secret(&name, "web", &cm, "w");
+        ctx.api::<Secret>("default")
+            .create(&PostParams::default(), &written)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let mut seen = ctx.data().lock().map_err(|e| e.to_string())?;
+    let has_managed_fields = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.managed_fields.as_ref().is_some_and(|m| !m.is_empty())
+    };
+    for primary in ctx.cache::<ConfigMap>().map_err(|e| e.to_string())?.list() {
+        let name = primary.metadata.name.clone().unwrap_or_default();
+        seen.insert(
+            format!("configmap {name}"),
+            has_managed_fields(&primary.metadata),
+        );
+    }
+    for secret in secrets.list() {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        seen.insert(
+            format!("secret {name}"),
+            has_managed_fields(&secret.metadata),
+        );
+    }
+    Ok(Action::done())
+}
+
+#[tokio::test(start_paused = true)]
+async fn caches_leave_managed_fields_out_unless_the_config_keeps_them() {
+    let (_server, client) = client().await;
+    // With data: a manager that set no field at all gets no managed-fields entry.
+    let owner = json!({"metadata": {"name": "owner"}, "data": {"k": "v"}});
+    let owner = create_json(&configmaps(&client), owner).await;
+    assert!(
+        owner.metadata.managed_fields.is_some(),
+        "the server sends them"
+    );
+    create_owned_secret(&client, "s", "web", &owner, "secret").await;
+
+    for keep in [false, true] {
+        let config = Config {
+            keep_managed_fields: keep,
+            ..config()
+        };
+        let mut controller = Controller::new(configmaps(&client), config);
+        controller.owns(secrets(&client));
+        let seen = Arc::new(Mutex::new(BTreeMap::new()));
+        let running =
+            tokio::spawn(controller.run(write_and_inspect, seen.clone(), std::future::pending()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        running.abort();
+        let seen = seen.lock().expect("seen").clone();
+        let names: Vec<&str> = seen.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["configmap owner", "secret owner-written", "secret s"],
+            "keep = {keep}"
+        );
+        assert!(
+            seen.values().all(|&has| has == keep),
+            "keep_managed_fields = {keep}: {seen:?}"
+        );
+    }
+}

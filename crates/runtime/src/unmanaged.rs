@@ -1,0 +1,158 @@
+//! Whole objects watched and cached without their `metadata.managedFields`, the default
+//! ([`Config::keep_managed_fields`](crate::Config::keep_managed_fields) keeps them).
+//!
+//! The managed fields are the field sets of every manager that wrote the object: for a pod
+//! most of its metadata's bytes, and, since `fieldsV1` decodes into a `serde_json::Value`
+//! tree, most of the time a watch spends decoding its metadata. Reconcilers almost never
+//! read them (controller-runtime users strip them with `TransformStripManagedFields`,
+//! after paying for the decode). Here the watch skips them while decoding, so they are
+//! never built, and writes through the context cache the server's reply without them, so
+//! a cached object looks the same whichever way it arrived.
+//!
+//! Must not know: any particular kind.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::core::DynamicResourceScope;
+use serde::{Deserialize, Deserializer};
+
+use crate::object_cache::{Cached, ObjectCache, ObjectKey};
+use crate::source::CachedAs;
+use crate::unread::deserialize_skipping;
+use crate::write_through::Remembers;
+
+const MANAGED_FIELDS: &[&str] = &["metadata.managedFields"];
+
+/// A `K` as a watch decodes it when managed fields are not kept.
+#[derive(Debug, Clone)]
+pub(crate) struct Unmanaged<K>(K);
+
+impl<K> Unmanaged<K> {
+    fn into_inner(self) -> K {
+        self.0
+    }
+}
+
+impl<'de, K: Deserialize<'de>> Deserialize<'de> for Unmanaged<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserialize_skipping(deserializer, MANAGED_FIELDS).map(Unmanaged)
+    }
+}
+
+/// `K`'s URL, kind and scope, and its metadata.
+impl<K: Resource<DynamicType = ()>> Resource for Unmanaged<K> {
+    type DynamicType = ();
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        self.0.meta()
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        self.0.meta_mut()
+    }
+}
+
+/// A cache of whole `K`s where writes are remembered without their managed fields, as the
+/// watch delivers them: a write's reply and the watch event of the same write compare
+/// equal.
+struct UnmanagedWrites<K>(ObjectCache<K>);
+
+impl<K: Resource + Cached + Clone + Send + Sync> Remembers<K> for UnmanagedWrites<K> {
+    fn remember(&self, written: &K) {
+        let mut written = written.clone();
+        written.meta_mut().managed_fields = None;
+        self.0.remember(written);
+    }
+
+    fn forget(&self, key: &ObjectKey) {
+        self.0.forget(key);
+    }
+}
+
+/// Objects decoded without their managed fields, cached whole in `cache`.
+pub(crate) fn cached_unmanaged<K>(cache: ObjectCache<K>) -> CachedAs<K, Unmanaged<K>, K>
+where
+    K: Resource + Cached + Clone + Send + Sync + 'static,
+{
+    CachedAs {
+        convert: Unmanaged::into_inner,
+        writes: Arc::new(UnmanagedWrites(cache.clone())),
+        cache,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    fn served() -> serde_json::Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "settings",
+                "namespace": "default",
+                "resourceVersion": "7",
+                "labels": {"app": "web"},
+                "managedFields": [{
+                    "manager": "kubectl",
+                    "operation": "Apply",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:data": {"f:mode": {}}}
+                }]
+            },
+            "data": {"mode": "fast"}
+        })
+    }
+
+    #[test]
+    fn decodes_everything_but_the_managed_fields() {
+        let decoded: Unmanaged<ConfigMap> = serde_json::from_value(served()).expect("decodes");
+        let cm = decoded.into_inner();
+        assert_eq!(cm.metadata.managed_fields, None);
+        let mut whole: ConfigMap = serde_json::from_value(served()).expect("decodes");
+        assert!(whole.metadata.managed_fields.is_some());
+        whole.metadata.managed_fields = None;
+        assert_eq!(cm, whole, "only the managed fields are left out");
+    }
+
+    #[test]
+    fn a_remembered_write_is_cached_as_its_watch_event_would_be() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        let writes = UnmanagedWrites(cache.clone());
+        let reply: ConfigMap = serde_json::from_value(served()).expect("decodes");
+        writes.remember(&reply);
+        let cached = cache
+            .get(&ObjectKey::new(Some("default"), "settings"))
+            .expect("remembered");
+        assert_eq!(cached.metadata.managed_fields, None);
+        let watched: Unmanaged<ConfigMap> = serde_json::from_value(served()).expect("decodes");
+        assert_eq!(*cached, watched.into_inner());
+    }
+}
