@@ -253,15 +253,28 @@ impl Nodes {
         });
     }
 
+    /// POST `event` as it was built; the created Event the server returns is not read
+    /// (nothing here needs it), so it is never decoded.
     async fn post_event(client: &Client, event: Value) {
         let namespace = event["metadata"]["namespace"].as_str().unwrap_or("default");
-        let api = Api::<Event>::namespaced(client.clone(), namespace);
-        let recorded = match serde_json::from_value::<Event>(event.clone()) {
-            Ok(event) => api.create(&PostParams::default(), &event).await.map(drop),
-            Err(e) => Err(kube::Error::SerdeError(e)),
+        let events = Api::<Event>::namespaced(client.clone(), namespace);
+        let request = serde_json::to_vec(&event)
+            .map_err(kube::Error::SerdeError)
+            .and_then(|body| {
+                kube::core::Request::new(events.resource_url())
+                    .create(&PostParams::default(), body)
+                    .map_err(kube::Error::BuildRequest)
+            });
+        let sent = match request {
+            Ok(request) => client.send(request.map(kube::client::Body::from)).await,
+            Err(e) => Err(e),
         };
-        if let Err(e) = recorded {
-            tracing::debug!(error = %e, "could not record event");
+        match sent {
+            Ok(response) if response.status().is_success() => {}
+            Ok(response) => {
+                tracing::debug!(status = %response.status(), "could not record event")
+            }
+            Err(e) => tracing::debug!(error = %e, "could not record event"),
         }
     }
 }
