@@ -176,10 +176,12 @@ fn api_code(error: &kube::Error) -> Option<u16> {
     }
 }
 
-/// What this run did or waits for: becomes the `Progressing` condition.
+/// What is under way, whichever run started it: becomes the `Progressing` condition.
+/// It describes the state (a pod terminating because replicas fell is still "removing"
+/// on the next run, a created pod is "waiting to become Ready" from the run that created
+/// it), so the run after the one that acted writes the same status, not a second one.
 #[derive(Default)]
 struct Progress {
-    created: Vec<String>,
     recreating: Vec<String>,
     removing: Vec<String>,
     replacing: Vec<String>,
@@ -191,8 +193,7 @@ struct Progress {
 
 impl Progress {
     fn is_idle(&self) -> bool {
-        self.created.is_empty()
-            && self.recreating.is_empty()
+        self.recreating.is_empty()
             && self.removing.is_empty()
             && self.replacing.is_empty()
             && self.waiting_ready.is_empty()
@@ -490,7 +491,7 @@ pub async fn reconcile_with(
         .filter(|(_, p)| is_deleting(p))
         .map(|(_, p)| p.meta().name().to_string())
         .collect();
-    progress.waiting_gone.extend(extra_terminating);
+    progress.removing.extend(extra_terminating);
     if let Some(stray) = strays.iter().find(|p| !is_deleting(p)) {
         let deleted = writer.delete_pod(stray).await?;
         progress.removing.push(stray.meta().name().to_string());
@@ -506,12 +507,15 @@ pub async fn reconcile_with(
         apply_deleted(&mut pods, ordinal, deleted, &mut progress);
     }
     for stray in strays.iter().filter(|p| is_deleting(p)) {
-        progress.waiting_gone.push(stray.meta().name().to_string());
+        progress.removing.push(stray.meta().name().to_string());
     }
 
     // Missing pods (never created, deleted, or failed and now gone) are created.
     for ordinal in 0..replicas {
         match pods.get(&ordinal) {
+            Some(pod) if is_deleting(pod) && pod.is_failed() => {
+                progress.recreating.push(pod_name(&name, ordinal));
+            }
             Some(pod) if is_deleting(pod) => {
                 progress.waiting_gone.push(pod_name(&name, ordinal));
             }
@@ -521,7 +525,6 @@ pub async fn reconcile_with(
                 match writer.create_pod(&pod).await? {
                     Some(created) => {
                         pods.insert(ordinal, created);
-                        progress.created.push(pod_name(&name, ordinal));
                     }
                     None => progress.raced = true,
                 }
@@ -649,7 +652,11 @@ fn progressing(reason: &str, message: impl Into<String>) -> Condition {
     Condition::from_bool(CONDITION_PROGRESSING, true, reason, message)
 }
 
+/// Names sorted and each once: the same pods make the same message in every run.
 fn list(names: &[String]) -> String {
+    let mut names = names.to_vec();
+    names.sort();
+    names.dedup();
     names.join(", ")
 }
 
@@ -725,11 +732,6 @@ fn desired_status(
                 "replacing pods one at a time with template {hash}: {updated} of {replicas} updated, next {}",
                 list(&progress.replacing)
             ),
-        )
-    } else if !progress.created.is_empty() {
-        progressing(
-            "CreatingPods",
-            format!("created {}", list(&progress.created)),
         )
     } else if !progress.waiting_gone.is_empty() {
         progressing(
