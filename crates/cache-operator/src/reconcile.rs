@@ -479,9 +479,10 @@ pub async fn reconcile_with(
             ),
         ));
     }
+    // While a deleted failed pod terminates it is "recreating" (below); once it is gone,
+    // its replacement is created and waits to become Ready like any new pod.
     for (ordinal, pod) in failed {
         let deleted = writer.delete_pod(&pod).await?;
-        progress.recreating.push(pod.meta().name().to_string());
         apply_deleted(&mut pods, ordinal, deleted, &mut progress);
     }
 

@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Duration;
 
 use common::*;
@@ -230,27 +231,36 @@ async fn scaling_up_and_down_keeps_the_right_ordinals() {
     op.stop().await;
 }
 
-/// The operator's writes while `x` goes from converged through `spec` to converged again.
-async fn writes_to_converge(w: &World, op: &Operator, spec: serde_json::Value) -> u64 {
+/// The operator's writes from `change` until `x` has converged again.
+async fn writes_to_converge(w: &World, op: &Operator, change: impl Future<Output = ()>) -> u64 {
     let before = op.writes();
-    patch_spec(&w.client, spec, "change the spec").await;
+    change.await;
     wait_converged(&w.client, "x").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     op.writes() - before
 }
 
 /// The status says what is under way, not what the last run did: the run after the one
-/// that created (or deleted) a pod sees the same state and writes nothing. Each scale
-/// step is one pod write and two status writes (the new generation, then the pod Ready
-/// or gone), however many runs the pod's own events cause in between.
+/// that created (or deleted) a pod sees the same state and writes nothing. A scale step
+/// is one pod write and two status writes (the new generation, then the pod Ready or
+/// gone); a failed pod's replacement is a delete, a create and two status writes
+/// (Degraded, then Ready again), however many runs the pods' own events cause.
 #[tokio::test(start_paused = true)]
 async fn a_scale_step_writes_status_once_per_state_not_once_per_run() {
     let (w, op, _) = converged_x(json!({"replicas": 1})).await;
     let reconciles = op.reconciles();
-    assert_eq!(writes_to_converge(&w, &op, json!({"replicas": 2})).await, 3);
-    assert_eq!(writes_to_converge(&w, &op, json!({"replicas": 1})).await, 3);
+    let scale = |replicas: i32| patch_spec(&w.client, json!({"replicas": replicas}), "scale");
+    assert_eq!(writes_to_converge(&w, &op, scale(2)).await, 3, "scale up");
+    assert_eq!(writes_to_converge(&w, &op, scale(1)).await, 3, "scale down");
+    let fail = async {
+        let failed = json!({"status": {"phase": "Failed"}});
+        merge_patch_subresource::<Pod, _>(&pods_api(&w.client), "status", "x-0", failed)
+            .await
+            .expect("fail x-0");
+    };
+    assert_eq!(writes_to_converge(&w, &op, fail).await, 4, "a failed pod");
     assert!(
-        op.reconciles() >= reconciles + 6,
+        op.reconciles() >= reconciles + 9,
         "the pods' events woke more runs than there were writes"
     );
     op.stop().await;
