@@ -224,6 +224,10 @@ fn find<'s, K: Cached>(entries: &'s Entries<K>, key: &KeyRef<'_>) -> Option<&'s 
 struct Inner<K> {
     objects: Entries<K>,
     by_owner: BTreeMap<Box<str>, Entries<K>>,
+    /// What the runtime leaves out of every object cached, however it arrives (a watch
+    /// event, a write through the context, a handle's `remember`): see
+    /// [`Config::keep_managed_fields`](crate::Config::keep_managed_fields).
+    normalize: Option<fn(&mut K)>,
     trim: Option<Trim<K>>,
 }
 
@@ -247,6 +251,7 @@ impl<K> Default for ObjectCache<K> {
             inner: Arc::new(RwLock::new(Inner {
                 objects: BTreeSet::new(),
                 by_owner: BTreeMap::new(),
+                normalize: None,
                 trim: None,
             })),
         }
@@ -356,6 +361,11 @@ impl<K: Cached> ObjectCache<K> {
         self.write().trim = Some(trim);
     }
 
+    /// Apply `normalize` to every object before it is cached (and before the trim).
+    pub(crate) fn set_normalize(&self, normalize: fn(&mut K)) {
+        self.write().normalize = Some(normalize);
+    }
+
     /// Record a state the reconciler just wrote, so its next read sees it.
     pub fn remember(&self, obj: K) {
         // A stale remembered write only means the cache already knows better.
@@ -381,7 +391,14 @@ impl<K: Cached> ObjectCache<K> {
 
     /// [`update`](Self::update), or the newer state the cache holds for the key.
     fn update_unless_newer(&self, mut obj: K) -> Result<Update<K>, Arc<K>> {
-        if let Some(trim) = self.read().trim.clone() {
+        let (normalize, trim) = {
+            let inner = self.read();
+            (inner.normalize, inner.trim.clone())
+        };
+        if let Some(normalize) = normalize {
+            normalize(&mut obj);
+        }
+        if let Some(trim) = trim {
             trim(&mut obj);
         }
         let mut inner = self.write();

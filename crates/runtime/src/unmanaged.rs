@@ -19,10 +19,9 @@ use kube::Resource;
 use kube::core::DynamicResourceScope;
 use serde::{Deserialize, Deserializer};
 
-use crate::object_cache::{Cached, ObjectCache, ObjectKey};
+use crate::object_cache::{Cached, ObjectCache};
 use crate::source::CachedAs;
 use crate::unread::deserialize_skipping;
-use crate::write_through::Remembers;
 
 const MANAGED_FIELDS: &[&str] = &["metadata.managedFields"];
 
@@ -76,31 +75,22 @@ impl<K: Resource<DynamicType = ()>> Resource for Unmanaged<K> {
     }
 }
 
-/// A cache of whole `K`s where writes are remembered without their managed fields, as the
-/// watch delivers them: a write's reply and the watch event of the same write compare
-/// equal.
-struct UnmanagedWrites<K>(ObjectCache<K>);
-
-impl<K: Resource + Cached + Clone + Send + Sync> Remembers<K> for UnmanagedWrites<K> {
-    fn remember(&self, written: &K) {
-        let mut written = written.clone();
-        written.meta_mut().managed_fields = None;
-        self.0.remember(written);
-    }
-
-    fn forget(&self, key: &ObjectKey) {
-        self.0.forget(key);
-    }
+fn without_managed_fields<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
 }
 
-/// Objects decoded without their managed fields, cached whole in `cache`.
+/// Objects decoded without their managed fields, cached whole in `cache`, which leaves
+/// them out of whatever else it is given too: a write's reply (through the context or a
+/// handle's [`CachingApi::with_cache`](crate::CachingApi::with_cache)) and the watch event
+/// of the same write compare equal, and neither keeps them.
 pub(crate) fn cached_unmanaged<K>(cache: ObjectCache<K>) -> CachedAs<K, Unmanaged<K>, K>
 where
     K: Resource + Cached + Clone + Send + Sync + 'static,
 {
+    cache.set_normalize(without_managed_fields::<K>);
     CachedAs {
         convert: Unmanaged::into_inner,
-        writes: Arc::new(UnmanagedWrites(cache.clone())),
+        writes: Arc::new(cache.clone()),
         cache,
     }
 }
@@ -108,6 +98,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object_cache::ObjectKey;
     use k8s_openapi::api::core::v1::ConfigMap;
     use serde_json::json;
 
@@ -144,15 +135,18 @@ mod tests {
 
     #[test]
     fn a_remembered_write_is_cached_as_its_watch_event_would_be() {
-        let cache = ObjectCache::<ConfigMap>::default();
-        let writes = UnmanagedWrites(cache.clone());
+        let cached = cached_unmanaged(ObjectCache::<ConfigMap>::default());
         let reply: ConfigMap = serde_json::from_value(served()).expect("decodes");
-        writes.remember(&reply);
-        let cached = cache
-            .get(&ObjectKey::new(Some("default"), "settings"))
-            .expect("remembered");
-        assert_eq!(cached.metadata.managed_fields, None);
+        // As a handle's `CachingApi::with_cache` remembers a write.
+        cached.cache.remember(reply.clone());
+        let key = ObjectKey::new(Some("default"), "settings");
+        let remembered = cached.cache.get(&key).expect("remembered");
+        assert_eq!(remembered.metadata.managed_fields, None);
         let watched: Unmanaged<ConfigMap> = serde_json::from_value(served()).expect("decodes");
-        assert_eq!(*cached, watched.into_inner());
+        assert_eq!(*remembered, watched.into_inner());
+        // As the context's `api` remembers it.
+        cached.writes.remember(&reply);
+        let remembered = cached.cache.get(&key).expect("remembered");
+        assert_eq!(remembered.metadata.managed_fields, None);
     }
 }

@@ -11,7 +11,9 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde_json::json;
-use steady_runtime::{Action, Config, Context, Controller, Error, ObjectCache, ObjectKey};
+use steady_runtime::{
+    Action, CachingApi, Config, Context, Controller, Error, ObjectCache, ObjectKey,
+};
 use steady_test_support::create_json;
 
 async fn client() -> (steady_apiserver::ApiServer, Client) {
@@ -451,6 +453,12 @@ async fn write_and_inspect(
         let written = owned_secret(&name, "web", &cm, "w");
         ctx.api::<Secret>("default")
             .create(&PostParams::default(), &written)
+            .await
+            .map_err(|e| e.to_string())?;
+        // A write through a handle of the cache is remembered the same way.
+        let label = json!({"metadata": {"labels": {"written": "again"}}});
+        CachingApi::with_cache(Api::namespaced(ctx.client(), "default"), secrets.clone())
+            .patch(&name, &PatchParams::default(), &Patch::Merge(label))
             .await
             .map_err(|e| e.to_string())?;
     }
