@@ -102,7 +102,7 @@ pub struct Config {
     /// metadata and of the time its decode takes, and a reconciler rarely reads them
     /// (controller-runtime's `TransformStripManagedFields` strips them after decoding).
     /// Set this for a reconciler that reads them from the cache. Projections declare what
-    /// they skip themselves ([`Projection::UNREAD`](crate::Projection::UNREAD)).
+    /// they skip themselves ([`Projection::UNREAD`]).
     pub keep_managed_fields: bool,
 }
 
