@@ -98,7 +98,8 @@ pub struct Config {
     pub list_page_size: u32,
     /// Keep each watched object's `metadata.managedFields` (default false). Whole objects
     /// (the primary, `owns`, `watches`) are decoded without them and cached without
-    /// them, writes through [`Context::api`] included: they are most of an object's
+    /// them, remembered writes included (through [`Context::api`] or a cache handle's
+    /// [`CachingApi::with_cache`]): they are most of an object's
     /// metadata and of the time its decode takes, and a reconciler rarely reads them
     /// (controller-runtime's `TransformStripManagedFields` strips them after decoding).
     /// Set this for a reconciler that reads them from the cache. Projections declare what

@@ -10,7 +10,6 @@
 //!
 //! Must not know: any particular kind or projection.
 
-use std::borrow::Cow;
 use std::fmt::Debug;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -18,7 +17,6 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use kube::api::Api;
-use kube::core::DynamicResourceScope;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -26,7 +24,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::controller::{Controller, watched_mapper};
 use crate::object_cache::{CacheMeta, Cached, ObjectCache, ObjectKey, OwnerView};
 use crate::observe::Role;
-use crate::source::{CachedAs, retyped};
+use crate::source::{CachedAs, decoded_form_of, retyped};
 use crate::unread::deserialize_skipping;
 use crate::write_through::Remembers;
 
@@ -331,39 +329,8 @@ impl<'de, P: Projection> Deserialize<'de> for Decoded<P> {
     }
 }
 
-/// The URL, kind and scope of `P::Kind`, for the watch; only the metadata is of its own.
-impl<P: Projection> Resource for Decoded<P> {
-    type DynamicType = ();
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        P::Kind::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        P::Kind::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        P::Kind::version(dt)
-    }
-
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        P::Kind::api_version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        P::Kind::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.resume
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.resume
-    }
-}
+// The URL, kind and scope of `P::Kind`, for the watch; only the metadata is of its own.
+decoded_form_of!(impl<P: Projection> for Decoded<P>, kind P::Kind, |this| &this.resume, &mut this.resume);
 
 /// A projected cache, where writes of `P::Kind` are remembered as their projections.
 pub(crate) struct ProjectingWrites<P>(pub(crate) ObjectCache<Projected<P>>);

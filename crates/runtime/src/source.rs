@@ -127,6 +127,54 @@ where
     }
 }
 
+/// `impl Resource` for a form a watch decodes kind `$kind` in (a projection's decoding,
+/// the kind without its managed fields): `$kind`'s URL, kind and scope, and the form's own
+/// metadata (`$meta` / `$meta_mut` of `$this`).
+macro_rules! decoded_form_of {
+    (
+        impl<$param:ident: $bound:path> for $form:ty, kind $kind:ty,
+        |$this:ident| $meta:expr, $meta_mut:expr
+    ) => {
+        impl<$param: $bound> kube::Resource for $form {
+            type DynamicType = ();
+            type Scope = kube::core::DynamicResourceScope;
+
+            fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::kind(dt)
+            }
+
+            fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::group(dt)
+            }
+
+            fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::version(dt)
+            }
+
+            fn api_version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::api_version(dt)
+            }
+
+            fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::plural(dt)
+            }
+
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                let $this = self;
+                $meta
+            }
+
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                let $this = self;
+                $meta_mut
+            }
+        }
+    };
+}
+pub(crate) use decoded_form_of;
+
 /// The watch of one kind (decoded as `D`, cached as `C`) and every trigger that maps its
 /// objects to primary keys.
 pub(crate) struct Source<D: Resource, C> {

@@ -11,16 +11,13 @@
 //!
 //! Must not know: any particular kind.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::core::DynamicResourceScope;
 use serde::{Deserialize, Deserializer};
 
 use crate::object_cache::{Cached, ObjectCache};
-use crate::source::CachedAs;
+use crate::source::{CachedAs, decoded_form_of};
 use crate::unread::deserialize_skipping;
 
 const MANAGED_FIELDS: &[&str] = &["metadata.managedFields"];
@@ -41,39 +38,8 @@ impl<'de, K: Deserialize<'de>> Deserialize<'de> for Unmanaged<K> {
     }
 }
 
-/// `K`'s URL, kind and scope, and its metadata.
-impl<K: Resource<DynamicType = ()>> Resource for Unmanaged<K> {
-    type DynamicType = ();
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        K::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        K::version(dt)
-    }
-
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        K::api_version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        K::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        self.0.meta()
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        self.0.meta_mut()
-    }
-}
+// `K`'s URL, kind and scope, and its metadata.
+decoded_form_of!(impl<K: Resource<DynamicType = ()>> for Unmanaged<K>, kind K, |this| this.0.meta(), this.0.meta_mut());
 
 fn without_managed_fields<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
