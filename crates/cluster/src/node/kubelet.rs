@@ -62,7 +62,7 @@ pub(super) async fn step(
 ) -> Result<Action, kube::Error> {
     let nodes = ctx.data();
     let (step, action) = decide(pod, index, nodes);
-    take(pod, step, ctx).await?;
+    take(pod, index, step, ctx).await?;
     Ok(action)
 }
 
@@ -394,10 +394,17 @@ fn announce_stop(pod: &Pod, index: usize, nodes: &Nodes) -> Vec<Value> {
         .collect()
 }
 
-/// Take one pod's step in order: its events, then its write.
-async fn take(pod: &Pod, step: Step, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
+/// Take one pod's step on the node at `index` in order: queue its events, then write.
+async fn take(
+    pod: &Pod,
+    index: usize,
+    step: Step,
+    ctx: &Context<Nodes>,
+) -> Result<(), kube::Error> {
     let client = ctx.client();
-    Nodes::post_events(&client, step.events);
+    if let Some(events) = ctx.data().kubelet_events.get(index) {
+        events.record(step.events);
+    }
     let Some(write) = step.write else {
         return Ok(());
     };

@@ -18,6 +18,7 @@
 //! whole grace period). A pod a Job owns runs to completion (phase Succeeded, exit 0) after
 //! `job_pod_run_time`, as kwok's default stages complete Job pods.
 
+mod event_queue;
 mod kubelet;
 mod lifecycle;
 mod scheduler;
@@ -31,13 +32,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use steady_runtime::{Controller, ObjectCache};
+
+use event_queue::{EventQueue, QUEUED_EVENTS};
 use tokio::time::Instant;
 
 /// Annotation that makes the simulated node misbehave for one pod.
@@ -113,7 +116,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let shutdown = shutdown.boxed().shared();
-    let nodes = Arc::new(Nodes::new(config));
+    let nodes = Arc::new(Nodes::new(config, &client));
     lifecycle::register(&client, &nodes).await;
     let pods = pods_controller(&client, &nodes);
     let lifecycle = lifecycle::controller(&client, &nodes);
@@ -163,16 +166,27 @@ struct Nodes {
     rng: Mutex<StdRng>,
     kubelet: Mutex<kubelet::Timers>,
     scheduler: Mutex<scheduler::Assumed>,
+    /// Each kubelet's Events, by node index, and the scheduler's: a queue each, as each
+    /// is a process of its own on a real cluster.
+    kubelet_events: Vec<EventQueue>,
+    scheduler_events: EventQueue,
 }
 
 impl Nodes {
-    fn new(config: NodeConfig) -> Self {
+    fn new(config: NodeConfig, client: &Client) -> Self {
         let rng = match config.seed {
             Some(seed) => StdRng::seed_from_u64(seed ^ 0x0de5_1a7e),
             None => StdRng::from_os_rng(),
         };
+        let names = config.node_names();
+        let queue = |component: String| EventQueue::start(client.clone(), component, QUEUED_EVENTS);
         Nodes {
-            names: config.node_names(),
+            kubelet_events: names
+                .iter()
+                .map(|n| queue(format!("kubelet/{n}")))
+                .collect(),
+            scheduler_events: queue(scheduler::SCHEDULER.to_string()),
+            names,
             config,
             caches: std::sync::OnceLock::new(),
             rng: Mutex::new(rng),
@@ -237,45 +251,6 @@ impl Nodes {
             "reportingComponent": source.component,
             "reportingInstance": source.host.unwrap_or(source.component),
         })
-    }
-
-    /// Record `events` in order in the background, as client-go's event broadcaster
-    /// does: the step does not wait for them. Failures only log (events are best effort).
-    fn post_events(client: &Client, events: Vec<Value>) {
-        if events.is_empty() {
-            return;
-        }
-        let client = client.clone();
-        tokio::spawn(async move {
-            for event in events {
-                Self::post_event(&client, event).await;
-            }
-        });
-    }
-
-    /// POST `event` as it was built; the created Event the server returns is not read
-    /// (nothing here needs it), so it is never decoded.
-    async fn post_event(client: &Client, event: Value) {
-        let namespace = event["metadata"]["namespace"].as_str().unwrap_or("default");
-        let events = Api::<Event>::namespaced(client.clone(), namespace);
-        let request = serde_json::to_vec(&event)
-            .map_err(kube::Error::SerdeError)
-            .and_then(|body| {
-                kube::core::Request::new(events.resource_url())
-                    .create(&PostParams::default(), body)
-                    .map_err(kube::Error::BuildRequest)
-            });
-        let sent = match request {
-            Ok(request) => client.send(request.map(kube::client::Body::from)).await,
-            Err(e) => Err(e),
-        };
-        match sent {
-            Ok(response) if response.status().is_success() => {}
-            Ok(response) => {
-                tracing::debug!(status = %response.status(), "could not record event")
-            }
-            Err(e) => tracing::debug!(error = %e, "could not record event"),
-        }
     }
 }
 

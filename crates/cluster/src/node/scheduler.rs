@@ -25,7 +25,7 @@ use super::{ByUid, Nodes, Source, tolerate_races};
 /// bindings spreads instead of piling onto the node that looked emptiest.
 pub(super) type Assumed = ByUid<String>;
 
-const SCHEDULER: &str = "default-scheduler";
+pub(super) const SCHEDULER: &str = "default-scheduler";
 
 /// Which pods a Node change may concern: those waiting for a node (it may fit now) and
 /// those on it (their readiness follows the node's). Only a change of what scheduling and
@@ -200,7 +200,7 @@ async fn bind(pod: &Pod, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::E
     }
     let message = format!("Successfully assigned {namespace}/{name} to {node}");
     let event = nodes.event(pod, "Normal", "Scheduled", &message, scheduler_source());
-    Nodes::post_events(&ctx.client(), vec![event]);
+    nodes.scheduler_events.record(vec![event]);
     Ok(())
 }
 
@@ -250,7 +250,7 @@ async fn report_unschedulable(
         &message,
         scheduler_source(),
     );
-    Nodes::post_events(&ctx.client(), vec![event]);
+    nodes.scheduler_events.record(vec![event]);
     let condition = json!({
         "type": "PodScheduled",
         "status": "False",

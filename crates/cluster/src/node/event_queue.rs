@@ -1,0 +1,179 @@
+//! How the simulated kubelets and scheduler record Events: as client-go's event
+//! broadcaster does for the real ones. Each component queues its Events (at most
+//! [`QUEUED_EVENTS`]) and one task writes them to the API in order, one at a time. The
+//! component never waits for its Events, and when the API falls behind, the queue fills
+//! and further Events are dropped: Events are best effort, and under load they give way
+//! to the writes that matter (a kube-apiserver sees the same from a busy kubelet).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use k8s_openapi::api::core::v1::Event;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// Events one component holds before it drops new ones: client-go's `maxQueuedEvents`.
+pub const QUEUED_EVENTS: usize = 1000;
+
+/// The Events of one component, written by a task of their own.
+pub(super) struct EventQueue {
+    component: String,
+    queue: mpsc::Sender<Value>,
+    dropped: AtomicU64,
+}
+
+impl EventQueue {
+    /// A queue of `capacity` Events for `component`, written through `client` by a task
+    /// that ends once the queue is dropped and drained.
+    pub fn start(client: Client, component: String, capacity: usize) -> EventQueue {
+        let (queue, events) = mpsc::channel(capacity.max(1));
+        tokio::spawn(write_in_order(client, events));
+        EventQueue {
+            component,
+            queue,
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Queue `events` in order; those that find the queue full are dropped.
+    pub fn record(&self, events: Vec<Value>) {
+        for event in events {
+            if let Err(mpsc::error::TrySendError::Full(event)) = self.queue.try_send(event) {
+                self.drop_event(&event);
+            }
+        }
+    }
+
+    /// Count and log a dropped Event: a warning for the first and every thousandth, so a
+    /// long overload says so without a line per Event.
+    fn drop_event(&self, event: &Value) {
+        let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        let reason = event["reason"].as_str().unwrap_or("");
+        let object = event["involvedObject"]["name"].as_str().unwrap_or("");
+        if dropped == 1 || dropped.is_multiple_of(1000) {
+            tracing::warn!(
+                component = %self.component,
+                dropped,
+                %reason,
+                %object,
+                "event queue full: dropping events until the API catches up"
+            );
+        } else {
+            tracing::debug!(component = %self.component, %reason, %object, "event dropped");
+        }
+    }
+
+    /// Events dropped so far because the queue was full.
+    #[cfg(test)]
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+async fn write_in_order(client: Client, mut events: mpsc::Receiver<Value>) {
+    while let Some(event) = events.recv().await {
+        post_event(&client, event).await;
+    }
+}
+
+/// POST `event` as it was built; the created Event the server returns is not read
+/// (nothing here needs it), so it is never decoded. A failure only logs: client-go retries
+/// an Event that could not be sent, but the node's client is in-process and a failure
+/// here is a rejection, which client-go does not retry either.
+async fn post_event(client: &Client, event: Value) {
+    let namespace = event["metadata"]["namespace"].as_str().unwrap_or("default");
+    let events = Api::<Event>::namespaced(client.clone(), namespace);
+    let request = serde_json::to_vec(&event)
+        .map_err(kube::Error::SerdeError)
+        .and_then(|body| {
+            kube::core::Request::new(events.resource_url())
+                .create(&PostParams::default(), body)
+                .map_err(kube::Error::BuildRequest)
+        });
+    let sent = match request {
+        Ok(request) => client.send(request.map(kube::client::Body::from)).await,
+        Err(e) => Err(e),
+    };
+    match sent {
+        Ok(response) if response.status().is_success() => {}
+        Ok(response) => {
+            tracing::debug!(status = %response.status(), "could not record event")
+        }
+        Err(e) => tracing::debug!(error = %e, "could not record event"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::json;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// A client whose server records each Event's reason and answers only when `answers`
+    /// hands out a permit: the test decides when the API "catches up".
+    fn stalled_client(answers: Arc<Semaphore>, seen: Arc<Mutex<Vec<String>>>) -> Client {
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let answers = answers.clone();
+            let seen = seen.clone();
+            async move {
+                let body = request.into_body().collect_bytes().await?;
+                let event: Value = serde_json::from_slice(&body)?;
+                seen.lock()
+                    .unwrap()
+                    .push(event["reason"].as_str().unwrap_or("").to_string());
+                answers.acquire().await?.forget();
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+                    Response::builder()
+                        .status(201)
+                        .body(Body::from(b"{}".to_vec()))?,
+                )
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    fn event(reason: &str) -> Value {
+        json!({"metadata": {"namespace": "default"}, "reason": reason, "involvedObject": {"name": "p"}})
+    }
+
+    #[tokio::test]
+    async fn events_are_written_one_at_a_time_in_order_and_dropped_when_the_queue_is_full() {
+        let answers = Arc::new(Semaphore::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let queue = EventQueue::start(
+            stalled_client(answers.clone(), seen.clone()),
+            "kubelet".into(),
+            2,
+        );
+        queue.record(vec![event("first")]);
+        // The writer takes the first Event and waits for the stalled API.
+        while seen.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        queue.record(["second", "third", "fourth", "fifth"].map(event).to_vec());
+        assert_eq!(
+            queue.dropped(),
+            2,
+            "two fit in the queue behind the one in flight"
+        );
+        assert_eq!(*seen.lock().unwrap(), ["first"], "one write at a time");
+
+        answers.add_permits(3);
+        while seen.lock().unwrap().len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        queue.record(vec![event("sixth")]);
+        answers.add_permits(1);
+        while seen.lock().unwrap().len() < 4 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(*seen.lock().unwrap(), ["first", "second", "third", "sixth"]);
+        assert_eq!(queue.dropped(), 2);
+    }
+}
