@@ -114,6 +114,24 @@ async fn deleting_namespaces_removes_only_their_contents() {
     }
 }
 
+/// The collector knows namespaces by name; one deleted and made again under the same
+/// name (a new uid) is the new one: deleting it again empties it too.
+#[tokio::test(start_paused = true)]
+async fn a_namespace_made_again_under_its_name_is_emptied_when_deleted_again() {
+    let s = server().await;
+    let namespaces: Api<Namespace> = Api::all(s.client());
+    for round in 0..2 {
+        create_namespace(&s, "again").await;
+        create_configmap(&s, "again", &format!("cm-{round}"), &[]).await;
+        delete_namespace(&s, "again").await;
+        eventually_gone(&namespaces, "again").await;
+        assert!(
+            stored_keys(&s, "/core/configmaps/again/").is_empty(),
+            "round {round}"
+        );
+    }
+}
+
 /// An object nested deeper than any JSON reader here accepts (serde_json stops at 128),
 /// as an older version could store it: the collector cannot parse it.
 fn too_deep_configmap(namespace: &str, name: &str) -> Value {
