@@ -17,7 +17,7 @@ pub mod resources;
 pub mod types;
 
 pub use reconcile::{
-    Clock, DEBOUNCE, Error, LIST_PAGE_SIZE, Ledger, OperatorContext, Outcome, View, Writes,
-    controller, default_config, reconcile, reconcile_with, system_clock,
+    CONCURRENCY, Clock, DEBOUNCE, Error, LIST_PAGE_SIZE, Ledger, OperatorContext, Outcome, View,
+    Writes, controller, default_config, reconcile, reconcile_with, system_clock,
 };
 pub use types::{Cache, CacheSpec, CacheStatus, crd, crd_yaml};
