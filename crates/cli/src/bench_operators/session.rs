@@ -21,6 +21,9 @@ use steady_cluster::node::NodeConfig;
 
 use crate::server::ControlPlane;
 
+/// Where the store keeps core/v1 Events.
+const EVENTS_PREFIX: &str = "/core/events/";
+
 /// Caches per namespace: operators' Caches spread over namespaces as in a real cluster, so
 /// a namespaced LIST scans one namespace, not all of them.
 pub const CACHES_PER_NAMESPACE: usize = 100;
@@ -207,6 +210,14 @@ impl Session {
             serving,
             _dir: dir,
         })
+    }
+
+    /// core/v1 Events in the store: the node's, which it drops when the server falls
+    /// behind (its queue is full), so they are counted apart from the writes that matter.
+    pub fn events_stored(&self) -> anyhow::Result<u64> {
+        let options = steady_store::ListOptions::default();
+        let events = self.api.store().list(EVENTS_PREFIX, &options, &|_| true)?;
+        Ok(events.items.len() as u64)
     }
 
     /// Create `caches` Caches of `replicas` pods, [`CACHES_PER_NAMESPACE`] per namespace.
