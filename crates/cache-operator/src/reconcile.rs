@@ -144,8 +144,8 @@ pub const LIST_PAGE_SIZE: u32 = 100;
 /// queue, and concurrency"): a reconcile that acts spends most of its time waiting for
 /// its writes to commit, not on a CPU, so the runtime's default (one per CPU) leaves a
 /// small machine idle while the queue grows. At 16, 1,000 spec updates/s over 10,000
-/// Caches fall behind (p99 update → status 2.0 s); at 64 they keep up (0.3 s), and the
-/// cold start takes 12.7 s instead of 15.8.
+/// Caches fall behind (p99 update → status 2.2 s); at 64 they keep up (0.4 s), and the
+/// cold start takes 12.8 s instead of 15.6.
 pub const CONCURRENCY: usize = 64;
 
 /// The Cache controller's settings: named `cache`, [`CONCURRENCY`] reconciles at once,
