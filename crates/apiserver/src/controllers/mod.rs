@@ -653,7 +653,6 @@ impl GarbageCollector {
         }
     }
 
-    /// A live object: collect it if its owners are gone or its namespace or CRD is going.
     /// Whether `node` needs nothing from the collector: live, every owner present, not a
     /// namespace, and not in a namespace or CRD that is going. Most objects are, most of
     /// the time; deciding it from the index spares a copy of the node per write.
@@ -664,6 +663,7 @@ impl GarbageCollector {
             && !self.container_terminating(node)
     }
 
+    /// A live object: collect it if its owners are gone or its namespace or CRD is going.
     async fn process_live(&mut self, uid: &str, node: &Node) -> ApiResult<()> {
         if !node.owners.is_empty() {
             let absent: BTreeSet<String> = node

@@ -39,9 +39,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use steady_runtime::{Controller, ObjectCache};
+use tokio::time::Instant;
 
 use event_queue::{EventQueue, QUEUED_EVENTS};
-use tokio::time::Instant;
 
 /// Annotation that makes the simulated node misbehave for one pod.
 pub const SIMULATE_ANNOTATION: &str = "steady.dev/simulate";
