@@ -4,8 +4,9 @@
 //!
 //! One task follows every change in the store (a [`steady_store::Follow`]: a snapshot,
 //! then its changes, and a new snapshot whenever its position is compacted away),
-//! keeps indexes of objects by uid, of dependents by owner uid, of keys by namespace and of
-//! CRDs by the store prefix of their custom resources, and after each event re-examines
+//! keeps indexes of objects by uid, of dependents by owner uid, of keys by namespace, of
+//! namespaces by name and of CRDs by the store prefix of their custom resources, and after
+//! each event re-examines
 //! only the objects that event concerns: a delete wakes the namespace or CRD it was in only
 //! when that one is waiting and now empty, never every waiting one. Work that fails is
 //! retried after [`RETRY_INTERVAL`]. Everything iterates in a defined order (BTreeMap), so
