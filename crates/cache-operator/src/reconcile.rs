@@ -149,13 +149,16 @@ pub const LIST_PAGE_SIZE: u32 = 100;
 pub const CONCURRENCY: usize = 64;
 
 /// The Cache controller's settings: named `cache`, [`CONCURRENCY`] reconciles at once,
-/// debounced by [`DEBOUNCE`], listing in pages of [`LIST_PAGE_SIZE`], otherwise the
-/// runtime's defaults.
+/// debounced by [`DEBOUNCE`], listing in pages of [`LIST_PAGE_SIZE`], skipping the
+/// wake-ups that only echo its own writes (`skip_unchanged`: [`reconcile`] reaches its
+/// fixed point in one run, which the simulator's idempotence property checks), otherwise
+/// the runtime's defaults.
 pub fn default_config() -> steady_runtime::Config {
     steady_runtime::Config {
         concurrency: CONCURRENCY,
         debounce: DEBOUNCE,
         list_page_size: LIST_PAGE_SIZE,
+        skip_unchanged: true,
         ..steady_runtime::Config::named("cache")
     }
 }

@@ -27,10 +27,11 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backoff::{Backoff, BackoffPolicy, desired_state_version};
+use crate::inputs::{InputReader, OwnedCache, OwnedInputs, ReadInputs, Settled};
 use crate::metrics::{ControllerMetrics, Health, Metrics, ReconcileResult};
 use crate::object_cache::{Cached, ObjectCache, ObjectKey, Trim, differs_beyond_version};
 use crate::observe::{
-    self, Outcome, ReconcileRecord, Recorder, Retry, Role, WatchPhase, WatchedKind,
+    self, Outcome, ReconcileRecord, ReconcileWrites, Recorder, Retry, Role, WatchPhase, WatchedKind,
 };
 use crate::projection::{Projected, Projection};
 use crate::queue::{Popped, Priority, Trigger, WorkQueue};
@@ -105,6 +106,16 @@ pub struct Config {
     /// Set this for a reconciler that reads them from the cache. Projections declare what
     /// they skip themselves ([`Projection::UNREAD`]).
     pub keep_managed_fields: bool,
+    /// Skip reconciles that would only confirm the last one (default false: every event
+    /// runs the reconciler, as in controller-runtime and kube-runtime). When set, a key
+    /// whose last reconcile succeeded and changed its inputs — its primary and the objects
+    /// it owns — only by its own writes through the context is *settled*; a later wake-up
+    /// by its primary's or owned objects' events is skipped while every one of those
+    /// objects still has the resourceVersion it had then (the events only echo those
+    /// writes). Resyncs, requeues, retries and mapped-watch triggers always run. Set it for
+    /// a reconciler that reaches its fixed point in one run — one that does not write a
+    /// status step and rely on that write's own event to take the next step.
+    pub skip_unchanged: bool,
 }
 
 impl Config {
@@ -132,6 +143,7 @@ impl Default for Config {
             debounce: Duration::ZERO,
             list_page_size: 500,
             keep_managed_fields: false,
+            skip_unchanged: false,
         }
     }
 }
@@ -279,6 +291,8 @@ pub struct Controller<K: Resource> {
     recorder: Option<Recorder>,
     /// Every source's kind, in declaration order (for the recorder's state).
     kinds: Vec<WatchedKind>,
+    /// The caches of owned kinds, for [`Config::skip_unchanged`].
+    owned_inputs: Vec<Arc<dyn OwnedInputs>>,
     /// Trims of kinds not watched (yet): the type's name (for the error if it never is)
     /// and its `Trim<C>`.
     pending_trims: BTreeMap<TypeId, (String, Box<dyn Any + Send + Sync>)>,
@@ -304,6 +318,7 @@ where
             leader: None,
             recorder: None,
             kinds: Vec::new(),
+            owned_inputs: Vec::new(),
             pending_trims: BTreeMap::new(),
             invalid: None,
         };
@@ -378,6 +393,12 @@ where
             cache.set_trim(*trim);
         }
         self.caches.by_cached.insert(id, Box::new(cache.clone()));
+        if role == Role::Owned {
+            self.owned_inputs.push(Arc::new(OwnedCache {
+                kind: kind.clone(),
+                cache: cache.clone(),
+            }));
+        }
         self.caches
             .writes
             .insert(TypeId::of::<W>(), Box::new(writes));
@@ -633,6 +654,7 @@ where
             mut leader,
             recorder,
             kinds,
+            owned_inputs,
             ..
         } = self;
         if let Some(recorder) = &recorder {
@@ -666,8 +688,19 @@ where
             None => StdRng::from_os_rng(),
         };
         let backoff_rng = StdRng::from_rng(&mut rng);
+        let settled = config.skip_unchanged.then(|| {
+            let reader = InputReader {
+                primary_kind: K::kind(&()).to_string(),
+                owned: owned_inputs,
+            };
+            let primary = primary.clone();
+            let read: ReadInputs =
+                Box::new(move |key| Some(reader.read(primary.get(key)?.as_ref())));
+            Settled::new(read)
+        });
         let mut state = LoopState {
             name: config.name.clone(),
+            settled,
             queue: WorkQueue::with_debounce(config.debounce),
             backoff: Backoff::new(config.backoff.clone(), backoff_rng),
             metrics,
@@ -824,11 +857,13 @@ type Finished<E> = (
     Result<Result<Action, E>, ()>,
     Instant,
     Option<ReconcileRecord>,
-    Vec<observe::Write>,
+    ReconcileWrites,
 );
 
 struct LoopState<E> {
     name: String,
+    /// `Some` with [`Config::skip_unchanged`].
+    settled: Option<Settled>,
     queue: WorkQueue<ObjectKey>,
     backoff: Backoff<ObjectKey>,
     metrics: Option<ControllerMetrics>,
@@ -860,13 +895,29 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
             // Gone: nothing to reconcile; owned objects are the garbage collector's.
             tracing::debug!(controller = %self.name, object = %key, "primary is gone; nothing to do");
             self.backoff.forget(&key);
+            if let Some(settled) = &mut self.settled {
+                settled.forget(&key);
+            }
             if let Some(recorder) = &self.recorder {
                 recorder.update_state(|state| state.backoff.remove(&key.to_string()).is_some());
             }
             self.queue.done(&key);
             return;
         };
+        if let Some(settled) = &mut self.settled
+            && settled.skip(&key, &triggers)
+        {
+            tracing::trace!(controller = %self.name, object = %key, "inputs unchanged since the last reconcile; skipped");
+            if let Some(m) = &self.metrics {
+                m.reconcile_skipped();
+            }
+            self.queue.done(&key);
+            return;
+        }
         let generation = desired_state_version(obj.meta());
+        if let Some(m) = &self.metrics {
+            m.reconcile_started(&triggers);
+        }
         let record = self.recorder.as_ref().map(|recorder| {
             recorder.update_state(|state| state.backoff.remove(&key.to_string()).is_some());
             recorder.start(&self.name, &key, &triggers)
@@ -899,8 +950,21 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
         let Ok((key, generation, outcome, started, record, writes)) = joined else {
             return;
         };
-        let record = record.map(|record| ReconcileRecord { writes, ..record });
+        let ReconcileWrites {
+            record: written,
+            versions,
+        } = writes;
+        let record = record.map(|record| ReconcileRecord {
+            writes: written,
+            ..record
+        });
         self.queue.done(&key);
+        if let Some(settled) = &mut self.settled {
+            match &outcome {
+                Ok(Ok(_)) => settled.succeeded(&key, &versions),
+                _ => settled.forget(&key),
+            }
+        }
         let elapsed = started.elapsed();
         if let Some(m) = &self.metrics {
             m.worked_for(elapsed);

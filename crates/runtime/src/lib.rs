@@ -124,6 +124,7 @@ pub mod controller;
 mod error;
 pub mod events;
 pub mod finalizer;
+mod inputs;
 pub mod leader;
 pub mod metrics;
 pub mod object_cache;

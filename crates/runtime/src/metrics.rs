@@ -14,6 +14,13 @@
 //!   `workqueue_longest_running_processor_seconds{name}`
 //! - `leader_election_master_status{name}`
 //!
+//! And one series of steady's own, for "why does my controller reconcile so often":
+//! - `steady_reconcile_triggers_total{controller,trigger}` (trigger: primary, owned, watched,
+//!   resync, requeue, backoff): reconciles started with at least one trigger of that kind
+//!   (a reconcile that merged an owned object's change and its primary's counts in both).
+//! - `steady_reconcile_skipped_total{controller}`: wake-ups skipped because the key's inputs
+//!   were unchanged since its last reconcile (`Config::skip_unchanged`).
+//!
 //! prometheus-client appends `_total` to counters when encoding, so counters are registered
 //! without it.
 
@@ -34,6 +41,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::queue::Trigger;
 
 /// `Content-Type` of the OpenMetrics text exposition.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -108,6 +117,12 @@ struct ResultLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TriggerLabels {
+    controller: String,
+    trigger: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct NameLabel {
     name: String,
 }
@@ -120,6 +135,8 @@ struct Inner {
     reconcile_errors: Family<ControllerLabel, Counter>,
     reconcile_panics: Family<ControllerLabel, Counter>,
     reconcile_time: HistogramFamily<ControllerLabel>,
+    reconcile_triggers: Family<TriggerLabels, Counter>,
+    reconcile_skipped: Family<ControllerLabel, Counter>,
     active_workers: Family<ControllerLabel, Gauge>,
     max_concurrent: Family<ControllerLabel, Gauge>,
     wq_depth: Family<NameLabel, Gauge>,
@@ -158,6 +175,8 @@ impl Metrics {
         let reconcile_panics = Family::<ControllerLabel, Counter>::default();
         let reconcile_time: HistogramFamily<ControllerLabel> =
             Family::new_with_constructor(reconcile_time_histogram);
+        let reconcile_triggers = Family::<TriggerLabels, Counter>::default();
+        let reconcile_skipped = Family::<ControllerLabel, Counter>::default();
         let active_workers = Family::<ControllerLabel, Gauge>::default();
         let max_concurrent = Family::<ControllerLabel, Gauge>::default();
         let wq_depth = Family::<NameLabel, Gauge>::default();
@@ -189,6 +208,16 @@ impl Metrics {
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
             reconcile_time.clone(),
+        );
+        registry.register(
+            "steady_reconcile_triggers",
+            "Reconciles started per controller with at least one trigger of each kind",
+            reconcile_triggers.clone(),
+        );
+        registry.register(
+            "steady_reconcile_skipped",
+            "Wake-ups per controller skipped because the key's inputs were unchanged since its last reconcile",
+            reconcile_skipped.clone(),
         );
         registry.register(
             "controller_runtime_active_workers",
@@ -243,6 +272,8 @@ impl Metrics {
                 reconcile_errors,
                 reconcile_panics,
                 reconcile_time,
+                reconcile_triggers,
+                reconcile_skipped,
                 active_workers,
                 max_concurrent,
                 wq_depth,
@@ -278,6 +309,13 @@ impl Metrics {
                 errors: i.reconcile_errors.get_or_create_owned(&controller),
                 panics: i.reconcile_panics.get_or_create_owned(&controller),
                 time: i.reconcile_time.get_or_create_owned(&controller),
+                triggers: Trigger::KINDS.map(|trigger| {
+                    i.reconcile_triggers.get_or_create_owned(&TriggerLabels {
+                        controller: name.to_string(),
+                        trigger,
+                    })
+                }),
+                skipped: i.reconcile_skipped.get_or_create_owned(&controller),
                 active_workers: i.active_workers.get_or_create_owned(&controller),
                 max_concurrent: i.max_concurrent.get_or_create_owned(&controller),
                 depth: i.wq_depth.get_or_create_owned(&queue),
@@ -327,6 +365,9 @@ struct ControllerInner {
     errors: Counter,
     panics: Counter,
     time: Histogram,
+    /// Indexed like [`Trigger::KINDS`].
+    triggers: [Counter; Trigger::KINDS.len()],
+    skipped: Counter,
     active_workers: Gauge,
     max_concurrent: Gauge,
     depth: Gauge,
@@ -364,6 +405,30 @@ impl ControllerMetrics {
             self.inner.errors.inc();
         }
         self.inner.time.observe(duration.as_secs_f64());
+    }
+
+    /// Count a reconcile started for `triggers`: once per kind among them.
+    pub fn reconcile_started(&self, triggers: &[Trigger]) {
+        for (kind, counter) in Trigger::KINDS.iter().zip(&self.inner.triggers) {
+            if triggers.iter().any(|t| t.kind() == *kind) {
+                counter.inc();
+            }
+        }
+    }
+
+    /// Reconciles started so far with a trigger of each kind, in [`Trigger::KINDS`] order.
+    pub fn reconciles_by_trigger(&self) -> [(&'static str, u64); Trigger::KINDS.len()] {
+        std::array::from_fn(|i| (Trigger::KINDS[i], self.inner.triggers[i].get()))
+    }
+
+    /// Count a wake-up skipped because the key's inputs were unchanged.
+    pub fn reconcile_skipped(&self) {
+        self.inner.skipped.inc();
+    }
+
+    /// Wake-ups skipped so far.
+    pub fn skipped(&self) -> u64 {
+        self.inner.skipped.get()
     }
 
     /// Count a reconcile that panicked (`controller_runtime_reconcile_panics_total`).
@@ -671,6 +736,37 @@ mod tests {
             r#"controller_runtime_reconcile_errors_total{controller="idle"}"#,
             "0"
         ));
+    }
+
+    #[test]
+    fn a_reconcile_counts_once_per_kind_of_trigger() {
+        let m = Metrics::new();
+        let c = m.controller("widgets");
+        let owned = |name: &str| Trigger::Owned {
+            kind: "Pod".into(),
+            name: name.into(),
+        };
+        c.reconcile_started(&[Trigger::Primary, owned("a"), owned("b")]);
+        c.reconcile_started(&[owned("c")]);
+        c.reconcile_started(&[Trigger::Backoff { attempt: 2 }]);
+        assert_eq!(c.reconciles_by_trigger()[1], ("owned", 2));
+        let text = m.encode();
+        for (trigger, value) in [
+            ("primary", "1"),
+            ("owned", "2"),
+            ("watched", "0"),
+            ("resync", "0"),
+            ("requeue", "0"),
+            ("backoff", "1"),
+        ] {
+            let prefix = format!(
+                r#"steady_reconcile_triggers_total{{controller="widgets",trigger="{trigger}"}}"#
+            );
+            assert!(
+                has_sample(&text, &prefix, value),
+                "{prefix} {value} in\n{text}"
+            );
+        }
     }
 
     #[test]

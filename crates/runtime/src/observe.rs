@@ -28,6 +28,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
+use crate::inputs::{Version, Written};
 use crate::object_cache::ObjectKey;
 use crate::queue::Trigger;
 
@@ -399,13 +400,20 @@ fn rfc3339<S: serde::Serializer>(at: &DateTime<Utc>, serializer: S) -> Result<S:
 }
 
 tokio::task_local! {
-    static WRITES: RefCell<Vec<Write>>;
+    static WRITES: RefCell<ReconcileWrites>;
+}
+
+/// What a reconcile wrote: as its record shows it, and the states the server returned.
+#[derive(Debug, Default)]
+pub(crate) struct ReconcileWrites {
+    pub(crate) record: Vec<Write>,
+    pub(crate) versions: Vec<Written>,
 }
 
 /// Run `future`, collecting the writes [`record_write`] sees inside it.
-pub(crate) async fn collect_writes<F: Future>(future: F) -> (F::Output, Vec<Write>) {
+pub(crate) async fn collect_writes<F: Future>(future: F) -> (F::Output, ReconcileWrites) {
     WRITES
-        .scope(RefCell::new(Vec::new()), async move {
+        .scope(RefCell::new(ReconcileWrites::default()), async move {
             let output = future.await;
             let writes = WRITES.with(|writes| writes.take());
             (output, writes)
@@ -413,14 +421,21 @@ pub(crate) async fn collect_writes<F: Future>(future: F) -> (F::Output, Vec<Writ
         .await
 }
 
-/// Add a write to the record of the reconcile running on this task, if any.
-pub(crate) fn record_write(verb: WriteVerb, kind: &str, object: ObjectKey) {
+/// Add a write to the record of the reconcile running on this task, if any: `verb` on
+/// the object `key` of `kind`, whose state is now `version` (`None`: gone).
+pub(crate) fn record_write(verb: WriteVerb, kind: &str, key: ObjectKey, version: Option<Version>) {
     let _ = WRITES.try_with(|writes| {
-        writes.borrow_mut().push(Write {
+        let mut writes = writes.borrow_mut();
+        writes.record.push(Write {
             verb,
             kind: kind.to_string(),
-            object: object.to_string(),
-        })
+            object: key.to_string(),
+        });
+        writes.versions.push(Written {
+            kind: kind.to_string(),
+            key,
+            version,
+        });
     });
 }
 
@@ -458,15 +473,17 @@ mod tests {
 
     #[tokio::test]
     async fn writes_are_collected_only_inside_the_scope() {
-        record_write(WriteVerb::Created, "Pod", key("outside"));
+        record_write(WriteVerb::Created, "Pod", key("outside"), None);
         let ((), writes) = collect_writes(async {
-            record_write(WriteVerb::Created, "Pod", key("demo-1"));
+            record_write(WriteVerb::Created, "Pod", key("demo-1"), None);
             tokio::task::yield_now().await;
-            record_write(WriteVerb::PatchedStatus, "Cache", key("demo"));
+            record_write(WriteVerb::Deleted, "Pod", key("demo-0"), None);
         })
         .await;
-        let said: Vec<String> = writes.iter().map(ToString::to_string).collect();
-        assert_eq!(said, ["created pod demo-1", "patched status of cache demo"]);
+        let said: Vec<String> = writes.record.iter().map(ToString::to_string).collect();
+        assert_eq!(said, ["created pod demo-1", "deleted pod demo-0"]);
+        let keys: Vec<&ObjectKey> = writes.versions.iter().map(|w| &w.key).collect();
+        assert_eq!(keys, [&key("demo-1"), &key("demo-0")]);
     }
 
     #[test]

@@ -63,6 +63,25 @@ pub enum Trigger {
     },
 }
 
+impl Trigger {
+    /// Every [`kind`](Self::kind), in `Trigger`'s order.
+    pub const KINDS: [&'static str; 6] = [
+        "primary", "owned", "watched", "resync", "requeue", "backoff",
+    ];
+
+    /// The trigger's kind without its fields (a metric label value).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Trigger::Primary => "primary",
+            Trigger::Owned { .. } => "owned",
+            Trigger::Watched { .. } => "watched",
+            Trigger::Resync => "resync",
+            Trigger::Requeue => "requeue",
+            Trigger::Backoff { .. } => "backoff",
+        }
+    }
+}
+
 impl fmt::Display for Trigger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

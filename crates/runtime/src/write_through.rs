@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::inputs::Version;
 use crate::object_cache::{Cached, ObjectCache, ObjectKey};
 use crate::observe::{self, WriteVerb};
 use crate::projection::{Projected, ProjectingWrites, Projection};
@@ -116,7 +117,12 @@ where
     }
 
     fn remember(&self, verb: WriteVerb, written: &C) {
-        observe::record_write(verb, &self.kind, ObjectKey::of(written));
+        observe::record_write(
+            verb,
+            &self.kind,
+            ObjectKey::of(written),
+            Some(Version::of(written)),
+        );
         if let Some(cache) = &self.cache {
             cache.remember(written);
         }
@@ -183,19 +189,18 @@ where
     /// and is forgotten. A 404 forgets it too (someone else deleted it first) and is
     /// returned as the error it is.
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Option<C>, kube::Error> {
-        let deleted = self.api.delete(name, dp).await;
-        if deleted.is_ok() {
-            observe::record_write(WriteVerb::Deleted, &self.kind, self.key(name));
-        }
-        match deleted {
+        match self.api.delete(name, dp).await {
             Ok(deleted) => match deleted.left() {
                 Some(terminating) if terminating.meta().deletion_timestamp.is_some() => {
+                    let version = Some(Version::of(&terminating));
+                    observe::record_write(WriteVerb::Deleted, &self.kind, self.key(name), version);
                     if let Some(cache) = &self.cache {
                         cache.remember(&terminating);
                     }
                     Ok(Some(terminating))
                 }
                 _ => {
+                    observe::record_write(WriteVerb::Deleted, &self.kind, self.key(name), None);
                     self.forget(name);
                     Ok(None)
                 }

@@ -5,6 +5,7 @@
 //! like any operator, and answers each `stats` line on stdin with one JSON line on
 //! stdout. It stops when stdin closes.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -40,6 +41,8 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
     let stopped = async move {
         let _ = stopped.await;
     };
+    // Reconciles by trigger, which only steady's runtime reports.
+    let mut by_trigger = None;
     let operator = match args.runtime {
         Runtime::Steady => {
             let config = steady_runtime::Config {
@@ -49,11 +52,14 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
                 ..steady_cache_operator::default_config()
             };
             let counter = reconciles.clone();
+            let metrics = steady_runtime::metrics::Metrics::new();
+            by_trigger = Some(metrics.controller(&config.name));
             let (controller, data) = steady_cache_operator::controller(
                 client,
                 config,
                 steady_cache_operator::system_clock(),
             );
+            let controller = controller.with_metrics(metrics);
             tokio::spawn(async move {
                 let reconcile = move |cache, ctx| {
                     counter.fetch_add(1, Ordering::Relaxed);
@@ -79,6 +85,11 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
             let stats = serde_json::json!({
                 "reconciles": reconciles.load(Ordering::Relaxed),
                 "heap_in_use": heap_in_use(),
+                "by_trigger": by_trigger.as_ref().map(|m| {
+                    m.reconciles_by_trigger()
+                        .into_iter()
+                        .collect::<BTreeMap<_, _>>()
+                }),
             });
             stdout.write_all(format!("{stats}\n").as_bytes()).await?;
             stdout.flush().await?;
@@ -122,12 +133,14 @@ fn wrapped_command(exe: PathBuf) -> tokio::process::Command {
 }
 
 /// What the operator process reports about itself.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Stats {
     /// Reconciles started so far.
     pub reconciles: u64,
     /// See [`heap_in_use`].
     pub heap_in_use: Option<u64>,
+    /// Reconciles started so far with a trigger of each kind (steady's runtime only).
+    pub by_trigger: Option<BTreeMap<String, u64>>,
 }
 
 /// The parent's handle on a running operator process.
@@ -216,6 +229,8 @@ impl OperatorProcess {
                 .as_u64()
                 .with_context(|| format!("no reconcile count in {line:?}"))?,
             heap_in_use: stats["heap_in_use"].as_u64(),
+            by_trigger: serde_json::from_value(stats["by_trigger"].clone())
+                .with_context(|| format!("unexpected trigger counts in {line:?}"))?,
         })
     }
 

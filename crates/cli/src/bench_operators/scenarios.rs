@@ -72,6 +72,10 @@ pub struct ChurnPhase {
     /// Writes the server committed per update, by every writer (the harness's update, the
     /// operator, the node), from the first update until every status caught up.
     pub writes_per_update: f64,
+    /// Reconciles per update that had a trigger of each kind (steady's runtime only):
+    /// "primary", "owned", "resync", … A reconcile that merged several kinds counts in
+    /// each.
+    pub by_trigger_per_update: Option<BTreeMap<String, f64>>,
     pub lags: Percentiles,
 }
 
@@ -92,6 +96,8 @@ pub struct RuntimeResults {
     pub steady_state: SteadyState,
     pub heal_idle: Percentiles,
     pub heal_under_load: Percentiles,
+    /// The churn that ran beside `heal_under_load`.
+    pub churn_under_heal: ChurnPhase,
     pub churn: Vec<ChurnPhase>,
     pub memory: Vec<MemoryPoint>,
 }
@@ -185,8 +191,9 @@ async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeRes
         self_heal(&session, &refs, plan, &mut rng),
         churn.phase(&session, &mut operator, plan.under_load_rate, plan)
     );
-    let (heal_under_load, _) = (heal_under_load?, under_load?);
+    let (heal_under_load, churn_under_heal) = (heal_under_load?, under_load?);
     report_percentiles(runtime, "self-heal under churn", heal_under_load);
+    report_percentiles(runtime, "churn beside self-heal", churn_under_heal.lags);
     operator.stop().await;
     session.stop().await;
 
@@ -208,9 +215,24 @@ async fn run_runtime(plan: &Plan, runtime: Runtime) -> anyhow::Result<RuntimeRes
         steady_state,
         heal_idle,
         heal_under_load,
+        churn_under_heal,
         churn: phases,
         memory,
     })
+}
+
+/// "primary 1.00, owned 2.31, …" (kinds that never woke a reconcile left out), or "–"
+/// for a runtime that does not count triggers.
+fn by_trigger(phase: &ChurnPhase) -> String {
+    let Some(counts) = &phase.by_trigger_per_update else {
+        return "–".to_string();
+    };
+    let shown: Vec<String> = counts
+        .iter()
+        .filter(|(_, n)| **n > 0.0)
+        .map(|(kind, n)| format!("{kind} {n:.2}"))
+        .collect();
+    shown.join(", ")
 }
 
 /// Progress on stderr, so a run stopped before its table still leaves its numbers.
@@ -418,7 +440,7 @@ impl<'a> Churn<'a> {
         let updates = (f64::from(rate) * plan.churn_duration.as_secs_f64()) as usize;
         let first = self.next;
         self.next += updates;
-        let reconciles_before = operator.reconciles().await?;
+        let before = operator.stats().await?;
         let revision_before = session.api.store().revision();
         let start = tokio::time::Instant::now();
         let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
@@ -442,14 +464,29 @@ impl<'a> Churn<'a> {
         .collect::<Vec<()>>()
         .await;
         let sending = start.elapsed().as_secs_f64();
-        let reconciles = operator.reconciles().await? - reconciles_before;
+        let after = operator.stats().await?;
+        let reconciles = after.reconciles - before.reconciles;
         let lags = session.tracker.settle_updates(plan.settle_timeout).await;
         let server_writes = session.api.store().revision() - revision_before;
+        let per_update = |n: u64| n as f64 / updates.max(1) as f64;
+        let by_trigger_per_update = match (before.by_trigger, after.by_trigger) {
+            (Some(before), Some(after)) => Some(
+                after
+                    .into_iter()
+                    .map(|(kind, n)| {
+                        let earlier = before.get(&kind).copied().unwrap_or(0);
+                        (kind, per_update(n.saturating_sub(earlier)))
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
         Ok(ChurnPhase {
             sent_per_second: updates as f64 / sending,
             reconciles_per_second: reconciles as f64 / sending,
-            reconciles_per_update: reconciles as f64 / updates.max(1) as f64,
-            writes_per_update: server_writes as f64 / updates.max(1) as f64,
+            reconciles_per_update: per_update(reconciles),
+            writes_per_update: per_update(server_writes),
+            by_trigger_per_update,
             lags: Percentiles::of(lags),
         })
     }
@@ -723,50 +760,74 @@ impl Results {
             );
         }
 
-        for (i, rate) in plan.churn_rates.iter().enumerate() {
-            let scenario = format!(
-                "4. churn, {rate} updates/s for {:.0} s",
-                plan.churn_duration.as_secs_f64()
-            );
-            let phase = |r: Runtime| &self.of(r).churn[i];
+        let seconds = plan.churn_duration.as_secs_f64();
+        // `Some(i)`: the i-th churn rate; `None`: the churn beside the self-heal.
+        let mut churns: Vec<(String, Option<usize>)> = plan
+            .churn_rates
+            .iter()
+            .enumerate()
+            .map(|(i, rate)| {
+                (
+                    format!("4. churn, {rate} updates/s for {seconds:.0} s"),
+                    Some(i),
+                )
+            })
+            .collect();
+        churns.push((
+            format!(
+                "4. churn, {} updates/s for {seconds:.0} s, beside the self-heal under churn",
+                plan.under_load_rate
+            ),
+            None,
+        ));
+        for (scenario, index) in &churns {
+            let phase = |r: Runtime| {
+                let results = self.of(r);
+                index.map_or(&results.churn_under_heal, |i| &results.churn[i])
+            };
             table.numbers(
-                &scenario,
+                scenario,
                 "updates sent/s",
                 both(&|r| phase(r).sent_per_second),
                 0,
             );
             table.numbers(
-                &scenario,
+                scenario,
                 "reconciles/s",
                 both(&|r| phase(r).reconciles_per_second),
                 0,
             );
             table.numbers(
-                &scenario,
+                scenario,
                 "reconciles per update",
                 both(&|r| phase(r).reconciles_per_update),
                 2,
             );
+            table.text(
+                scenario,
+                "reconciles per update with a trigger of each kind",
+                Runtime::BOTH.map(|r| by_trigger(phase(r))),
+            );
             table.numbers(
-                &scenario,
+                scenario,
                 "writes committed per update, all writers",
                 both(&|r| phase(r).writes_per_update),
                 2,
             );
             table.numbers(
-                &scenario,
+                scenario,
                 "p50 update → status (ms)",
                 both(&|r| phase(r).lags.p50.as_secs_f64() * 1e3),
                 1,
             );
             table.numbers(
-                &scenario,
+                scenario,
                 "p99 update → status (ms)",
                 both(&|r| phase(r).lags.p99.as_secs_f64() * 1e3),
                 1,
             );
             table.text(
-                &scenario,
+                scenario,
                 "keeps up (p99 < 1 s)",
                 [Runtime::Steady, Runtime::KubeRuntime].map(|r| {
                     if phase(r).lags.p99 < Duration::from_secs(1) {

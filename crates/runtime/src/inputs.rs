@@ -1,0 +1,262 @@
+//! A reconcile's declared inputs — its primary object and the objects it owns — by
+//! resourceVersion, so the controller can skip a reconcile woken only by the echoes of the
+//! previous one's own writes ([`Config::skip_unchanged`](crate::Config::skip_unchanged)).
+//!
+//! The rule: when a reconcile succeeds and, since it started, its inputs changed only by
+//! what it wrote itself (each changed object now holds exactly the resourceVersion its
+//! write returned, each vanished one was deleted by it), the inputs it leaves behind are
+//! *settled*: a later reconcile of the same key, woken only by events of its primary or
+//! its owned objects, is skipped while the inputs still read exactly so. Any other change
+//! (another writer, a pod's phase, a new owned object), any failure, and every resync,
+//! requeue, retry and mapped-watch trigger runs the reconciler as usual.
+//!
+//! It knows nothing of the queue: the controller asks it, and decides.
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use crate::object_cache::{Cached, ObjectCache, ObjectKey};
+use crate::queue::Trigger;
+
+/// What identifies one state of an object: its uid and resourceVersion.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Version {
+    uid: String,
+    resource_version: String,
+}
+
+impl Version {
+    pub(crate) fn of(obj: &impl Cached) -> Self {
+        let meta = obj.cache_meta();
+        Version {
+            uid: meta.uid.unwrap_or_default().to_string(),
+            resource_version: meta.resource_version.unwrap_or_default().to_string(),
+        }
+    }
+}
+
+/// One write a reconcile made: the object's kind and key, and the state the server
+/// returned (`None`: the object is gone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Written {
+    pub(crate) kind: String,
+    pub(crate) key: ObjectKey,
+    pub(crate) version: Option<Version>,
+}
+
+/// The inputs of one key as the caches hold them: every object by kind and key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Inputs(BTreeMap<(String, ObjectKey), Version>);
+
+impl Inputs {
+    fn insert(&mut self, kind: &str, obj: &impl Cached) {
+        self.0
+            .insert((kind.to_string(), obj.cache_key()), Version::of(obj));
+    }
+
+    /// A short digest, kept per settled key instead of the whole set.
+    pub(crate) fn digest(&self) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        self.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// Whether `self` (read when a reconcile started) became `after` (read when it
+    /// finished) by `writes` alone: every object that differs holds what the reconcile's
+    /// last write of it returned, or is gone and its last write was a delete.
+    pub(crate) fn changed_only_by(&self, after: &Inputs, writes: &[Written]) -> bool {
+        let mut last_write = BTreeMap::new();
+        for write in writes {
+            last_write.insert((write.kind.as_str(), &write.key), write.version.as_ref());
+        }
+        let explained = |(kind, key): &(String, ObjectKey), now: Option<&Version>| {
+            last_write.get(&(kind.as_str(), key)) == Some(&now)
+        };
+        let changed_or_new = after
+            .0
+            .iter()
+            .filter(|(id, version)| self.0.get(id) != Some(version))
+            .all(|(id, version)| explained(id, Some(version)));
+        let vanished = self
+            .0
+            .keys()
+            .filter(|id| !after.0.contains_key(id))
+            .all(|id| explained(id, None));
+        changed_or_new && vanished
+    }
+}
+
+/// A cache of owned objects, type-erased: adds what it holds of one owner to [`Inputs`].
+pub(crate) trait OwnedInputs: Send + Sync {
+    fn add_owned_by(&self, owner_uid: &str, inputs: &mut Inputs);
+}
+
+/// An owned kind's cache and its kind's name.
+pub(crate) struct OwnedCache<C> {
+    pub(crate) kind: String,
+    pub(crate) cache: ObjectCache<C>,
+}
+
+impl<C: Cached + Send + Sync> OwnedInputs for OwnedCache<C> {
+    fn add_owned_by(&self, owner_uid: &str, inputs: &mut Inputs) {
+        for obj in self.cache.owned_by(owner_uid) {
+            inputs.insert(&self.kind, obj.as_ref());
+        }
+    }
+}
+
+/// Reads the inputs of a primary object: the object itself and what every owned cache
+/// holds of it.
+#[derive(Clone)]
+pub(crate) struct InputReader {
+    pub(crate) primary_kind: String,
+    pub(crate) owned: Vec<Arc<dyn OwnedInputs>>,
+}
+
+impl InputReader {
+    pub(crate) fn read(&self, primary: &impl Cached) -> Inputs {
+        let mut inputs = Inputs::default();
+        inputs.insert(&self.primary_kind, primary);
+        if let Some(uid) = primary.cache_meta().uid {
+            for owned in &self.owned {
+                owned.add_owned_by(uid, &mut inputs);
+            }
+        }
+        inputs
+    }
+}
+
+/// The reads of one key's inputs, `None` when its primary is gone.
+pub(crate) type ReadInputs = Box<dyn Fn(&ObjectKey) -> Option<Inputs> + Send>;
+
+/// The controller's record of settled keys: [`Config::skip_unchanged`]'s bookkeeping.
+///
+/// [`Config::skip_unchanged`]: crate::Config::skip_unchanged
+pub(crate) struct Settled {
+    read: ReadInputs,
+    /// Digest of the inputs each settled key's last reconcile left behind.
+    settled: BTreeMap<ObjectKey, u64>,
+    /// Inputs of each running reconcile, as read when it started.
+    started: BTreeMap<ObjectKey, Inputs>,
+}
+
+impl Settled {
+    pub(crate) fn new(read: ReadInputs) -> Self {
+        Settled {
+            read,
+            settled: BTreeMap::new(),
+            started: BTreeMap::new(),
+        }
+    }
+
+    /// Whether the reconcile of `key` for `triggers` can be skipped: only its primary's or
+    /// its owned objects' events woke it, and its inputs are still what its last
+    /// reconcile left. If not, the inputs are read for [`succeeded`](Self::succeeded).
+    pub(crate) fn skip(&mut self, key: &ObjectKey, triggers: &[Trigger]) -> bool {
+        let Some(now) = (self.read)(key) else {
+            self.forget(key);
+            return false;
+        };
+        let only_events = triggers
+            .iter()
+            .all(|t| matches!(t, Trigger::Primary | Trigger::Owned { .. }));
+        if only_events && self.settled.get(key) == Some(&now.digest()) {
+            return true;
+        }
+        self.started.insert(key.clone(), now);
+        false
+    }
+
+    /// The reconcile of `key` succeeded after making `writes`: its inputs are settled if
+    /// those writes alone changed them.
+    pub(crate) fn succeeded(&mut self, key: &ObjectKey, writes: &[Written]) {
+        let before = self.started.remove(key);
+        match (before, (self.read)(key)) {
+            (Some(before), Some(after)) if before.changed_only_by(&after, writes) => {
+                self.settled.insert(key.clone(), after.digest());
+            }
+            _ => {
+                self.settled.remove(key);
+            }
+        }
+    }
+
+    /// The reconcile of `key` failed, or its primary is gone: nothing is settled.
+    pub(crate) fn forget(&mut self, key: &ObjectKey) {
+        self.started.remove(key);
+        self.settled.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(uid: &str, rv: &str) -> Version {
+        Version {
+            uid: uid.into(),
+            resource_version: rv.into(),
+        }
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new(Some("ns"), name)
+    }
+
+    fn inputs(objects: &[(&str, &str, &str, &str)]) -> Inputs {
+        Inputs(
+            objects
+                .iter()
+                .map(|(kind, name, uid, rv)| ((kind.to_string(), key(name)), version(uid, rv)))
+                .collect(),
+        )
+    }
+
+    fn written(kind: &str, name: &str, version: Option<Version>) -> Written {
+        Written {
+            kind: kind.into(),
+            key: key(name),
+            version,
+        }
+    }
+
+    #[test]
+    fn own_writes_explain_every_change() {
+        let before = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p0", "3")]);
+        let after = inputs(&[("Cache", "c", "u1", "9"), ("Pod", "c-1", "p1", "8")]);
+        let writes = [
+            written("Pod", "c-1", Some(version("p1", "8"))),
+            written("Pod", "c-0", None),
+            written("Cache", "c", Some(version("u1", "7"))),
+            written("Cache", "c", Some(version("u1", "9"))),
+        ];
+        assert!(before.changed_only_by(&after, &writes));
+        assert!(before.changed_only_by(&before, &[]));
+    }
+
+    #[test]
+    fn a_change_nobody_in_the_reconcile_wrote_is_not_explained() {
+        let before = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p0", "3")]);
+        let pod_moved = inputs(&[("Cache", "c", "u1", "9"), ("Pod", "c-0", "p0", "4")]);
+        let status = [written("Cache", "c", Some(version("u1", "9")))];
+        assert!(!before.changed_only_by(&pod_moved, &status));
+        // Written, then changed again by someone else before the reconcile finished.
+        let newer = inputs(&[("Cache", "c", "u1", "10"), ("Pod", "c-0", "p0", "3")]);
+        assert!(!before.changed_only_by(&newer, &status));
+        // Gone without the reconcile deleting it.
+        let gone = inputs(&[("Cache", "c", "u1", "5")]);
+        assert!(!before.changed_only_by(&gone, &[]));
+        // Recreated under the same name by someone else.
+        let recreated = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p9", "3")]);
+        assert!(!before.changed_only_by(&recreated, &[]));
+    }
+
+    #[test]
+    fn digests_tell_states_apart() {
+        let a = inputs(&[("Cache", "c", "u1", "5")]);
+        let b = inputs(&[("Cache", "c", "u1", "6")]);
+        assert_eq!(a.digest(), a.clone().digest());
+        assert_ne!(a.digest(), b.digest());
+    }
+}
