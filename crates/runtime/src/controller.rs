@@ -694,8 +694,10 @@ where
                 owned: owned_inputs,
             };
             let primary = primary.clone();
-            let read: ReadInputs =
-                Box::new(move |key| Some(reader.read(primary.get(key)?.as_ref())));
+            let read: ReadInputs = Box::new(move |key| {
+                let (obj, stamp) = primary.get_stamped(key)?;
+                Some(reader.read(obj.as_ref(), stamp))
+            });
             Settled::new(read)
         });
         let mut state = LoopState {

@@ -2,11 +2,14 @@
 //! resourceVersion, so the controller can skip a reconcile woken only by the echoes of the
 //! previous one's own writes ([`Config::skip_unchanged`](crate::Config::skip_unchanged)).
 //!
-//! The rule: when a reconcile succeeds and, since it started, its inputs changed only by
-//! what it wrote itself (each changed object now holds exactly the resourceVersion its
-//! write returned, each vanished one was deleted by it), the inputs it leaves behind are
+//! Each cached object carries a *stamp*, renewed by the cache whenever the object changes
+//! in a way its watch wakes reconciles for and kept through changes it does not (a bare
+//! resourceVersion bump, a field a projection leaves out, the event of a write the cache
+//! already remembered). The rule: when a reconcile succeeds and, since it started, its
+//! inputs changed only by what it wrote itself (each changed object now holds the stamp
+//! its write got, each vanished one was deleted by it), the inputs it leaves behind are
 //! *settled*: a later reconcile of the same key, woken only by events of its primary or
-//! its owned objects, is skipped while the inputs still read exactly so. Any other change
+//! its owned objects, is skipped while the inputs still read the same. Any other change
 //! (another writer, a pod's phase, a new owned object), any failure, and every resync,
 //! requeue, retry and mapped-watch trigger runs the reconciler as usual.
 //!
@@ -19,19 +22,18 @@ use std::sync::Arc;
 use crate::object_cache::{Cached, ObjectCache, ObjectKey};
 use crate::queue::Trigger;
 
-/// What identifies one state of an object: its uid and resourceVersion.
+/// What identifies what a reconciler reads of an object: its uid and its cache stamp.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Version {
     uid: String,
-    resource_version: String,
+    stamp: u64,
 }
 
 impl Version {
-    pub(crate) fn of(obj: &impl Cached) -> Self {
-        let meta = obj.cache_meta();
+    pub(crate) fn of(obj: &impl Cached, stamp: u64) -> Self {
         Version {
-            uid: meta.uid.unwrap_or_default().to_string(),
-            resource_version: meta.resource_version.unwrap_or_default().to_string(),
+            uid: obj.cache_meta().uid.unwrap_or_default().to_string(),
+            stamp,
         }
     }
 }
@@ -50,9 +52,9 @@ pub(crate) struct Written {
 pub(crate) struct Inputs(BTreeMap<(String, ObjectKey), Version>);
 
 impl Inputs {
-    fn insert(&mut self, kind: &str, obj: &impl Cached) {
+    fn insert(&mut self, kind: &str, obj: &impl Cached, stamp: u64) {
         self.0
-            .insert((kind.to_string(), obj.cache_key()), Version::of(obj));
+            .insert((kind.to_string(), obj.cache_key()), Version::of(obj, stamp));
     }
 
     /// A short digest, kept per settled key instead of the whole set.
@@ -63,8 +65,8 @@ impl Inputs {
     }
 
     /// Whether `self` (read when a reconcile started) became `after` (read when it
-    /// finished) by `writes` alone: every object that differs holds what the reconcile's
-    /// last write of it returned, or is gone and its last write was a delete.
+    /// finished) by `writes` alone: every object that differs holds the stamp the
+    /// reconcile's last write of it got, or is gone and its last write was a delete.
     pub(crate) fn changed_only_by(&self, after: &Inputs, writes: &[Written]) -> bool {
         let mut last_write = BTreeMap::new();
         for write in writes {
@@ -100,8 +102,8 @@ pub(crate) struct OwnedCache<C> {
 
 impl<C: Cached + Send + Sync> OwnedInputs for OwnedCache<C> {
     fn add_owned_by(&self, owner_uid: &str, inputs: &mut Inputs) {
-        for obj in self.cache.owned_by(owner_uid) {
-            inputs.insert(&self.kind, obj.as_ref());
+        for (obj, stamp) in self.cache.owned_by_stamped(owner_uid) {
+            inputs.insert(&self.kind, obj.as_ref(), stamp);
         }
     }
 }
@@ -115,9 +117,9 @@ pub(crate) struct InputReader {
 }
 
 impl InputReader {
-    pub(crate) fn read(&self, primary: &impl Cached) -> Inputs {
+    pub(crate) fn read(&self, primary: &impl Cached, stamp: u64) -> Inputs {
         let mut inputs = Inputs::default();
-        inputs.insert(&self.primary_kind, primary);
+        inputs.insert(&self.primary_kind, primary, stamp);
         if let Some(uid) = primary.cache_meta().uid {
             for owned in &self.owned {
                 owned.add_owned_by(uid, &mut inputs);
@@ -193,10 +195,10 @@ impl Settled {
 mod tests {
     use super::*;
 
-    fn version(uid: &str, rv: &str) -> Version {
+    fn version(uid: &str, stamp: &str) -> Version {
         Version {
             uid: uid.into(),
-            resource_version: rv.into(),
+            stamp: stamp.parse().expect("a number"),
         }
     }
 
@@ -208,7 +210,9 @@ mod tests {
         Inputs(
             objects
                 .iter()
-                .map(|(kind, name, uid, rv)| ((kind.to_string(), key(name)), version(uid, rv)))
+                .map(|(kind, name, uid, stamp)| {
+                    ((kind.to_string(), key(name)), version(uid, stamp))
+                })
                 .collect(),
         )
     }

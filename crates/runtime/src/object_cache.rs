@@ -178,12 +178,18 @@ impl<'a> KeyRef<'a> {
     }
 }
 
-/// A cached object in a set ordered by its key.
-struct Entry<K>(Arc<K>);
+/// A cached object in a set ordered by its key, and its *stamp*: a number from the cache's
+/// counter, renewed whenever the object changes in a way its watch wakes reconciles for,
+/// and kept through changes it does not (only a resourceVersion, a field a projection
+/// leaves out). Two reads of an object with the same uid and stamp read the same thing.
+struct Entry<K> {
+    obj: Arc<K>,
+    stamp: u64,
+}
 
 impl<K: Cached> Keyed for Entry<K> {
     fn key_parts(&self) -> KeyParts<'_> {
-        let meta = self.0.cache_meta();
+        let meta = self.obj.cache_meta();
         (meta.namespace, meta.name)
     }
 }
@@ -218,7 +224,11 @@ impl<'a, K: Cached + 'a> Borrow<dyn Keyed + 'a> for Entry<K> {
 type Entries<K> = BTreeSet<Entry<K>>;
 
 fn find<'s, K: Cached>(entries: &'s Entries<K>, key: &KeyRef<'_>) -> Option<&'s Arc<K>> {
-    entries.get(key as &dyn Keyed).map(|entry| &entry.0)
+    find_entry(entries, key).map(|entry| &entry.obj)
+}
+
+fn find_entry<'s, K: Cached>(entries: &'s Entries<K>, key: &KeyRef<'_>) -> Option<&'s Entry<K>> {
+    entries.get(key as &dyn Keyed)
 }
 
 struct Inner<K> {
@@ -229,6 +239,8 @@ struct Inner<K> {
     /// [`Config::keep_managed_fields`](crate::Config::keep_managed_fields).
     normalize: Option<fn(&mut K)>,
     trim: Option<Trim<K>>,
+    /// The last stamp handed out.
+    last_stamp: u64,
 }
 
 /// A shared, cheaply cloned cache of the objects of one kind, as its watch last saw them
@@ -253,6 +265,7 @@ impl<K> Default for ObjectCache<K> {
                 by_owner: BTreeMap::new(),
                 normalize: None,
                 trim: None,
+                last_stamp: 0,
             })),
         }
     }
@@ -265,6 +278,13 @@ pub(crate) struct Listed<K>(Entries<K>);
 impl<K> Default for Listed<K> {
     fn default() -> Self {
         Listed(BTreeSet::new())
+    }
+}
+
+impl<K: Cached> Listed<K> {
+    /// The list delivered `obj`'s key (its stamp is not needed here).
+    fn record(&mut self, obj: Arc<K>) {
+        self.0.replace(Entry { obj, stamp: 0 });
     }
 }
 
@@ -285,14 +305,14 @@ fn owner_uids<K: Cached>(obj: &K) -> impl Iterator<Item = &str> {
 }
 
 impl<K: Cached> Inner<K> {
-    fn index(&mut self, obj: &Arc<K>) {
+    fn index(&mut self, obj: &Arc<K>, stamp: u64) {
         for uid in owner_uids(obj.as_ref()) {
             // The previous state was unindexed first; `replace` keeps this state even if
             // it was not.
-            self.by_owner
-                .entry(uid.into())
-                .or_default()
-                .replace(Entry(obj.clone()));
+            self.by_owner.entry(uid.into()).or_default().replace(Entry {
+                obj: obj.clone(),
+                stamp,
+            });
         }
     }
 
@@ -325,7 +345,7 @@ impl<K: Cached> ObjectCache<K> {
 
     /// Every object, in key order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.read().objects.iter().map(|e| e.0.clone()).collect()
+        self.read().objects.iter().map(|e| e.obj.clone()).collect()
     }
 
     /// Every cached key, in order.
@@ -333,7 +353,7 @@ impl<K: Cached> ObjectCache<K> {
         self.read()
             .objects
             .iter()
-            .map(|e| e.0.cache_key())
+            .map(|e| e.obj.cache_key())
             .collect()
     }
 
@@ -352,7 +372,21 @@ impl<K: Cached> ObjectCache<K> {
         self.read()
             .by_owner
             .get(uid)
-            .map(|owned| owned.iter().map(|e| e.0.clone()).collect())
+            .map(|owned| owned.iter().map(|e| e.obj.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The object at `key` and its stamp (see `Entry`).
+    pub(crate) fn get_stamped(&self, key: &ObjectKey) -> Option<(Arc<K>, u64)> {
+        find_entry(&self.read().objects, &KeyRef::of_key(key)).map(|e| (e.obj.clone(), e.stamp))
+    }
+
+    /// [`owned_by`](Self::owned_by), each object with its stamp.
+    pub(crate) fn owned_by_stamped(&self, uid: &str) -> Vec<(Arc<K>, u64)> {
+        self.read()
+            .by_owner
+            .get(uid)
+            .map(|owned| owned.iter().map(|e| (e.obj.clone(), e.stamp)).collect())
             .unwrap_or_default()
     }
 
@@ -372,6 +406,12 @@ impl<K: Cached> ObjectCache<K> {
         let _ = self.apply(obj);
     }
 
+    /// [`remember`](Self::remember), returning the stamp the written state got (`None`
+    /// when the cache already held a newer state).
+    pub(crate) fn remember_stamped(&self, obj: K) -> Option<u64> {
+        self.update_unless_newer(obj, None).ok().map(|u| u.stamp)
+    }
+
     /// Record that the reconciler deleted `key`.
     pub fn forget(&self, key: &ObjectKey) {
         self.remove(key);
@@ -380,17 +420,25 @@ impl<K: Cached> ObjectCache<K> {
     /// Insert or update unless the cache already holds a newer version. Returns the
     /// previous state when the cache changed, `Err(())` when the update was stale.
     pub(crate) fn apply(&self, obj: K) -> Result<Option<Arc<K>>, Stale> {
-        self.update(obj).map(|update| update.previous)
+        self.update_unless_newer(obj, None)
+            .map(|update| update.previous)
+            .map_err(|_newer| Stale)
     }
 
-    /// [`apply`](Self::apply), also returning the state now cached (trimmed), so a watch
-    /// can tell whether what a reconciler reads changed.
-    pub(crate) fn update(&self, obj: K) -> Result<Update<K>, Stale> {
-        self.update_unless_newer(obj).map_err(|_newer| Stale)
+    /// [`apply`](Self::apply) of a watched state, also returning the state now cached
+    /// (trimmed) and whether `wakes` says the change from the previous one matters.
+    pub(crate) fn update(&self, obj: K, wakes: fn(&K, &K) -> bool) -> Result<Update<K>, Stale> {
+        self.update_unless_newer(obj, Some(wakes))
+            .map_err(|_newer| Stale)
     }
 
-    /// [`update`](Self::update), or the newer state the cache holds for the key.
-    fn update_unless_newer(&self, mut obj: K) -> Result<Update<K>, Arc<K>> {
+    /// [`update`](Self::update), or the newer state the cache holds for the key. Without
+    /// `wakes` (a remembered write), every change matters.
+    fn update_unless_newer(
+        &self,
+        mut obj: K,
+        wakes: Option<fn(&K, &K) -> bool>,
+    ) -> Result<Update<K>, Arc<K>> {
         let (normalize, trim) = {
             let inner = self.read();
             (inner.normalize, inner.trim.clone())
@@ -402,26 +450,49 @@ impl<K: Cached> ObjectCache<K> {
             trim(&mut obj);
         }
         let mut inner = self.write();
-        if let Some(current) = find(&inner.objects, &KeyRef::of(&obj)) {
-            let (cached, incoming) = (current.cache_meta(), obj.cache_meta());
-            if cached.uid == incoming.uid
-                && is_older(incoming.resource_version, cached.resource_version)
-            {
-                return Err(current.clone());
+        let mut kept_stamp = None;
+        let mut woke = true;
+        if let Some(current) = find_entry(&inner.objects, &KeyRef::of(&obj)) {
+            let (cached, incoming) = (current.obj.cache_meta(), obj.cache_meta());
+            if cached.uid == incoming.uid {
+                if is_older(incoming.resource_version, cached.resource_version) {
+                    return Err(current.obj.clone());
+                }
+                woke = wakes.is_none_or(|wakes| wakes(&current.obj, &obj));
+                // The same state again (the event of a remembered write), or a change
+                // nobody is woken for: what a reconciler reads is unchanged.
+                if cached.resource_version == incoming.resource_version || !woke {
+                    kept_stamp = Some(current.stamp);
+                }
             }
         }
+        let stamp = kept_stamp.unwrap_or_else(|| {
+            inner.last_stamp += 1;
+            inner.last_stamp
+        });
         let current = Arc::new(obj);
-        let previous = inner.objects.replace(Entry(current.clone())).map(|e| e.0);
+        let previous = inner
+            .objects
+            .replace(Entry {
+                obj: current.clone(),
+                stamp,
+            })
+            .map(|e| e.obj);
         if let Some(prev) = &previous {
             inner.unindex(prev);
         }
-        inner.index(&current);
-        Ok(Update { previous, current })
+        inner.index(&current, stamp);
+        Ok(Update {
+            previous,
+            current,
+            woke,
+            stamp,
+        })
     }
 
     pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<K>> {
         let mut inner = self.write();
-        let removed = inner.objects.take(&KeyRef::of_key(key) as &dyn Keyed)?.0;
+        let removed = inner.objects.take(&KeyRef::of_key(key) as &dyn Keyed)?.obj;
         inner.unindex(&removed);
         Some(removed)
     }
@@ -431,7 +502,12 @@ impl<K: Cached> ObjectCache<K> {
     /// of the kind in memory. Returns the states a trigger must see: the previous and the
     /// new one when the object changed (or only the new one when it is new), nothing when
     /// it did not.
-    pub(crate) fn apply_listed(&self, obj: K, listed: &mut Listed<K>) -> Vec<Arc<K>> {
+    pub(crate) fn apply_listed(
+        &self,
+        obj: K,
+        listed: &mut Listed<K>,
+        wakes: fn(&K, &K) -> bool,
+    ) -> Vec<Arc<K>> {
         let unchanged = {
             let inner = self.read();
             find(&inner.objects, &KeyRef::of(&obj))
@@ -443,16 +519,18 @@ impl<K: Cached> ObjectCache<K> {
                 .cloned()
         };
         if let Some(current) = unchanged {
-            listed.0.replace(Entry(current));
+            listed.record(current);
             return Vec::new();
         }
-        match self.update_unless_newer(obj) {
-            Ok(Update { previous, current }) => {
-                listed.0.replace(Entry(current.clone()));
+        match self.update_unless_newer(obj, Some(wakes)) {
+            Ok(Update {
+                previous, current, ..
+            }) => {
+                listed.record(current.clone());
                 previous.into_iter().chain([current]).collect()
             }
             Err(newer) => {
-                listed.0.replace(Entry(newer));
+                listed.record(newer);
                 Vec::new()
             }
         }
@@ -466,7 +544,7 @@ impl<K: Cached> ObjectCache<K> {
             .objects
             .iter()
             .filter(|entry| !listed.0.contains(*entry as &dyn Keyed))
-            .map(|entry| entry.0.cache_key())
+            .map(|entry| entry.obj.cache_key())
             .collect();
         gone.iter().filter_map(|key| self.remove(key)).collect()
     }
@@ -478,6 +556,11 @@ pub(crate) struct Update<K> {
     pub(crate) previous: Option<Arc<K>>,
     /// The state now cached (after the trim).
     pub(crate) current: Arc<K>,
+    /// The change from `previous` matters to the watch's triggers (always, without a
+    /// previous state of the same uid or without a `wakes` to ask).
+    pub(crate) woke: bool,
+    /// The state's stamp (see `Entry`).
+    pub(crate) stamp: u64,
 }
 
 /// Whether `new` differs from `old` in anything a reconciler can read: every field but
@@ -591,25 +674,37 @@ mod tests {
     fn only_changes_that_survive_the_trim_count_beyond_the_version() {
         let cache = ObjectCache::<ConfigMap>::default();
         cache.set_trim(Arc::new(|cm: &mut ConfigMap| cm.data = None));
-        cache.apply(cm("a", "1", Some("o1"))).ok();
+        let first = cache.remember_stamped(cm("a", "1", Some("o1")));
         let mut data_only = cm("a", "2", Some("o1"));
         data_only.data = Some([("k".to_string(), "v".to_string())].into());
         data_only.metadata.managed_fields = Some(Vec::new());
-        let update = cache.update(data_only).expect("newer");
-        let previous = update.previous.expect("was cached");
-        assert!(!differs_beyond_version(
-            previous.as_ref(),
-            update.current.as_ref()
-        ));
+        let update = cache
+            .update(data_only, differs_beyond_version)
+            .expect("newer");
+        assert!(update.previous.is_some());
+        assert!(!update.woke, "only the version changed, once trimmed");
+        assert_eq!(Some(update.stamp), first, "so the stamp is kept");
 
         let mut labelled = cm("a", "3", Some("o1"));
         labelled.metadata.labels = Some([("k".to_string(), "v".to_string())].into());
-        let update = cache.update(labelled).expect("newer");
-        let previous = update.previous.expect("was cached");
-        assert!(differs_beyond_version(
-            previous.as_ref(),
-            update.current.as_ref()
-        ));
+        let update = cache
+            .update(labelled.clone(), differs_beyond_version)
+            .expect("newer");
+        assert!(update.woke);
+        assert_ne!(Some(update.stamp), first, "a label is news: a new stamp");
+        let labelled_stamp = update.stamp;
+        let owned = cache.owned_by_stamped("o1");
+        assert_eq!(owned.first().map(|(_, stamp)| *stamp), Some(labelled_stamp));
+
+        // The same state again (the event of a remembered write) keeps the stamp even
+        // where every update wakes.
+        let again = cache.update(labelled, |_, _| true).expect("same");
+        assert_eq!(again.stamp, labelled_stamp);
+        let key = ObjectKey::new(Some("ns"), "a");
+        assert_eq!(
+            cache.get_stamped(&key).map(|(_, s)| s),
+            Some(labelled_stamp)
+        );
     }
 
     /// A whole list, as the watch delivers it.
@@ -617,7 +712,7 @@ mod tests {
         let mut listed = Listed::default();
         let mut changed: Vec<Arc<ConfigMap>> = objects
             .into_iter()
-            .flat_map(|o| cache.apply_listed(o, &mut listed))
+            .flat_map(|o| cache.apply_listed(o, &mut listed, differs_beyond_version))
             .collect();
         changed.extend(cache.retain_listed(listed));
         changed

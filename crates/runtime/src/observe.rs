@@ -421,21 +421,26 @@ pub(crate) async fn collect_writes<F: Future>(future: F) -> (F::Output, Reconcil
         .await
 }
 
-/// Add a write to the record of the reconcile running on this task, if any: `verb` on
-/// the object `key` of `kind`, whose state is now `version` (`None`: gone).
-pub(crate) fn record_write(verb: WriteVerb, kind: &str, key: ObjectKey, version: Option<Version>) {
+/// Add a write to the record of the reconcile running on this task, if any.
+pub(crate) fn record_write(verb: WriteVerb, kind: &str, object: ObjectKey) {
     let _ = WRITES.try_with(|writes| {
-        let mut writes = writes.borrow_mut();
-        writes.record.push(Write {
+        writes.borrow_mut().record.push(Write {
             verb,
             kind: kind.to_string(),
-            object: key.to_string(),
-        });
-        writes.versions.push(Written {
+            object: object.to_string(),
+        })
+    });
+}
+
+/// Note, for the reconcile running on this task if any, that the object `key` of `kind`
+/// is now cached as `version` (`None`: gone) because of its write.
+pub(crate) fn record_written(kind: &str, key: ObjectKey, version: Option<Version>) {
+    let _ = WRITES.try_with(|writes| {
+        writes.borrow_mut().versions.push(Written {
             kind: kind.to_string(),
             key,
             version,
-        });
+        })
     });
 }
 
@@ -473,17 +478,19 @@ mod tests {
 
     #[tokio::test]
     async fn writes_are_collected_only_inside_the_scope() {
-        record_write(WriteVerb::Created, "Pod", key("outside"), None);
+        record_write(WriteVerb::Created, "Pod", key("outside"));
+        record_written("Pod", key("outside"), None);
         let ((), writes) = collect_writes(async {
-            record_write(WriteVerb::Created, "Pod", key("demo-1"), None);
+            record_write(WriteVerb::Created, "Pod", key("demo-1"));
             tokio::task::yield_now().await;
-            record_write(WriteVerb::Deleted, "Pod", key("demo-0"), None);
+            record_write(WriteVerb::PatchedStatus, "Cache", key("demo"));
+            record_written("Pod", key("demo-0"), None);
         })
         .await;
         let said: Vec<String> = writes.record.iter().map(ToString::to_string).collect();
-        assert_eq!(said, ["created pod demo-1", "deleted pod demo-0"]);
+        assert_eq!(said, ["created pod demo-1", "patched status of cache demo"]);
         let keys: Vec<&ObjectKey> = writes.versions.iter().map(|w| &w.key).collect();
-        assert_eq!(keys, [&key("demo-1"), &key("demo-0")]);
+        assert_eq!(keys, [&key("demo-0")]);
     }
 
     #[test]

@@ -336,8 +336,8 @@ decoded_form_of!(impl<P: Projection> for Decoded<P>, kind P::Kind, |this| &this.
 pub(crate) struct ProjectingWrites<P>(pub(crate) ObjectCache<Projected<P>>);
 
 impl<P: Projection> Remembers<P::Kind> for ProjectingWrites<P> {
-    fn remember(&self, written: &P::Kind) {
-        self.0.remember(Projected::of(written));
+    fn remember(&self, written: &P::Kind) -> Option<u64> {
+        self.0.remember_stamped(Projected::of(written))
     }
 
     fn forget(&self, key: &ObjectKey) {
@@ -598,7 +598,11 @@ mod tests {
             cm("keep", "1", "o1", "a", "x"),
             cm("gone", "1", "o1", "a", "x"),
         ] {
-            cache.apply_listed(Projected::of(&obj), &mut Listed::default());
+            cache.apply_listed(
+                Projected::of(&obj),
+                &mut Listed::default(),
+                projection_changed,
+            );
         }
         let kept = cache
             .get(&ObjectKey::new(Some("ns"), "keep"))
@@ -610,7 +614,7 @@ mod tests {
         let mut listed = Listed::default();
         let mut changed: Vec<Arc<Projected<Mode>>> = relisted
             .iter()
-            .flat_map(|obj| cache.apply_listed(Projected::of(obj), &mut listed))
+            .flat_map(|obj| cache.apply_listed(Projected::of(obj), &mut listed, projection_changed))
             .collect();
         changed.extend(cache.retain_listed(listed));
         let mut changed: Vec<String> = changed

@@ -246,7 +246,7 @@ where
                 }
                 Ok(Event::InitApply(obj)) => {
                     let obj = (self.convert)(obj);
-                    let changed = self.cache.apply_listed(obj, &mut listed);
+                    let changed = self.cache.apply_listed(obj, &mut listed, self.wakes);
                     let changed: Vec<&C> = changed.iter().map(AsRef::as_ref).collect();
                     self.send(&tx, &changed);
                 }
@@ -262,11 +262,11 @@ where
                 }
                 Ok(Event::Apply(obj)) => {
                     let obj = (self.convert)(obj);
-                    if let Ok(update) = self.cache.update(obj) {
+                    if let Ok(update) = self.cache.update(obj, self.wakes) {
                         let current = update.current.as_ref();
                         // The old state matters too: an owner reference may have moved.
                         match update.previous {
-                            Some(prev) if !(self.wakes)(&prev, current) => {}
+                            Some(_) if !update.woke => {}
                             Some(prev) => self.send(&tx, &[prev.as_ref(), current]),
                             None => self.send(&tx, &[current]),
                         }

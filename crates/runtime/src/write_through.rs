@@ -35,8 +35,9 @@ impl<C> Writable for C where
 /// Where a successful write of a `C` is remembered: a cache of `C` itself, or of a
 /// projection of it.
 pub(crate) trait Remembers<C>: Send + Sync {
-    /// The server answered a write with `written`.
-    fn remember(&self, written: &C);
+    /// The server answered a write with `written`. Returns the stamp the cached state
+    /// got, `None` when the cache already held a newer one.
+    fn remember(&self, written: &C) -> Option<u64>;
     /// The object `key` is gone.
     fn forget(&self, key: &ObjectKey);
 }
@@ -45,8 +46,8 @@ pub(crate) trait Remembers<C>: Send + Sync {
 pub(crate) type WriteSink<C> = Arc<dyn Remembers<C>>;
 
 impl<C: Cached + Clone + Send + Sync> Remembers<C> for ObjectCache<C> {
-    fn remember(&self, written: &C) {
-        ObjectCache::remember(self, written.clone());
+    fn remember(&self, written: &C) -> Option<u64> {
+        self.remember_stamped(written.clone())
     }
 
     fn forget(&self, key: &ObjectKey) {
@@ -117,14 +118,14 @@ where
     }
 
     fn remember(&self, verb: WriteVerb, written: &C) {
-        observe::record_write(
-            verb,
-            &self.kind,
-            ObjectKey::of(written),
-            Some(Version::of(written)),
-        );
-        if let Some(cache) = &self.cache {
-            cache.remember(written);
+        let key = ObjectKey::of(written);
+        observe::record_write(verb, &self.kind, key.clone());
+        if let Some(stamp) = self
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.remember(written))
+        {
+            observe::record_written(&self.kind, key, Some(Version::of(written, stamp)));
         }
     }
 
@@ -192,15 +193,12 @@ where
         match self.api.delete(name, dp).await {
             Ok(deleted) => match deleted.left() {
                 Some(terminating) if terminating.meta().deletion_timestamp.is_some() => {
-                    let version = Some(Version::of(&terminating));
-                    observe::record_write(WriteVerb::Deleted, &self.kind, self.key(name), version);
-                    if let Some(cache) = &self.cache {
-                        cache.remember(&terminating);
-                    }
+                    self.remember(WriteVerb::Deleted, &terminating);
                     Ok(Some(terminating))
                 }
                 _ => {
-                    observe::record_write(WriteVerb::Deleted, &self.kind, self.key(name), None);
+                    observe::record_write(WriteVerb::Deleted, &self.kind, self.key(name));
+                    observe::record_written(&self.kind, self.key(name), None);
                     self.forget(name);
                     Ok(None)
                 }

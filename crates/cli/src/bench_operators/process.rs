@@ -85,6 +85,7 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
             let stats = serde_json::json!({
                 "reconciles": reconciles.load(Ordering::Relaxed),
                 "heap_in_use": heap_in_use(),
+                "skipped": by_trigger.as_ref().map(|m| m.skipped()),
                 "by_trigger": by_trigger.as_ref().map(|m| {
                     m.reconciles_by_trigger()
                         .into_iter()
@@ -141,6 +142,8 @@ pub struct Stats {
     pub heap_in_use: Option<u64>,
     /// Reconciles started so far with a trigger of each kind (steady's runtime only).
     pub by_trigger: Option<BTreeMap<String, u64>>,
+    /// Wake-ups skipped because the Cache's inputs were unchanged (steady's runtime only).
+    pub skipped: Option<u64>,
 }
 
 /// The parent's handle on a running operator process.
@@ -229,6 +232,7 @@ impl OperatorProcess {
                 .as_u64()
                 .with_context(|| format!("no reconcile count in {line:?}"))?,
             heap_in_use: stats["heap_in_use"].as_u64(),
+            skipped: stats["skipped"].as_u64(),
             by_trigger: serde_json::from_value(stats["by_trigger"].clone())
                 .with_context(|| format!("unexpected trigger counts in {line:?}"))?,
         })

@@ -3,7 +3,7 @@
 //! admin client the harness uses without being counted, and a tracker that follows Caches
 //! (and, when asked, pods) through watches to time what the operator achieves.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -339,6 +339,8 @@ struct TrackerState {
     /// Pods deleted on purpose: when, and whether the deletion has been seen.
     pending_heals: HashMap<String, (Instant, bool)>,
     heals: Vec<Duration>,
+    /// Pods with a deletionTimestamp that still exist (only with the pod watch).
+    terminating: HashSet<String>,
 }
 
 impl TrackerState {
@@ -382,7 +384,12 @@ impl TrackerState {
         }
     }
 
-    fn observe_pod(&mut self, key: String, deleted: bool, now: Instant) {
+    fn observe_pod(&mut self, key: String, deleted: bool, terminating: bool, now: Instant) {
+        if terminating && !deleted {
+            self.terminating.insert(key.clone());
+        } else {
+            self.terminating.remove(&key);
+        }
         if let Some((since, seen_deleted)) = self.pending_heals.get_mut(&key) {
             if deleted {
                 *seen_deleted = true;
@@ -433,7 +440,8 @@ impl Tracker {
                     _ => return,
                 };
                 let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
-                lock(&pods).observe_pod(key, deleted, now);
+                let terminating = pod.metadata.deletion_timestamp.is_some();
+                lock(&pods).observe_pod(key, deleted, terminating, now);
             })));
         }
         Tracker { state, tasks }
@@ -461,6 +469,21 @@ impl Tracker {
         let ready = lock(&self.state).ready;
         anyhow::bail!(
             "only {ready} of {total} Caches were Ready at their generation after {timeout:?}"
+        )
+    }
+
+    /// Wait until `total` Caches report Ready at their generation and no pod is
+    /// terminating: the world at rest (needs the pod watch).
+    pub async fn wait_quiet(&self, total: usize, timeout: Duration) -> anyhow::Result<()> {
+        let quiet = |s: &TrackerState| s.ready >= total && s.terminating.is_empty();
+        if self.wait_for(quiet, timeout).await {
+            return Ok(());
+        }
+        let state = lock(&self.state);
+        anyhow::bail!(
+            "after {timeout:?}, {} of {total} Caches were Ready at their generation and {} pods terminating",
+            state.ready,
+            state.terminating.len()
         )
     }
 
