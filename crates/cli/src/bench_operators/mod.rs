@@ -51,6 +51,10 @@ pub struct OperatorsBenchArgs {
     /// Reconciles running at once, in both runtimes.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
+    /// Run steady's Cache operator without `Config::skip_unchanged` (every event
+    /// reconciles, as in kube-runtime): to measure what the skipping saves.
+    #[arg(long)]
+    pub keep_echoes: bool,
     /// Where to write the SVG plot of cold-start time and memory against N.
     #[arg(long, default_value = "bench-operators.svg")]
     pub plot: PathBuf,
@@ -67,6 +71,7 @@ pub struct Plan {
     pub memory_replicas: i32,
     pub resync: Duration,
     pub concurrency: u16,
+    pub keep_echoes: bool,
     pub churn_rates: Vec<u32>,
     pub churn_duration: Duration,
     pub heal_deletes: usize,
@@ -99,6 +104,7 @@ impl Plan {
                 memory_replicas: 10,
                 resync: Duration::from_millis(300),
                 concurrency: args.concurrency,
+                keep_echoes: args.keep_echoes,
                 churn_rates: vec![20, 50, 100],
                 churn_duration: Duration::from_secs(1),
                 heal_deletes: 10,
@@ -118,6 +124,7 @@ impl Plan {
                 memory_replicas: 10,
                 resync: Duration::from_secs(5),
                 concurrency: args.concurrency,
+                keep_echoes: args.keep_echoes,
                 churn_rates: vec![200, 1_000, 5_000],
                 churn_duration: Duration::from_secs(10),
                 heal_deletes: 1_000,
@@ -140,11 +147,16 @@ pub async fn run(args: OperatorsBenchArgs) -> anyhow::Result<()> {
     );
     println!("machine: {}", machine());
     println!(
-        "{} Caches × 2 replicas, {} per namespace; concurrency {} in both runtimes; resync every {:?}; each operator in its own process, over HTTPS, against a fresh durable control plane with the simulated node",
+        "{} Caches × 2 replicas, {} per namespace; concurrency {} in both runtimes; resync every {:?}; steady {}; each operator in its own process, over HTTPS, against a fresh durable control plane with the simulated node",
         plan.caches,
         session::CACHES_PER_NAMESPACE,
         plan.concurrency,
-        plan.resync
+        plan.resync,
+        if plan.keep_echoes {
+            "runs every wake-up (--keep-echoes)"
+        } else {
+            "skips wake-ups that only echo its own writes"
+        }
     );
     let results = scenarios::run_all(&plan).await?;
     println!();

@@ -16,7 +16,7 @@ use anyhow::Context;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use super::Runtime;
+use super::{Plan, Runtime};
 
 /// Flags of the hidden `steady bench operator-process`.
 #[derive(clap::Args, Debug)]
@@ -31,6 +31,9 @@ pub struct OperatorProcessArgs {
     /// Reconciles running at once.
     #[arg(long)]
     pub concurrency: u16,
+    /// Run steady's operator without `Config::skip_unchanged`.
+    #[arg(long)]
+    pub keep_echoes: bool,
 }
 
 /// The child: run one operator until stdin closes.
@@ -49,6 +52,7 @@ pub async fn serve(args: OperatorProcessArgs) -> anyhow::Result<()> {
                 name: "cache".into(),
                 concurrency: usize::from(args.concurrency),
                 resync_period: Some(args.resync),
+                skip_unchanged: !args.keep_echoes,
                 ..steady_cache_operator::default_config()
             };
             let counter = reconciles.clone();
@@ -171,8 +175,7 @@ impl OperatorProcess {
     pub async fn spawn(
         runtime: Runtime,
         kubeconfig: &Path,
-        resync: Duration,
-        concurrency: u16,
+        plan: &Plan,
     ) -> anyhow::Result<OperatorProcess> {
         let exe = std::env::current_exe().context("cannot find the steady executable")?;
         let mut child = wrapped_command(exe)
@@ -180,9 +183,10 @@ impl OperatorProcess {
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--resync")
-            .arg(format!("{}ms", resync.as_millis()))
+            .arg(format!("{}ms", plan.resync.as_millis()))
             .arg("--concurrency")
-            .arg(concurrency.to_string())
+            .arg(plan.concurrency.to_string())
+            .args(plan.keep_echoes.then_some("--keep-echoes"))
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "error".into()),

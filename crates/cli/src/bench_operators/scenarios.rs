@@ -272,8 +272,7 @@ async fn cold_start(
     let revision_before = session.api.store().revision();
     let events_before = session.events_stored()?;
     let started = Instant::now();
-    let operator =
-        OperatorProcess::spawn(runtime, &session.kubeconfig, plan.resync, plan.concurrency).await?;
+    let operator = OperatorProcess::spawn(runtime, &session.kubeconfig, plan).await?;
     session
         .tracker
         .wait_ready(caches.len(), plan.converge_timeout)
@@ -518,8 +517,7 @@ async fn memory_point(plan: &Plan, runtime: Runtime, pods: usize) -> anyhow::Res
     let session = Session::start(false).await?;
     let caches = pods / plan.memory_replicas as usize;
     session.create_caches(caches, plan.memory_replicas).await?;
-    let mut operator =
-        OperatorProcess::spawn(runtime, &session.kubeconfig, plan.resync, plan.concurrency).await?;
+    let mut operator = OperatorProcess::spawn(runtime, &session.kubeconfig, plan).await?;
     // Memory is measured with the world cached, converged or not: an operator that cannot
     // converge this many Caches in time is reported as such, not waited for forever.
     let converged = session
