@@ -110,9 +110,11 @@ pub struct Config {
     /// runs the reconciler, as in controller-runtime and kube-runtime). When set, a key
     /// whose last reconcile succeeded and changed its inputs — its primary and the objects
     /// it owns — only by its own writes through the context is *settled*; a later wake-up
-    /// by its primary's or owned objects' events is skipped while every one of those
-    /// objects still has the resourceVersion it had then (the events only echo those
-    /// writes). Resyncs, requeues, retries and mapped-watch triggers always run. Set it for
+    /// by its primary's or owned objects' events is skipped while none of those objects
+    /// has changed since in anything its watch wakes for (the events only echo those
+    /// writes, or bring changes nobody is woken for: a bare resourceVersion, a field a
+    /// projection leaves out). Resyncs, requeues, retries and mapped-watch triggers always
+    /// run. Skips count in `steady_reconcile_skipped_total`. Set it for
     /// a reconciler that reaches its fixed point in one run — one that does not write a
     /// status step and rely on that write's own event to take the next step.
     pub skip_unchanged: bool,

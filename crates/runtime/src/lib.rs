@@ -20,6 +20,8 @@
 //!   every Secret.
 //! - Writes go through [`Context::api`], which puts what the server returned into the
 //!   cache, so the next reconcile reads its own write even before the watch event arrives.
+//!   With [`Config::skip_unchanged`] set, that event does not run the reconciler again
+//!   either: a reconciler that reaches its fixed point in one run needs no confirming run.
 //! - Each kind has one source: a second `owns`/`watches` of one kind, or a `trim` of a
 //!   kind never watched, makes `run` fail at start ([`Controller::validate`] says so
 //!   earlier).
