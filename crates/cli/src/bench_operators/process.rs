@@ -137,6 +137,39 @@ fn wrapped_command(exe: PathBuf) -> tokio::process::Command {
     }
 }
 
+/// User + system CPU seconds the process `/proc/<process>` has used (`self`: this one).
+pub fn cpu_seconds_of(process: &str) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{process}/stat"))
+        .with_context(|| format!("cannot read /proc/{process}/stat"))?;
+    // Fields after the parenthesised command name; utime and stime are the 12th and
+    // 13th of those.
+    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => Ok((user + system) as f64 / USER_HZ),
+        _ => anyhow::bail!("unexpected /proc/{process}/stat: {stat}"),
+    }
+}
+
+/// The machine's idle and total CPU seconds since boot, all CPUs together (`/proc/stat`).
+pub fn machine_cpu_seconds() -> anyhow::Result<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").context("cannot read /proc/stat")?;
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .context("no cpu line in /proc/stat")?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal …: idle and iowait are idle time.
+    let idle = ticks.iter().skip(3).take(2).sum::<u64>();
+    let total = ticks.iter().take(8).sum::<u64>();
+    Ok((idle as f64 / USER_HZ, total as f64 / USER_HZ))
+}
+
 /// What the operator process reports about itself.
 #[derive(Clone, Debug)]
 pub struct Stats {
@@ -261,17 +294,7 @@ impl OperatorProcess {
 
     /// User + system CPU seconds the operator has used.
     pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .context("cannot read the operator's /proc stat")?;
-        // Fields after the parenthesised command name; utime and stime are the 12th and
-        // 13th of those.
-        let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-        let fields: Vec<&str> = after_name.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-        match (ticks(11), ticks(12)) {
-            (Some(user), Some(system)) => Ok((user + system) as f64 / USER_HZ),
-            _ => anyhow::bail!("unexpected /proc/{}/stat: {stat}", self.pid),
-        }
+        cpu_seconds_of(&self.pid.to_string())
     }
 
     /// Start measuring the peak resident size afresh (Linux `clear_refs` value 5).

@@ -11,7 +11,7 @@ use rand::seq::SliceRandom;
 use steady_cache_operator::Cache;
 use steady_cache_operator::resources::{desired_pod, desired_service, template_hash};
 
-use super::process::OperatorProcess;
+use super::process::{self, OperatorProcess};
 use super::session::{CacheRef, Requests, Session};
 use super::{Plan, Runtime};
 use crate::plot::{Chart, Series, render_svg};
@@ -79,7 +79,53 @@ pub struct ChurnPhase {
     /// Wake-ups skipped per update because the Cache's inputs were unchanged (steady's
     /// runtime only; NaN for kube-runtime).
     pub skipped_per_update: f64,
+    /// Where the machine's CPU went, from the first update until every status caught up.
+    pub cpu: CpuSplit,
     pub lags: Percentiles,
+}
+
+/// CPU cores used over an interval: the benchmark's own process (the server, the node,
+/// the load generator and the tracker), the operator's, and the machine's idle share.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuSplit {
+    pub benchmark: f64,
+    pub operator: f64,
+    pub idle_fraction: f64,
+}
+
+/// CPU counters at one moment, for [`CpuSplit::since`].
+struct CpuMark {
+    at: Instant,
+    benchmark: f64,
+    operator: f64,
+    machine_idle: f64,
+    machine_total: f64,
+}
+
+impl CpuMark {
+    fn now(operator: &OperatorProcess) -> anyhow::Result<CpuMark> {
+        let (machine_idle, machine_total) = process::machine_cpu_seconds()?;
+        Ok(CpuMark {
+            at: Instant::now(),
+            benchmark: process::cpu_seconds_of("self")?,
+            operator: operator.cpu_seconds()?,
+            machine_idle,
+            machine_total,
+        })
+    }
+}
+
+impl CpuSplit {
+    fn since(earlier: &CpuMark, operator: &OperatorProcess) -> anyhow::Result<CpuSplit> {
+        let now = CpuMark::now(operator)?;
+        let seconds = now.at.duration_since(earlier.at).as_secs_f64().max(1e-9);
+        let total = (now.machine_total - earlier.machine_total).max(1e-9);
+        Ok(CpuSplit {
+            benchmark: (now.benchmark - earlier.benchmark) / seconds,
+            operator: (now.operator - earlier.operator) / seconds,
+            idle_fraction: (now.machine_idle - earlier.machine_idle) / total,
+        })
+    }
 }
 
 pub struct MemoryPoint {
@@ -455,6 +501,7 @@ impl<'a> Churn<'a> {
         let first = self.next;
         self.next += updates;
         let before = operator.stats().await?;
+        let cpu_before = CpuMark::now(operator)?;
         let revision_before = session.api.store().revision();
         let start = tokio::time::Instant::now();
         let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
@@ -482,6 +529,7 @@ impl<'a> Churn<'a> {
         let reconciles = after.reconciles - before.reconciles;
         let lags = session.tracker.settle_updates(plan.settle_timeout).await;
         let server_writes = session.api.store().revision() - revision_before;
+        let cpu = CpuSplit::since(&cpu_before, operator)?;
         let per_update = |n: u64| n as f64 / updates.max(1) as f64;
         let by_trigger_per_update = match (before.by_trigger, after.by_trigger) {
             (Some(before), Some(after)) => Some(
@@ -501,6 +549,7 @@ impl<'a> Churn<'a> {
         };
         Ok(ChurnPhase {
             skipped_per_update,
+            cpu,
             sent_per_second: updates as f64 / sending,
             reconciles_per_second: reconciles as f64 / sending,
             reconciles_per_update: per_update(reconciles),
@@ -831,6 +880,19 @@ impl Results {
                 "wake-ups skipped per update (inputs unchanged)",
                 both(&|r| phase(r).skipped_per_update),
                 2,
+            );
+            table.text(
+                scenario,
+                "CPU cores: benchmark process (server, node, load) / operator; machine idle",
+                Runtime::BOTH.map(|r| {
+                    let cpu = phase(r).cpu;
+                    format!(
+                        "{:.2} / {:.2}; {:.0} %",
+                        cpu.benchmark,
+                        cpu.operator,
+                        cpu.idle_fraction * 100.0
+                    )
+                }),
             );
             table.numbers(
                 scenario,
