@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Resource};
 use serde_json::json;
@@ -431,14 +430,7 @@ async fn deleting_an_owned_object_triggers_its_owner() {
         serde_json::from_value(json!({"metadata": {"name": "owned", "namespace": "default"}}))
             .expect("secret");
     let mut secret = secret;
-    secret.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: ConfigMap::api_version(&()).to_string(),
-        kind: ConfigMap::kind(&()).to_string(),
-        name: "owner".into(),
-        uid: owner.metadata.uid.clone().expect("uid"),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
+    secret.metadata.owner_references = owner.controller_owner_ref(&()).map(|r| vec![r]);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     secrets
         .create(&PostParams::default(), &secret)
@@ -581,14 +573,7 @@ async fn copy_reconcile(
     let mut secret: Secret =
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"}}))
             .map_err(|e| e.to_string())?;
-    secret.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        name: cm.metadata.name.clone().unwrap_or_default(),
-        uid: cm.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
+    secret.metadata.owner_references = cm.controller_owner_ref(&()).map(|r| vec![r]);
     secret.data = Some(
         want.into_iter()
             .map(|(k, v)| (k, k8s_openapi::ByteString(v.into_bytes())))
@@ -978,14 +963,7 @@ async fn copy_and_mark(cm: Arc<ConfigMap>, ctx: Arc<Context<Arc<Log>>>) -> Resul
             json!({"metadata": {"name": copy_name, "namespace": "default"}}),
         )
         .map_err(|e| e.to_string())?;
-        secret.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            name: name.clone(),
-            uid: cm.metadata.uid.clone().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }]);
+        secret.metadata.owner_references = cm.controller_owner_ref(&()).map(|r| vec![r]);
         secret.data = want;
         match have {
             None => secrets.create(&PostParams::default(), &secret).await,
