@@ -431,15 +431,9 @@ async fn changed_the_world(
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .unwrap_or_default();
-    let written_at = serde_json::from_slice::<serde_json::Value>(&bytes)
+    let written_at = serde_json::from_slice::<Head>(&bytes)
         .ok()
-        .and_then(|object| {
-            object
-                .pointer("/metadata/resourceVersion")?
-                .as_str()?
-                .parse::<u64>()
-                .ok()
-        });
+        .and_then(|object| object.metadata.resource_version?.parse::<u64>().ok());
     let effective = match written_at {
         Some(revision) => revision > revision_before,
         None => revision_after > revision_before,
@@ -667,18 +661,42 @@ fn wrap_watch(body: Body, faults: Arc<Faults>, what: String) -> Body {
     Body::from_stream(stream)
 }
 
+/// What the fault layer reads of an object: serde skips the rest without building it.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Head {
+    kind: Option<String>,
+    metadata: HeadMetadata,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct HeadMetadata {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+}
+
+/// What the fault layer reads of a watch event.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct EventHead {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    object: Head,
+}
+
 /// `MODIFIED Pod default/x-1` from an event line.
 fn summary(line: &[u8]) -> String {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+    let Ok(event) = serde_json::from_slice::<EventHead>(line) else {
         return "?".into();
     };
-    let kind = value["object"]["kind"].as_str().unwrap_or("?");
-    let ns = value["object"]["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or("");
-    let name = value["object"]["metadata"]["name"].as_str().unwrap_or("?");
+    let meta = event.object.metadata;
     format!(
-        "{} {kind} {ns}/{name}",
-        value["type"].as_str().unwrap_or("?")
+        "{} {} {}/{}",
+        event.kind.as_deref().unwrap_or("?"),
+        event.object.kind.as_deref().unwrap_or("?"),
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("?")
     )
 }

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::cluster::Workloads;
 use crate::fault::{FaultKind, FaultRates, FaultService, Faults, HOT_LOOP_WRITES, Trace};
 use crate::scenario::{Launch, RESYNC_PERIOD, Scenario, Step};
-use crate::world::World;
+use crate::world::{Decodes, World};
 
 /// The generic properties every run is checked against, needing nothing from the author.
 pub const PROPERTIES: [&str; 4] = [
@@ -391,6 +391,8 @@ struct Run<'a> {
     workloads: Option<Workloads>,
     /// The store revision the invariants last held at: an unchanged world needs no check.
     checked_at: Option<u64>,
+    /// What this run's snapshots of the world decoded so far.
+    decodes: Arc<Decodes>,
     report: Report,
 }
 
@@ -447,6 +449,7 @@ impl<'a> Run<'a> {
             controller: None,
             workloads,
             checked_at: None,
+            decodes: Arc::default(),
             report,
         };
         run.go().await;
@@ -511,7 +514,7 @@ impl<'a> Run<'a> {
     }
 
     fn world(&self) -> World {
-        World::read(self.server.store())
+        World::read(self.server.store(), &self.decodes)
     }
 
     fn start_controller(&mut self) {

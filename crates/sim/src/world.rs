@@ -4,8 +4,8 @@
 //! Read straight from the store (not through the API, so taking one injects no fault and
 //! counts no request); objects are decoded only when asked for.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -34,6 +34,40 @@ use steady_store::{ListOptions, Store};
 #[derive(Debug, Clone, Default)]
 pub struct World {
     objects: BTreeMap<Arc<str>, Bytes>,
+    decodes: Arc<Decodes>,
+}
+
+/// What earlier snapshots of one run decoded, by store key and the bytes decoded. A run
+/// takes a snapshot every simulated second and most objects have not changed since the
+/// last one: their decodes are reused, not repeated.
+#[derive(Debug, Default)]
+pub(crate) struct Decodes {
+    metadata: Memo<Option<ObjectMeta>>,
+    normalised: Memo<Option<String>>,
+}
+
+#[derive(Debug)]
+struct Memo<T>(Mutex<HashMap<Arc<str>, (Bytes, T)>>);
+
+impl<T> Default for Memo<T> {
+    fn default() -> Self {
+        Memo(Mutex::default())
+    }
+}
+
+impl<T: Clone> Memo<T> {
+    /// `decode(bytes)`, or what it returned for the same bytes at `key` before.
+    fn get_or(&self, key: &Arc<str>, bytes: &Bytes, decode: impl FnOnce(&Bytes) -> T) -> T {
+        let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((seen, decoded)) = memo.get(key)
+            && seen == bytes
+        {
+            return decoded.clone();
+        }
+        let decoded = decode(bytes);
+        memo.insert(key.clone(), (bytes.clone(), decoded.clone()));
+        decoded
+    }
 }
 
 /// Kinds whose objects are records of what happened, not state a controller converges:
@@ -45,13 +79,17 @@ const HISTORY_KINDS: [&str; 3] = [
 ];
 
 impl World {
-    /// The store's current contents.
-    pub(crate) fn read(store: &Store) -> World {
+    /// The store's current contents; `decodes` are what earlier snapshots of the same
+    /// run decoded.
+    pub(crate) fn read(store: &Store, decodes: &Arc<Decodes>) -> World {
         let objects = store
             .list("/", &ListOptions::default(), &|_| true)
             .map(|page| page.items.into_iter().map(|o| (o.key, o.value)).collect())
             .unwrap_or_default();
-        World { objects }
+        World {
+            objects,
+            decodes: decodes.clone(),
+        }
     }
 
     /// Every stored object of kind `K`, in namespace then name order (objects that do not
@@ -61,7 +99,7 @@ impl World {
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
         self.of_kind::<K>()
-            .filter_map(|value| serde_json::from_slice(value).ok())
+            .filter_map(|(_, value)| serde_json::from_slice(value).ok())
             .collect()
     }
 
@@ -86,12 +124,17 @@ impl World {
         K: Resource<DynamicType = ()>,
     {
         self.of_kind::<K>()
-            .filter_map(|value| serde_json::from_slice::<MetadataOnly>(value).ok())
-            .map(|object| object.metadata.into())
+            .filter_map(|(key, value)| {
+                self.decodes.metadata.get_or(key, value, |value| {
+                    serde_json::from_slice::<MetadataOnly>(value)
+                        .map(|object| object.metadata.into())
+                        .ok()
+                })
+            })
             .collect()
     }
 
-    fn of_kind<K: Resource<DynamicType = ()>>(&self) -> impl Iterator<Item = &Bytes> {
+    fn of_kind<K: Resource<DynamicType = ()>>(&self) -> impl Iterator<Item = (&Arc<str>, &Bytes)> {
         let prefix = prefix_of::<K>();
         self.objects
             .range::<str, _>((
@@ -99,7 +142,6 @@ impl World {
                 std::ops::Bound::Unbounded,
             ))
             .take_while(move |(key, _)| key.starts_with(&prefix))
-            .map(|(_, value)| value)
     }
 
     /// The object of kind `K` named `name` in `namespace` (`""` for a cluster-scoped kind).
@@ -136,25 +178,32 @@ impl World {
             .iter()
             .filter(|(key, _)| !HISTORY_KINDS.iter().any(|p| key.starts_with(p)))
             .filter_map(|(key, value)| {
-                let mut object: Value = serde_json::from_slice(value).ok()?;
-                if left_for_pod_gc(&object) {
-                    return None;
-                }
-                mask_generation(&mut object);
-                sort_conditions(&mut object);
-                let generated = normalise_metadata(&mut object);
-                mask_allocated_addresses(&mut object);
-                mask_timestamps(&mut object);
-                let key = match generated {
-                    Some((name, masked)) => key.replace(&name, &masked),
-                    None => key.to_string(),
-                };
-                Some(format!("{key} {object}"))
+                self.decodes
+                    .normalised
+                    .get_or(key, value, |value| normalised_line(key, value))
             })
             .collect();
         lines.sort();
         lines
     }
+}
+
+/// One object's line of [`World::normalised`], unless it is left out.
+fn normalised_line(key: &str, value: &[u8]) -> Option<String> {
+    let mut object: Value = serde_json::from_slice(value).ok()?;
+    if left_for_pod_gc(&object) {
+        return None;
+    }
+    mask_generation(&mut object);
+    sort_conditions(&mut object);
+    let generated = normalise_metadata(&mut object);
+    mask_allocated_addresses(&mut object);
+    mask_timestamps(&mut object);
+    let key = match generated {
+        Some((name, masked)) => key.replace(&name, &masked),
+        None => key.to_string(),
+    };
+    Some(format!("{key} {object}"))
 }
 
 /// An object with only its metadata decoded (serde skips the rest without building it).
@@ -392,6 +441,7 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            ..World::default()
         };
         let kept: Vec<String> = world
             .normalised()
