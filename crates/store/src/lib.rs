@@ -110,6 +110,22 @@ pub struct Event {
     pub labels: Labels,
     /// Previous state (None on create).
     pub prev: Option<Bytes>,
+    /// What the writer derived from `value` before it was encoded, when it passed
+    /// something ([`Store::create_derived`], [`Store::update_derived`]): a follower that
+    /// would decode `value` for it reads it here instead. Only in events of this process's
+    /// own writes; never on a delete, nor in events replayed from disk.
+    pub derived: Option<Derived>,
+}
+
+/// Anything a writer derived from a value and its followers would otherwise decode again;
+/// the store only carries it.
+#[derive(Clone)]
+pub struct Derived(pub Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Derived(..)")
+    }
 }
 
 /// Errors returned by the store.
@@ -358,7 +374,17 @@ impl Store {
 
     /// Creates `key`; `AlreadyExists` if it is live.
     pub async fn create(&self, key: &str, value: serde_json::Value) -> Result<Object, StoreError> {
-        let encoded = Encoded::new(value)?;
+        self.create_derived(key, value, None).await
+    }
+
+    /// [`create`](Self::create), its event carrying `derived` (see [`Event::derived`]).
+    pub async fn create_derived(
+        &self,
+        key: &str,
+        value: serde_json::Value,
+        derived: Option<Derived>,
+    ) -> Result<Object, StoreError> {
+        let encoded = Encoded::new(value, derived)?;
         self.write(key, Op::Create(encoded)).await
     }
 
@@ -370,7 +396,18 @@ impl Store {
         value: serde_json::Value,
         expected: Option<Revision>,
     ) -> Result<Object, StoreError> {
-        let encoded = Encoded::new(value)?;
+        self.update_derived(key, value, expected, None).await
+    }
+
+    /// [`update`](Self::update), its event carrying `derived` (see [`Event::derived`]).
+    pub async fn update_derived(
+        &self,
+        key: &str,
+        value: serde_json::Value,
+        expected: Option<Revision>,
+        derived: Option<Derived>,
+    ) -> Result<Object, StoreError> {
+        let encoded = Encoded::new(value, derived)?;
         self.write(key, Op::Update(encoded, expected)).await
     }
 

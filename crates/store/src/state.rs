@@ -105,6 +105,7 @@ impl State {
                     value: r.value.clone(),
                     labels: labels.clone(),
                     prev: prev.map(|(_, v)| v),
+                    derived: None,
                 };
                 st.history_bytes += history_weight(&event);
                 st.events.push_back(Arc::new(event));
@@ -361,6 +362,7 @@ mod tests {
             value,
             labels: Labels::default(),
             prev: prev.map(|(_, v)| v),
+            derived: None,
         };
         st.apply(&[Arc::new(event)]);
     }

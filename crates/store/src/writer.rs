@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Backend;
-use crate::{Event, EventKind, Labels, Object, Revision, Shared, StoreError};
+use crate::{Derived, Event, EventKind, Labels, Object, Revision, Shared, StoreError};
 
 /// Maximum number of requests drained into one group commit.
 const MAX_BATCH: usize = 1024;
@@ -75,11 +75,12 @@ pub(crate) struct Encoded {
     /// Offset just after the opening quote of the empty `resourceVersion` string.
     revision_at: usize,
     labels: Labels,
+    derived: Option<Derived>,
 }
 
 impl Encoded {
     /// Encodes `value`, which must be a JSON object whose `metadata`, if any, is an object.
-    pub(crate) fn new(mut value: Value) -> Result<Encoded, StoreError> {
+    pub(crate) fn new(mut value: Value, derived: Option<Derived>) -> Result<Encoded, StoreError> {
         let labels = Labels::of(&value);
         let obj = value
             .as_object_mut()
@@ -110,6 +111,7 @@ impl Encoded {
             json,
             revision_at,
             labels,
+            derived,
         })
     }
 
@@ -121,6 +123,11 @@ impl Encoded {
         bytes.extend_from_slice(rev.as_bytes());
         bytes.extend_from_slice(&self.json[self.revision_at..]);
         (Bytes::from(bytes), self.labels.clone())
+    }
+
+    /// The stored bytes at `rev` and what the writer derived from them.
+    fn into_event_parts(self, rev: Revision) -> ((Bytes, Labels), Option<Derived>) {
+        (self.at_revision(rev), self.derived)
     }
 
     /// Bytes this write adds to a batch (without the revision's few digits).
@@ -161,7 +168,7 @@ fn write_object(
 fn reencode(bytes: &Bytes, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| StoreError::Backend(format!("stored value is not JSON: {e}")))?;
-    Ok(Encoded::new(value)?.at_revision(rev))
+    Ok(Encoded::new(value, None)?.at_revision(rev))
 }
 
 pub(crate) struct Writer {
@@ -413,22 +420,30 @@ fn stage(
             _ => Ok((actual, value)),
         }
     };
-    let (kind, (value, labels), prev) = match op {
+    let (kind, ((value, labels), derived), prev) = match op {
         Op::Create(encoded) => {
             if cur.is_some() {
                 return Err(StoreError::AlreadyExists {
                     key: key.to_string(),
                 });
             }
-            (EventKind::Created, encoded.at_revision(rev), None)
+            (EventKind::Created, encoded.into_event_parts(rev), None)
         }
         Op::Update(encoded, expected) => {
             let (_, prev) = check(expected)?;
-            (EventKind::Updated, encoded.at_revision(rev), Some(prev))
+            (
+                EventKind::Updated,
+                encoded.into_event_parts(rev),
+                Some(prev),
+            )
         }
         Op::Delete(expected) => {
             let (_, prev) = check(expected)?;
-            (EventKind::Deleted, reencode(&prev, rev)?, Some(prev))
+            (
+                EventKind::Deleted,
+                (reencode(&prev, rev)?, None),
+                Some(prev),
+            )
         }
     };
     Ok(Event {
@@ -438,6 +453,7 @@ fn stage(
         value,
         labels,
         prev,
+        derived,
     })
 }
 
@@ -447,7 +463,7 @@ mod tests {
 
     fn create_of(bytes: usize) -> Request {
         let value = serde_json::json!({"data": "x".repeat(bytes)});
-        let encoded = Encoded::new(value).expect("an object encodes");
+        let encoded = Encoded::new(value, None).expect("an object encodes");
         Request::Write(WriteReq {
             key: "/k".into(),
             op: Op::Create(encoded),
@@ -502,10 +518,10 @@ mod tests {
         });
         let mut expected = value.clone();
         expected["metadata"]["resourceVersion"] = Value::from("42");
-        let (bytes, labels) = Encoded::new(value).expect("encodes").at_revision(42);
+        let (bytes, labels) = Encoded::new(value, None).expect("encodes").at_revision(42);
         assert_eq!(bytes, serde_json::to_vec(&expected).expect("serializes"));
         assert_eq!(labels.get("app"), Some("x"));
-        let bare = Encoded::new(serde_json::json!({"a": 1})).expect("encodes");
+        let bare = Encoded::new(serde_json::json!({"a": 1}), None).expect("encodes");
         let (bytes, _) = bare.at_revision(7);
         assert_eq!(&bytes[..], br#"{"a":1,"metadata":{"resourceVersion":"7"}}"#);
     }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steady_store::{Change, ChangeKind, Follow, Followed, Revision, Snapshot, StoreError};
+use steady_store::{Change, ChangeKind, Derived, Follow, Followed, Revision, Snapshot, StoreError};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -137,7 +137,19 @@ struct Node {
     crd_prefix: Option<String>,
 }
 
+/// What the collector reads of an object, derived by the write that stores it so that the
+/// write's event carries it ([`steady_store::Event::derived`]): the collector reads every
+/// write, and would otherwise decode the committed bytes again.
+pub(crate) fn derived_for_collector(key: &str, object: &Value) -> Option<Derived> {
+    Node::parse(key, object).map(|read| Derived(Arc::new(read)))
+}
+
 impl Node {
+    /// What a write's event carries for the collector, if it is that.
+    fn derived(derived: Option<&Derived>) -> Option<&(String, Node)> {
+        derived?.0.downcast_ref()
+    }
+
     /// The object's uid and what the collector needs of it, or why it cannot read it.
     fn read(key: &str, bytes: &[u8]) -> Result<(String, Node), String> {
         let no_uid = || "it has no metadata.uid".to_string();
@@ -339,7 +351,7 @@ impl GarbageCollector {
         self.retry.clear();
         self.retry_at = None;
         for object in snapshot.objects {
-            if let Err(why) = self.observe(&object.key, object.revision, &object.value)
+            if let Err(why) = self.observe(&object.key, object.revision, &object.value, None)
                 && !known_unreadable.contains_key(&*object.key)
             {
                 report_unreadable(&object.key, &why);
@@ -354,7 +366,8 @@ impl GarbageCollector {
         match change.kind {
             ChangeKind::Added | ChangeKind::Modified => {
                 let known = self.unreadable.contains_key(key);
-                if let Err(why) = self.observe(key, event.revision, &event.value)
+                let derived = event.derived.as_ref();
+                if let Err(why) = self.observe(key, event.revision, &event.value, derived)
                     && !known
                 {
                     report_unreadable(key, &why);
@@ -365,8 +378,18 @@ impl GarbageCollector {
     }
 
     /// Index the current state of `key`; `Err` says why the collector cannot read it.
-    fn observe(&mut self, key: &str, revision: Revision, value: &[u8]) -> Result<(), String> {
-        match Node::read(key, value) {
+    fn observe(
+        &mut self,
+        key: &str,
+        revision: Revision,
+        value: &[u8],
+        derived: Option<&Derived>,
+    ) -> Result<(), String> {
+        let read = match Node::derived(derived) {
+            Some(read) => Ok(read.clone()),
+            None => Node::read(key, value),
+        };
+        match read {
             Ok((uid, node)) => {
                 self.upsert(key, uid, node);
                 Ok(())

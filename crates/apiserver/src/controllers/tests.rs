@@ -21,6 +21,13 @@ fn reading_only_the_metadata_sees_what_parsing_the_whole_object_sees() {
     let (_, parsed) = Node::parse(key, &pod).expect("parses");
     assert_eq!(uid, "u-1");
     assert_eq!(format!("{read:?}"), format!("{parsed:?}"));
+    let derived = derived_for_collector(key, &pod);
+    let (derived_uid, carried) = Node::derived(derived.as_ref()).expect("a write derives it");
+    assert_eq!(
+        (derived_uid, format!("{carried:?}")),
+        (&uid, format!("{read:?}")),
+        "what a write's event carries is what reading its bytes gives"
+    );
     assert_eq!(read.owners.len(), 1);
     assert!(read.deleting);
     assert_eq!(read.finalizers, ["a/b"]);

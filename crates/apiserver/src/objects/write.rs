@@ -12,6 +12,7 @@ use super::ownership::{Ownership, apply_error, shape, writer};
 use super::{Target, attempts_until_applied, parse_revision, parse_stored, to_bytes};
 use crate::ApiServer;
 use crate::apply;
+use crate::controllers::derived_for_collector;
 use crate::crd;
 use crate::defaults;
 use crate::error::{ApiError, ApiResult};
@@ -199,9 +200,10 @@ impl ApiServer {
         }
         let key = rt.key(ns.as_deref(), &name);
         let obj = self.to_storage_version(rt, obj).await?;
+        let derived = derived_for_collector(&key, &obj);
         let stored = self
             .store()
-            .create(&key, obj)
+            .create_derived(&key, obj, derived)
             .await
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
         self.after_commit(rt, &stored.value);
@@ -479,9 +481,10 @@ impl ApiServer {
             ));
         }
         let new = self.to_storage_version(rt, new).await?;
+        let derived = derived_for_collector(&key, &new);
         let stored = self
             .store()
-            .update(&key, new, Some(rev))
+            .update_derived(&key, new, Some(rev), derived)
             .await
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
         self.after_commit(rt, &stored.value);

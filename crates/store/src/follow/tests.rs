@@ -206,3 +206,29 @@ async fn a_follow_ends_after_the_last_change_when_the_store_shuts_down() {
     assert_eq!(change(&mut follow).await.1, "/cm/a");
     assert!(follow.next_or_relist().await.is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_writers_derived_value_reaches_followers_of_its_write_only() {
+    let store = store().await;
+    let (_, mut follow) = store.follow("/cm/", None).expect("follow");
+    let derived = |n: u32| Some(crate::Derived(std::sync::Arc::new(n)));
+    store
+        .create_derived("/cm/a", object("a", "web"), derived(1))
+        .await
+        .expect("create");
+    store
+        .update_derived("/cm/a", object("a", "db"), None, derived(2))
+        .await
+        .expect("update");
+    update(&store, "a", "web").await;
+    delete(&store, "a").await;
+    let mut carried = Vec::new();
+    for _ in 0..4 {
+        let Followed::Change(change) = followed(&mut follow).await else {
+            panic!("changes follow the snapshot");
+        };
+        let derived = change.event.derived.as_ref();
+        carried.push(derived.and_then(|d| d.0.downcast_ref::<u32>().copied()));
+    }
+    assert_eq!(carried, [Some(1), Some(2), None, None]);
+}
