@@ -74,6 +74,7 @@ impl ApiServer {
                     }
                 }
             }
+            let before = deletion_state(&obj, namespace_finalizing);
             let already_deleting = meta::deletion_timestamp(&obj).is_some();
             let now = self.now();
             let deadline = (now + chrono::Duration::seconds(grace))
@@ -92,8 +93,7 @@ impl ApiServer {
             if namespace_finalizing {
                 obj["status"] = json!({"phase": "Terminating"});
             }
-            let old = parse_stored(&stored)?;
-            if meta::same_content(&old, &obj) {
+            if deletion_state(&obj, namespace_finalizing) == before {
                 return Ok((self.present_converted(rt, stored.value).await?, false));
             }
             match self.store().update(&key, obj, Some(stored.revision)).await {
@@ -249,3 +249,15 @@ fn grace_period(rt: &ResourceType, obj: &Value, opts: &DeleteOptions) -> i64 {
 /// The longest grace period honoured (about 68 years): a larger one, from the request or the
 /// pod's spec, would overflow the deletion timestamp.
 const MAX_GRACE_PERIOD_SECONDS: i64 = i32::MAX as i64;
+
+/// Every part of `obj` a delete may change: the same before and after, the delete changed
+/// nothing (compared without a second copy of the whole object).
+fn deletion_state(obj: &Value, namespace_finalizing: bool) -> [Option<Value>; 4] {
+    let field = |name: &str| meta::metadata(obj).and_then(|m| m.get(name)).cloned();
+    [
+        field("deletionTimestamp"),
+        field("deletionGracePeriodSeconds"),
+        field("finalizers"),
+        obj.get("status").filter(|_| namespace_finalizing).cloned(),
+    ]
+}
