@@ -440,3 +440,47 @@ async fn a_kubelet_posts_a_heartbeat_every_interval() {
         "the heartbeat came after {elapsed:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn nodes_record_events_unless_told_not_to() {
+    for record_events in [true, false] {
+        let server = bare_server().await;
+        let nodes = steady_cluster::node::NodeConfig {
+            seed: Some(1),
+            record_events,
+            ..Default::default()
+        };
+        steady_cluster::node::spawn(server.client(), nodes);
+        let client = server.client();
+        create_pod(&client, "quiet", json!({})).await;
+        running_on(&client, "quiet").await;
+        pod_when(
+            &client,
+            "quiet",
+            "Ready",
+            steady_cluster::pod_template::is_ready,
+        )
+        .await;
+        let events: Api<Event> = Api::namespaced(client.clone(), NS);
+        let reasons = || async {
+            let listed = events.list(&ListParams::default()).await.expect("events");
+            let mut reasons: Vec<String> =
+                listed.items.into_iter().filter_map(|e| e.reason).collect();
+            reasons.sort();
+            reasons
+        };
+        if record_events {
+            eventually("the pod's events", LIMIT, || async {
+                let reasons = reasons().await;
+                ["Scheduled", "Started"]
+                    .iter()
+                    .all(|r| reasons.iter().any(|seen| seen == r))
+                    .then_some(())
+            })
+            .await;
+        } else {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            assert_eq!(reasons().await, Vec::<String>::new());
+        }
+    }
+}

@@ -436,6 +436,7 @@ impl<'a> Run<'a> {
         let nodes = NodeConfig {
             seed: Some(seed),
             clock: launch.clock.clone(),
+            record_events: scenario.node_events,
             ..NodeConfig::default()
         };
         let node = steady_cluster::node::spawn(server.client(), nodes);

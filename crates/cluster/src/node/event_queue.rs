@@ -19,7 +19,8 @@ pub const QUEUED_EVENTS: usize = 1000;
 /// The Events of one component, written by a task of their own.
 pub(super) struct EventQueue {
     component: String,
-    queue: mpsc::Sender<Value>,
+    /// `None` when the component records no Events ([`EventQueue::discarding`]).
+    queue: Option<mpsc::Sender<Value>>,
     dropped: AtomicU64,
 }
 
@@ -31,15 +32,27 @@ impl EventQueue {
         tokio::spawn(write_in_order(client, events));
         EventQueue {
             component,
-            queue,
+            queue: Some(queue),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// A queue that writes nothing (see `NodeConfig::record_events`).
+    pub fn discarding(component: String) -> EventQueue {
+        EventQueue {
+            component,
+            queue: None,
             dropped: AtomicU64::new(0),
         }
     }
 
     /// Queue `events` in order; those that find the queue full are dropped.
     pub fn record(&self, events: Vec<Value>) {
+        let Some(queue) = &self.queue else {
+            return;
+        };
         for event in events {
-            if let Err(mpsc::error::TrySendError::Full(event)) = self.queue.try_send(event) {
+            if let Err(mpsc::error::TrySendError::Full(event)) = queue.try_send(event) {
                 self.drop_event(&event);
             }
         }

@@ -68,6 +68,10 @@ pub struct NodeConfig {
     /// Source of the timestamps the nodes write (the simulator supplies its own, a fixed
     /// start advancing with the paused clock).
     pub clock: Clock,
+    /// Whether the kubelets and the scheduler record Events (Scheduled, Pulled, Started,
+    /// Killing, ...), as real ones do. A simulation whose controller reads no Events may
+    /// leave them out: they are most of the node's writes.
+    pub record_events: bool,
 }
 
 impl Default for NodeConfig {
@@ -81,6 +85,7 @@ impl Default for NodeConfig {
             heartbeat_interval: Duration::from_secs(40),
             seed: None,
             clock: crate::clock::starting_now(),
+            record_events: true,
         }
     }
 }
@@ -179,7 +184,10 @@ impl Nodes {
             None => StdRng::from_os_rng(),
         };
         let names = config.node_names();
-        let queue = |component: String| EventQueue::start(client.clone(), component, QUEUED_EVENTS);
+        let queue = |component: String| match config.record_events {
+            true => EventQueue::start(client.clone(), component, QUEUED_EVENTS),
+            false => EventQueue::discarding(component),
+        };
         Nodes {
             kubelet_events: names
                 .iter()
