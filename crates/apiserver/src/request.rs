@@ -236,9 +236,19 @@ pub fn deeper_than(value: &Value, limit: usize) -> bool {
     }
 }
 
-/// Whether JSON text nests more than `limit` levels deep: one linear pass, so a body is
-/// rejected before a parser recurses into it. Exact for valid JSON.
+/// Whether JSON text nests more than `limit` levels deep, so a body is rejected before a
+/// parser recurses into it. Exact for valid JSON. No JSON nests deeper than it has `{` and
+/// `[` bytes, and counting those is a vectorised search several times cheaper than the
+/// exact scan, which only text with more of them than the limit still needs.
 pub(crate) fn json_deeper_than(text: &[u8], limit: usize) -> bool {
+    let more_openers_than_the_limit = memchr::memchr2_iter(b'{', b'[', text)
+        .nth(limit)
+        .is_some();
+    more_openers_than_the_limit && json_nesting_exceeds(text, limit)
+}
+
+/// [`json_deeper_than`] by one pass over every byte.
+fn json_nesting_exceeds(text: &[u8], limit: usize) -> bool {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;

@@ -106,14 +106,9 @@ impl SkeletonMetadata {
     }
 }
 
-/// Whether `bytes` nest deeper than [`SKIM_DEPTH`]. No JSON nests deeper than it has `{`
-/// and `[` bytes, and finding that many is a vectorised search several times cheaper than
-/// the exact scan, which only objects with more of them than the limit still need.
+/// Whether `bytes` nest deeper than [`SKIM_DEPTH`].
 fn deeper_than_skim_depth(bytes: &[u8]) -> bool {
-    let more_openers_than_the_limit = memchr::memchr2_iter(b'{', b'[', bytes)
-        .nth(SKIM_DEPTH)
-        .is_some();
-    more_openers_than_the_limit && crate::request::json_deeper_than(bytes, SKIM_DEPTH)
+    crate::request::json_deeper_than(bytes, SKIM_DEPTH)
 }
 
 #[derive(Debug, Clone)]
