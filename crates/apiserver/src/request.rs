@@ -241,9 +241,7 @@ pub fn deeper_than(value: &Value, limit: usize) -> bool {
 /// `[` bytes, and counting those is a vectorised search several times cheaper than the
 /// exact scan, which only text with more of them than the limit still needs.
 pub(crate) fn json_deeper_than(text: &[u8], limit: usize) -> bool {
-    let more_openers_than_the_limit = memchr::memchr2_iter(b'{', b'[', text)
-        .nth(limit)
-        .is_some();
+    let more_openers_than_the_limit = memchr::memchr2_iter(b'{', b'[', text).nth(limit).is_some();
     more_openers_than_the_limit && json_nesting_exceeds(text, limit)
 }
 

@@ -12,28 +12,47 @@ use super::{META_FIELDS, child, flag, index, props};
 /// `spec.ports[0].bar`) in traversal order.
 pub fn prune(obj: &mut Value, schema: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    prune_value(obj, Some(schema), "", true, &mut out);
+    prune_value(obj, Some(schema), At::Root, true, &mut out);
     out
+}
+
+/// Where a value is in the object: rendered as a path (`spec.ports[0]`) only for a field
+/// that is removed, which few writes have, instead of built for every field walked.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root,
+    Field(&'a At<'a>, &'a str),
+    Item(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn path(&self) -> String {
+        match self {
+            At::Root => String::new(),
+            At::Field(parent, key) => child(&parent.path(), key),
+            At::Item(parent, i) => index(&parent.path(), *i),
+        }
+    }
 }
 
 fn prune_value(
     v: &mut Value,
     schema: Option<&Value>,
-    path: &str,
+    at: At<'_>,
     root: bool,
     out: &mut Vec<String>,
 ) {
     if let Some(s) = schema
         && flag(s, "x-kubernetes-preserve-unknown-fields")
     {
-        skip_prune(v, s, path, root, out);
+        skip_prune(v, s, at, root, out);
         return;
     }
     match v {
         Value::Object(map) => {
             let Some(s) = schema else {
                 for k in map.keys() {
-                    out.push(child(path, k));
+                    out.push(At::Field(&at, k).path());
                 }
                 map.clear();
                 return;
@@ -41,43 +60,40 @@ fn prune_value(
             let embedded = root || flag(s, "x-kubernetes-embedded-resource");
             let properties = props(s);
             let additional = s.get("additionalProperties");
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for k in keys {
+            map.retain(|k, val| {
                 if root && META_FIELDS.contains(&k.as_str()) {
-                    continue;
+                    return true;
                 }
-                let Some(val) = map.get_mut(&k) else { continue };
                 if embedded {
                     match k.as_str() {
-                        "apiVersion" | "kind" if val.is_string() => continue,
+                        "apiVersion" | "kind" if val.is_string() => return true,
                         "metadata" if properties.is_none_or(|p| !p.contains_key("metadata")) => {
-                            continue;
+                            return true;
                         }
                         _ => {}
                     }
                 }
-                if let Some(ps) = properties.and_then(|p| p.get(&k)) {
-                    prune_value(val, Some(ps), &child(path, &k), false, out);
-                } else {
-                    match additional {
-                        Some(Value::Bool(true)) => {}
-                        Some(a @ Value::Object(_)) => {
-                            prune_value(val, Some(a), &child(path, &k), false, out);
-                        }
-                        _ => {
-                            out.push(child(path, &k));
-                            map.remove(&k);
-                        }
+                let here = At::Field(&at, k);
+                match (properties.and_then(|p| p.get(k)), additional) {
+                    (Some(ps), _) => prune_value(val, Some(ps), here, false, out),
+                    (None, Some(Value::Bool(true))) => {}
+                    (None, Some(a @ Value::Object(_))) => {
+                        prune_value(val, Some(a), here, false, out)
+                    }
+                    (None, _) => {
+                        out.push(here.path());
+                        return false;
                     }
                 }
-            }
+                true
+            });
         }
         Value::Array(items) => {
             let item_schema = schema
                 .and_then(|s| s.get("items"))
                 .filter(|i| i.is_object());
             for (i, x) in items.iter_mut().enumerate() {
-                prune_value(x, item_schema, &index(path, i), false, out);
+                prune_value(x, item_schema, At::Item(&at, i), false, out);
             }
         }
         _ => {}
@@ -86,7 +102,7 @@ fn prune_value(
 
 /// Pruning below a node with `x-kubernetes-preserve-unknown-fields: true`:
 /// unknown fields are kept, known ones are pruned against their schema.
-fn skip_prune(v: &mut Value, s: &Value, path: &str, root: bool, out: &mut Vec<String>) {
+fn skip_prune(v: &mut Value, s: &Value, at: At<'_>, root: bool, out: &mut Vec<String>) {
     match v {
         Value::Object(map) => {
             let embedded = root || flag(s, "x-kubernetes-embedded-resource");
@@ -96,17 +112,18 @@ fn skip_prune(v: &mut Value, s: &Value, path: &str, root: bool, out: &mut Vec<St
                 if embedded && META_FIELDS.contains(&k.as_str()) {
                     continue;
                 }
+                let here = At::Field(&at, k);
                 if let Some(ps) = properties.and_then(|p| p.get(k)) {
-                    prune_value(val, Some(ps), &child(path, k), false, out);
+                    prune_value(val, Some(ps), here, false, out);
                 } else if let Some(a) = additional {
-                    prune_value(val, Some(a), &child(path, k), false, out);
+                    prune_value(val, Some(a), here, false, out);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(is) = s.get("items").filter(|i| i.is_object()) {
                 for (i, x) in items.iter_mut().enumerate() {
-                    skip_prune(x, is, &index(path, i), false, out);
+                    skip_prune(x, is, At::Item(&at, i), false, out);
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! object keywords, composition (allOf, anyOf, oneOf, not), with kube-apiserver's messages.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -60,15 +61,39 @@ impl<'a> Node<'a> {
 
 #[derive(Default)]
 pub(super) struct Validator {
-    regexes: HashMap<String, Option<Regex>>,
+    regexes: HashMap<String, Option<Arc<Regex>>>,
+}
+
+/// Every schema `pattern` compiled so far (`None`: not a valid regex), shared by all
+/// validations: a CRD's patterns are compiled once, not at every write of its objects.
+/// Patterns come from CRDs, so few are distinct; the map is still emptied when it holds
+/// [`COMPILED_PATTERNS`], so that no sequence of CRDs grows it without bound.
+static PATTERNS: LazyLock<Mutex<HashMap<String, Option<Arc<Regex>>>>> =
+    LazyLock::new(Mutex::default);
+
+const COMPILED_PATTERNS: usize = 4096;
+
+fn compiled(pattern: &str) -> Option<Arc<Regex>> {
+    let lock = || PATTERNS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = lock().get(pattern) {
+        return known.clone();
+    }
+    // Compiled outside the lock: another validation need not wait for it.
+    let regex = Regex::new(pattern).ok().map(Arc::new);
+    let mut patterns = lock();
+    if patterns.len() >= COMPILED_PATTERNS {
+        patterns.clear();
+    }
+    patterns.insert(pattern.to_owned(), regex.clone());
+    regex
 }
 
 impl Validator {
     fn regex(&mut self, pattern: &str) -> Option<&Regex> {
-        self.regexes
-            .entry(pattern.to_string())
-            .or_insert_with(|| Regex::new(pattern).ok())
-            .as_ref()
+        if !self.regexes.contains_key(pattern) {
+            self.regexes.insert(pattern.to_owned(), compiled(pattern));
+        }
+        self.regexes.get(pattern)?.as_deref()
     }
 
     pub(super) fn node(&mut self, node: Node<'_>, out: &mut Vec<FieldError>) {
@@ -574,6 +599,24 @@ mod tests {
 
     use super::*;
     use crate::schema::tests::{fields, schema};
+
+    #[test]
+    fn a_pattern_is_compiled_once_for_every_validation() {
+        let pattern = "^compiled-once-[0-9]+$";
+        let first = compiled(pattern).expect("a valid pattern");
+        let again = compiled(pattern).expect("a valid pattern");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the second validation reuses it"
+        );
+        assert!(
+            compiled("(").is_none(),
+            "an invalid pattern is remembered as such"
+        );
+        let s = json!({"type": "string", "pattern": pattern});
+        assert!(validate(&json!("compiled-once-7"), &s).is_empty());
+        assert_eq!(validate(&json!("other"), &s).len(), 1);
+    }
 
     #[test]
     fn validate_ok() {
