@@ -37,34 +37,27 @@ pub struct World {
     decodes: Arc<Decodes>,
 }
 
-/// What earlier snapshots of one run decoded, by store key and the bytes decoded. A run
-/// takes a snapshot every simulated second and most objects have not changed since the
-/// last one: their decodes are reused, not repeated.
+/// The metadata earlier snapshots of one run decoded, by store key and the bytes decoded.
+/// A run takes a snapshot every simulated second (pod faults, invariants) and most objects
+/// have not changed since the last one: their decodes are reused, not repeated.
 #[derive(Debug, Default)]
-pub(crate) struct Decodes {
-    metadata: Memo<Option<ObjectMeta>>,
-    normalised: Memo<Option<String>>,
-}
+pub(crate) struct Decodes(Mutex<HashMap<Arc<str>, Decoded>>);
 
-#[derive(Debug)]
-struct Memo<T>(Mutex<HashMap<Arc<str>, (Bytes, T)>>);
+/// The bytes decoded, and their metadata (`None`: they do not decode).
+type Decoded = (Bytes, Option<ObjectMeta>);
 
-impl<T> Default for Memo<T> {
-    fn default() -> Self {
-        Memo(Mutex::default())
-    }
-}
-
-impl<T: Clone> Memo<T> {
-    /// `decode(bytes)`, or what it returned for the same bytes at `key` before.
-    fn get_or(&self, key: &Arc<str>, bytes: &Bytes, decode: impl FnOnce(&Bytes) -> T) -> T {
+impl Decodes {
+    /// The metadata of `bytes` (stored at `key`), decoded unless it was before.
+    fn metadata(&self, key: &Arc<str>, bytes: &Bytes) -> Option<ObjectMeta> {
         let mut memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((seen, decoded)) = memo.get(key)
             && seen == bytes
         {
             return decoded.clone();
         }
-        let decoded = decode(bytes);
+        let decoded = serde_json::from_slice::<MetadataOnly>(bytes)
+            .map(|object| object.metadata.into())
+            .ok();
         memo.insert(key.clone(), (bytes.clone(), decoded.clone()));
         decoded
     }
@@ -124,13 +117,7 @@ impl World {
         K: Resource<DynamicType = ()>,
     {
         self.of_kind::<K>()
-            .filter_map(|(key, value)| {
-                self.decodes.metadata.get_or(key, value, |value| {
-                    serde_json::from_slice::<MetadataOnly>(value)
-                        .map(|object| object.metadata.into())
-                        .ok()
-                })
-            })
+            .filter_map(|(key, value)| self.decodes.metadata(key, value))
             .collect()
     }
 
@@ -177,11 +164,7 @@ impl World {
             .objects
             .iter()
             .filter(|(key, _)| !HISTORY_KINDS.iter().any(|p| key.starts_with(p)))
-            .filter_map(|(key, value)| {
-                self.decodes
-                    .normalised
-                    .get_or(key, value, |value| normalised_line(key, value))
-            })
+            .filter_map(|(key, value)| normalised_line(key, value))
             .collect();
         lines.sort();
         lines
@@ -416,6 +399,41 @@ mod tests {
             world
                 .get::<k8s_openapi::api::core::v1::Pod>("default", "web-x7k2p")
                 .is_some()
+        );
+    }
+
+    #[test]
+    fn snapshots_of_a_run_decode_an_object_again_only_when_it_changed() {
+        let decodes = Arc::<Decodes>::default();
+        let key: Arc<str> = Arc::from("/core/pods/default/web");
+        let snapshot = |labels: serde_json::Value| {
+            let pod = serde_json::json!({"metadata": {"name": "web", "labels": labels}});
+            let objects = [(key.clone(), Bytes::from(pod.to_string()))]
+                .into_iter()
+                .collect();
+            World {
+                objects,
+                decodes: decodes.clone(),
+            }
+        };
+        let labels = |world: &World| {
+            world.metadata::<k8s_openapi::api::core::v1::Pod>()[0]
+                .labels
+                .clone()
+                .unwrap_or_default()
+        };
+        let first = snapshot(serde_json::json!({"v": "1"}));
+        assert_eq!(labels(&first)["v"], "1");
+        assert_eq!(labels(&snapshot(serde_json::json!({"v": "1"})))["v"], "1");
+        assert_eq!(
+            labels(&snapshot(serde_json::json!({"v": "2"})))["v"],
+            "2",
+            "changed bytes"
+        );
+        assert_eq!(
+            labels(&first)["v"],
+            "1",
+            "an older snapshot still reads its own bytes"
         );
     }
 
