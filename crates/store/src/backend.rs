@@ -285,7 +285,7 @@ mod tests {
             value: Bytes::from(format!("{{\"r\":{rev}}}")),
             labels: Default::default(),
             prev: None,
-            derived: None,
+            derived: Default::default(),
         })
     }
 

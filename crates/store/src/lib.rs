@@ -50,7 +50,7 @@ mod watcher;
 mod writer;
 
 use std::path::Path;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -113,8 +113,48 @@ pub struct Event {
     /// What the writer derived from `value` before it was encoded, when it passed
     /// something ([`Store::create_derived`], [`Store::update_derived`]): a follower that
     /// would decode `value` for it reads it here instead. Only in events of this process's
-    /// own writes; never on a delete, nor in events replayed from disk.
-    pub derived: Option<Derived>,
+    /// own writes; never on a delete, nor in events replayed from disk; and only while the
+    /// event is among the newest [`DERIVED_WINDOW`] (see [`DerivedSlot`]).
+    pub derived: DerivedSlot,
+}
+
+/// How many of the newest events keep what their writer derived. Followers read an event
+/// as it is committed, while the history keeps events until compaction (often hundreds of
+/// thousands of them): kept for all of them, the derived values would cost more memory than
+/// the history's bytes. A follower further behind decodes the bytes, as without them.
+pub const DERIVED_WINDOW: usize = 1024;
+
+/// An event's derived value, dropped by the store once the event leaves the newest
+/// [`DERIVED_WINDOW`].
+#[derive(Default)]
+pub struct DerivedSlot(Mutex<Option<Derived>>);
+
+impl DerivedSlot {
+    pub fn new(derived: Option<Derived>) -> DerivedSlot {
+        DerivedSlot(Mutex::new(derived))
+    }
+
+    /// The derived value, if the writer passed one and the event is still recent.
+    pub fn get(&self) -> Option<Derived> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn expire(&self) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+}
+
+impl std::fmt::Debug for DerivedSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.get().is_some() {
+            "Some(Derived(..))"
+        } else {
+            "None"
+        })
+    }
 }
 
 /// Anything a writer derived from a value and its followers would otherwise decode again;

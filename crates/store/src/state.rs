@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::{Event, EventKind, Labels, ListOptions, ListPage, Object, Revision, StoreError};
+use crate::{
+    DERIVED_WINDOW, Event, EventKind, Labels, ListOptions, ListPage, Object, Revision, StoreError,
+};
 
 /// Revision of an empty store. The first write gets `INITIAL_REVISION + 1`.
 pub(crate) const INITIAL_REVISION: Revision = 1;
@@ -105,7 +107,7 @@ impl State {
                     value: r.value.clone(),
                     labels: labels.clone(),
                     prev: prev.map(|(_, v)| v),
-                    derived: None,
+                    derived: Default::default(),
                 };
                 st.history_bytes += history_weight(&event);
                 st.events.push_back(Arc::new(event));
@@ -237,6 +239,9 @@ impl State {
             self.current = e.revision;
             self.history_bytes += history_weight(e);
             self.events.push_back(e.clone());
+            if let Some(leaving) = self.events.len().checked_sub(DERIVED_WINDOW + 1) {
+                self.events[leaving].derived.expire();
+            }
         }
     }
 
@@ -362,7 +367,7 @@ mod tests {
             value,
             labels: Labels::default(),
             prev: prev.map(|(_, v)| v),
-            derived: None,
+            derived: Default::default(),
         };
         st.apply(&[Arc::new(event)]);
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Backend;
-use crate::{Derived, Event, EventKind, Labels, Object, Revision, Shared, StoreError};
+use crate::{Derived, DerivedSlot, Event, EventKind, Labels, Object, Revision, Shared, StoreError};
 
 /// Maximum number of requests drained into one group commit.
 const MAX_BATCH: usize = 1024;
@@ -453,7 +453,7 @@ fn stage(
         value,
         labels,
         prev,
-        derived,
+        derived: DerivedSlot::new(derived),
     })
 }
 

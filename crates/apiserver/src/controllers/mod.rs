@@ -361,8 +361,8 @@ impl GarbageCollector {
         match change.kind {
             ChangeKind::Added | ChangeKind::Modified => {
                 let known = self.unreadable.contains_key(key);
-                let derived = event.derived.as_ref();
-                if let Err(why) = self.observe(key, event.revision, &event.value, derived)
+                let derived = event.derived.get();
+                if let Err(why) = self.observe(key, event.revision, &event.value, derived.as_ref())
                     && !known
                 {
                     report_unreadable(key, &why);

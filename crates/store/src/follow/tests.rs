@@ -227,8 +227,36 @@ async fn a_writers_derived_value_reaches_followers_of_its_write_only() {
         let Followed::Change(change) = followed(&mut follow).await else {
             panic!("changes follow the snapshot");
         };
-        let derived = change.event.derived.as_ref();
+        let derived = change.event.derived.get();
         carried.push(derived.and_then(|d| d.0.downcast_ref::<u32>().copied()));
     }
     assert_eq!(carried, [Some(1), Some(2), None, None]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_history_drops_derived_values_once_their_events_leave_the_newest_window() {
+    let store = store().await;
+    let (_, mut follow) = store.follow("/cm/", None).expect("follow");
+    let derived = |n: usize| Some(crate::Derived(std::sync::Arc::new(n)));
+    for n in 0..=crate::DERIVED_WINDOW {
+        let name = format!("o{n}");
+        store
+            .create_derived(&format!("/cm/{name}"), object(&name, "web"), derived(n))
+            .await
+            .expect("create");
+    }
+    let mut carried = Vec::new();
+    for _ in 0..=crate::DERIVED_WINDOW {
+        let Followed::Change(change) = followed(&mut follow).await else {
+            panic!("changes follow the snapshot");
+        };
+        carried.push(change.event.derived.get().is_some());
+    }
+    // A follower that read the oldest event only now finds its value gone: the history
+    // keeps the event, not what its writer derived.
+    assert!(!carried[0], "the oldest event left the window");
+    assert!(
+        carried[1..].iter().all(|&kept| kept),
+        "the newest window keeps theirs"
+    );
 }
