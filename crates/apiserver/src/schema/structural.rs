@@ -243,7 +243,7 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
         && !d.is_null()
     {
         let dpath = child(path, "default");
-        Validator::default().node(Node::below(d, s, &dpath), out);
+        Validator.node(Node::below(d, s, &dpath), out);
     }
 }
 

@@ -16,7 +16,7 @@ use super::{
 /// traversal order: node checks first, then children in key/index order).
 /// Top-level `apiVersion`, `kind` and `metadata` are not checked.
 pub fn validate(obj: &Value, schema: &Value) -> Vec<FieldError> {
-    let mut v = Validator::default();
+    let v = Validator;
     let mut out = Vec::new();
     v.node(Node::root(obj, schema), &mut out);
     out
@@ -59,10 +59,9 @@ impl<'a> Node<'a> {
     }
 }
 
-#[derive(Default)]
-pub(super) struct Validator {
-    regexes: HashMap<String, Option<Arc<Regex>>>,
-}
+/// The walk over an object and its schema. It holds nothing: compiled patterns are
+/// shared by every validation ([`compiled`]).
+pub(super) struct Validator;
 
 /// Every schema `pattern` compiled so far (`None`: not a valid regex), shared by all
 /// validations: a CRD's patterns are compiled once, not at every write of its objects.
@@ -89,14 +88,7 @@ fn compiled(pattern: &str) -> Option<Arc<Regex>> {
 }
 
 impl Validator {
-    fn regex(&mut self, pattern: &str) -> Option<&Regex> {
-        if !self.regexes.contains_key(pattern) {
-            self.regexes.insert(pattern.to_owned(), compiled(pattern));
-        }
-        self.regexes.get(pattern)?.as_deref()
-    }
-
-    pub(super) fn node(&mut self, node: Node<'_>, out: &mut Vec<FieldError>) {
+    pub(super) fn node(&self, node: Node<'_>, out: &mut Vec<FieldError>) {
         let Node {
             value: v,
             schema: s,
@@ -198,7 +190,7 @@ impl Validator {
     }
 
     fn number(
-        &mut self,
+        &self,
         n: &serde_json::Number,
         v: &Value,
         s: &Value,
@@ -267,7 +259,7 @@ impl Validator {
         }
     }
 
-    fn string(&mut self, st: &str, v: &Value, s: &Value, path: &str, out: &mut Vec<FieldError>) {
+    fn string(&self, st: &str, v: &Value, s: &Value, path: &str, out: &mut Vec<FieldError>) {
         let name = subject(path);
         let len = st.chars().count() as u64;
         if let Some(max) = as_count(s.get("maxLength"))
@@ -292,7 +284,7 @@ impl Validator {
             ));
         }
         if let Some(pattern) = s.get("pattern").and_then(Value::as_str)
-            && let Some(re) = self.regex(pattern)
+            && let Some(re) = compiled(pattern)
             && !re.is_match(st)
         {
             out.push(FieldError::new(
@@ -307,7 +299,7 @@ impl Validator {
     }
 
     fn array(
-        &mut self,
+        &self,
         items: &[Value],
         v: &Value,
         s: &Value,
@@ -342,7 +334,7 @@ impl Validator {
     }
 
     fn object(
-        &mut self,
+        &self,
         map: &Map<String, Value>,
         s: &Value,
         path: &str,
@@ -394,7 +386,7 @@ impl Validator {
         }
     }
 
-    fn composite(&mut self, node: Node<'_>, out: &mut Vec<FieldError>) {
+    fn composite(&self, node: Node<'_>, out: &mut Vec<FieldError>) {
         let Node {
             value: v,
             schema: s,
@@ -443,7 +435,7 @@ impl Validator {
         }
     }
 
-    fn passes(&mut self, node: Node<'_>) -> bool {
+    fn passes(&self, node: Node<'_>) -> bool {
         let mut tmp = Vec::new();
         self.node(node, &mut tmp);
         tmp.is_empty()
