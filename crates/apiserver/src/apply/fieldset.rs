@@ -189,6 +189,45 @@ impl FieldSet {
                 .all(|(k, child)| map.get(k).is_some_and(|c| child.is_encoded_by(c)))
     }
 
+    /// Whether the set and the set `fields` encodes (`FieldsV1` JSON) share a member,
+    /// checked without decoding `fields`.
+    pub fn meets_encoded(&self, fields: &Value) -> bool {
+        fields.as_object().is_some_and(|map| {
+            (self.member && map.contains_key(".")) || self.meets_encoded_children(map)
+        })
+    }
+
+    fn meets_encoded_children(&self, encoded: &Map<String, Value>) -> bool {
+        self.children.iter().any(|(k, child)| {
+            encoded
+                .get(k)
+                .and_then(Value::as_object)
+                .is_some_and(|node| {
+                    (child.member && is_encoded_member(node)) || child.meets_encoded_children(node)
+                })
+        })
+    }
+
+    /// Whether every member of the set is a member of the set `fields` encodes, checked
+    /// without decoding `fields`.
+    pub fn is_within_encoded(&self, fields: &Value) -> bool {
+        fields.as_object().is_some_and(|map| {
+            (!self.member || map.contains_key(".")) && self.is_within_encoded_children(map)
+        })
+    }
+
+    fn is_within_encoded_children(&self, encoded: &Map<String, Value>) -> bool {
+        self.children.iter().all(|(k, child)| {
+            encoded
+                .get(k)
+                .and_then(Value::as_object)
+                .is_some_and(|node| {
+                    (!child.member || is_encoded_member(node))
+                        && child.is_within_encoded_children(node)
+                })
+        })
+    }
+
     /// Reads `FieldsV1` JSON, checking every key is a well-formed path element.
     pub fn from_fields_v1(fields: &Value) -> Result<FieldSet, FieldsV1Error> {
         let map = fields
@@ -209,6 +248,12 @@ impl FieldSet {
         }
         Ok(set)
     }
+}
+
+/// Whether a node below the root of `FieldsV1` JSON is a member: a leaf (`{}`), or a node
+/// with children that carries `.`.
+fn is_encoded_member(node: &Map<String, Value>) -> bool {
+    node.is_empty() || node.contains_key(".")
 }
 
 fn check_element(element: &str) -> Result<(), FieldsV1Error> {
@@ -270,6 +315,50 @@ mod tests {
 
     fn path(elements: &[&str]) -> Vec<String> {
         elements.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn sets_compare_with_an_encoding_as_with_the_set_it_decodes_to() {
+        let sample = json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {
+                "f:replicas": {},
+                "f:template": {"f:spec": {"f:containers": {
+                    "k:{\"name\":\"nginx\"}": {".": {}, "f:image": {}, "f:name": {}}
+                }}},
+                "f:finalizers": {"v:\"a\"": {}},
+            }
+        });
+        let paths = FieldSet::from_fields_v1(&sample).expect("valid").paths();
+        let subset = |mask: u32| {
+            let mut set = FieldSet::default();
+            for (i, path) in paths.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    set.insert(path);
+                }
+            }
+            set
+        };
+        // Every pair of subsets drawn by a fixed linear congruential sequence.
+        let mut state: u32 = 7;
+        let mut draw = || {
+            state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (state >> 8) & ((1 << paths.len()) - 1)
+        };
+        for _ in 0..2_000 {
+            let (a, b) = (subset(draw()), subset(draw()));
+            let encoded = b.to_fields_v1();
+            assert_eq!(
+                a.meets_encoded(&encoded),
+                !a.intersection(&b).is_empty(),
+                "{a:?} meets {encoded}"
+            );
+            assert_eq!(
+                a.is_within_encoded(&encoded),
+                a.difference(&b).is_empty(),
+                "{a:?} within {encoded}"
+            );
+        }
     }
 
     #[test]

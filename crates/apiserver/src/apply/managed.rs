@@ -203,6 +203,16 @@ pub struct Writer<'a> {
 }
 
 impl Writer<'_> {
+    /// Whether the encoded `entry` is this writer's `Update` entry (see
+    /// [`Entry::same_owner`]).
+    fn owns_entry(&self, entry: &Value) -> bool {
+        let text = |name: &str| entry.get(name).and_then(Value::as_str);
+        text("operation") == Some(Operation::Update.as_str())
+            && text("manager").unwrap_or_default() == self.manager
+            && text("subresource").unwrap_or_default() == self.subresource
+            && text("apiVersion") == Some(self.api_version)
+    }
+
     fn entry(&self, operation: Operation, fields: FieldSet) -> Entry {
         Entry {
             manager: self.manager.to_owned(),
@@ -235,13 +245,27 @@ fn base_entries(old: Option<&Value>, new: &Value) -> Vec<Entry> {
 /// the fields it added or changed, which no other manager owns any longer, and fields it
 /// removed leave every manager.
 pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, shape: Shape) {
-    let mut entries = base_entries(old, new);
     let empty = json!({"metadata": {}, "spec": {}});
     let comparison = fields::compare(old.unwrap_or(&empty), new, shape);
     let taken = comparison.changed();
+    if let Err(taken) = record_update_in_place(old, new, writer, taken, &comparison.removed) {
+        record_update_decoded(old, new, writer, taken, &comparison.removed);
+    }
+}
+
+/// [`record_update`] on decoded entries: every entry the write starts from is read (and
+/// those a client sent may be refused), changed and encoded again.
+fn record_update_decoded(
+    old: Option<&Value>,
+    new: &mut Value,
+    writer: &Writer,
+    taken: FieldSet,
+    removed: &FieldSet,
+) {
+    let mut entries = base_entries(old, new);
     for entry in &mut entries {
         entry.fields.subtract(&taken);
-        entry.fields.subtract(&comparison.removed);
+        entry.fields.subtract(removed);
     }
     if !taken.is_empty() {
         let mine = writer.entry(Operation::Update, taken);
@@ -254,6 +278,124 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, shap
         }
     }
     encode(new, entries);
+}
+
+/// [`record_update`] on the encoded entries, when the write starts from the entries `old`
+/// stored (it carries the same ones, or none): those are known to be valid, so only the
+/// entries the write changes are decoded. Gives `taken` back, changing nothing, when the
+/// write carries entries of its own, which must be read (and may be refused) whole.
+///
+/// Most writes take this path: a patch keeps the entries it was applied to, and a
+/// read-modify-write update sends back the ones it read. An entry the write does not
+/// touch stays as it is; the writer's own entry, when the write changes only fields it
+/// already owns, changes only its time.
+fn record_update_in_place(
+    old: Option<&Value>,
+    new: &mut Value,
+    writer: &Writer,
+    taken: FieldSet,
+    removed: &FieldSet,
+) -> Result<(), FieldSet> {
+    let stored = old.and_then(managed_fields).filter(|m| !m.is_null());
+    let carried = managed_fields(new).filter(|m| !m.is_null());
+    let carried_empty = carried.is_none_or(|m| m.as_array().is_some_and(Vec::is_empty));
+    let starts_from_stored = match (stored, carried) {
+        (Some(stored), Some(carried)) => stored == carried || carried_empty,
+        (Some(_), None) => true,
+        (None, _) => carried_empty,
+    };
+    if !starts_from_stored || !stored.is_none_or(Value::is_array) {
+        return Err(taken);
+    }
+    let mut entries = match stored {
+        Some(Value::Array(stored)) if carried_empty => stored.clone(),
+        _ => match new
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .and_then(|meta| meta.remove("managedFields"))
+        {
+            Some(Value::Array(carried)) => carried,
+            _ => Vec::new(),
+        },
+    };
+    let mut mine_seen = false;
+    let mut changed = Vec::new();
+    for (index, json) in entries.iter().enumerate() {
+        let fields = json.get("fieldsV1").unwrap_or(&Value::Null);
+        let mine = !mine_seen && writer.owns_entry(json);
+        mine_seen |= mine;
+        let untouched = !removed.meets_encoded(fields) && (mine || !taken.meets_encoded(fields));
+        if untouched && (!mine || taken.is_within_encoded(fields)) {
+            if mine && !taken.is_empty() {
+                changed.push((index, Change::Time));
+            }
+            continue;
+        }
+        let Some(mut entry) = Entry::from_json(json) else {
+            // Never for entries the server stored; the whole path then reads them all.
+            restore(new, entries);
+            return Err(taken);
+        };
+        entry.fields.subtract(removed);
+        if mine && !taken.is_empty() {
+            entry.fields = entry.fields.union(&taken);
+            entry.time = Some(writer.now.to_owned());
+        } else if !mine {
+            entry.fields.subtract(&taken);
+        }
+        changed.push((index, Change::Entry(entry)));
+    }
+    for (index, change) in changed.into_iter().rev() {
+        match change {
+            Change::Time => set_time(&mut entries[index], writer.now),
+            Change::Entry(entry) if entry.fields.is_empty() => {
+                entries.remove(index);
+            }
+            Change::Entry(entry) => entries[index] = entry.into_json(),
+        }
+    }
+    if !mine_seen && !taken.is_empty() {
+        entries.push(writer.entry(Operation::Update, taken).into_json());
+    }
+    entries.sort_by(|a, b| entry_order(a).cmp(&entry_order(b)));
+    restore(new, entries);
+    Ok(())
+}
+
+/// What the write does to one stored entry.
+enum Change {
+    /// The writer's own entry: the write changes only fields it owns.
+    Time,
+    Entry(Entry),
+}
+
+/// Puts `entries` into `obj` as its `managedFields` (none: no field).
+fn restore(obj: &mut Value, entries: Vec<Value>) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(entries));
+        }
+    }
+}
+
+fn set_time(entry: &mut Value, now: &str) {
+    if let Some(map) = entry.as_object_mut() {
+        map.insert("time".into(), Value::String(now.to_owned()));
+    }
+}
+
+/// An encoded entry's place in kube-apiserver's order, as [`encode`] sorts decoded ones.
+fn entry_order(entry: &Value) -> (u8, Option<&str>, &str, &str, &str) {
+    let text = |name: &str| entry.get(name).and_then(Value::as_str);
+    (
+        u8::from(text("operation") != Some("Apply")),
+        text("time"),
+        text("manager").unwrap_or_default(),
+        text("apiVersion").unwrap_or_default(),
+        text("subresource").unwrap_or_default(),
+    )
 }
 
 /// An apply refused because it would change fields other managers own.
@@ -469,6 +611,77 @@ mod tests {
             CM,
         );
         assert_eq!(again, new);
+    }
+
+    /// Random writes to a ConfigMap by a few writers, each recorded both ways from the
+    /// same object: the entries a write changes must come out the same whether only those
+    /// are decoded or all of them are.
+    #[test]
+    fn recording_in_place_matches_recording_on_decoded_entries() {
+        let mut state: u64 = 42;
+        let mut draw = move |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        let times = [
+            "2024-01-01T00:00:00Z",
+            "2024-01-02T00:00:00Z",
+            "2024-01-03T00:00:00Z",
+        ];
+        let mut old = cm(json!({}));
+        let mut in_place_taken = 0;
+        for step in 0..3_000 {
+            let mut new = old.clone();
+            for _ in 0..1 + draw(3) {
+                let key = format!("k{}", draw(6));
+                match draw(4) {
+                    0 => {
+                        new["data"].as_object_mut().map(|d| d.remove(&key));
+                    }
+                    1 => new["metadata"]["labels"][key] = json!(draw(2).to_string()),
+                    _ => new["data"][key] = json!(draw(3).to_string()),
+                }
+            }
+            if draw(10) == 0 {
+                new["metadata"]["managedFields"] = json!(null);
+            }
+            let by = Writer {
+                manager: ["one", "two", "three"][draw(3) as usize],
+                subresource: ["", "status"][draw(2) as usize],
+                now: times[draw(3) as usize],
+                ..writer("")
+            };
+            let comparison = fields::compare(&old, &new, CM);
+            let taken = comparison.changed();
+            let mut decoded = new.clone();
+            record_update_decoded(
+                Some(&old),
+                &mut decoded,
+                &by,
+                taken.clone(),
+                &comparison.removed,
+            );
+            let mut in_place = new.clone();
+            if record_update_in_place(Some(&old), &mut in_place, &by, taken, &comparison.removed)
+                .is_ok()
+            {
+                in_place_taken += 1;
+            } else {
+                in_place = decoded.clone();
+            }
+            assert_eq!(in_place, decoded, "step {step}: {old} then {new} by {by:?}");
+            old = decoded;
+            if draw(8) == 0 {
+                let applied = cm(json!({format!("k{}", draw(6)): "applied"}));
+                old = apply(&old, &applied, &writer("applier"), true, CM).expect("forced");
+            }
+        }
+        assert!(
+            in_place_taken > 2_500,
+            "the in-place path is the common one: {in_place_taken}"
+        );
     }
 
     #[test]
