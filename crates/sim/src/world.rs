@@ -426,7 +426,11 @@ mod tests {
         assert_eq!(Value::Object(decoded), expected);
         let not_an_object = br#"{"metadata": 3}"#;
         let mut deserializer = serde_json::Deserializer::from_slice(not_an_object);
-        assert!(Without(MANAGED_FIELDS).deserialize(&mut deserializer).is_err());
+        assert!(
+            Without(MANAGED_FIELDS)
+                .deserialize(&mut deserializer)
+                .is_err()
+        );
     }
 
     #[test]

@@ -298,14 +298,7 @@ impl Validator {
         }
     }
 
-    fn array(
-        &self,
-        items: &[Value],
-        v: &Value,
-        s: &Value,
-        path: &str,
-        out: &mut Vec<FieldError>,
-    ) {
+    fn array(&self, items: &[Value], v: &Value, s: &Value, path: &str, out: &mut Vec<FieldError>) {
         let name = subject(path);
         check_count(s, path, items.len(), &ITEM_COUNT, out);
         if flag(s, "uniqueItems") {
