@@ -136,7 +136,7 @@ pub mod projection;
 pub mod queue;
 mod source;
 mod unmanaged;
-mod unread;
+pub mod unread;
 pub mod write_through;
 
 pub use controller::{Action, Config, Context, Controller, Error};

@@ -22,7 +22,7 @@ use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 /// Decode a `T` from `deserializer`, skipping the values at the dotted `paths`.
-pub(crate) fn deserialize_skipping<'de, T, D>(
+pub fn deserialize_skipping<'de, T, D>(
     deserializer: D,
     paths: &'static [&'static str],
 ) -> Result<T, D::Error>

@@ -11,8 +11,9 @@ use bytes::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use serde::Deserialize;
-use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use steady_runtime::unread::deserialize_skipping;
 use steady_store::{ListOptions, Store};
 
 /// Every object the API server stores at one instant, by store key.
@@ -173,10 +174,10 @@ impl World {
 
 /// One object's line of [`World::normalised`], unless it is left out.
 fn normalised_line(key: &str, value: &[u8]) -> Option<String> {
+    // Normalising drops the managed fields: they are skipped, never built.
     let mut deserializer = serde_json::Deserializer::from_slice(value);
-    let object = Without(MANAGED_FIELDS)
-        .deserialize(&mut deserializer)
-        .ok()?;
+    let object: Map<String, Value> =
+        deserialize_skipping(&mut deserializer, &["metadata.managedFields"]).ok()?;
     let mut object = Value::Object(object);
     if left_for_pod_gc(&object) {
         return None;
@@ -191,48 +192,6 @@ fn normalised_line(key: &str, value: &[u8]) -> Option<String> {
         None => key.to_string(),
     };
     Some(format!("{key} {object}"))
-}
-
-/// Where an object keeps what normalising drops first and is most of a decode's cost.
-const MANAGED_FIELDS: &[&str] = &["metadata", "managedFields"];
-
-/// Decodes a JSON object whole but for the field at the path it holds, which serde skips
-/// without building it; a path through a value that is not an object fails the decode.
-struct Without(&'static [&'static str]);
-
-impl<'de> DeserializeSeed<'de> for Without {
-    type Value = Map<String, Value>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Without {
-    type Value = Map<String, Value>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            match self.0 {
-                [only] if key == *only => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-                [first, rest @ ..] if key == *first => {
-                    let value = map.next_value_seed(Without(rest))?;
-                    out.insert(key, Value::Object(value));
-                }
-                _ => {
-                    out.insert(key, map.next_value()?);
-                }
-            }
-        }
-        Ok(out)
-    }
 }
 
 /// An object with only its metadata decoded (serde skips the rest without building it).
@@ -404,32 +363,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn normalising_decodes_everything_but_managed_fields() {
+    fn normalising_drops_the_managed_fields_of_the_metadata_only() {
         let object = serde_json::json!({
-            "kind": "Pod",
-            "metadata": {
-                "name": "p", "labels": {"a": "b"},
-                "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}],
-            },
-            "spec": {"managedFields": "kept: only metadata's are skipped"},
+            "kind": "ConfigMap",
+            "metadata": {"name": "c", "managedFields": [{"manager": "m"}]},
+            "data": {"managedFields": "kept"},
         });
         let bytes = serde_json::to_vec(&object).expect("encodes");
-        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
-        let decoded = Without(MANAGED_FIELDS)
-            .deserialize(&mut deserializer)
-            .expect("decodes");
-        let mut expected = object;
-        expected["metadata"]
-            .as_object_mut()
-            .expect("an object")
-            .remove("managedFields");
-        assert_eq!(Value::Object(decoded), expected);
-        let not_an_object = br#"{"metadata": 3}"#;
-        let mut deserializer = serde_json::Deserializer::from_slice(not_an_object);
-        assert!(
-            Without(MANAGED_FIELDS)
-                .deserialize(&mut deserializer)
-                .is_err()
+        let line = normalised_line("/core/configmaps/default/c", &bytes).expect("normalised");
+        assert_eq!(
+            line,
+            r#"/core/configmaps/default/c {"data":{"managedFields":"kept"},"kind":"ConfigMap","metadata":{"name":"c"}}"#
         );
     }
 
