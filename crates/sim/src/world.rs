@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -56,13 +56,17 @@ impl Decodes {
         {
             return decoded.clone();
         }
-        let decoded = serde_json::from_slice::<MetadataOnly>(bytes)
-            .map(|object| object.metadata.into())
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let decoded = deserialize_skipping::<MetadataOnly, _>(&mut deserializer, MANAGED_FIELDS)
+            .map(|object| object.metadata)
             .ok();
         memo.insert(key.clone(), (bytes.clone(), decoded.clone()));
         decoded
     }
 }
+
+/// What neither a snapshot's metadata nor the end-state comparison keeps.
+const MANAGED_FIELDS: &[&str] = &["metadata.managedFields"];
 
 /// Kinds whose objects are records of what happened, not state a controller converges:
 /// left out of the end-state comparison.
@@ -177,7 +181,7 @@ fn normalised_line(key: &str, value: &[u8]) -> Option<String> {
     // Normalising drops the managed fields: they are skipped, never built.
     let mut deserializer = serde_json::Deserializer::from_slice(value);
     let object: Map<String, Value> =
-        deserialize_skipping(&mut deserializer, &["metadata.managedFields"]).ok()?;
+        deserialize_skipping(&mut deserializer, MANAGED_FIELDS).ok()?;
     let mut object = Value::Object(object);
     if left_for_pod_gc(&object) {
         return None;
@@ -194,51 +198,13 @@ fn normalised_line(key: &str, value: &[u8]) -> Option<String> {
     Some(format!("{key} {object}"))
 }
 
-/// An object with only its metadata decoded (serde skips the rest without building it).
+/// An object with only its metadata decoded: serde skips the rest, and
+/// [`Decodes::metadata`] the managed fields, whose field sets are most of a decode's cost,
+/// without building them.
 #[derive(Deserialize)]
 struct MetadataOnly {
     #[serde(default)]
-    metadata: Metadata,
-}
-
-/// `ObjectMeta` but `managedFields`, whose field sets are most of a decode's cost.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct Metadata {
-    name: Option<String>,
-    generate_name: Option<String>,
-    namespace: Option<String>,
-    uid: Option<String>,
-    resource_version: Option<String>,
-    generation: Option<i64>,
-    creation_timestamp: Option<Time>,
-    deletion_timestamp: Option<Time>,
-    deletion_grace_period_seconds: Option<i64>,
-    labels: Option<BTreeMap<String, String>>,
-    annotations: Option<BTreeMap<String, String>>,
-    owner_references: Option<Vec<OwnerReference>>,
-    finalizers: Option<Vec<String>>,
-}
-
-impl From<Metadata> for ObjectMeta {
-    fn from(m: Metadata) -> ObjectMeta {
-        ObjectMeta {
-            name: m.name,
-            generate_name: m.generate_name,
-            namespace: m.namespace,
-            uid: m.uid,
-            resource_version: m.resource_version,
-            generation: m.generation,
-            creation_timestamp: m.creation_timestamp,
-            deletion_timestamp: m.deletion_timestamp,
-            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-            labels: m.labels,
-            annotations: m.annotations,
-            owner_references: m.owner_references,
-            finalizers: m.finalizers,
-            ..ObjectMeta::default()
-        }
-    }
+    metadata: ObjectMeta,
 }
 
 /// The store-key prefix of every object of `K` (`/<group or core>/<plural>/`).
