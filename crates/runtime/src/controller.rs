@@ -976,6 +976,10 @@ impl<E: std::fmt::Display + Send + 'static> LoopState<E> {
         match outcome {
             Ok(Ok(action)) => {
                 self.backoff.success(&key);
+                // This run looked at the key after whatever an earlier run's requeue or
+                // retry was meant to look at: its own action replaces them, as kube-runtime's
+                // scheduler merges a pending requeue into the run an event starts first.
+                self.queue.forget_delayed(&key);
                 self.record(record, elapsed, || match action.requeue_after {
                     Some(delay) => Outcome::Requeue {
                         after_ms: delay.as_secs_f64() * 1000.0,

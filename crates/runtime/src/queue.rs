@@ -8,7 +8,9 @@
 //! * **delays** — [`WorkQueue::add_after`] keeps, per key, the earliest requested requeue
 //!   and, separately, the earliest backoff retry: a retry after an error never consumes a
 //!   requeue the reconciler asked for (client-go and kube-rs drop one or the other). Delayed
-//!   entries are independent of the ready/processing state and never silently dropped.
+//!   entries are independent of the ready/processing state; only
+//!   [`WorkQueue::forget_delayed`] drops them (the controller calls it when a run of the key
+//!   succeeds: that run's outcome supersedes them).
 //!
 //! And beyond client-go:
 //! * two lanes: `Normal` (real events, requeues, retries) is always served before `Low`
