@@ -130,6 +130,7 @@ pub const DERIVED_WINDOW: usize = 1024;
 pub struct DerivedSlot(Mutex<Option<Derived>>);
 
 impl DerivedSlot {
+    /// A slot holding what the writer derived (`None`: nothing).
     pub fn new(derived: Option<Derived>) -> DerivedSlot {
         DerivedSlot(Mutex::new(derived))
     }
