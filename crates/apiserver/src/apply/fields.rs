@@ -94,15 +94,15 @@ fn list_node<'v>(items: &'v [Value], element: impl Fn(&Value) -> Option<String>)
 
 /// The `k:` element of a list-map item, or none when it lacks a key field.
 pub fn item_key(item: &Value, keys: &[String]) -> Option<String> {
-    let map: Map<String, Value> = keys
+    let fields: BTreeMap<&str, &Value> = keys
         .iter()
         .map(|k| {
             item.get(k)
                 .filter(|v| !v.is_null())
-                .map(|v| (k.clone(), v.clone()))
+                .map(|v| (k.as_str(), v))
         })
         .collect::<Option<_>>()?;
-    Some(fieldset::key(&map))
+    fieldset::key(&fields)
 }
 
 /// `obj` without the fields no manager owns.
@@ -402,6 +402,18 @@ mod tests {
     use serde_json::json;
 
     const POD: Shape = Shape::POD;
+
+    #[test]
+    fn an_items_key_element_sorts_its_fields_and_needs_each_of_them() {
+        let port = json!({"protocol": "TCP", "containerPort": 80, "name": "web"});
+        let keys = ["protocol".to_string(), "containerPort".to_string()];
+        assert_eq!(
+            item_key(&port, &keys).as_deref(),
+            Some(r#"k:{"containerPort":80,"protocol":"TCP"}"#)
+        );
+        let unnamed = json!({"protocol": "TCP", "containerPort": null});
+        assert_eq!(item_key(&unnamed, &keys), None);
+    }
 
     #[test]
     fn applied_fields_of_a_pod() {

@@ -15,9 +15,12 @@ pub fn field(name: &str) -> String {
     format!("f:{name}")
 }
 
-/// The element naming an item of a list of objects by its key fields.
-pub fn key(keys: &Map<String, Value>) -> String {
-    format!("k:{}", Value::Object(keys.clone()))
+/// The element naming an item of a list of objects by its key fields: their values as a
+/// compact JSON object, keys sorted, written from borrowed values (an item's element is
+/// built for every item of every list map a write compares).
+pub fn key(keys: &BTreeMap<&str, &Value>) -> Option<String> {
+    let json = serde_json::to_string(keys).ok()?;
+    Some(["k:", &json].concat())
 }
 
 /// The element naming an item of a list of scalars by its value.
