@@ -111,6 +111,7 @@ struct Inner {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     watch_expiry: Arc<watch::Expiry>,
     token_keys: review::TokenKeys,
+    recent_writes: objects::RecentWrites,
 }
 
 impl ApiServer {
@@ -131,6 +132,7 @@ impl ApiServer {
                 tasks: Mutex::new(Vec::new()),
                 watch_expiry: Arc::default(),
                 token_keys,
+                recent_writes: objects::RecentWrites::default(),
             }),
         };
         crd::register_stored(&server)?;
@@ -151,6 +153,10 @@ impl ApiServer {
 
     pub fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    pub(crate) fn recent_writes(&self) -> &objects::RecentWrites {
+        &self.inner.recent_writes
     }
 
     pub fn registry(&self) -> &Registry {

@@ -414,19 +414,26 @@ impl Store {
     }
 
     /// Creates `key`; `AlreadyExists` if it is live.
-    pub async fn create(&self, key: &str, value: serde_json::Value) -> Result<Object, StoreError> {
-        self.create_derived(key, value, None).await
+    pub async fn create(
+        &self,
+        key: &str,
+        mut value: serde_json::Value,
+    ) -> Result<Object, StoreError> {
+        self.create_derived(key, &mut value, None).await
     }
 
     /// [`create`](Self::create), its event carrying `derived` (see [`Event::derived`]).
+    /// On success `value` is left as stored (see [`Self::update_derived`]).
     pub async fn create_derived(
         &self,
         key: &str,
-        value: serde_json::Value,
+        value: &mut serde_json::Value,
         derived: Option<Derived>,
     ) -> Result<Object, StoreError> {
         let encoded = Encoded::new(value, derived)?;
-        self.write(key, Op::Create(encoded)).await
+        let created = self.write(key, Op::Create(encoded)).await?;
+        set_resource_version(value, created.revision);
+        Ok(created)
     }
 
     /// Replaces `key`; `NotFound` if it is not live, `Conflict` if `expected`
@@ -434,22 +441,29 @@ impl Store {
     pub async fn update(
         &self,
         key: &str,
-        value: serde_json::Value,
+        mut value: serde_json::Value,
         expected: Option<Revision>,
     ) -> Result<Object, StoreError> {
-        self.update_derived(key, value, expected, None).await
+        self.update_derived(key, &mut value, expected, None).await
     }
 
     /// [`update`](Self::update), its event carrying `derived` (see [`Event::derived`]).
+    ///
+    /// On success `value` is left as stored: it equals the stored bytes decoded, its
+    /// `metadata.resourceVersion` the write's revision. A caller that keeps objects
+    /// decoded keeps it instead of parsing the bytes again. On error its
+    /// `resourceVersion` is empty.
     pub async fn update_derived(
         &self,
         key: &str,
-        value: serde_json::Value,
+        value: &mut serde_json::Value,
         expected: Option<Revision>,
         derived: Option<Derived>,
     ) -> Result<Object, StoreError> {
         let encoded = Encoded::new(value, derived)?;
-        self.write(key, Op::Update(encoded, expected)).await
+        let updated = self.write(key, Op::Update(encoded, expected)).await?;
+        set_resource_version(value, updated.revision);
+        Ok(updated)
     }
 
     /// Deletes `key`, returning the tombstone (last state with
@@ -562,5 +576,16 @@ async fn periodic_compaction(period: Duration, tx: mpsc::WeakSender<Request>, sh
             Ok(Err(e)) => tracing::warn!(error = %e, revision = prev, "periodic compaction failed"),
         }
         prev = shared.read().current;
+    }
+}
+
+/// What the writer does to the bytes, done to the value they were encoded from
+/// ([`Encoded::new`] left its `resourceVersion` empty).
+fn set_resource_version(value: &mut serde_json::Value, revision: Revision) {
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.insert(
+            "resourceVersion".into(),
+            serde_json::Value::String(revision.to_string()),
+        );
     }
 }

@@ -80,8 +80,9 @@ pub(crate) struct Encoded {
 
 impl Encoded {
     /// Encodes `value`, which must be a JSON object whose `metadata`, if any, is an object.
-    pub(crate) fn new(mut value: Value, derived: Option<Derived>) -> Result<Encoded, StoreError> {
-        let labels = Labels::of(&value);
+    /// `value` is left with that `metadata` and an empty `resourceVersion` in it.
+    pub(crate) fn new(value: &mut Value, derived: Option<Derived>) -> Result<Encoded, StoreError> {
+        let labels = Labels::of(value);
         let obj = value
             .as_object_mut()
             .ok_or_else(|| StoreError::InvalidValue("value must be a JSON object".into()))?;
@@ -166,9 +167,9 @@ fn write_object(
 
 /// A stored object again, with `rev` as its `resourceVersion` (a delete's tombstone).
 fn reencode(bytes: &Bytes, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
-    let value: Value = serde_json::from_slice(bytes)
+    let mut value: Value = serde_json::from_slice(bytes)
         .map_err(|e| StoreError::Backend(format!("stored value is not JSON: {e}")))?;
-    Ok(Encoded::new(value, None)?.at_revision(rev))
+    Ok(Encoded::new(&mut value, None)?.at_revision(rev))
 }
 
 pub(crate) struct Writer {
@@ -462,8 +463,8 @@ mod tests {
     use super::*;
 
     fn create_of(bytes: usize) -> Request {
-        let value = serde_json::json!({"data": "x".repeat(bytes)});
-        let encoded = Encoded::new(value, None).expect("an object encodes");
+        let mut value = serde_json::json!({"data": "x".repeat(bytes)});
+        let encoded = Encoded::new(&mut value, None).expect("an object encodes");
         Request::Write(WriteReq {
             key: "/k".into(),
             op: Op::Create(encoded),
@@ -511,17 +512,19 @@ mod tests {
 
     #[test]
     fn encoding_leaves_the_bytes_serde_json_writes_with_the_revision() {
-        let value = serde_json::json!({
+        let mut value = serde_json::json!({
             "apiVersion": "v1",
             "metadata": {"name": "a", "labels": {"app": "x"}, "resourceVersion": "9", "z": {"resourceVersion": "n"}},
             "data": {"resourceVersion": "\"quoted\"", "k": [1, 2.5, null, true]},
         });
         let mut expected = value.clone();
         expected["metadata"]["resourceVersion"] = Value::from("42");
-        let (bytes, labels) = Encoded::new(value, None).expect("encodes").at_revision(42);
+        let (bytes, labels) = Encoded::new(&mut value, None)
+            .expect("encodes")
+            .at_revision(42);
         assert_eq!(bytes, serde_json::to_vec(&expected).expect("serializes"));
         assert_eq!(labels.get("app"), Some("x"));
-        let bare = Encoded::new(serde_json::json!({"a": 1}), None).expect("encodes");
+        let bare = Encoded::new(&mut serde_json::json!({"a": 1}), None).expect("encodes");
         let (bytes, _) = bare.at_revision(7);
         assert_eq!(&bytes[..], br#"{"a":1,"metadata":{"resourceVersion":"7"}}"#);
     }

@@ -193,6 +193,28 @@ async fn update_cas_and_not_found(kind: Kind) {
     assert_eq!(data(&s.get("/a", None).unwrap().unwrap()), 5);
 }
 
+async fn written_values_are_left_as_stored(kind: Kind) {
+    let s = open(kind).await;
+    let mut value = json!({"data": {"n": 1.5, "s": "café \"q\" \u{1F600}"}, "kind": "K"});
+    let created = s.create_derived("/a", &mut value, None).await.unwrap();
+    assert_eq!(value, parse(&created.value));
+    value["data"]["n"] = json!(-0.25);
+    value["metadata"]["resourceVersion"] = json!("12345");
+    let updated = s
+        .update_derived("/a", &mut value, Some(created.revision), None)
+        .await
+        .unwrap();
+    assert_eq!(value, parse(&updated.value));
+    assert_eq!(
+        value["metadata"]["resourceVersion"],
+        updated.revision.to_string()
+    );
+    let stale = s
+        .update_derived("/a", &mut value, Some(created.revision), None)
+        .await;
+    assert!(matches!(stale, Err(StoreError::Conflict { .. })));
+}
+
 async fn delete_tombstone(kind: Kind) {
     let s = open(kind).await;
     assert!(matches!(
@@ -827,6 +849,7 @@ suite!(
     create_and_already_exists,
     invalid_values,
     update_cas_and_not_found,
+    written_values_are_left_as_stored,
     delete_tombstone,
     revisions_strictly_increase,
     snapshot_reads,

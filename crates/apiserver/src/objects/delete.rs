@@ -6,8 +6,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use steady_store::{Revision, StoreError};
 
+use super::attempts_until_applied;
 use super::read::list_body;
-use super::{attempts_until_applied, parse_stored};
 use crate::ApiServer;
 use crate::crd;
 use crate::error::{ApiError, ApiResult};
@@ -36,7 +36,7 @@ impl ApiServer {
     ) -> ApiResult<(Bytes, bool)> {
         for () in attempts_until_applied() {
             let stored = self.get_stored(rt, ns, name)?;
-            let mut obj = parse_stored(&stored)?;
+            let mut obj = self.decoded_for_write(&stored)?;
             check_preconditions(rt, name, &obj, stored.revision, opts)?;
             let attrs = Attributes::delete(rt, ns, name, opts.dry_run);
             self.admit_delete_by_webhooks(&attrs, &obj).await?;
@@ -96,10 +96,17 @@ impl ApiServer {
             if deletion_state(&obj, namespace_finalizing) == before {
                 return Ok((self.present_converted(rt, stored.value).await?, false));
             }
-            match self.store().update(&key, obj, Some(stored.revision)).await {
+            let updated = self
+                .store()
+                .update_derived(&key, &mut obj, Some(stored.revision), None)
+                .await;
+            match updated {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), name)),
-                Ok(updated) => return Ok((self.present_committed(rt, updated.value).await, false)),
+                Ok(updated) => {
+                    self.keep_written(&updated, obj);
+                    return Ok((self.present_committed(rt, updated.value).await, false));
+                }
             }
         }
         Err(ApiError::modified(&rt.qualified_name(), name))

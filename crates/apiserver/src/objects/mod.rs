@@ -11,6 +11,7 @@
 mod delete;
 mod ownership;
 mod read;
+mod recent;
 mod scale;
 mod write;
 
@@ -25,6 +26,7 @@ use crate::request::WriteOptions;
 
 pub(crate) use delete::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, check_uid_and_revision};
 pub(crate) use read::selects;
+pub(crate) use recent::RecentWrites;
 pub(crate) use write::{Written, patch_error};
 
 /// The object a request is addressed to, as its URL names it: the resource type, namespace,
@@ -74,6 +76,29 @@ const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "
 fn parse_stored(object: &Object) -> ApiResult<Value> {
     serde_json::from_slice(&object.value)
         .map_err(|e| ApiError::internal(format!("stored object {} is corrupt: {e}", object.key)))
+}
+
+impl ApiServer {
+    /// The object `stored` decoded, for a write that replaces it: taken from the objects
+    /// this server wrote last ([`RecentWrites`]) when it is one of them, else parsed.
+    fn decoded_for_write(&self, stored: &Object) -> ApiResult<Value> {
+        let Some(kept) = self.recent_writes().take(&stored.key, stored.revision) else {
+            return parse_stored(stored);
+        };
+        debug_assert_eq!(
+            Some(&kept),
+            parse_stored(stored).ok().as_ref(),
+            "the object kept for {} differs from its stored bytes",
+            stored.key
+        );
+        Ok(kept)
+    }
+
+    /// Keep `value`, the object just written as `stored`, for the next write of it.
+    fn keep_written(&self, stored: &Object, value: Value) {
+        self.recent_writes()
+            .keep(&stored.key, stored.revision, value, stored.value.len());
+    }
 }
 
 fn to_bytes(value: &Value) -> ApiResult<Bytes> {

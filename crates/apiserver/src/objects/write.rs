@@ -9,7 +9,7 @@ use steady_store::Revision;
 
 use super::delete::deletion_complete;
 use super::ownership::{Ownership, apply_error, shape, writer};
-use super::{Target, attempts_until_applied, parse_revision, parse_stored, to_bytes};
+use super::{Target, attempts_until_applied, parse_revision, to_bytes};
 use crate::ApiServer;
 use crate::apply;
 use crate::controllers::derived_for_collector;
@@ -199,14 +199,15 @@ impl ApiServer {
             return Ok(Written::created(to_bytes(&obj)?, warnings));
         }
         let key = rt.key(ns.as_deref(), &name);
-        let obj = self.to_storage_version(rt, obj).await?;
+        let mut obj = self.to_storage_version(rt, obj).await?;
         let derived = derived_for_collector(&key, &obj);
         let stored = self
             .store()
-            .create_derived(&key, obj, derived)
+            .create_derived(&key, &mut obj, derived)
             .await
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
         self.after_commit(rt, &stored.value);
+        self.keep_written(&stored, obj);
         Ok(Written::created(
             self.present_committed(rt, stored.value).await,
             warnings,
@@ -377,7 +378,9 @@ impl ApiServer {
         {
             return Err(ApiError::modified(&rt.qualified_name(), name));
         }
-        let old = self.convert_object(rt, parse_stored(&stored)?).await?;
+        let old = self
+            .convert_object(rt, self.decoded_for_write(&stored)?)
+            .await?;
         let update = Update {
             old: &old,
             old_bytes: stored.value,
@@ -480,14 +483,15 @@ impl ApiServer {
                 warnings,
             ));
         }
-        let new = self.to_storage_version(rt, new).await?;
+        let mut new = self.to_storage_version(rt, new).await?;
         let derived = derived_for_collector(&key, &new);
         let stored = self
             .store()
-            .update_derived(&key, new, Some(rev), derived)
+            .update_derived(&key, &mut new, Some(rev), derived)
             .await
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
         self.after_commit(rt, &stored.value);
+        self.keep_written(&stored, new);
         Ok(Written::updated(
             self.present_committed(rt, stored.value).await,
             warnings,
@@ -533,7 +537,9 @@ impl ApiServer {
                 }
                 Err(e) => return Err(e),
             };
-            let old = self.convert_object(rt, parse_stored(&stored)?).await?;
+            let old = self
+                .convert_object(rt, self.decoded_for_write(&stored)?)
+                .await?;
             let new = self.patched(rt, sub, patch, &old, opts)?;
             if !new.is_object() {
                 return Err(ApiError::unprocessable(

@@ -213,11 +213,11 @@ async fn a_writers_derived_value_reaches_followers_of_its_write_only() {
     let (_, mut follow) = store.follow("/cm/", None).expect("follow");
     let derived = |n: u32| Some(crate::Derived(std::sync::Arc::new(n)));
     store
-        .create_derived("/cm/a", object("a", "web"), derived(1))
+        .create_derived("/cm/a", &mut object("a", "web"), derived(1))
         .await
         .expect("create");
     store
-        .update_derived("/cm/a", object("a", "db"), None, derived(2))
+        .update_derived("/cm/a", &mut object("a", "db"), None, derived(2))
         .await
         .expect("update");
     update(&store, "a", "web").await;
@@ -241,7 +241,11 @@ async fn the_history_drops_derived_values_once_their_events_leave_the_newest_win
     for n in 0..=crate::DERIVED_WINDOW {
         let name = format!("o{n}");
         store
-            .create_derived(&format!("/cm/{name}"), object(&name, "web"), derived(n))
+            .create_derived(
+                &format!("/cm/{name}"),
+                &mut object(&name, "web"),
+                derived(n),
+            )
             .await
             .expect("create");
     }
