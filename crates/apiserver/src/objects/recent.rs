@@ -14,7 +14,7 @@
 //! bounded by the size of the stored bytes; the oldest entries go first.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 use steady_store::Revision;
@@ -22,10 +22,10 @@ use steady_store::Revision;
 /// How many bytes of stored JSON the kept objects may add up to. Decoded, an object takes
 /// a few times its JSON's size; a pod's JSON is a few KiB, so this keeps the last few
 /// hundred objects written.
-pub(crate) const KEPT_BYTES: usize = 2 << 20;
+pub(crate) const KEPT_BYTES: usize = 256 << 10;
 
 /// Objects larger than this are not kept: one would crowd out hundreds of others.
-const LARGEST_KEPT: usize = 128 << 10;
+const LARGEST_KEPT: usize = 32 << 10;
 
 #[derive(Default)]
 pub(crate) struct RecentWrites {
@@ -34,9 +34,9 @@ pub(crate) struct RecentWrites {
 
 #[derive(Default)]
 struct Kept {
-    by_key: HashMap<String, Entry>,
+    by_key: HashMap<Arc<str>, Entry>,
     /// Keys by when they were kept (a sequence number), oldest first.
-    by_age: BTreeMap<u64, String>,
+    by_age: BTreeMap<u64, Arc<str>>,
     next: u64,
     bytes: usize,
 }
@@ -51,7 +51,7 @@ struct Entry {
 
 impl RecentWrites {
     /// Keep `value`, the object `key` as stored at `revision` in `bytes` of JSON.
-    pub(crate) fn keep(&self, key: &str, revision: Revision, value: Value, bytes: usize) {
+    pub(crate) fn keep(&self, key: &Arc<str>, revision: Revision, value: Value, bytes: usize) {
         if bytes > LARGEST_KEPT {
             self.forget(key);
             return;
@@ -61,10 +61,10 @@ impl RecentWrites {
             let replaced = kept.remove(key);
             let kept_as = kept.next;
             kept.next += 1;
-            kept.by_age.insert(kept_as, key.to_owned());
+            kept.by_age.insert(kept_as, key.clone());
             kept.bytes += bytes;
             kept.by_key.insert(
-                key.to_owned(),
+                key.clone(),
                 Entry {
                     revision,
                     value,
@@ -116,14 +116,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn key(key: &str) -> Arc<str> {
+        key.into()
+    }
+
     #[test]
     fn an_object_is_found_once_and_only_at_its_revision() {
         let recent = RecentWrites::default();
-        recent.keep("/a", 5, json!({"n": 5}), 10);
+        recent.keep(&key("/a"), 5, json!({"n": 5}), 10);
         assert_eq!(recent.take("/a", 4), None);
         // A miss at another revision drops the entry: it can only be older than the store's.
         assert_eq!(recent.take("/a", 5), None);
-        recent.keep("/a", 6, json!({"n": 6}), 10);
+        recent.keep(&key("/a"), 6, json!({"n": 6}), 10);
         assert_eq!(recent.take("/a", 6), Some(json!({"n": 6})));
         assert_eq!(recent.take("/a", 6), None);
     }
@@ -131,8 +135,8 @@ mod tests {
     #[test]
     fn a_newer_version_replaces_the_kept_one_and_forget_drops_it() {
         let recent = RecentWrites::default();
-        recent.keep("/a", 1, json!(1), 10);
-        recent.keep("/a", 2, json!(2), 10);
+        recent.keep(&key("/a"), 1, json!(1), 10);
+        recent.keep(&key("/a"), 2, json!(2), 10);
         assert_eq!(recent.lock().bytes, 10);
         recent.forget("/a");
         assert_eq!(recent.take("/a", 2), None);
@@ -144,11 +148,11 @@ mod tests {
         let recent = RecentWrites::default();
         let fitting = (KEPT_BYTES / LARGEST_KEPT) as u64;
         for n in 0..fitting {
-            recent.keep(&format!("/{n}"), n, json!(n), LARGEST_KEPT);
+            recent.keep(&key(&format!("/{n}")), n, json!(n), LARGEST_KEPT);
         }
         // Rewriting /0 makes it the newest: /1 is now the oldest.
-        recent.keep("/0", 100, json!(100), LARGEST_KEPT);
-        recent.keep("/new", 101, json!(101), LARGEST_KEPT);
+        recent.keep(&key("/0"), 100, json!(100), LARGEST_KEPT);
+        recent.keep(&key("/new"), 101, json!(101), LARGEST_KEPT);
         assert_eq!(recent.take("/1", 1), None);
         assert_eq!(recent.take("/0", 100), Some(json!(100)));
         assert_eq!(recent.take("/new", 101), Some(json!(101)));
@@ -161,8 +165,8 @@ mod tests {
     #[test]
     fn an_object_too_large_to_keep_also_drops_its_older_version() {
         let recent = RecentWrites::default();
-        recent.keep("/a", 1, json!(1), 10);
-        recent.keep("/a", 2, json!(2), LARGEST_KEPT + 1);
+        recent.keep(&key("/a"), 1, json!(1), 10);
+        recent.keep(&key("/a"), 2, json!(2), LARGEST_KEPT + 1);
         assert_eq!(recent.take("/a", 1), None);
         assert_eq!(recent.lock().bytes, 0);
     }
