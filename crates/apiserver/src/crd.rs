@@ -1,6 +1,8 @@
 //! CustomResourceDefinitions: validating them, computing their status, and turning them
 //! into served kinds in the registry as soon as they are written.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::ApiServer;
@@ -223,6 +225,9 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                 scale,
                 extra_field_selectors: Vec::new(),
                 builtin: false,
+                validation: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .map(|s| Arc::new(schema::ValueSchema::new(s))),
                 schema: v.pointer("/schema/openAPIV3Schema").cloned(),
                 printer_columns: v["additionalPrinterColumns"]
                     .as_array()

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 
 use crate::builtin::{self, Generation, Subresource};
+use crate::schema::ValueSchema;
 
 /// `autoscaling/v1 Scale` mapping of a custom resource (the CRD's `subresources.scale`).
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +36,8 @@ pub struct ResourceType {
     pub builtin: bool,
     /// The CRD's `openAPIV3Schema` for this version, if any.
     pub schema: Option<Value>,
+    /// The same schema, read for validation once, not at every write.
+    pub validation: Option<Arc<ValueSchema>>,
     /// The CRD's `additionalPrinterColumns` for this version.
     pub printer_columns: Vec<Value>,
     /// Name of the CRD that defines this kind (None for built-ins).
@@ -171,6 +174,7 @@ fn builtin_types() -> impl Iterator<Item = ResourceType> {
         extra_field_selectors: b.fields.to_vec(),
         builtin: true,
         schema: None,
+        validation: None,
         printer_columns: Vec::new(),
         crd_name: None,
         generation: b.generation,

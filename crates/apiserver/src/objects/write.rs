@@ -300,7 +300,11 @@ impl ApiServer {
                 _ => {}
             }
             schema::apply_defaults(obj, schema);
-            let errors = schema::validate(obj, schema);
+            let errors = rt
+                .validation
+                .as_deref()
+                .map(|validation| schema::validate(obj, validation))
+                .unwrap_or_default();
             if !errors.is_empty() {
                 return Err(ApiError::invalid(
                     &rt.kind,

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 pub use defaults::apply_defaults;
 pub use prune::prune;
 pub use structural::check_structural;
-pub use validate::validate;
+pub use validate::{ValueSchema, validate};
 
 /// One validation problem, shaped like a Kubernetes `StatusCause`.
 #[derive(Debug, Clone, PartialEq)]

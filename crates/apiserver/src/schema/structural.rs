@@ -4,7 +4,7 @@
 use regex::Regex;
 use serde_json::Value;
 
-use super::validate::{Node, Validator};
+use super::validate::validate_at;
 use super::{
     FieldError, FieldErrorReason, child, flag, fmt_value, fmt_value_short, index, quote, type_name,
 };
@@ -242,8 +242,7 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
         && level != Level::ValueValidation
         && !d.is_null()
     {
-        let dpath = child(path, "default");
-        Validator.node(Node::below(d, s, &dpath), out);
+        validate_at(d, s, &child(path, "default"), out);
     }
 }
 

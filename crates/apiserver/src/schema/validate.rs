@@ -1,11 +1,15 @@
 //! Validation of an object against a schema: types, formats, numeric, string, array and
 //! object keywords, composition (allOf, anyOf, oneOf, not), with kube-apiserver's messages.
+//!
+//! A schema is read once into a [`ValueSchema`] (when its CRD is registered), not looked up
+//! keyword by keyword in its JSON at every node of every write; and a node's field path is
+//! spelled out only when an error names it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use regex::Regex;
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
 
 use super::{
     FieldError, FieldErrorReason, META_FIELDS, child, flag, fmt_value, fmt_value_short, index,
@@ -15,58 +19,223 @@ use super::{
 /// Validate `obj` against the schema, returning every error found (in
 /// traversal order: node checks first, then children in key/index order).
 /// Top-level `apiVersion`, `kind` and `metadata` are not checked.
-pub fn validate(obj: &Value, schema: &Value) -> Vec<FieldError> {
-    let v = Validator;
+pub fn validate(obj: &Value, schema: &ValueSchema) -> Vec<FieldError> {
     let mut out = Vec::new();
-    v.node(Node::root(obj, schema), &mut out);
+    Validator.node(Node::root(obj, schema), &mut out);
     out
+}
+
+/// Validate `value`, found at `path`, against the schema JSON `schema` (a CRD's `default`
+/// against the schema it is the default of).
+pub(super) fn validate_at(value: &Value, schema: &Value, path: &str, out: &mut Vec<FieldError>) {
+    let schema = ValueSchema::new(schema);
+    Validator.node(
+        Node {
+            value,
+            schema: &schema,
+            path: Path::At(path),
+            root: false,
+        },
+        out,
+    );
+}
+
+/// What a schema node asks of a value, read from its JSON once.
+#[derive(Debug, Clone, Default)]
+pub struct ValueSchema {
+    /// Whether the node is a JSON object: anything else is no schema, and any value passes.
+    active: bool,
+    /// `type`, unless empty.
+    ty: Option<String>,
+    nullable: bool,
+    int_or_string: bool,
+    embedded_resource: bool,
+    format: Option<String>,
+    allowed: Option<Vec<Value>>,
+    maximum: Option<Bound>,
+    minimum: Option<Bound>,
+    multiple_of: Option<Number>,
+    max_length: Option<u64>,
+    min_length: Option<u64>,
+    /// `pattern`, and the regex it compiles to (`None`: it does not compile, and is not checked).
+    pattern: Option<(String, Option<Arc<Regex>>)>,
+    item_count: Counts,
+    unique_items: bool,
+    items: Option<Box<ValueSchema>>,
+    property_count: Counts,
+    required: Vec<String>,
+    properties: Option<BTreeMap<String, ValueSchema>>,
+    additional: Additional,
+    all_of: Vec<ValueSchema>,
+    any_of: Vec<ValueSchema>,
+    one_of: Vec<ValueSchema>,
+    not: Option<Box<ValueSchema>>,
+}
+
+/// `maximum` or `minimum`: v3.0's boolean `exclusive…` flags, or v3.1's numeric ones.
+#[derive(Debug, Clone, Copy)]
+struct Bound {
+    limit: f64,
+    exclusive: bool,
+}
+
+/// `maxItems`/`minItems`, or `maxProperties`/`minProperties`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    max: Option<u64>,
+    min: Option<u64>,
+}
+
+/// `additionalProperties`.
+#[derive(Debug, Clone, Default)]
+enum Additional {
+    /// Absent, or `true`: any other property is accepted unchecked.
+    #[default]
+    Accepted,
+    /// `false`.
+    Forbidden,
+    Schema(Box<ValueSchema>),
+}
+
+impl ValueSchema {
+    /// Read the schema JSON `s`.
+    pub fn new(s: &Value) -> ValueSchema {
+        if !s.is_object() {
+            return ValueSchema::default();
+        }
+        let text = |key: &str| s.get(key).and_then(Value::as_str).map(str::to_owned);
+        let count = |key: &str| as_count(s.get(key));
+        let list = |key: &str| match s.get(key) {
+            Some(Value::Array(subs)) => subs.iter().map(ValueSchema::new).collect(),
+            _ => Vec::new(),
+        };
+        let boxed = |key: &str| {
+            s.get(key)
+                .filter(|sub| sub.is_object())
+                .map(|sub| Box::new(ValueSchema::new(sub)))
+        };
+        ValueSchema {
+            active: true,
+            ty: text("type").filter(|t| !t.is_empty()),
+            nullable: flag(s, "nullable"),
+            int_or_string: flag(s, "x-kubernetes-int-or-string"),
+            embedded_resource: flag(s, "x-kubernetes-embedded-resource"),
+            format: text("format"),
+            allowed: match s.get("enum") {
+                Some(Value::Array(allowed)) => Some(allowed.clone()),
+                _ => None,
+            },
+            maximum: Bound::of(s, "maximum", "exclusiveMaximum"),
+            minimum: Bound::of(s, "minimum", "exclusiveMinimum"),
+            multiple_of: match s.get("multipleOf") {
+                Some(Value::Number(m)) => Some(m.clone()),
+                _ => None,
+            },
+            max_length: count("maxLength"),
+            min_length: count("minLength"),
+            pattern: text("pattern").map(|p| {
+                let regex = compiled(&p);
+                (p, regex)
+            }),
+            item_count: Counts {
+                max: count("maxItems"),
+                min: count("minItems"),
+            },
+            unique_items: flag(s, "uniqueItems"),
+            items: boxed("items"),
+            property_count: Counts {
+                max: count("maxProperties"),
+                min: count("minProperties"),
+            },
+            required: match s.get("required") {
+                Some(Value::Array(required)) => required
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+                _ => Vec::new(),
+            },
+            properties: props(s).map(|ps| {
+                ps.iter()
+                    .map(|(k, sub)| (k.clone(), ValueSchema::new(sub)))
+                    .collect()
+            }),
+            additional: match s.get("additionalProperties") {
+                Some(Value::Bool(false)) => Additional::Forbidden,
+                Some(a @ Value::Object(_)) => Additional::Schema(Box::new(ValueSchema::new(a))),
+                _ => Additional::Accepted,
+            },
+            all_of: list("allOf"),
+            any_of: list("anyOf"),
+            one_of: list("oneOf"),
+            not: boxed("not"),
+        }
+    }
+}
+
+impl Bound {
+    fn of(s: &Value, limit: &str, exclusive: &str) -> Option<Bound> {
+        let (limit, exclusive) = match (s.get(limit).and_then(Value::as_f64), s.get(exclusive)) {
+            (_, Some(Value::Number(e))) => (e.as_f64(), true),
+            (m, e) => (m, e.and_then(Value::as_bool).unwrap_or(false)),
+        };
+        limit.map(|limit| Bound { limit, exclusive })
+    }
+}
+
+/// Where a value is: the field path errors report (`spec.items[0]`), spelled out only when
+/// one does.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    /// Where the walk started, as text (empty: the object's top level).
+    At(&'a str),
+    Field(&'a Path<'a>, &'a str),
+    Item(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    fn render(&self) -> String {
+        match self {
+            Path::At(path) => (*path).to_owned(),
+            Path::Field(parent, key) => child(&parent.render(), key),
+            Path::Item(parent, i) => index(&parent.render(), *i),
+        }
+    }
 }
 
 /// One step of the walk: a value, the schema it must satisfy, and where it is.
 #[derive(Clone, Copy)]
-pub(super) struct Node<'a> {
+struct Node<'a> {
     value: &'a Value,
-    schema: &'a Value,
-    /// The field path (`spec.items[0]`), as errors report it.
-    path: &'a str,
+    schema: &'a ValueSchema,
+    path: Path<'a>,
     /// The object's top level, whose `apiVersion`, `kind` and `metadata` are not checked.
     root: bool,
 }
 
 impl<'a> Node<'a> {
-    fn root(value: &'a Value, schema: &'a Value) -> Self {
+    fn root(value: &'a Value, schema: &'a ValueSchema) -> Self {
         Node {
             value,
             schema,
-            path: "",
+            path: Path::At(""),
             root: true,
         }
     }
 
-    /// `value` at `path` below the top level, against `schema`.
-    pub(super) fn below(value: &'a Value, schema: &'a Value, path: &'a str) -> Self {
-        Node {
-            value,
-            schema,
-            path,
-            root: false,
-        }
-    }
-
     /// The same value at the same place, against another schema (`allOf`, `anyOf`…).
-    fn against(self, schema: &'a Value) -> Self {
+    fn against(self, schema: &'a ValueSchema) -> Self {
         Node { schema, ..self }
     }
 }
 
-/// The walk over an object and its schema. It holds nothing: compiled patterns are
-/// shared by every validation ([`compiled`]).
-pub(super) struct Validator;
+/// The walk over an object and its schema. It holds nothing.
+struct Validator;
 
 /// Every schema `pattern` compiled so far (`None`: not a valid regex), shared by all
-/// validations: a CRD's patterns are compiled once, not at every write of its objects.
-/// Patterns come from CRDs, so few are distinct; the map is still emptied when it holds
-/// [`COMPILED_PATTERNS`], so that no sequence of CRDs grows it without bound.
+/// schemas: a pattern many CRDs share is compiled once. Patterns come from CRDs, so few are
+/// distinct; the map is still emptied when it holds [`COMPILED_PATTERNS`], so that no
+/// sequence of CRDs grows it without bound.
 static PATTERNS: LazyLock<Mutex<HashMap<String, Option<Arc<Regex>>>>> =
     LazyLock::new(Mutex::default);
 
@@ -87,41 +256,48 @@ fn compiled(pattern: &str) -> Option<Arc<Regex>> {
     regex
 }
 
+/// An error at `path`, whose message names the value's place as go-openapi does
+/// (`<path> in body …`); `message` gets that name.
+fn error_at(
+    path: &Path<'_>,
+    reason: FieldErrorReason,
+    message: impl FnOnce(&str) -> String,
+) -> FieldError {
+    let path = path.render();
+    let message = message(subject(&path));
+    FieldError::new(&path, reason, message)
+}
+
 impl Validator {
-    pub(super) fn node(&self, node: Node<'_>, out: &mut Vec<FieldError>) {
+    fn node(&self, node: Node<'_>, out: &mut Vec<FieldError>) {
         let Node {
             value: v,
             schema: s,
             path,
             root,
         } = node;
-        if !s.is_object() {
+        if !s.active {
             return;
         }
-        let name = subject(path);
-        let int_or_string = flag(s, "x-kubernetes-int-or-string");
-        let ty = s
-            .get("type")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty());
+        let ty = s.ty.as_deref();
 
         // nullable / type
         if v.is_null() {
-            if flag(s, "nullable") {
+            if s.nullable {
                 return;
             }
-            let expected = if int_or_string {
+            let expected = if s.int_or_string {
                 Some("integer,string")
             } else {
                 ty
             };
             if let Some(expected) = expected {
-                out.push(type_error(path, name, expected, v));
+                out.push(type_error(&path, expected, v));
                 return;
             }
-        } else if int_or_string {
+        } else if s.int_or_string {
             if !(is_integer(v) || v.is_string()) {
-                out.push(type_error(path, name, "integer,string", v));
+                out.push(type_error(&path, "integer,string", v));
                 return;
             }
         } else if let Some(t) = ty {
@@ -135,29 +311,27 @@ impl Validator {
                 _ => true,
             };
             if !ok {
-                out.push(type_error(path, name, t, v));
+                out.push(type_error(&path, t, v));
                 return;
             }
         }
 
         // format (only integer ranges are checked)
-        if let (Some(fmt), Value::Number(n)) = (s.get("format").and_then(Value::as_str), v) {
+        if let (Some(fmt), Value::Number(n)) = (s.format.as_deref(), v) {
             let ok = match fmt {
                 "int32" => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
                 "int64" => n.is_i64(),
                 _ => true,
             };
             if !ok {
-                out.push(FieldError::new(
-                    path,
-                    FieldErrorReason::TypeInvalid,
-                    format!("Invalid value: {v}: {name} in body must be of type {fmt}"),
-                ));
+                out.push(error_at(&path, FieldErrorReason::TypeInvalid, |name| {
+                    format!("Invalid value: {v}: {name} in body must be of type {fmt}")
+                }));
             }
         }
 
         // enum
-        if let Some(Value::Array(allowed)) = s.get("enum")
+        if let Some(allowed) = &s.allowed
             && !allowed.iter().any(|a| json_eq(a, v))
         {
             let supported: Vec<String> = allowed
@@ -167,22 +341,20 @@ impl Validator {
                     other => quote(&other.to_string()),
                 })
                 .collect();
-            out.push(FieldError::new(
-                path,
-                FieldErrorReason::NotSupported,
+            out.push(error_at(&path, FieldErrorReason::NotSupported, |_| {
                 format!(
                     "Unsupported value: {}: supported values: {}",
                     fmt_value(v),
                     supported.join(", ")
-                ),
-            ));
+                )
+            }));
         }
 
         match v {
-            Value::Number(n) => self.number(n, v, s, path, out),
-            Value::String(st) => self.string(st, v, s, path, out),
-            Value::Array(items) => self.array(items, v, s, path, out),
-            Value::Object(map) => self.object(map, s, path, root, out),
+            Value::Number(n) => self.number(n, v, s, &path, out),
+            Value::String(st) => self.string(st, v, s, &path, out),
+            Value::Array(items) => self.array(items, v, s, &path, out),
+            Value::Object(map) => self.object(map, s, &path, root, out),
             _ => {}
         }
 
@@ -191,57 +363,42 @@ impl Validator {
 
     fn number(
         &self,
-        n: &serde_json::Number,
+        n: &Number,
         v: &Value,
-        s: &Value,
-        path: &str,
+        s: &ValueSchema,
+        path: &Path,
         out: &mut Vec<FieldError>,
     ) {
-        let name = subject(path);
         let Some(x) = n.as_f64() else { return };
         let invalid = |detail: String| {
-            FieldError::new(
-                path,
-                FieldErrorReason::Invalid,
-                format!("Invalid value: {v}: {name} in body {detail}"),
-            )
+            error_at(path, FieldErrorReason::Invalid, |name| {
+                format!("Invalid value: {v}: {name} in body {detail}")
+            })
         };
-        // v3.0 boolean exclusive flags, or v3.1 numeric bounds.
-        let (max, max_excl) = match (
-            s.get("maximum").and_then(Value::as_f64),
-            s.get("exclusiveMaximum"),
-        ) {
-            (_, Some(Value::Number(e))) => (e.as_f64(), true),
-            (m, e) => (m, e.and_then(Value::as_bool).unwrap_or(false)),
-        };
-        let (min, min_excl) = match (
-            s.get("minimum").and_then(Value::as_f64),
-            s.get("exclusiveMinimum"),
-        ) {
-            (_, Some(Value::Number(e))) => (e.as_f64(), true),
-            (m, e) => (m, e.and_then(Value::as_bool).unwrap_or(false)),
-        };
-        if let Some(max) = max {
-            if max_excl && x >= max {
-                out.push(invalid(format!("should be less than {}", fmt_num(max))));
-            } else if !max_excl && x > max {
+        if let Some(Bound { limit, exclusive }) = s.maximum {
+            if exclusive && x >= limit {
+                out.push(invalid(format!("should be less than {}", fmt_num(limit))));
+            } else if !exclusive && x > limit {
                 out.push(invalid(format!(
                     "should be less than or equal to {}",
-                    fmt_num(max)
+                    fmt_num(limit)
                 )));
             }
         }
-        if let Some(min) = min {
-            if min_excl && x <= min {
-                out.push(invalid(format!("should be greater than {}", fmt_num(min))));
-            } else if !min_excl && x < min {
+        if let Some(Bound { limit, exclusive }) = s.minimum {
+            if exclusive && x <= limit {
+                out.push(invalid(format!(
+                    "should be greater than {}",
+                    fmt_num(limit)
+                )));
+            } else if !exclusive && x < limit {
                 out.push(invalid(format!(
                     "should be greater than or equal to {}",
-                    fmt_num(min)
+                    fmt_num(limit)
                 )));
             }
         }
-        if let Some(Value::Number(m)) = s.get("multipleOf") {
+        if let Some(m) = &s.multiple_of {
             let ok = match (n.as_i64(), m.as_i64()) {
                 (Some(a), Some(b)) if b != 0 => a % b == 0,
                 _ => match m.as_f64() {
@@ -259,49 +416,47 @@ impl Validator {
         }
     }
 
-    fn string(&self, st: &str, v: &Value, s: &Value, path: &str, out: &mut Vec<FieldError>) {
-        let name = subject(path);
+    fn string(&self, st: &str, v: &Value, s: &ValueSchema, path: &Path, out: &mut Vec<FieldError>) {
         let len = st.chars().count() as u64;
-        if let Some(max) = as_count(s.get("maxLength"))
+        if let Some(max) = s.max_length
             && len > max
         {
-            out.push(FieldError::new(
-                path,
-                FieldErrorReason::TooLong,
-                format!("Too long: may not be longer than {max}"),
-            ));
+            out.push(error_at(path, FieldErrorReason::TooLong, |_| {
+                format!("Too long: may not be longer than {max}")
+            }));
         }
-        if let Some(min) = as_count(s.get("minLength"))
+        if let Some(min) = s.min_length
             && len < min
         {
-            out.push(FieldError::new(
-                path,
-                FieldErrorReason::Invalid,
+            out.push(error_at(path, FieldErrorReason::Invalid, |name| {
                 format!(
                     "Invalid value: {}: {name} in body should be at least {min} chars long",
                     fmt_value(v)
-                ),
-            ));
+                )
+            }));
         }
-        if let Some(pattern) = s.get("pattern").and_then(Value::as_str)
-            && let Some(re) = compiled(pattern)
+        if let Some((pattern, Some(re))) = &s.pattern
             && !re.is_match(st)
         {
-            out.push(FieldError::new(
-                path,
-                FieldErrorReason::Invalid,
+            out.push(error_at(path, FieldErrorReason::Invalid, |name| {
                 format!(
                     "Invalid value: {}: {name} in body should match '{pattern}'",
                     fmt_value(v)
-                ),
-            ));
+                )
+            }));
         }
     }
 
-    fn array(&self, items: &[Value], v: &Value, s: &Value, path: &str, out: &mut Vec<FieldError>) {
-        let name = subject(path);
-        check_count(s, path, items.len(), &ITEM_COUNT, out);
-        if flag(s, "uniqueItems") {
+    fn array(
+        &self,
+        items: &[Value],
+        v: &Value,
+        s: &ValueSchema,
+        path: &Path,
+        out: &mut Vec<FieldError>,
+    ) {
+        check_count(&s.item_count, "items", path, items.len(), out);
+        if s.unique_items {
             let mut seen = HashSet::new();
             let dup = items.iter().any(|x| {
                 let mut c = String::new();
@@ -309,19 +464,23 @@ impl Validator {
                 !seen.insert(c)
             });
             if dup {
-                out.push(FieldError::new(
-                    path,
-                    FieldErrorReason::Invalid,
+                out.push(error_at(path, FieldErrorReason::Invalid, |name| {
                     format!(
                         "Invalid value: {}: {name} in body shouldn't contain duplicates",
                         fmt_value(v)
-                    ),
-                ));
+                    )
+                }));
             }
         }
-        if let Some(is) = s.get("items").filter(|i| i.is_object()) {
+        if let Some(is) = &s.items {
             for (i, x) in items.iter().enumerate() {
-                self.node(Node::below(x, is, &index(path, i)), out);
+                let node = Node {
+                    value: x,
+                    schema: is,
+                    path: Path::Item(path, i),
+                    root: false,
+                };
+                self.node(node, out);
             }
         }
     }
@@ -329,52 +488,55 @@ impl Validator {
     fn object(
         &self,
         map: &Map<String, Value>,
-        s: &Value,
-        path: &str,
+        s: &ValueSchema,
+        path: &Path,
         root: bool,
         out: &mut Vec<FieldError>,
     ) {
-        let skip_meta = root || flag(s, "x-kubernetes-embedded-resource");
-        check_count(s, path, map.len(), &PROPERTY_COUNT, out);
-        if let Some(Value::Array(required)) = s.get("required") {
-            for r in required.iter().filter_map(Value::as_str) {
-                if root && META_FIELDS.contains(&r) {
-                    continue;
-                }
-                if !map.contains_key(r) {
-                    out.push(FieldError::new(
-                        child(path, r),
-                        FieldErrorReason::Required,
-                        "Required value",
-                    ));
-                }
+        let skip_meta = root || s.embedded_resource;
+        check_count(&s.property_count, "properties", path, map.len(), out);
+        for r in &s.required {
+            if root && META_FIELDS.contains(&r.as_str()) {
+                continue;
+            }
+            if !map.contains_key(r) {
+                out.push(FieldError::new(
+                    child(&path.render(), r),
+                    FieldErrorReason::Required,
+                    "Required value",
+                ));
             }
         }
-        let properties = props(s);
-        let additional = s.get("additionalProperties");
-        // Sorted keys so the error order does not depend on map ordering.
-        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-        entries.sort_by(|a, b| a.0.cmp(b.0));
-        for (k, val) in entries {
+        // A map's keys are sorted, so the error order does not depend on how it was built.
+        for (k, val) in map {
             if skip_meta && META_FIELDS.contains(&k.as_str()) {
                 continue;
             }
-            let p = child(path, k);
-            if let Some(ps) = properties.and_then(|ps| ps.get(k)) {
-                self.node(Node::below(val, ps, &p), out);
-            } else {
-                match additional {
-                    Some(Value::Bool(false)) => out.push(FieldError::new(
+            let at = Path::Field(path, k);
+            let below = |schema| Node {
+                value: val,
+                schema,
+                path: at,
+                root: false,
+            };
+            match (
+                s.properties.as_ref().and_then(|ps| ps.get(k)),
+                &s.additional,
+            ) {
+                (Some(ps), _) => self.node(below(ps), out),
+                (None, Additional::Forbidden) => {
+                    let p = at.render();
+                    out.push(FieldError::new(
                         &p,
                         FieldErrorReason::Invalid,
                         format!(
                             "Invalid value: {}: {p} in body is a forbidden property",
                             quote(k)
                         ),
-                    )),
-                    Some(a @ Value::Object(_)) => self.node(Node::below(val, a, &p), out),
-                    _ => {}
+                    ));
                 }
+                (None, Additional::Schema(a)) => self.node(below(a), out),
+                (None, Additional::Accepted) => {}
             }
         }
     }
@@ -386,32 +548,23 @@ impl Validator {
             path,
             ..
         } = node;
-        let name = subject(path);
         let composite_err = |what: &str| {
-            FieldError::new(
-                path,
-                FieldErrorReason::Invalid,
+            error_at(&path, FieldErrorReason::Invalid, |name| {
                 format!(
                     "Invalid value: {}: {name} in body {what}",
                     fmt_value_short(v)
-                ),
-            )
+                )
+            })
         };
-        if let Some(Value::Array(all)) = s.get("allOf") {
-            for sub in all {
-                self.node(node.against(sub), out);
-            }
+        for sub in &s.all_of {
+            self.node(node.against(sub), out);
         }
-        if let Some(Value::Array(any)) = s.get("anyOf")
-            && !any.is_empty()
-            && !any.iter().any(|sub| self.passes(node.against(sub)))
-        {
+        if !s.any_of.is_empty() && !s.any_of.iter().any(|sub| self.passes(node.against(sub))) {
             out.push(composite_err("must validate at least one schema (anyOf)"));
         }
-        if let Some(Value::Array(one)) = s.get("oneOf")
-            && !one.is_empty()
-        {
-            let passing = one
+        if !s.one_of.is_empty() {
+            let passing = s
+                .one_of
                 .iter()
                 .filter(|sub| self.passes(node.against(sub)))
                 .count();
@@ -421,7 +574,7 @@ impl Validator {
                 ));
             }
         }
-        if let Some(not) = s.get("not").filter(|n| n.is_object())
+        if let Some(not) = &s.not
             && self.passes(node.against(not))
         {
             out.push(composite_err("must not validate the schema (not)"));
@@ -435,55 +588,33 @@ impl Validator {
     }
 }
 
-fn type_error(path: &str, name: &str, expected: &str, v: &Value) -> FieldError {
-    let actual = type_name(v);
-    FieldError::new(
-        path,
-        FieldErrorReason::TypeInvalid,
-        format!(
-            "Invalid value: {}: {name} in body must be of type {expected}: {}",
-            quote(actual),
-            quote(actual)
-        ),
-    )
+fn type_error(path: &Path<'_>, expected: &str, v: &Value) -> FieldError {
+    let actual = quote(type_name(v));
+    error_at(path, FieldErrorReason::TypeInvalid, |name| {
+        format!("Invalid value: {actual}: {name} in body must be of type {expected}: {actual}")
+    })
 }
 
-/// The schema keywords that bound how many entries a value has, and what an entry is called.
-struct CountBounds {
-    max: &'static str,
-    min: &'static str,
-    entries: &'static str,
-}
-
-const ITEM_COUNT: CountBounds = CountBounds {
-    max: "maxItems",
-    min: "minItems",
-    entries: "items",
-};
-
-const PROPERTY_COUNT: CountBounds = CountBounds {
-    max: "maxProperties",
-    min: "minProperties",
-    entries: "properties",
-};
-
-/// Errors for a value of `len` entries outside the bounds schema `s` sets.
-fn check_count(s: &Value, path: &str, len: usize, bounds: &CountBounds, out: &mut Vec<FieldError>) {
+/// Errors for a value of `len` entries (`items` or `properties`) outside `bounds`.
+fn check_count(
+    bounds: &Counts,
+    entries: &str,
+    path: &Path<'_>,
+    len: usize,
+    out: &mut Vec<FieldError>,
+) {
     let len = len as u64;
-    if let Some(max) = as_count(s.get(bounds.max))
+    if let Some(max) = bounds.max
         && len > max
     {
-        out.push(too_many(path, len, max));
+        out.push(too_many(&path.render(), len, max));
     }
-    if let Some(min) = as_count(s.get(bounds.min))
+    if let Some(min) = bounds.min
         && len < min
     {
-        let (name, entries) = (subject(path), bounds.entries);
-        out.push(FieldError::new(
-            path,
-            FieldErrorReason::Invalid,
-            format!("Invalid value: {len}: {name} in body should have at least {min} {entries}"),
-        ));
+        out.push(error_at(path, FieldErrorReason::Invalid, |name| {
+            format!("Invalid value: {len}: {name} in body should have at least {min} {entries}")
+        }));
     }
 }
 
@@ -584,6 +715,11 @@ mod tests {
 
     use super::*;
     use crate::schema::tests::{fields, schema};
+
+    /// Validation against the schema JSON, read for each call.
+    fn validate(obj: &Value, schema: &Value) -> Vec<FieldError> {
+        super::validate(obj, &ValueSchema::new(schema))
+    }
 
     #[test]
     fn a_pattern_is_compiled_once_for_every_validation() {
