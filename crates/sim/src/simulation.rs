@@ -297,15 +297,9 @@ impl Simulation {
     }
 
     fn run_alone(&self, scenario: &Scenario, seed: u64) -> Report {
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => panic!("cannot build the simulation runtime: {e}"),
-        };
-        runtime.block_on(Run::simulate(self, scenario, seed))
+        // Outside the run's runtime: the first call builds the image on a runtime of its own.
+        let image = bootstrapped();
+        paused_runtime().block_on(Run::simulate(self, scenario, seed, image))
     }
 }
 
@@ -368,6 +362,18 @@ impl Drop for RunningGuard {
     }
 }
 
+/// A single-threaded runtime whose clock only moves when every task waits.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("cannot build the simulation runtime: {e}"),
+    }
+}
+
 /// The simulated wall clock: a fixed epoch plus tokio's (paused) elapsed time, the same
 /// one for the API server and the cluster's controllers.
 fn clock() -> steady_apiserver::Clock {
@@ -397,7 +403,12 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    async fn simulate(options: &'a Simulation, scenario: &'a Scenario, seed: u64) -> Report {
+    async fn simulate(
+        options: &'a Simulation,
+        scenario: &'a Scenario,
+        seed: u64,
+        image: Result<&'static steady_store::Image, String>,
+    ) -> Report {
         let trace = Trace::default();
         trace.log(format!("scenario {} seed {seed}", scenario.name()));
         let mut report = Report {
@@ -406,7 +417,7 @@ impl<'a> Run<'a> {
             ..Report::default()
         };
         let clock = clock();
-        let server = match start_server(seed, &clock).await {
+        let server = match start_server(image, seed, &clock).await {
             Ok(server) => server,
             Err(e) => {
                 report.violate("eventually-stable", e);
@@ -713,10 +724,22 @@ impl<'a> Run<'a> {
     }
 }
 
-async fn start_server(seed: u64, clock: &steady_apiserver::Clock) -> Result<ApiServer, String> {
-    let store = steady_store::Store::in_memory(Default::default())
+async fn start_server(
+    image: Result<&steady_store::Image, String>,
+    seed: u64,
+    clock: &steady_apiserver::Clock,
+) -> Result<ApiServer, String> {
+    let store = steady_store::Store::in_memory_from(image?, Default::default())
         .await
         .map_err(|e| format!("store: {e}"))?;
+    serve(store, seed, clock).await
+}
+
+async fn serve(
+    store: steady_store::Store,
+    seed: u64,
+    clock: &steady_apiserver::Clock,
+) -> Result<ApiServer, String> {
     let config = steady_apiserver::Config {
         seed: Some(seed),
         clock: clock.clone(),
@@ -725,4 +748,28 @@ async fn start_server(seed: u64, clock: &steady_apiserver::Clock) -> Result<ApiS
     ApiServer::start(store, config)
         .await
         .map_err(|e| format!("server: {e}"))
+}
+
+/// The store every run starts from: what the API server writes when it starts on an empty
+/// store (namespaces, roles, the `kubernetes` Service…), the same in every run. Written
+/// once per process, on a runtime of its own, so that no run's schedule depends on
+/// whether it was the first; each run's seed then draws everything written after it.
+fn bootstrapped() -> Result<&'static steady_store::Image, String> {
+    static IMAGE: std::sync::OnceLock<Result<steady_store::Image, String>> =
+        std::sync::OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let runtime = paused_runtime();
+            runtime.block_on(async {
+                let store = steady_store::Store::in_memory(Default::default())
+                    .await
+                    .map_err(|e| format!("store: {e}"))?;
+                let server = serve(store, 0, &clock()).await?;
+                let image = server.store().image();
+                server.shutdown().await;
+                Ok(image)
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }

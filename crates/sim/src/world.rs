@@ -5,7 +5,7 @@
 //! counts no request); objects are decoded only when asked for.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use bytes::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -169,11 +169,38 @@ impl World {
             .objects
             .iter()
             .filter(|(key, _)| !HISTORY_KINDS.iter().any(|p| key.starts_with(p)))
-            .filter_map(|(key, value)| normalised_line(key, value))
+            .filter_map(|(key, value)| normalised_once(key, value))
             .collect();
         lines.sort();
         lines
     }
+}
+
+/// Lines already normalised, by store key and the bytes they were made from, shared by the
+/// runs of the process: every run starts from one image of the API server's bootstrap
+/// objects, and the objects no run changes are normalised once, not once a run.
+static NORMALISED: LazyLock<Mutex<NormalisedLines>> = LazyLock::new(Mutex::default);
+
+/// A line (`None`: the object is left out) by store key and bytes.
+type NormalisedLines = HashMap<(Arc<str>, Bytes), Option<String>>;
+
+/// Emptied when it holds this many lines, so that no campaign grows it without bound.
+const NORMALISED_KEPT: usize = 4096;
+
+/// [`normalised_line`], computed once for the same key and bytes.
+fn normalised_once(key: &Arc<str>, value: &Bytes) -> Option<String> {
+    let lock = || NORMALISED.lock().unwrap_or_else(PoisonError::into_inner);
+    let memo_key = (key.clone(), value.clone());
+    if let Some(line) = lock().get(&memo_key) {
+        return line.clone();
+    }
+    let line = normalised_line(key, value);
+    let mut memo = lock();
+    if memo.len() >= NORMALISED_KEPT {
+        memo.clear();
+    }
+    memo.insert(memo_key, line.clone());
+    line
 }
 
 /// One object's line of [`World::normalised`], unless it is left out.

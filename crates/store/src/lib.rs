@@ -294,6 +294,14 @@ impl Drop for Inner {
     }
 }
 
+/// What a store holds at one revision, from [`Store::image`]. Cheap to clone: the values
+/// are shared.
+#[derive(Clone, Debug)]
+pub struct Image {
+    records: Vec<state::Record>,
+    compacted: Revision,
+}
+
 /// A handle to the store. Cheap to clone; the writer stops when the last
 /// handle is dropped or [`Store::shutdown`] is called.
 #[derive(Clone)]
@@ -320,6 +328,27 @@ impl Store {
         let mut backend = MemoryBackend;
         let loaded = backend.load()?;
         Self::start(Box::new(backend), loaded, opts)
+    }
+
+    /// A store without persistence that starts as `image` (see [`Store::image`]): its
+    /// objects, history and revision.
+    pub async fn in_memory_from(image: &Image, opts: StoreOptions) -> Result<Store, StoreError> {
+        let loaded = backend::Loaded {
+            records: image.records.clone(),
+            compacted: image.compacted,
+        };
+        Self::start(Box::new(MemoryBackend), loaded, opts)
+    }
+
+    /// Everything this store holds now, to start in-memory stores from
+    /// ([`Store::in_memory_from`]): for instance, many simulated clusters from one that
+    /// was bootstrapped once.
+    pub fn image(&self) -> Image {
+        let st = self.inner.shared.read();
+        Image {
+            records: st.records(),
+            compacted: st.compacted,
+        }
     }
 
     /// A store persisted in a SQLite database at `path` (created together with

@@ -128,6 +128,25 @@ impl State {
         st
     }
 
+    /// Every retained version as a persisted row, ascending by revision: what
+    /// [`State::from_records`] rebuilds this state from.
+    pub fn records(&self) -> Vec<Record> {
+        let mut records: Vec<Record> = self
+            .objects
+            .iter()
+            .flat_map(|(key, versions)| {
+                versions.iter().map(|v| Record {
+                    rev: v.rev,
+                    key: key.clone(),
+                    deleted: v.deleted,
+                    value: v.value.clone(),
+                })
+            })
+            .collect();
+        records.sort_by_key(|r| r.rev);
+        records
+    }
+
     /// The latest version of `key` if it is live, plus the map's shared key.
     pub fn latest(&self, key: &str) -> (Option<Arc<str>>, Option<(Revision, Bytes)>) {
         match self.objects.get_key_value(key) {

@@ -473,6 +473,37 @@ async fn labels_follow_each_version(kind: Kind) {
     );
 }
 
+async fn a_store_started_from_an_image_holds_what_it_held(kind: Kind) {
+    let s = open(kind).await;
+    let start = s.revision();
+    let a1 = s.create("/p/a", obj("a", 1)).await.unwrap();
+    s.create("/p/b", obj("b", 1)).await.unwrap();
+    let a2 = s.update("/p/a", obj("a", 2), None).await.unwrap();
+    let gone = s.delete("/p/b", None).await.unwrap();
+    let copy = Store::in_memory_from(&s.image(), test_opts())
+        .await
+        .unwrap();
+    assert_eq!(copy.revision(), s.revision());
+    let now = copy
+        .list("/p/", &ListOptions::default(), &|_| true)
+        .unwrap();
+    assert_eq!(keys(&now.items), ["/p/a"]);
+    assert_eq!(now.items[0].value, a2.value);
+    let then = copy.get("/p/a", Some(a1.revision)).unwrap().unwrap();
+    assert_eq!(then.value, a1.value);
+    let mut watch = copy.watch("/p/", start).unwrap();
+    let mut replayed = Vec::new();
+    for _ in 0..4 {
+        let e = watch.next().await.unwrap().unwrap();
+        replayed.push((e.kind, e.revision));
+    }
+    assert_eq!(replayed.last(), Some(&(EventKind::Deleted, gone.revision)));
+    // The copy goes on on its own: the original does not see its writes.
+    let c = copy.create("/p/c", obj("c", 1)).await.unwrap();
+    assert!(c.revision > gone.revision);
+    assert!(s.get("/p/c", None).unwrap().is_none());
+}
+
 async fn watch_replay_then_live(kind: Kind) {
     let s = open(kind).await;
     let start = s.revision();
@@ -850,6 +881,7 @@ suite!(
     invalid_values,
     update_cas_and_not_found,
     written_values_are_left_as_stored,
+    a_store_started_from_an_image_holds_what_it_held,
     delete_tombstone,
     revisions_strictly_increase,
     snapshot_reads,
