@@ -238,6 +238,8 @@ struct Inner<K> {
     /// event, a write through the context, a handle's `remember`): see
     /// [`Config::keep_managed_fields`](crate::Config::keep_managed_fields).
     normalize: Option<fn(&mut K)>,
+    /// The fields `normalize` drops, which a write's reply may be decoded without.
+    unread: &'static [&'static str],
     trim: Option<Trim<K>>,
     /// The last stamp handed out.
     last_stamp: u64,
@@ -264,6 +266,7 @@ impl<K> Default for ObjectCache<K> {
                 objects: BTreeSet::new(),
                 by_owner: BTreeMap::new(),
                 normalize: None,
+                unread: &[],
                 trim: None,
                 last_stamp: 0,
             })),
@@ -395,9 +398,17 @@ impl<K: Cached> ObjectCache<K> {
         self.write().trim = Some(trim);
     }
 
-    /// Apply `normalize` to every object before it is cached (and before the trim).
-    pub(crate) fn set_normalize(&self, normalize: fn(&mut K)) {
-        self.write().normalize = Some(normalize);
+    /// Apply `normalize`, which drops the fields at `unread`, to every object before it is
+    /// cached (and before the trim).
+    pub(crate) fn set_normalize(&self, normalize: fn(&mut K), unread: &'static [&'static str]) {
+        let mut inner = self.write();
+        inner.normalize = Some(normalize);
+        inner.unread = unread;
+    }
+
+    /// The fields no object keeps in this cache (see [`Self::set_normalize`]).
+    pub(crate) fn unread(&self) -> &'static [&'static str] {
+        self.read().unread
     }
 
     /// Record a state the reconciler just wrote, so its next read sees it.

@@ -343,6 +343,16 @@ impl<P: Projection> Remembers<P::Kind> for ProjectingWrites<P> {
     fn forget(&self, key: &ObjectKey) {
         self.0.forget(key);
     }
+
+    /// The managed fields when the projection leaves them unread: the reply is returned to
+    /// the reconciler as the kind it wrote, so nothing else it could read is skipped.
+    fn unread(&self) -> &'static [&'static str] {
+        if P::UNREAD.contains(&crate::unmanaged::MANAGED_FIELDS_PATH) {
+            crate::unmanaged::MANAGED_FIELDS
+        } else {
+            &[]
+        }
+    }
 }
 
 /// Every change of a projection wakes (its resourceVersion is not part of it).

@@ -20,7 +20,8 @@ use crate::object_cache::{Cached, ObjectCache};
 use crate::source::{CachedAs, decoded_form_of};
 use crate::unread::deserialize_skipping;
 
-const MANAGED_FIELDS: &[&str] = &["metadata.managedFields"];
+pub(crate) const MANAGED_FIELDS_PATH: &str = "metadata.managedFields";
+pub(crate) const MANAGED_FIELDS: &[&str] = &[MANAGED_FIELDS_PATH];
 
 /// A `K` as a watch decodes it when managed fields are not kept.
 #[derive(Debug, Clone)]
@@ -53,7 +54,7 @@ pub(crate) fn cached_unmanaged<K>(cache: ObjectCache<K>) -> CachedAs<K, Unmanage
 where
     K: Resource + Cached + Clone + Send + Sync + 'static,
 {
-    cache.set_normalize(without_managed_fields::<K>);
+    cache.set_normalize(without_managed_fields::<K>, MANAGED_FIELDS);
     CachedAs {
         convert: Unmanaged::into_inner,
         writes: Arc::new(cache.clone()),

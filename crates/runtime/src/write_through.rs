@@ -12,13 +12,14 @@ use std::sync::Arc;
 
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::inputs::Version;
 use crate::object_cache::{Cached, ObjectCache, ObjectKey};
 use crate::observe::{self, WriteVerb};
 use crate::projection::{Projected, ProjectingWrites, Projection};
+use crate::unread::deserialize_skipping;
 
 /// A kind a reconciler writes through the context: any k8s-openapi type or
 /// `#[derive(CustomResource)]` type (implemented for every type that qualifies).
@@ -40,6 +41,9 @@ pub(crate) trait Remembers<C>: Send + Sync {
     fn remember(&self, written: &C) -> Option<u64>;
     /// The object `key` is gone.
     fn forget(&self, key: &ObjectKey);
+    /// The fields this sink never keeps of a written object, which its reply is decoded
+    /// without.
+    fn unread(&self) -> &'static [&'static str];
 }
 
 /// Where a kind's writes are remembered, as the controller keeps it (type-erased by kind).
@@ -53,6 +57,10 @@ impl<C: Cached + Clone + Send + Sync> Remembers<C> for ObjectCache<C> {
     fn forget(&self, key: &ObjectKey) {
         ObjectCache::forget(self, key);
     }
+
+    fn unread(&self) -> &'static [&'static str] {
+        ObjectCache::unread(self)
+    }
 }
 
 /// An [`Api`] whose successful writes update the controller's cache of `C`, if it has one
@@ -61,6 +69,11 @@ impl<C: Cached + Clone + Send + Sync> Remembers<C> for ObjectCache<C> {
 /// The cache keeps what a write returned until a newer state arrives from the watch. Write
 /// through this only objects the kind's watch would see: an object its selectors exclude
 /// stays cached (as written) because no watch event will ever replace or remove it.
+///
+/// A write returns the object the server answered with, decoded as the cache keeps it:
+/// without `metadata.managedFields` unless
+/// [`Config::keep_managed_fields`](crate::Config::keep_managed_fields) is set (or the
+/// projection reads them). Without a cache, it is decoded whole, as `Api` does.
 pub struct CachingApi<C> {
     api: Api<C>,
     cache: Option<WriteSink<C>>,
@@ -146,19 +159,81 @@ where
         }
     }
 
+    /// Requests to `C`'s URL, as `Api` builds them.
+    fn request(&self) -> kube::core::Request {
+        kube::core::Request::new(self.api.resource_url())
+    }
+
+    /// The fields a write's reply is decoded without: those the cache never keeps (see
+    /// [`Config::keep_managed_fields`](crate::Config::keep_managed_fields)).
+    fn unread(&self) -> &'static [&'static str] {
+        self.cache.as_ref().map_or(&[], |cache| cache.unread())
+    }
+
+    /// Send a write as `Api`'s method `verb` would, and the text of its reply.
+    async fn reply_to(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        verb: &'static str,
+    ) -> Result<String, kube::Error> {
+        let mut request = request.map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert(verb);
+        self.api.clone().into_client().request_text(request).await
+    }
+
+    /// A reply decoded as the object written, without what the cache never keeps.
+    fn decode(&self, reply: &str) -> Result<C, kube::Error> {
+        let mut deserializer = serde_json::Deserializer::from_str(reply);
+        let written = deserialize_skipping(&mut deserializer, self.unread())
+            .and_then(|written| deserializer.end().map(|()| written));
+        written.map_err(kube::Error::SerdeError)
+    }
+
+    /// [`Self::reply_to`], decoded.
+    async fn send(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        verb: &'static str,
+    ) -> Result<C, kube::Error> {
+        self.decode(&self.reply_to(request, verb).await?)
+    }
+
+    /// `Api::delete`. `None`: the server answered with a `Status`, the object is gone.
+    /// (kube decodes a delete's reply twice: into a `Value` to read its `kind`, then again.)
+    async fn send_delete(&self, name: &str, dp: &DeleteParams) -> Result<Option<C>, kube::Error> {
+        /// Only the `kind` of a reply.
+        #[derive(Deserialize)]
+        struct KindOnly {
+            #[serde(default)]
+            kind: String,
+        }
+        let reply = self
+            .reply_to(self.request().delete(name, dp), "delete")
+            .await?;
+        let head: KindOnly = serde_json::from_str(&reply).map_err(kube::Error::SerdeError)?;
+        if head.kind == "Status" {
+            return Ok(None);
+        }
+        self.decode(&reply).map(Some)
+    }
+
     fn key(&self, name: &str) -> ObjectKey {
         ObjectKey::new(self.api.namespace(), name)
     }
 
     /// Create `obj`; the created object is cached.
     pub async fn create(&self, pp: &PostParams, obj: &C) -> Result<C, kube::Error> {
-        self.remembered(WriteVerb::Created, self.api.create(pp, obj))
+        let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+        let request = self.request().create(pp, body);
+        self.remembered(WriteVerb::Created, self.send(request, "create"))
             .await
     }
 
     /// Replace the object `name` with `obj`; the stored result is cached.
     pub async fn replace(&self, name: &str, pp: &PostParams, obj: &C) -> Result<C, kube::Error> {
-        self.remembered(WriteVerb::Replaced, self.api.replace(name, pp, obj))
+        let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+        let request = self.request().replace(name, pp, body);
+        self.remembered(WriteVerb::Replaced, self.send(request, "replace"))
             .await
     }
 
@@ -169,7 +244,8 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<C, kube::Error> {
-        self.remembered(WriteVerb::Patched, self.api.patch(name, pp, patch))
+        let request = self.request().patch(name, pp, patch);
+        self.remembered(WriteVerb::Patched, self.send(request, "patch"))
             .await
     }
 
@@ -180,7 +256,8 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<C, kube::Error> {
-        let write = self.api.patch_status(name, pp, patch);
+        let request = self.request().patch_subresource("status", name, pp, patch);
+        let write = self.send(request, "patch_status");
         self.remembered(WriteVerb::PatchedStatus, write).await
     }
 
@@ -190,8 +267,8 @@ where
     /// and is forgotten. A 404 forgets it too (someone else deleted it first) and is
     /// returned as the error it is.
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Option<C>, kube::Error> {
-        match self.api.delete(name, dp).await {
-            Ok(deleted) => match deleted.left() {
+        match self.send_delete(name, dp).await {
+            Ok(deleted) => match deleted {
                 Some(terminating) if terminating.meta().deletion_timestamp.is_some() => {
                     self.remember(WriteVerb::Deleted, &terminating);
                     Ok(Some(terminating))

@@ -449,23 +449,35 @@ async fn write_and_inspect(
     let name = format!("{}-written", cm.metadata.name.clone().unwrap_or_default());
     let secrets = ctx.cache::<Secret>().map_err(|e| e.to_string())?;
     let key = ObjectKey::new(Some("default"), &name);
+    let has_managed_fields = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.managed_fields.as_ref().is_some_and(|m| !m.is_empty())
+    };
     if secrets.get(&key).is_none() {
         let written = owned_secret(&name, "web", &cm, "w");
-        ctx.api::<Secret>("default")
+        let created = ctx
+            .api::<Secret>("default")
             .create(&PostParams::default(), &written)
             .await
             .map_err(|e| e.to_string())?;
         // A write through a handle of the cache is remembered the same way.
         let label = json!({"metadata": {"labels": {"written": "again"}}});
-        CachingApi::with_cache(Api::namespaced(ctx.client(), "default"), secrets.clone())
-            .patch(&name, &PatchParams::default(), &Patch::Merge(label))
-            .await
-            .map_err(|e| e.to_string())?;
+        let patched =
+            CachingApi::with_cache(Api::namespaced(ctx.client(), "default"), secrets.clone())
+                .patch(&name, &PatchParams::default(), &Patch::Merge(label))
+                .await
+                .map_err(|e| e.to_string())?;
+        // The replies come back as the cache keeps them.
+        let mut seen = ctx.data().lock().map_err(|e| e.to_string())?;
+        seen.insert(
+            "reply to create".into(),
+            has_managed_fields(&created.metadata),
+        );
+        seen.insert(
+            "reply to patch".into(),
+            has_managed_fields(&patched.metadata),
+        );
     }
     let mut seen = ctx.data().lock().map_err(|e| e.to_string())?;
-    let has_managed_fields = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        meta.managed_fields.as_ref().is_some_and(|m| !m.is_empty())
-    };
     for primary in ctx.cache::<ConfigMap>().map_err(|e| e.to_string())?.list() {
         let name = primary.metadata.name.clone().unwrap_or_default();
         seen.insert(
@@ -484,18 +496,18 @@ async fn write_and_inspect(
 }
 
 #[tokio::test(start_paused = true)]
-async fn caches_leave_managed_fields_out_unless_the_config_keeps_them() {
-    let (_server, client) = client().await;
-    // With data: a manager that set no field at all gets no managed-fields entry.
-    let owner = json!({"metadata": {"name": "owner"}, "data": {"k": "v"}});
-    let owner = create_json(&configmaps(&client), owner).await;
-    assert!(
-        owner.metadata.managed_fields.is_some(),
-        "the server sends them"
-    );
-    create_owned_secret(&client, "s", "web", &owner, "secret").await;
-
+async fn caches_and_write_replies_leave_managed_fields_out_unless_the_config_keeps_them() {
     for keep in [false, true] {
+        // A cluster each: the first write of the Secret is what shows the replies.
+        let (_server, client) = client().await;
+        // With data: a manager that set no field at all gets no managed-fields entry.
+        let owner = json!({"metadata": {"name": "owner"}, "data": {"k": "v"}});
+        let owner = create_json(&configmaps(&client), owner).await;
+        assert!(
+            owner.metadata.managed_fields.is_some(),
+            "the server sends them"
+        );
+        create_owned_secret(&client, "s", "web", &owner, "secret").await;
         let config = Config {
             keep_managed_fields: keep,
             ..config()
@@ -511,7 +523,13 @@ async fn caches_leave_managed_fields_out_unless_the_config_keeps_them() {
         let names: Vec<&str> = seen.keys().map(String::as_str).collect();
         assert_eq!(
             names,
-            ["configmap owner", "secret owner-written", "secret s"],
+            [
+                "configmap owner",
+                "reply to create",
+                "reply to patch",
+                "secret owner-written",
+                "secret s"
+            ],
             "keep = {keep}"
         );
         assert!(
