@@ -743,6 +743,8 @@ async fn serve(
     let config = steady_apiserver::Config {
         seed: Some(seed),
         clock: clock.clone(),
+        // One thread writes a small world: the next write of an object finds it decoded.
+        keep_recent_writes: true,
         ..Default::default()
     };
     ApiServer::start(store, config)

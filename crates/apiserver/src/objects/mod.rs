@@ -80,9 +80,13 @@ fn parse_stored(object: &Object) -> ApiResult<Value> {
 
 impl ApiServer {
     /// The object `stored` decoded, for a write that replaces it: taken from the objects
-    /// this server wrote last ([`RecentWrites`]) when it is one of them, else parsed.
+    /// this server wrote last ([`RecentWrites`], when `Config::keep_recent_writes`) when it
+    /// is one of them, else parsed.
     fn decoded_for_write(&self, stored: &Object) -> ApiResult<Value> {
-        let Some(kept) = self.recent_writes().take(&stored.key, stored.revision) else {
+        let kept = self
+            .recent_writes()
+            .and_then(|recent| recent.take(&stored.key, stored.revision));
+        let Some(kept) = kept else {
             return parse_stored(stored);
         };
         debug_assert_eq!(
@@ -96,8 +100,9 @@ impl ApiServer {
 
     /// Keep `value`, the object just written as `stored`, for the next write of it.
     fn keep_written(&self, stored: &Object, value: Value) {
-        self.recent_writes()
-            .keep(&stored.key, stored.revision, value, stored.value.len());
+        if let Some(recent) = self.recent_writes() {
+            recent.keep(&stored.key, stored.revision, value, stored.value.len());
+        }
     }
 }
 
