@@ -12,6 +12,10 @@
 //! returned. A write takes its entry out rather than copying it: two writes of one object
 //! at once find it once, and the other parses the bytes, as without this. What is kept is
 //! bounded by the size of the stored bytes; the oldest entries go first.
+//!
+//! Only with `Config::keep_recent_writes` (the simulator sets it): with many clients
+//! writing in parallel a kept object is cold, often on another core, by the time it is
+//! taken or evicted, and measured no cheaper than parsing (docs/BENCHMARKS.md, session 12).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
