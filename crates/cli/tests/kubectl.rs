@@ -853,3 +853,65 @@ async fn kubectl_server_side_apply_conflicts_and_force() {
     assert_contains(&shown, "operation: Apply");
     assert_contains(&shown, "f:mode: {}");
 }
+
+/// A DNS server's container listens on port 53 twice, over UDP and TCP: server-side apply
+/// keys container and Service ports by port and protocol (as kube's `+listMapKey` tags
+/// say), a port that leaves `protocol` out means TCP, and dropping one port from the
+/// applied configuration removes that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_keys_ports_by_port_and_protocol() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let file = dir.path().join("dns.yaml");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let apply = |ports: &str| {
+        let manifest = format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: dns}}\nspec:\n  \
+             selector: {{matchLabels: {{app: dns}}}}\n  template:\n    \
+             metadata: {{labels: {{app: dns}}}}\n    spec:\n      containers:\n      \
+             - name: dns\n        image: coredns\n        ports: [{ports}]\n---\n\
+             apiVersion: v1\nkind: Service\nmetadata: {{name: dns}}\nspec:\n  \
+             selector: {{app: dns}}\n  ports: [{{port: 53, protocol: UDP, name: dns}}, \
+             {{port: 53, name: dns-tcp}}]\n"
+        );
+        std::fs::write(&file, manifest).expect("write manifest");
+        k.try_run(&["apply", "--server-side", "-f", file_arg])
+    };
+    let ports = |resource: &str, path: &str| {
+        k.run(&[
+            "get",
+            resource,
+            "dns",
+            "-o",
+            &format!("jsonpath={{range {path}[*]}}{{.name}}={{.protocol}} {{end}}"),
+        ])
+    };
+
+    let both =
+        apply("{containerPort: 53, protocol: UDP, name: dns}, {containerPort: 53, name: dns-tcp}");
+    assert!(both.success, "{}", both.stderr);
+    let deployment_ports = ".spec.template.spec.containers[0].ports";
+    assert_eq!(
+        ports("deployment", deployment_ports),
+        "dns=UDP dns-tcp=TCP "
+    );
+    assert_eq!(ports("service", ".spec.ports"), "dns=UDP dns-tcp=TCP ");
+    let shown = k.run(&[
+        "get",
+        "deployment",
+        "dns",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    for key in [
+        r#"k:{\"containerPort\":53,\"protocol\":\"TCP\"}"#,
+        r#"k:{\"containerPort\":53,\"protocol\":\"UDP\"}"#,
+    ] {
+        assert_contains(&shown, key);
+    }
+
+    let udp_only = apply("{containerPort: 53, protocol: UDP, name: dns}");
+    assert!(udp_only.success, "{}", udp_only.stderr);
+    assert_eq!(ports("deployment", deployment_ports), "dns=UDP ");
+}

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 
 use super::fieldset::{self, FieldSet};
-use super::shape::{ListType, Shape};
+use super::shape::{ListMapKey, ListType, Shape};
 
 /// Metadata the server sets: never owned by a manager (kube-apiserver's stripped fields).
 const SERVER_METADATA: &[&str] = &[
@@ -92,15 +92,12 @@ fn list_node<'v>(items: &'v [Value], element: impl Fn(&Value) -> Option<String>)
         .map_or(Node::Leaf, Node::List)
 }
 
-/// The `k:` element of a list-map item, or none when it lacks a key field.
-pub fn item_key(item: &Value, keys: &[String]) -> Option<String> {
+/// The `k:` element of a list-map item, or none when it lacks a key field that has no
+/// default.
+pub fn item_key(item: &Value, keys: &[ListMapKey]) -> Option<String> {
     let fields: BTreeMap<&str, &Value> = keys
         .iter()
-        .map(|k| {
-            item.get(k)
-                .filter(|v| !v.is_null())
-                .map(|v| (k.as_str(), v))
-        })
+        .map(|k| k.value_in(item).map(|v| (k.name.as_str(), v)))
         .collect::<Option<_>>()?;
     fieldset::key(&fields)
 }
@@ -358,10 +355,8 @@ impl<'v> Walk<'v, '_, '_> {
 
 /// The values of an item's key fields, or none when one is missing or null (as
 /// [`item_key`] reads them, without formatting its element).
-fn key_values<'v>(item: &'v Value, keys: &[String]) -> Option<Vec<&'v Value>> {
-    keys.iter()
-        .map(|k| item.get(k).filter(|v| !v.is_null()))
-        .collect()
+fn key_values<'a>(item: &'a Value, keys: &'a [ListMapKey]) -> Option<Vec<&'a Value>> {
+    keys.iter().map(|k| k.value_in(item)).collect()
 }
 
 /// Lists longer than this compare their items' elements through a map, not pairwise.
@@ -373,7 +368,7 @@ const PAIRWISE_ITEMS: usize = 16;
 fn items_share_a_key_yet_differ(
     items: &[Value],
     item_keys: &[Vec<&Value>],
-    keys: &[String],
+    keys: &[ListMapKey],
 ) -> bool {
     if items.len() > PAIRWISE_ITEMS {
         let mut seen: BTreeMap<String, &Value> = BTreeMap::new();
@@ -406,13 +401,30 @@ mod tests {
     #[test]
     fn an_items_key_element_sorts_its_fields_and_needs_each_of_them() {
         let port = json!({"protocol": "TCP", "containerPort": 80, "name": "web"});
-        let keys = ["protocol".to_string(), "containerPort".to_string()];
+        let key = |name: &str, default: Option<Value>| ListMapKey {
+            name: name.into(),
+            default,
+        };
+        let keys = [key("protocol", None), key("containerPort", None)];
         assert_eq!(
             item_key(&port, &keys).as_deref(),
             Some(r#"k:{"containerPort":80,"protocol":"TCP"}"#)
         );
         let unnamed = json!({"protocol": "TCP", "containerPort": null});
         assert_eq!(item_key(&unnamed, &keys), None);
+        // A key field with a default names the item that leaves it out.
+        let defaulted = [
+            key("protocol", Some(json!("TCP"))),
+            key("containerPort", None),
+        ];
+        assert_eq!(
+            item_key(&json!({"containerPort": 80}), &defaulted).as_deref(),
+            Some(r#"k:{"containerPort":80,"protocol":"TCP"}"#)
+        );
+        assert_eq!(
+            item_key(&json!({"containerPort": 53, "protocol": "UDP"}), &defaulted).as_deref(),
+            Some(r#"k:{"containerPort":53,"protocol":"UDP"}"#)
+        );
     }
 
     #[test]

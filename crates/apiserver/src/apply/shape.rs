@@ -19,7 +19,32 @@ pub enum ListType {
     /// Scalars, each owned on its own (`v:` keys).
     Set,
     /// Objects identified by these key fields (`k:` keys).
-    Map(Vec<String>),
+    Map(Vec<ListMapKey>),
+}
+
+/// A key field of a list map, and the value an item that omits it is identified by
+/// (structured-merge-diff takes it from the schema's `default`, so an applied
+/// configuration that leaves a defaulted key out still names the item it means).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListMapKey {
+    pub name: String,
+    pub default: Option<Value>,
+}
+
+impl ListMapKey {
+    fn named(name: &str) -> ListMapKey {
+        ListMapKey {
+            name: name.to_owned(),
+            default: None,
+        }
+    }
+
+    /// The key's value in `item`: its own (not null), else the default.
+    pub fn value_in<'a>(&'a self, item: &'a Value) -> Option<&'a Value> {
+        item.get(&self.name)
+            .filter(|v| !v.is_null())
+            .or(self.default.as_ref())
+    }
 }
 
 /// The shape of one kind: its name and, for custom resources, its structural schema.
@@ -54,7 +79,7 @@ impl Shape<'_> {
 
     fn builtin_list_type(&self, path: &[&str]) -> ListType {
         if let Some(key) = strategic_merge_key(self.kind, path) {
-            ListType::Map(vec![key.to_owned()])
+            ListType::Map(builtin_list_map_keys(key))
         } else if strategic_set_list(self.kind, path) {
             ListType::Set
         } else {
@@ -73,11 +98,42 @@ impl Shape<'_> {
     }
 }
 
+/// The list-map keys of a built-in list, from its strategic merge key. Most lists are
+/// keyed by their merge key alone; three carry a second `+listMapKey` in kube's Go types,
+/// and only server-side apply and managed fields use it (a strategic merge patch still
+/// merges on the first: kubernetes/kubernetes#108255). Each of those merge keys names
+/// that one list in the table, so the merge key is enough to tell them apart.
+fn builtin_list_map_keys(merge_key: &str) -> Vec<ListMapKey> {
+    let tcp_by_default = || ListMapKey {
+        name: "protocol".into(),
+        default: Some(Value::String("TCP".into())),
+    };
+    match merge_key {
+        // A container's ports, and a Service's: `protocol` defaults to TCP.
+        "containerPort" | "port" => vec![ListMapKey::named(merge_key), tcp_by_default()],
+        "topologyKey" => vec![
+            ListMapKey::named(merge_key),
+            ListMapKey::named("whenUnsatisfiable"),
+        ],
+        _ => vec![ListMapKey::named(merge_key)],
+    }
+}
+
 fn schema_list_type(node: &Value) -> ListType {
     match node.get("x-kubernetes-list-type").and_then(Value::as_str) {
         Some("set") => ListType::Set,
         Some("map") => {
-            let keys = meta::string_list(node.get("x-kubernetes-list-map-keys"));
+            let item_fields = node.get("items").and_then(|i| i.get("properties"));
+            let keys: Vec<ListMapKey> = meta::string_list(node.get("x-kubernetes-list-map-keys"))
+                .into_iter()
+                .map(|name| ListMapKey {
+                    default: item_fields
+                        .and_then(|f| f.get(&name))
+                        .and_then(|f| f.get("default"))
+                        .cloned(),
+                    name,
+                })
+                .collect();
             if keys.is_empty() {
                 ListType::Atomic
             } else {
@@ -116,7 +172,31 @@ mod tests {
         };
         assert_eq!(
             pod.list_type(&["spec", "containers"]),
-            ListType::Map(vec!["name".into()])
+            ListType::Map(vec![ListMapKey::named("name")])
+        );
+        let tcp = Some(json!("TCP"));
+        let protocol = ListMapKey {
+            name: "protocol".into(),
+            default: tcp,
+        };
+        assert_eq!(
+            pod.list_type(&["spec", "initContainers", "ports"]),
+            ListType::Map(vec![ListMapKey::named("containerPort"), protocol.clone()])
+        );
+        let service = Shape {
+            kind: "Service",
+            schema: None,
+        };
+        assert_eq!(
+            service.list_type(&["spec", "ports"]),
+            ListType::Map(vec![ListMapKey::named("port"), protocol])
+        );
+        assert_eq!(
+            pod.list_type(&["spec", "topologySpreadConstraints"]),
+            ListType::Map(vec![
+                ListMapKey::named("topologyKey"),
+                ListMapKey::named("whenUnsatisfiable")
+            ])
         );
         assert_eq!(pod.list_type(&["metadata", "finalizers"]), ListType::Set);
         assert_eq!(
@@ -136,7 +216,9 @@ mod tests {
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
             "ports": {"type": "array", "x-kubernetes-list-type": "map",
                       "x-kubernetes-list-map-keys": ["port", "protocol"],
-                      "items": {"type": "object", "properties": {"tags": {"type": "array",
+                      "items": {"type": "object", "properties": {
+                          "protocol": {"type": "string", "default": "TCP"},
+                          "tags": {"type": "array",
                           "x-kubernetes-list-type": "set", "items": {"type": "string"}}}}},
             "args": {"type": "array", "items": {"type": "string"}},
             "sel": {"type": "object", "x-kubernetes-map-type": "atomic"}
@@ -145,9 +227,13 @@ mod tests {
             kind: "Thing",
             schema: Some(&schema),
         };
+        let protocol = ListMapKey {
+            name: "protocol".into(),
+            default: Some(json!("TCP")),
+        };
         assert_eq!(
             shape.list_type(&["spec", "ports"]),
-            ListType::Map(vec!["port".into(), "protocol".into()])
+            ListType::Map(vec![ListMapKey::named("port"), protocol])
         );
         assert_eq!(shape.list_type(&["spec", "ports", "tags"]), ListType::Set);
         assert_eq!(shape.list_type(&["spec", "args"]), ListType::Atomic);
