@@ -187,11 +187,10 @@ def test_pod_crud(core, namespace, unique):
     assert replaced.metadata.annotations == {"note": "replaced"}
     assert replaced.metadata.labels["phase"] == "two"
 
-    # strategic merge patch: containers merge by name, env merges by name
+    # strategic merge patch: containers merge by name; of a pod's spec only images change
     patched = core.patch_namespaced_pod(name, namespace, {
         "metadata": {"labels": {"patched": "true"}},
-        "spec": {"containers": [{"name": "main", "image": "busybox:1.37",
-                                 "env": [{"name": "B", "value": "2"}]}]},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]},
     })
     assert patched.metadata.labels["patched"] == "true"
     assert patched.metadata.labels["phase"] == "two"
@@ -199,7 +198,20 @@ def test_pod_crud(core, namespace, unique):
     c = patched.spec.containers[0]
     assert c.image == "busybox:1.37"
     assert c.command == ["sleep", "3600"]
-    assert {e.name: e.value for e in c.env} == {"A": "1", "B": "2"}
+    assert {e.name: e.value for e in c.env} == {"A": "1"}
+
+    # an env var added is refused as kube-apiserver refuses it, and changes nothing
+    with pytest.raises(ApiException) as info:
+        core.patch_namespaced_pod(name, namespace, {
+            "spec": {"containers": [{"name": "main", "env": [{"name": "B", "value": "2"}]}]},
+        })
+    assert info.value.status == 422
+    status = json.loads(info.value.body)
+    assert status["reason"] == "Invalid"
+    assert status["details"]["causes"][0]["field"] == "spec"
+    assert "pod updates may not change fields other than" in status["message"]
+    env = core.read_namespaced_pod(name, namespace).spec.containers[0].env
+    assert {e.name: e.value for e in env} == {"A": "1"}
 
     # graceful delete: the node confirms it shortly
     core.delete_namespaced_pod(name, namespace)

@@ -26,6 +26,7 @@ mod meta;
 mod negotiate;
 mod objects;
 mod patch;
+mod pod_update;
 mod protobuf;
 mod rbac;
 mod registry;

@@ -349,13 +349,30 @@ async fn pod_crud_strategic_merge_and_field_selectors() {
     let phase = created.status.as_ref().and_then(|s| s.phase.clone());
     assert_eq!(phase.as_deref(), Some("Pending"));
 
-    // Strategic merge: containers merge by name, env by name.
+    // Strategic merge: containers merge by name. A pod's spec changes only where kube
+    // allows it (images here): an env var added is refused, and changes nothing.
+    let add_env = Patch::Strategic(json!({"spec": {"containers": [
+        {"name": "app", "image": "nginx:1.26", "env": [{"name": "B", "value": "2"}]},
+    ]}}));
+    let refused = api.patch("web", &PatchParams::default(), &add_env).await;
+    let Err(kube::Error::Api(status)) = refused else {
+        panic!("expected the env patch refused, got {refused:?}");
+    };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    let message = status.message;
+    assert!(
+        message.starts_with(
+            "Pod \"web\" is invalid: spec: Forbidden: pod updates may not change fields other than"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("spec.containers[0].env"), "{message}");
     let patched = api
         .patch(
             "web",
             &PatchParams::default(),
             &Patch::Strategic(json!({"spec": {"containers": [
-                {"name": "app", "image": "nginx:1.26", "env": [{"name": "B", "value": "2"}]},
+                {"name": "app", "image": "nginx:1.26"},
             ]}})),
         )
         .await
@@ -370,7 +387,7 @@ async fn pod_crud_strategic_merge_and_field_selectors() {
         .iter()
         .map(|e| e.name.as_str())
         .collect();
-    assert_eq!(env, ["A", "B"]);
+    assert_eq!(env, ["A"]);
     assert!(rv(&patched) > rv(&created));
     assert_eq!(patched.metadata.generation, None);
 

@@ -915,3 +915,46 @@ async fn kubectl_server_side_apply_keys_ports_by_port_and_protocol() {
     assert!(udp_only.success, "{}", udp_only.stderr);
     assert_eq!(ports("deployment", deployment_ports), "dns=UDP ");
 }
+
+/// A pod's spec is fixed once it exists, but for what kube-apiserver lets an update
+/// change: `kubectl set image` works, a patch of a port is refused as on a cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_pod_spec_updates_are_limited_as_in_kube() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    k.run(&["run", "web", "--image=nginx:1.27", "--port=80"]);
+    let set = k.try_run(&["set", "image", "pod/web", "web=nginx:1.28"]);
+    assert!(set.success, "{}", set.stderr);
+    let image = k.run(&[
+        "get",
+        "pod",
+        "web",
+        "-o",
+        "jsonpath={.spec.containers[0].image}",
+    ]);
+    assert_eq!(image, "nginx:1.28");
+    let labelled = k.try_run(&["label", "pod", "web", "tier=front"]);
+    assert!(labelled.success, "{}", labelled.stderr);
+
+    let port = k.try_run(&[
+        "patch",
+        "pod",
+        "web",
+        "-p",
+        r#"{"spec":{"containers":[{"name":"web","ports":[{"containerPort":81}]}]}}"#,
+    ]);
+    assert!(!port.success, "{}", port.stdout);
+    assert_contains(
+        &port.stderr,
+        "The Pod \"web\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`",
+    );
+    assert_contains(&port.stderr, "spec.containers[0].ports");
+    let kept = k.run(&[
+        "get",
+        "pod",
+        "web",
+        "-o",
+        "jsonpath={.spec.containers[0].ports[*].containerPort}",
+    ]);
+    assert_eq!(kept, "80", "the refused patch changed nothing");
+}

@@ -18,6 +18,7 @@ use crate::defaults;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::patch::{DecodedPatch, PatchError, PatchType};
+use crate::pod_update;
 use crate::registry::ResourceType;
 use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
 use crate::schema;
@@ -458,6 +459,12 @@ impl ApiServer {
         }
         let mut warnings = Vec::new();
         self.admit(rt, Some(old), &mut new, opts, &mut warnings)?;
+        if sub.is_none() && rt.builtin && rt.group.is_empty() && rt.plural == "pods" {
+            let errors = pod_update::validate(old, &new);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(&rt.kind, name, &errors));
+            }
+        }
         let attrs = Attributes::new(rt, Operation::Update, ns, name, opts).on_subresource(sub);
         self.admit_by_webhooks(&attrs, &mut new, Some(old), opts, &mut warnings)
             .await?;

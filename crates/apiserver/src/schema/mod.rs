@@ -64,6 +64,7 @@ pub enum FieldErrorReason {
     TypeInvalid,
     TooLong,
     TooMany,
+    Forbidden,
 }
 
 impl FieldErrorReason {
@@ -76,6 +77,7 @@ impl FieldErrorReason {
             FieldErrorReason::TypeInvalid => "FieldValueTypeInvalid",
             FieldErrorReason::TooLong => "FieldValueTooLong",
             FieldErrorReason::TooMany => "FieldValueTooMany",
+            FieldErrorReason::Forbidden => "FieldValueForbidden",
         }
     }
 }
