@@ -209,13 +209,8 @@ fn workload(
     if errors.is_empty() {
         Ok(())
     } else {
-        // kube names the kind with its group in validation messages: `Deployment.apps`.
-        let qualified = match group {
-            "" => kind.to_string(),
-            group => format!("{kind}.{group}"),
-        };
         Err(ApiError::invalid(
-            &qualified,
+            &crate::registry::qualified_kind(kind, group),
             meta::name(obj).unwrap_or(""),
             &errors,
         ))
@@ -382,7 +377,7 @@ fn field_error(field: &str, reason: FieldErrorReason, message: String) -> FieldE
 }
 
 /// Go's `%#v` of a `map[string]string`, as kube's messages print label sets.
-fn go_map(labels: &Map<String, Value>) -> String {
+pub(crate) fn go_map(labels: &Map<String, Value>) -> String {
     let sorted: BTreeMap<&String, &str> = labels
         .iter()
         .map(|(k, v)| (k, v.as_str().unwrap_or("")))

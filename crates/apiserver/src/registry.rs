@@ -55,6 +55,11 @@ impl ResourceType {
     }
 
     /// `pods` or `caches.steady.dev`, as kube-apiserver names resources in messages.
+    /// The kind as validation messages name it: `Deployment.apps`, `Pod`.
+    pub fn qualified_kind(&self) -> String {
+        qualified_kind(&self.kind, &self.group)
+    }
+
     pub fn qualified_name(&self) -> String {
         if self.group.is_empty() {
             self.plural.clone()
@@ -318,6 +323,14 @@ pub fn version_priority(version: &str) -> (u8, u32, u32) {
     match minor.parse::<u32>() {
         Ok(minor) => (level, major, minor),
         Err(_) => (0, 0, 0),
+    }
+}
+
+/// kube names a kind with its group in validation messages: `Deployment.apps`.
+pub fn qualified_kind(kind: &str, group: &str) -> String {
+    match group {
+        "" => kind.to_owned(),
+        group => format!("{kind}.{group}"),
     }
 }
 

@@ -958,3 +958,70 @@ async fn kubectl_pod_spec_updates_are_limited_as_in_kube() {
     ]);
     assert_eq!(kept, "80", "the refused patch changed nothing");
 }
+
+/// What kube-apiserver never lets an update change, refused with its messages: a
+/// Deployment's selector, a StatefulSet's volume claim templates, an immutable
+/// ConfigMap's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_immutable_fields_are_refused_as_in_kube() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let file = dir.path().join("objects.yaml");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let apply = |manifest: String| {
+        std::fs::write(&file, manifest).expect("write manifest");
+        k.try_run(&["apply", "-f", file_arg])
+    };
+    let deployment = |app: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  \
+             selector: {{matchLabels: {{app: {app}}}}}\n  template:\n    \
+             metadata: {{labels: {{app: {app}}}}}\n    \
+             spec: {{containers: [{{name: web, image: nginx}}]}}\n"
+        )
+    };
+    assert!(apply(deployment("a")).success);
+    let relabelled = apply(deployment("b"));
+    assert!(!relabelled.success, "{}", relabelled.stdout);
+    assert_contains(
+        &relabelled.stderr,
+        r#"Deployment.apps "web" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"app":"b"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"#,
+    );
+
+    let statefulset = |size: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: db}}\nspec:\n  \
+             serviceName: db\n  selector: {{matchLabels: {{app: db}}}}\n  template:\n    \
+             metadata: {{labels: {{app: db}}}}\n    \
+             spec: {{containers: [{{name: db, image: postgres}}]}}\n  \
+             volumeClaimTemplates:\n  - metadata: {{name: data}}\n    \
+             spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: {size}}}}}}}\n"
+        )
+    };
+    assert!(apply(statefulset("1Gi")).success);
+    let scaled = k.try_run(&["scale", "statefulset", "db", "--replicas=2"]);
+    assert!(scaled.success, "{}", scaled.stderr);
+    let grown = apply(statefulset("2Gi"));
+    assert!(!grown.success, "{}", grown.stdout);
+    assert_contains(
+        &grown.stderr,
+        "spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+    );
+
+    let config = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: fixed}}\nimmutable: true\ndata: {{k: {value}}}\n"
+        )
+    };
+    assert!(apply(config("v1")).success);
+    let edited = apply(config("v2"));
+    assert!(!edited.success, "{}", edited.stdout);
+    assert_contains(
+        &edited.stderr,
+        "ConfigMap \"fixed\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
+    );
+    assert_eq!(
+        k.run(&["get", "configmap", "fixed", "-o", "jsonpath={.data.k}"]),
+        "v1"
+    );
+}

@@ -18,10 +18,10 @@ use crate::defaults;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::patch::{DecodedPatch, PatchError, PatchType};
-use crate::pod_update;
 use crate::registry::ResourceType;
 use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
 use crate::schema;
+use crate::update_rules;
 use crate::validation::{self, NameRule};
 use crate::webhook::admission::{self, Attributes, Operation};
 
@@ -459,10 +459,10 @@ impl ApiServer {
         }
         let mut warnings = Vec::new();
         self.admit(rt, Some(old), &mut new, opts, &mut warnings)?;
-        if sub.is_none() && rt.builtin && rt.group.is_empty() && rt.plural == "pods" {
-            let errors = pod_update::validate(old, &new);
+        if sub.is_none() && rt.builtin {
+            let errors = update_rules::validate(&rt.group, &rt.plural, old, &new);
             if !errors.is_empty() {
-                return Err(ApiError::invalid(&rt.kind, name, &errors));
+                return Err(ApiError::invalid(&rt.qualified_kind(), name, &errors));
             }
         }
         let attrs = Attributes::new(rt, Operation::Update, ns, name, opts).on_subresource(sub);

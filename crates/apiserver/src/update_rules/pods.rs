@@ -2,13 +2,11 @@
 //! decides: the spec is fixed once the pod exists, but for its containers' images, an
 //! `activeDeadlineSeconds` set or shortened, tolerations added, a negative grace period
 //! raised to 1, and scheduling gates removed (and, while the pod is gated, its node
-//! selector and affinity). An operator that edits its pods in place on steady must fail
-//! here as it would on a cluster.
-//!
-//! Only JSON (the stored pod and the defaulted update): knows nothing of storage or HTTP.
+//! selector and affinity).
 
 use serde_json::{Map, Value};
 
+use super::forbidden;
 use crate::schema::{FieldError, FieldErrorReason};
 
 /// kube-apiserver's message, before the difference it appends.
@@ -21,7 +19,7 @@ const SPEC_FORBIDDEN: &str = "Forbidden: pod updates may not change fields other
 const LISTED_DIFFERENCES: usize = 8;
 
 /// The errors of updating the pod `old` to `new`: none when only what may change did.
-pub(crate) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
+pub(super) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
     let empty = Map::new();
     let (old_spec, new_spec) = (
         spec_of(old).unwrap_or(&empty),
@@ -32,7 +30,7 @@ pub(crate) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
         if items(old_spec, list).len() != items(new_spec, list).len() {
             errors.push(forbidden(
                 &format!("spec.{list}"),
-                "pod updates may not add or remove containers".into(),
+                "pod updates may not add or remove containers",
             ));
         }
     }
@@ -75,14 +73,6 @@ pub(crate) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
 
 fn spec_of(pod: &Value) -> Option<&Map<String, Value>> {
     pod.get("spec").and_then(Value::as_object)
-}
-
-fn forbidden(field: &str, message: String) -> FieldError {
-    FieldError {
-        field: field.into(),
-        reason: FieldErrorReason::Forbidden,
-        message: format!("Forbidden: {message}"),
-    }
 }
 
 fn items<'a>(spec: &'a Map<String, Value>, list: &str) -> &'a [Value] {
@@ -203,7 +193,7 @@ fn tolerations_error(
     modified.then(|| {
         forbidden(
             "spec.tolerations",
-            "existing toleration can not be modified except its tolerationSeconds".into(),
+            "existing toleration can not be modified except its tolerationSeconds",
         )
     })
 }
@@ -223,7 +213,7 @@ fn scheduling_gates_error(
         .unwrap_or_default();
     Some(forbidden(
         "spec.schedulingGates",
-        format!("only deletion is allowed, but found new scheduling gate '{name}'"),
+        &format!("only deletion is allowed, but found new scheduling gate '{name}'"),
     ))
 }
 
