@@ -39,6 +39,14 @@ impl Comparison {
     pub fn changed(&self) -> FieldSet {
         self.added.union(&self.modified)
     }
+
+    /// [`Self::changed`] and the removed fields, moved out: a create adds every field of
+    /// its object, which a copy would walk again.
+    pub fn into_changed_and_removed(self) -> (FieldSet, FieldSet) {
+        let mut changed = self.added;
+        changed.absorb(self.modified);
+        (changed, self.removed)
+    }
 }
 
 /// One step below a value: its path element, the field name it adds (none for list

@@ -90,6 +90,19 @@ impl FieldSet {
         out
     }
 
+    /// [`Self::union`] in place, moving `other`'s elements instead of copying them.
+    pub fn absorb(&mut self, other: FieldSet) {
+        self.member |= other.member;
+        for (k, child) in other.children {
+            match self.children.get_mut(&k) {
+                Some(mine) => mine.absorb(child),
+                None => {
+                    self.children.insert(k, child);
+                }
+            }
+        }
+    }
+
     pub fn difference(&self, other: &FieldSet) -> FieldSet {
         self.combine(other, |mine, theirs| mine && !theirs, true)
     }
@@ -155,9 +168,68 @@ impl FieldSet {
     }
 
     /// The `FieldsV1` JSON of the set.
-    #[cfg(test)]
     pub fn to_fields_v1(&self) -> Value {
-        self.clone().into_fields_v1()
+        let mut map: Map<String, Value> = self
+            .children
+            .iter()
+            .map(|(k, child)| (k.clone(), child.to_fields_v1()))
+            .collect();
+        if self.member && !self.children.is_empty() {
+            map.insert(".".into(), Value::Object(Map::new()));
+        }
+        Value::Object(map)
+    }
+
+    /// Adds the set's members to the set `fields` encodes (`FieldsV1` JSON, as
+    /// [`Self::to_fields_v1`] writes it), editing the encoding in place: a write that takes
+    /// a few fields into a manager's entry neither decodes nor re-encodes the rest of it.
+    /// Gives `false`, changing nothing, when `fields` is not an object.
+    pub fn union_into_encoded(&self, fields: &mut Value) -> bool {
+        let Some(root) = fields.as_object_mut() else {
+            return false;
+        };
+        let was_member = root.contains_key(".");
+        self.union_into_node(root, was_member);
+        true
+    }
+
+    fn union_into_node(&self, node: &mut Map<String, Value>, was_member: bool) {
+        for (k, child) in &self.children {
+            match node.get_mut(k).and_then(Value::as_object_mut) {
+                Some(encoded) => {
+                    let child_was_member = is_encoded_member(encoded);
+                    child.union_into_node(encoded, child_was_member);
+                }
+                None => {
+                    node.insert(k.clone(), child.to_fields_v1());
+                }
+            }
+        }
+        normalize_encoded(node, was_member || self.member);
+    }
+
+    /// Removes the set's members from the set `fields` encodes, in place (see
+    /// [`Self::union_into_encoded`]). Gives whether the encoded set is now empty; a
+    /// `fields` that is not an object is left as it is, and is not empty.
+    pub fn subtract_from_encoded(&self, fields: &mut Value) -> bool {
+        let Some(root) = fields.as_object_mut() else {
+            return false;
+        };
+        let was_member = root.contains_key(".");
+        self.subtract_from_node(root, was_member)
+    }
+
+    /// Gives whether `node` is now empty (no member left at or below it).
+    fn subtract_from_node(&self, node: &mut Map<String, Value>, was_member: bool) -> bool {
+        for (k, child) in &self.children {
+            if let Some(encoded) = node.get_mut(k).and_then(Value::as_object_mut) {
+                let child_was_member = is_encoded_member(encoded);
+                if child.subtract_from_node(encoded, child_was_member) {
+                    node.remove(k);
+                }
+            }
+        }
+        normalize_encoded(node, was_member && !self.member)
     }
 
     /// [`Self::to_fields_v1`], moving the elements into the JSON instead of copying them.
@@ -257,6 +329,19 @@ impl FieldSet {
 /// with children that carries `.`.
 fn is_encoded_member(node: &Map<String, Value>) -> bool {
     node.is_empty() || node.contains_key(".")
+}
+
+/// Encodes a node's membership as [`FieldSet::to_fields_v1`] would, given its children:
+/// `.` on a member with children, `{}` for a member without. Gives whether the node holds
+/// nothing (not a member, no children), which its parent then drops.
+fn normalize_encoded(node: &mut Map<String, Value>, member: bool) -> bool {
+    let has_children = node.keys().any(|k| k != ".");
+    if has_children && member {
+        node.entry(".").or_insert_with(|| Value::Object(Map::new()));
+    } else {
+        node.remove(".");
+    }
+    !has_children && !member
 }
 
 fn check_element(element: &str) -> Result<(), FieldsV1Error> {
@@ -361,6 +446,20 @@ mod tests {
                 a.difference(&b).is_empty(),
                 "{a:?} within {encoded}"
             );
+            let mut absorbed = b.clone();
+            absorbed.absorb(a.clone());
+            assert_eq!(absorbed, b.union(&a));
+            // Edited in place, an encoding is the encoding of the edited set.
+            let mut joined = encoded.clone();
+            assert!(a.union_into_encoded(&mut joined));
+            assert_eq!(joined, b.union(&a).to_fields_v1(), "{a:?} into {encoded}");
+            let mut rest = encoded.clone();
+            let emptied = a.subtract_from_encoded(&mut rest);
+            let difference = b.difference(&a);
+            assert_eq!(emptied, difference.is_empty(), "{a:?} from {encoded}");
+            if !emptied {
+                assert_eq!(rest, difference.to_fields_v1(), "{a:?} from {encoded}");
+            }
         }
     }
 

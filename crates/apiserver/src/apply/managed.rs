@@ -247,9 +247,9 @@ fn base_entries(old: Option<&Value>, new: &Value) -> Vec<Entry> {
 pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, shape: Shape) {
     let empty = json!({"metadata": {}, "spec": {}});
     let comparison = fields::compare(old.unwrap_or(&empty), new, shape);
-    let taken = comparison.changed();
-    if let Err(taken) = record_update_in_place(old, new, writer, taken, &comparison.removed) {
-        record_update_decoded(old, new, writer, taken, &comparison.removed);
+    let (taken, removed) = comparison.into_changed_and_removed();
+    if let Err(taken) = record_update_in_place(old, new, writer, taken, &removed) {
+        record_update_decoded(old, new, writer, taken, &removed);
     }
 }
 
@@ -281,9 +281,10 @@ fn record_update_decoded(
 }
 
 /// [`record_update`] on the encoded entries, when the write starts from the entries `old`
-/// stored (it carries the same ones, or none): those are known to be valid, so only the
-/// entries the write changes are decoded. Gives `taken` back, changing nothing, when the
-/// write carries entries of its own, which must be read (and may be refused) whole.
+/// stored (it carries the same ones, or none): those are known to be valid, so the
+/// entries the write changes are edited where they stand, none decoded. Gives `taken`
+/// back, changing nothing, when the write carries entries of its own, which must be read
+/// (and may be refused) whole.
 ///
 /// Most writes take this path: a patch keeps the entries it was applied to, and a
 /// read-modify-write update sends back the ones it read. An entry the write does not
@@ -318,41 +319,45 @@ fn record_update_in_place(
             _ => Vec::new(),
         },
     };
+    if !entries.iter().all(is_well_formed_entry) {
+        // Never for entries the server stored; the whole path then reads them all.
+        restore(new, entries);
+        return Err(taken);
+    }
     let mut mine_seen = false;
-    let mut changed = Vec::new();
-    for (index, json) in entries.iter().enumerate() {
+    let mut emptied = Vec::new();
+    for (index, json) in entries.iter_mut().enumerate() {
         let fields = json.get("fieldsV1").unwrap_or(&Value::Null);
         let mine = !mine_seen && writer.owns_entry(json);
         mine_seen |= mine;
         let untouched = !removed.meets_encoded(fields) && (mine || !taken.meets_encoded(fields));
-        if untouched && (!mine || taken.is_within_encoded(fields)) {
-            if mine && !taken.is_empty() {
-                changed.push((index, Change::Time));
+        let takes_time = mine && !taken.is_empty();
+        if !(untouched && (!mine || taken.is_within_encoded(fields))) {
+            // Edited where it stands: the rest of the entry is neither decoded nor encoded.
+            let Some(entry) = json.as_object_mut() else {
+                continue;
+            };
+            let fields = entry
+                .entry("fieldsV1")
+                .or_insert_with(|| Value::Object(Map::new()));
+            let mut empty = removed.subtract_from_encoded(fields);
+            if takes_time {
+                taken.union_into_encoded(fields);
+                empty = false;
+            } else if !mine {
+                empty = taken.subtract_from_encoded(fields);
             }
-            continue;
+            if empty {
+                emptied.push(index);
+                continue;
+            }
         }
-        let Some(mut entry) = Entry::from_json(json) else {
-            // Never for entries the server stored; the whole path then reads them all.
-            restore(new, entries);
-            return Err(taken);
-        };
-        entry.fields.subtract(removed);
-        if mine && !taken.is_empty() {
-            entry.fields = entry.fields.union(&taken);
-            entry.time = Some(writer.now.to_owned());
-        } else if !mine {
-            entry.fields.subtract(&taken);
+        if takes_time {
+            set_time(json, writer.now);
         }
-        changed.push((index, Change::Entry(entry)));
     }
-    for (index, change) in changed.into_iter().rev() {
-        match change {
-            Change::Time => set_time(&mut entries[index], writer.now),
-            Change::Entry(entry) if entry.fields.is_empty() => {
-                entries.remove(index);
-            }
-            Change::Entry(entry) => entries[index] = entry.into_json(),
-        }
+    for index in emptied.into_iter().rev() {
+        entries.remove(index);
     }
     if !mine_seen && !taken.is_empty() {
         entries.push(writer.entry(Operation::Update, taken).into_json());
@@ -360,13 +365,6 @@ fn record_update_in_place(
     entries.sort_by(|a, b| entry_order(a).cmp(&entry_order(b)));
     restore(new, entries);
     Ok(())
-}
-
-/// What the write does to one stored entry.
-enum Change {
-    /// The writer's own entry: the write changes only fields it owns.
-    Time,
-    Entry(Entry),
 }
 
 /// Puts `entries` into `obj` as its `managedFields` (none: no field).
@@ -378,6 +376,16 @@ fn restore(obj: &mut Value, entries: Vec<Value>) {
             meta.insert("managedFields".into(), Value::Array(entries));
         }
     }
+}
+
+/// Whether an encoded entry is one [`Entry::from_json`] reads (its fields aside, which
+/// the server checked when it stored them): the in-place path edits no other kind.
+fn is_well_formed_entry(entry: &Value) -> bool {
+    let text = |name: &str| entry.get(name).and_then(Value::as_str);
+    matches!(text("operation"), Some("Apply" | "Update"))
+        && text("fieldsType") == Some("FieldsV1")
+        && text("apiVersion").is_some_and(|v| !v.is_empty())
+        && entry.get("fieldsV1").is_none_or(Value::is_object)
 }
 
 fn set_time(entry: &mut Value, now: &str) {
