@@ -294,8 +294,7 @@ impl<'v> Walk<'v, '_, '_> {
         self.names.push(name);
         if !self.unchanged(old, new) {
             self.path.push(fieldset::field(name));
-            self.diff(old, new);
-            self.record_presence(old, new);
+            self.compare_here(old, new);
             self.path.pop();
         }
         self.names.pop();
@@ -305,10 +304,61 @@ impl<'v> Walk<'v, '_, '_> {
     fn item(&mut self, element: &str, old: Option<&'v Value>, new: Option<&'v Value>) {
         if !self.unchanged(old, new) {
             self.path.push(element.to_owned());
-            self.diff(old, new);
-            self.record_presence(old, new);
+            self.compare_here(old, new);
             self.path.pop();
         }
+    }
+
+    /// Compares the values at `self.path`. A value new on this side is added whole: its
+    /// set is built bottom-up and grafted once, instead of inserting each of its paths
+    /// from the root (a create adds every field of its object).
+    fn compare_here(&mut self, old: Option<&'v Value>, new: Option<&'v Value>) {
+        match (old, new) {
+            (None, Some(added)) => {
+                let mut set = self.added(added);
+                if self.path == ["f:metadata"] {
+                    // As `insert` has it: `metadata` itself is never owned.
+                    set.remove_root();
+                }
+                self.out.added.graft(&self.path, set);
+            }
+            _ => {
+                self.diff(old, new);
+                self.record_presence(old, new);
+            }
+        }
+    }
+
+    /// The fields of `value` at `self.path`, all of them added: every node a member, as
+    /// [`Self::diff`] and [`Self::record_presence`] would find them with nothing on the
+    /// other side.
+    fn added(&mut self, value: &'v Value) -> FieldSet {
+        let mut set = FieldSet::member();
+        match self.children(value) {
+            Children::Object(map) => {
+                let unowned = server_fields_at(&self.path);
+                for (name, child) in map.iter().filter(|(n, _)| !unowned.contains(&n.as_str())) {
+                    self.names.push(name);
+                    self.path.push(fieldset::field(name));
+                    let below = self.added(child);
+                    if let Some(element) = self.path.pop() {
+                        set.add_below(element, below);
+                    }
+                    self.names.pop();
+                }
+            }
+            Children::List(items) => {
+                for item in items {
+                    self.path.push(item.element);
+                    let below = self.added(item.value);
+                    if let Some(element) = self.path.pop() {
+                        set.add_below(element, below);
+                    }
+                }
+            }
+            Children::Leaf => {}
+        }
+        set
     }
 
     /// A field or item present on one side only is itself added or removed.
@@ -433,6 +483,50 @@ mod tests {
             item_key(&json!({"containerPort": 53, "protocol": "UDP"}), &defaulted).as_deref(),
             Some(r#"k:{"containerPort":53,"protocol":"UDP"}"#)
         );
+    }
+
+    /// Every path of `value` inserted one by one: what a comparison with nothing on the
+    /// other side must find, built the slow way.
+    fn every_path(
+        value: &Value,
+        names: &mut Vec<String>,
+        path: &mut Vec<String>,
+        out: &mut FieldSet,
+    ) {
+        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        insert(out, path);
+        if let Node::Object(children) | Node::List(children) = node(value, &name_refs, POD) {
+            for child in children {
+                descend(names, path, &child, |names, path| {
+                    every_path(child.value, names, path, out)
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn a_value_added_whole_owns_every_path_in_it() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "uid": "u", "labels": {"app": "a"}, "annotations": {},
+                         "ownerReferences": [{"uid": "o", "kind": "Cache", "name": "c"}],
+                         "finalizers": ["x", "y"]},
+            "spec": {"containers": [
+                {"name": "c", "image": "i", "args": ["1"],
+                 "ports": [{"containerPort": 53, "protocol": "UDP"}, {"containerPort": 53}],
+                 "env": [{"name": "A", "value": "1"}, {"value": "no key"}],
+                 "resources": {"limits": {"memory": "1Gi"}}}],
+                "tolerations": [{"key": "k"}], "nodeSelector": {}},
+            "status": {"phase": "Pending"}
+        });
+        let mut expected = FieldSet::default();
+        every_path(
+            &without_server_fields(&pod),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut expected,
+        );
+        assert_eq!(compare(&json!({}), &pod, POD).added, expected);
     }
 
     #[test]

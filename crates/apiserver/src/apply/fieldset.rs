@@ -45,6 +45,44 @@ impl FieldSet {
         !self.member && self.children.is_empty()
     }
 
+    /// The set whose only member is its root (what a leaf's path holds below it).
+    pub fn member() -> FieldSet {
+        FieldSet {
+            member: true,
+            children: BTreeMap::new(),
+        }
+    }
+
+    /// Takes the root out of the set (its members below stay).
+    pub fn remove_root(&mut self) {
+        self.member = false;
+    }
+
+    /// Adds `child`'s members below the element `element`.
+    pub fn add_below(&mut self, element: String, child: FieldSet) {
+        match self.children.get_mut(&element) {
+            Some(mine) => mine.absorb(child),
+            None => {
+                self.children.insert(element, child);
+            }
+        }
+    }
+
+    /// Adds `set`'s members below `path`: one walk down for a whole subtree.
+    pub fn graft(&mut self, path: &[String], set: FieldSet) {
+        match path.split_first() {
+            None => self.absorb(set),
+            Some((head, rest)) => match self.children.get_mut(head) {
+                Some(child) => child.graft(rest, set),
+                None => self
+                    .children
+                    .entry(head.clone())
+                    .or_default()
+                    .graft(rest, set),
+            },
+        }
+    }
+
     /// Adds `path` to the set.
     pub fn insert(&mut self, path: &[String]) {
         match path.split_first() {
@@ -94,12 +132,7 @@ impl FieldSet {
     pub fn absorb(&mut self, other: FieldSet) {
         self.member |= other.member;
         for (k, child) in other.children {
-            match self.children.get_mut(&k) {
-                Some(mine) => mine.absorb(child),
-                None => {
-                    self.children.insert(k, child);
-                }
-            }
+            self.add_below(k, child);
         }
     }
 
