@@ -167,6 +167,14 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
+/// Where an object of a built-in workload kind keeps its pod template (a JSON pointer).
+pub(crate) fn pod_template_of(group: &str, plural: &str) -> Option<&'static str> {
+    WORKLOADS
+        .iter()
+        .find(|w| w.group == group && w.plural == plural)
+        .map(|w| w.template)
+}
+
 /// Default and validate an object of a built-in workload kind; other kinds pass untouched.
 fn workload(
     group: &str,

@@ -34,6 +34,7 @@ mod review;
 mod schema;
 mod selector;
 pub mod serve;
+mod spec_rules;
 mod table;
 pub mod tls;
 mod update_rules;

@@ -84,6 +84,19 @@ pub fn validate_generate_name(prefix: &str, rule: NameRule) -> Option<FieldError
         .map(|problems| invalid_field("metadata.generateName", prefix, &problems))
 }
 
+/// What kube's `IsDNS1123Label` finds wrong with `s` (container, volume and Service port
+/// names), one message per problem.
+pub(crate) fn dns1123_label_problems(s: &str) -> Vec<&'static str> {
+    let mut problems = Vec::new();
+    if s.len() > DNS1123_LABEL_MAX {
+        problems.push("must be no more than 63 characters");
+    }
+    if !matches_dns1123_label(s) {
+        problems.push(DNS1123_LABEL_MSG);
+    }
+    problems
+}
+
 fn invalid_field(field: &str, value: &str, problems: &[String]) -> FieldError {
     FieldError {
         field: field.into(),

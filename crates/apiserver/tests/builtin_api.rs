@@ -72,6 +72,12 @@ fn minimal_body(kind: &str) -> Value {
         "CronJob" => {
             json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": pod_template(labels, "Never")}}}})
         }
+        "ReplicationController" => {
+            json!({"spec": {"selector": labels, "template": pod_template(labels, "Always")}})
+        }
+        "PodTemplate" => json!({"template": pod_template(labels, "Always")}),
+        "Pod" => json!({"spec": pod_template(labels, "Always")["spec"]}),
+        "Service" => json!({"spec": {"ports": [{"port": 80}]}}),
         _ => json!({}),
     }
 }

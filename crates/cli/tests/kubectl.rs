@@ -1025,3 +1025,63 @@ async fn kubectl_immutable_fields_are_refused_as_in_kube() {
         "v1"
     );
 }
+
+/// Objects kube-apiserver refuses as invalid are refused here, every problem named: the
+/// pod an operator got wrong, a Deployment with negative replicas and no image, a Service
+/// port out of range. Nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let file = dir.path().join("bad.yaml");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let create = |manifest: &str| {
+        std::fs::write(&file, manifest).expect("write manifest");
+        k.try_run(&["create", "-f", file_arg])
+    };
+    let pod = create(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers:\n  \
+         - name: Web_Server\n    image: nginx\n    \
+         ports: [{containerPort: 80, name: this-port-name-is-too-long}]\n  \
+         - name: Web_Server\n",
+    );
+    assert!(!pod.success, "{}", pod.stdout);
+    for problem in [
+        "The Pod \"bad\" is invalid: ",
+        "spec.containers[0].name: Invalid value: \"Web_Server\": a lowercase RFC 1123 label must consist of",
+        "spec.containers[0].ports[0].name: Invalid value: \"this-port-name-is-too-long\": must be no more than 15 characters",
+        "spec.containers[1].name: Duplicate value: \"Web_Server\"",
+        "spec.containers[1].image: Required value",
+    ] {
+        assert_contains(&pod.stderr, problem);
+    }
+    let deployment = create(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: bad}\nspec:\n  replicas: -1\n  \
+         selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    \
+         spec: {containers: [{name: x}]}\n",
+    );
+    assert!(!deployment.success, "{}", deployment.stdout);
+    assert_contains(
+        &deployment.stderr,
+        "spec.template.spec.containers[0].image: Required value",
+    );
+    assert_contains(
+        &deployment.stderr,
+        "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+    );
+    let service = create(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec:\n  ports: [{port: 99999}]\n",
+    );
+    assert!(!service.success, "{}", service.stdout);
+    // The target port defaults to the port, and is refused with it.
+    for field in ["port", "targetPort"] {
+        assert_contains(
+            &service.stderr,
+            &format!(
+                "spec.ports[0].{field}: Invalid value: 99999: must be between 1 and 65535, inclusive"
+            ),
+        );
+    }
+    let listed = k.run(&["get", "pods,deployments,services", "-o", "name"]);
+    assert!(!listed.contains("bad"), "{listed}");
+}

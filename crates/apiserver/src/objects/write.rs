@@ -21,6 +21,7 @@ use crate::patch::{DecodedPatch, PatchError, PatchType};
 use crate::registry::ResourceType;
 use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
 use crate::schema;
+use crate::spec_rules;
 use crate::update_rules;
 use crate::validation::{self, NameRule};
 use crate::webhook::admission::{self, Attributes, Operation};
@@ -112,6 +113,29 @@ fn terminating(namespace: &steady_store::Object) -> ApiResult<bool> {
         .is_some_and(|t| t.is_string()))
 }
 
+/// What kube-apiserver checks of a built-in object written through its main resource: its
+/// spec (`spec_rules`), and on an update what may not change (`update_rules`). A spec an
+/// update leaves as stored is not checked again, so objects stored before a rule existed
+/// stay writable (their metadata, their finalizers).
+fn check_builtin_rules(rt: &ResourceType, old: Option<&Value>, new: &Value) -> ApiResult<()> {
+    if !rt.builtin {
+        return Ok(());
+    }
+    let mut errors = Vec::new();
+    if old.is_none_or(|old| old.get("spec") != new.get("spec")) {
+        errors = spec_rules::validate(&rt.group, &rt.plural, new);
+    }
+    if let Some(old) = old {
+        errors.extend(update_rules::validate(&rt.group, &rt.plural, old, new));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        let name = meta::name(new).unwrap_or("");
+        Err(ApiError::invalid(&rt.qualified_kind(), name, &errors))
+    }
+}
+
 impl ApiServer {
     fn namespace_key(&self, name: &str) -> String {
         format!("/core/namespaces/{name}")
@@ -191,6 +215,7 @@ impl ApiServer {
         }
         let mut warnings = Vec::new();
         self.admit(rt, None, &mut obj, opts, &mut warnings)?;
+        check_builtin_rules(rt, None, &obj)?;
         let attrs = Attributes::new(rt, Operation::Create, ns.as_deref(), &name, opts);
         self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
             .await?;
@@ -459,11 +484,8 @@ impl ApiServer {
         }
         let mut warnings = Vec::new();
         self.admit(rt, Some(old), &mut new, opts, &mut warnings)?;
-        if sub.is_none() && rt.builtin {
-            let errors = update_rules::validate(&rt.group, &rt.plural, old, &new);
-            if !errors.is_empty() {
-                return Err(ApiError::invalid(&rt.qualified_kind(), name, &errors));
-            }
+        if sub.is_none() {
+            check_builtin_rules(rt, Some(old), &new)?;
         }
         let attrs = Attributes::new(rt, Operation::Update, ns, name, opts).on_subresource(sub);
         self.admit_by_webhooks(&attrs, &mut new, Some(old), opts, &mut warnings)

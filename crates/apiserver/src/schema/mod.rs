@@ -65,6 +65,8 @@ pub enum FieldErrorReason {
     TooLong,
     TooMany,
     Forbidden,
+    NotFound,
+    Duplicate,
 }
 
 impl FieldErrorReason {
@@ -78,6 +80,8 @@ impl FieldErrorReason {
             FieldErrorReason::TooLong => "FieldValueTooLong",
             FieldErrorReason::TooMany => "FieldValueTooMany",
             FieldErrorReason::Forbidden => "FieldValueForbidden",
+            FieldErrorReason::NotFound => "FieldValueNotFound",
+            FieldErrorReason::Duplicate => "FieldValueDuplicate",
         }
     }
 }

@@ -1,0 +1,438 @@
+//! What a built-in object must hold on every write, for the fields operators generate
+//! most, as kube-apiserver's `ValidatePod`, `ValidatePodTemplateSpec`, `ValidateService`
+//! and the workloads' spec validation check them: a pod spec (a pod's, or the template of
+//! a Deployment, StatefulSet, Job, …) needs containers, each with a valid unique name, an
+//! image, valid ports and env var names, and volume mounts that name a volume; a Service
+//! needs valid, named ports; a workload's replicas are not negative. An operator that
+//! builds an object kube refuses must be refused here too, with kube's messages (one
+//! cause per problem).
+//!
+//! Only JSON (the defaulted object): knows nothing of storage or HTTP.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use crate::defaults::pod_template_of;
+use crate::schema::{FieldError, FieldErrorReason};
+use crate::validation::dns1123_label_problems;
+
+/// The errors of a built-in `group`/`plural` object.
+pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(template) = pod_template_of(group, plural) {
+        let at = format!(
+            "{}.spec",
+            template.trim_start_matches('/').replace('/', ".")
+        );
+        pod_spec(obj.pointer(&format!("{template}/spec")), &at, &mut errors);
+        if group == "apps" || plural == "replicationcontrollers" {
+            replicas(obj, &mut errors);
+        }
+    }
+    match (group, plural) {
+        ("", "pods") => pod_spec(obj.get("spec"), "spec", &mut errors),
+        ("", "services") => service_ports(obj, &mut errors),
+        _ => {}
+    }
+    errors
+}
+
+fn error(field: String, reason: FieldErrorReason, message: String) -> FieldError {
+    FieldError {
+        field,
+        reason,
+        message,
+    }
+}
+
+fn required(field: String) -> FieldError {
+    error(field, FieldErrorReason::Required, "Required value".into())
+}
+
+/// `field.Invalid`: kube prints the value, strings quoted.
+fn invalid(field: String, value: &Value, why: &str) -> FieldError {
+    error(
+        field,
+        FieldErrorReason::Invalid,
+        format!("Invalid value: {value}: {why}"),
+    )
+}
+
+fn duplicate(field: String, value: &str) -> FieldError {
+    error(
+        field,
+        FieldErrorReason::Duplicate,
+        format!("Duplicate value: {value:?}"),
+    )
+}
+
+fn text<'v>(obj: &'v Value, field: &str) -> &'v str {
+    obj.get(field).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn list<'v>(obj: &'v Value, field: &str) -> &'v [Value] {
+    obj.get(field)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn replicas(obj: &Value, errors: &mut Vec<FieldError>) {
+    if let Some(n) = obj
+        .pointer("/spec/replicas")
+        .filter(|n| n.as_i64().is_some_and(|n| n < 0))
+    {
+        errors.push(invalid(
+            "spec.replicas".into(),
+            n,
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
+/// A pod spec at `at` (`spec`, `spec.template.spec`, …).
+fn pod_spec(spec: Option<&Value>, at: &str, errors: &mut Vec<FieldError>) {
+    let empty = Value::Object(Map::new());
+    let spec = spec.unwrap_or(&empty);
+    let volumes = volume_names(spec, at, errors);
+    if list(spec, "containers").is_empty() {
+        errors.push(required(format!("{at}.containers")));
+    }
+    let mut names = BTreeSet::new();
+    let mut port_names = BTreeSet::new();
+    for kind in ["initContainers", "containers"] {
+        for (i, container) in list(spec, kind).iter().enumerate() {
+            let at = format!("{at}.{kind}[{i}]");
+            container_name(container, &at, &mut names, errors);
+            if text(container, "image").is_empty() {
+                errors.push(required(format!("{at}.image")));
+            }
+            container_ports(container, &at, &mut port_names, errors);
+            env_names(container, &at, errors);
+            volume_mounts(container, &at, &volumes, errors);
+        }
+    }
+    if let Some(policy) = spec.get("restartPolicy").filter(|p| !p.is_null())
+        && !matches!(policy.as_str(), Some("Always" | "OnFailure" | "Never"))
+    {
+        errors.push(not_supported(
+            format!("{at}.restartPolicy"),
+            policy,
+            &["Always", "OnFailure", "Never"],
+        ));
+    }
+}
+
+fn not_supported(field: String, value: &Value, supported: &[&str]) -> FieldError {
+    let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+    error(
+        field,
+        FieldErrorReason::NotSupported,
+        format!(
+            "Unsupported value: {value}: supported values: {}",
+            supported.join(", ")
+        ),
+    )
+}
+
+/// A DNS-1123 label, unique among `seen`: container and volume names.
+fn unique_label(
+    name: &str,
+    field: String,
+    seen: &mut BTreeSet<String>,
+    errors: &mut Vec<FieldError>,
+) {
+    if name.is_empty() {
+        errors.push(required(field));
+        return;
+    }
+    for problem in dns1123_label_problems(name) {
+        errors.push(invalid(field.clone(), &Value::from(name), problem));
+    }
+    if !seen.insert(name.to_owned()) {
+        errors.push(duplicate(field, name));
+    }
+}
+
+fn container_name(
+    container: &Value,
+    at: &str,
+    seen: &mut BTreeSet<String>,
+    errors: &mut Vec<FieldError>,
+) {
+    unique_label(text(container, "name"), format!("{at}.name"), seen, errors);
+}
+
+fn volume_names(spec: &Value, at: &str, errors: &mut Vec<FieldError>) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for (i, volume) in list(spec, "volumes").iter().enumerate() {
+        unique_label(
+            text(volume, "name"),
+            format!("{at}.volumes[{i}].name"),
+            &mut names,
+            errors,
+        );
+    }
+    names
+}
+
+fn volume_mounts(
+    container: &Value,
+    at: &str,
+    volumes: &BTreeSet<String>,
+    errors: &mut Vec<FieldError>,
+) {
+    for (i, mount) in list(container, "volumeMounts").iter().enumerate() {
+        let at = format!("{at}.volumeMounts[{i}]");
+        let name = text(mount, "name");
+        if name.is_empty() {
+            errors.push(required(format!("{at}.name")));
+        } else if !volumes.contains(name) {
+            errors.push(error(
+                format!("{at}.name"),
+                FieldErrorReason::NotFound,
+                format!("Not found: {name:?}"),
+            ));
+        }
+        if text(mount, "mountPath").is_empty() {
+            errors.push(required(format!("{at}.mountPath")));
+        }
+    }
+}
+
+const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
+
+/// A port number in 1..=65535, or a Required error when it is missing or zero.
+fn port_number(port: Option<&Value>, field: String, errors: &mut Vec<FieldError>) {
+    match port.filter(|p| !p.is_null() && p.as_i64() != Some(0)) {
+        None => errors.push(required(field)),
+        Some(p) if !p.as_i64().is_some_and(|n| (1..=65535).contains(&n)) => {
+            errors.push(invalid(field, p, PORT_RANGE));
+        }
+        Some(_) => {}
+    }
+}
+
+fn protocol(port: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    if let Some(protocol) = port.get("protocol").filter(|p| !p.is_null())
+        && !matches!(protocol.as_str(), Some("TCP" | "UDP" | "SCTP"))
+    {
+        errors.push(not_supported(
+            format!("{at}.protocol"),
+            protocol,
+            &["SCTP", "TCP", "UDP"],
+        ));
+    }
+}
+
+fn container_ports(
+    container: &Value,
+    at: &str,
+    seen: &mut BTreeSet<String>,
+    errors: &mut Vec<FieldError>,
+) {
+    for (i, port) in list(container, "ports").iter().enumerate() {
+        let at = format!("{at}.ports[{i}]");
+        let name = text(port, "name");
+        if !name.is_empty() {
+            for problem in port_name_problems(name) {
+                errors.push(invalid(format!("{at}.name"), &Value::from(name), problem));
+            }
+            if !seen.insert(name.to_owned()) {
+                errors.push(duplicate(format!("{at}.name"), name));
+            }
+        }
+        port_number(
+            port.get("containerPort"),
+            format!("{at}.containerPort"),
+            errors,
+        );
+        if let Some(host) = port
+            .get("hostPort")
+            .filter(|p| p.as_i64().is_some_and(|n| n != 0))
+        {
+            port_number(Some(host), format!("{at}.hostPort"), errors);
+        }
+        protocol(port, &at, errors);
+    }
+}
+
+/// kube's `IsValidPortName` (an IANA service name): container port names, and a Service's
+/// `targetPort` given by name.
+fn port_name_problems(name: &str) -> Vec<&'static str> {
+    let mut problems = Vec::new();
+    if name.len() > 15 {
+        problems.push("must be no more than 15 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        problems.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+    } else if !name.bytes().any(|b| b.is_ascii_lowercase()) {
+        problems.push("must contain at least one letter (a-z)");
+    }
+    if name.contains("--") {
+        problems.push("must not contain consecutive hyphens");
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        problems.push("must not begin or end with a hyphen");
+    }
+    problems
+}
+
+const ENV_NAME_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')";
+
+fn env_names(container: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_');
+    for (i, env) in list(container, "env").iter().enumerate() {
+        let field = format!("{at}.env[{i}].name");
+        let name = text(env, "name");
+        if name.is_empty() {
+            errors.push(required(field));
+        } else if name.as_bytes()[0].is_ascii_digit() || !name.bytes().all(allowed) {
+            errors.push(invalid(field, &Value::from(name), ENV_NAME_MSG));
+        }
+    }
+}
+
+/// A Service's ports: required but for an `ExternalName` Service, each valid, and named
+/// (uniquely) when there is more than one.
+fn service_ports(service: &Value, errors: &mut Vec<FieldError>) {
+    let empty = Value::Object(Map::new());
+    let spec = service.get("spec").unwrap_or(&empty);
+    let ports = list(spec, "ports");
+    if ports.is_empty() && text(spec, "type") != "ExternalName" {
+        errors.push(required("spec.ports".into()));
+    }
+    let mut names = BTreeSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let at = format!("spec.ports[{i}]");
+        let name = text(port, "name");
+        if name.is_empty() {
+            if ports.len() > 1 {
+                errors.push(required(format!("{at}.name")));
+            }
+        } else {
+            for problem in dns1123_label_problems(name) {
+                errors.push(invalid(format!("{at}.name"), &Value::from(name), problem));
+            }
+            if !names.insert(name.to_owned()) {
+                errors.push(duplicate(format!("{at}.name"), name));
+            }
+        }
+        port_number(port.get("port"), format!("{at}.port"), errors);
+        match port.get("targetPort") {
+            Some(Value::String(target)) => {
+                for problem in port_name_problems(target) {
+                    errors.push(invalid(
+                        format!("{at}.targetPort"),
+                        &Value::from(target.as_str()),
+                        problem,
+                    ));
+                }
+            }
+            Some(target @ Value::Number(_)) => {
+                port_number(Some(target), format!("{at}.targetPort"), errors)
+            }
+            _ => {}
+        }
+        protocol(port, &at, errors);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn messages(errors: &[FieldError]) -> Vec<String> {
+        errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect()
+    }
+
+    #[test]
+    fn a_valid_pod_and_deployment_pass() {
+        let spec = json!({
+            "containers": [{"name": "web", "image": "nginx",
+                "ports": [{"name": "http", "containerPort": 80, "protocol": "TCP"}],
+                "env": [{"name": "MY_ENV.NAME", "value": "1"}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "restartPolicy": "Always"
+        });
+        assert!(validate("", "pods", &json!({"spec": spec})).is_empty());
+        let deployment = json!({"spec": {"replicas": 2, "template": {"spec": spec}}});
+        assert!(validate("apps", "deployments", &deployment).is_empty());
+    }
+
+    #[test]
+    fn a_pod_an_operator_got_wrong_is_refused_with_every_problem() {
+        let pod = json!({"spec": {"containers": [
+            {"name": "Web_Server", "image": "nginx",
+             "ports": [{"containerPort": 80, "name": "this-port-name-is-too-long"},
+                       {"containerPort": 70000, "protocol": "HTTP"}],
+             "env": [{"name": "1BAD"}],
+             "volumeMounts": [{"name": "missing", "mountPath": "/m"}]},
+            {"name": "Web_Server"}
+        ]}});
+        let found = messages(&validate("", "pods", &pod));
+        let expected = [
+            "spec.containers[0].name: Invalid value: \"Web_Server\": a lowercase RFC 1123 label",
+            "spec.containers[0].ports[0].name: Invalid value: \"this-port-name-is-too-long\": must be no more than 15 characters",
+            "spec.containers[0].ports[1].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            "spec.containers[0].ports[1].protocol: Unsupported value: \"HTTP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+            "spec.containers[0].env[0].name: Invalid value: \"1BAD\": a valid environment variable name",
+            "spec.containers[0].volumeMounts[0].name: Not found: \"missing\"",
+            "spec.containers[1].name: Duplicate value: \"Web_Server\"",
+            "spec.containers[1].image: Required value",
+        ];
+        for line in expected {
+            assert!(
+                found.iter().any(|f| f.starts_with(line)),
+                "{line}\nin {found:#?}"
+            );
+        }
+        assert_eq!(
+            messages(&validate("", "pods", &json!({"spec": {}}))),
+            ["spec.containers: Required value"]
+        );
+    }
+
+    #[test]
+    fn templates_replicas_and_services() {
+        let deployment = json!({"spec": {"replicas": -1,
+            "template": {"spec": {"containers": [{"name": "x"}]}}}});
+        assert_eq!(
+            messages(&validate("apps", "deployments", &deployment)),
+            [
+                "spec.template.spec.containers[0].image: Required value",
+                "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+            ]
+        );
+        let cronjob = json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}});
+        assert_eq!(
+            messages(&validate("batch", "cronjobs", &cronjob)),
+            ["spec.jobTemplate.spec.template.spec.containers: Required value"]
+        );
+        let service = json!({"spec": {"ports": [
+            {"port": 99999, "protocol": "TCP"}, {"port": 53, "targetPort": "DNS_port"}
+        ]}});
+        let found = messages(&validate("", "services", &service));
+        assert_eq!(found[0], "spec.ports[0].name: Required value");
+        assert_eq!(
+            found[1],
+            "spec.ports[0].port: Invalid value: 99999: must be between 1 and 65535, inclusive"
+        );
+        assert_eq!(found[2], "spec.ports[1].name: Required value");
+        assert!(found[3].starts_with("spec.ports[1].targetPort: Invalid value: \"DNS_port\""));
+        assert_eq!(
+            messages(&validate("", "services", &json!({"spec": {}}))),
+            ["spec.ports: Required value"]
+        );
+        let external = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
+        assert!(validate("", "services", &external).is_empty());
+    }
+}
