@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use crate::defaults::pod_template_of;
-use crate::schema::{FieldError, FieldErrorReason};
+use crate::schema::{FieldError, FieldErrorReason, Path};
 use crate::validation::dns1123_label_problems;
 
 /// The errors of a built-in `group`/`plural` object.
@@ -25,33 +25,37 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
             "{}.spec",
             template.trim_start_matches('/').replace('/', ".")
         );
-        pod_spec(obj.pointer(&format!("{template}/spec")), &at, &mut errors);
+        pod_spec(
+            obj.pointer(&format!("{template}/spec")),
+            &Path::At(&at),
+            &mut errors,
+        );
         if group == "apps" || plural == "replicationcontrollers" {
             replicas(obj, &mut errors);
         }
     }
     match (group, plural) {
-        ("", "pods") => pod_spec(obj.get("spec"), "spec", &mut errors),
+        ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), &mut errors),
         ("", "services") => service_ports(obj, &mut errors),
         _ => {}
     }
     errors
 }
 
-fn error(field: String, reason: FieldErrorReason, message: String) -> FieldError {
+fn error(field: &Path, reason: FieldErrorReason, message: String) -> FieldError {
     FieldError {
-        field,
+        field: field.render(),
         reason,
         message,
     }
 }
 
-fn required(field: String) -> FieldError {
+fn required(field: &Path) -> FieldError {
     error(field, FieldErrorReason::Required, "Required value".into())
 }
 
 /// `field.Invalid`: kube prints the value, strings quoted.
-fn invalid(field: String, value: &Value, why: &str) -> FieldError {
+fn invalid(field: &Path, value: &Value, why: &str) -> FieldError {
     error(
         field,
         FieldErrorReason::Invalid,
@@ -59,7 +63,7 @@ fn invalid(field: String, value: &Value, why: &str) -> FieldError {
     )
 }
 
-fn duplicate(field: String, value: &str) -> FieldError {
+fn duplicate(field: &Path, value: &str) -> FieldError {
     error(
         field,
         FieldErrorReason::Duplicate,
@@ -83,7 +87,7 @@ fn replicas(obj: &Value, errors: &mut Vec<FieldError>) {
         .filter(|n| n.as_i64().is_some_and(|n| n < 0))
     {
         errors.push(invalid(
-            "spec.replicas".into(),
+            &Path::At("spec.replicas"),
             n,
             "must be greater than or equal to 0",
         ));
@@ -91,21 +95,22 @@ fn replicas(obj: &Value, errors: &mut Vec<FieldError>) {
 }
 
 /// A pod spec at `at` (`spec`, `spec.template.spec`, …).
-fn pod_spec(spec: Option<&Value>, at: &str, errors: &mut Vec<FieldError>) {
+fn pod_spec(spec: Option<&Value>, at: &Path, errors: &mut Vec<FieldError>) {
     let empty = Value::Object(Map::new());
     let spec = spec.unwrap_or(&empty);
     let volumes = volume_names(spec, at, errors);
     if list(spec, "containers").is_empty() {
-        errors.push(required(format!("{at}.containers")));
+        errors.push(required(&Path::Field(at, "containers")));
     }
     let mut names = BTreeSet::new();
     let mut port_names = BTreeSet::new();
     for kind in ["initContainers", "containers"] {
+        let containers = Path::Field(at, kind);
         for (i, container) in list(spec, kind).iter().enumerate() {
-            let at = format!("{at}.{kind}[{i}]");
+            let at = Path::Item(&containers, i);
             container_name(container, &at, &mut names, errors);
             if text(container, "image").is_empty() {
-                errors.push(required(format!("{at}.image")));
+                errors.push(required(&Path::Field(&at, "image")));
             }
             container_ports(container, &at, &mut port_names, errors);
             env_names(container, &at, errors);
@@ -116,14 +121,14 @@ fn pod_spec(spec: Option<&Value>, at: &str, errors: &mut Vec<FieldError>) {
         && !matches!(policy.as_str(), Some("Always" | "OnFailure" | "Never"))
     {
         errors.push(not_supported(
-            format!("{at}.restartPolicy"),
+            &Path::Field(at, "restartPolicy"),
             policy,
             &["Always", "OnFailure", "Never"],
         ));
     }
 }
 
-fn not_supported(field: String, value: &Value, supported: &[&str]) -> FieldError {
+fn not_supported(field: &Path, value: &Value, supported: &[&str]) -> FieldError {
     let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
     error(
         field,
@@ -138,7 +143,7 @@ fn not_supported(field: String, value: &Value, supported: &[&str]) -> FieldError
 /// A DNS-1123 label, unique among `seen`: container and volume names.
 fn unique_label(
     name: &str,
-    field: String,
+    field: &Path,
     seen: &mut BTreeSet<String>,
     errors: &mut Vec<FieldError>,
 ) {
@@ -147,7 +152,7 @@ fn unique_label(
         return;
     }
     for problem in dns1123_label_problems(name) {
-        errors.push(invalid(field.clone(), &Value::from(name), problem));
+        errors.push(invalid(field, &Value::from(name), problem));
     }
     if !seen.insert(name.to_owned()) {
         errors.push(duplicate(field, name));
@@ -156,46 +161,47 @@ fn unique_label(
 
 fn container_name(
     container: &Value,
-    at: &str,
+    at: &Path,
     seen: &mut BTreeSet<String>,
     errors: &mut Vec<FieldError>,
 ) {
-    unique_label(text(container, "name"), format!("{at}.name"), seen, errors);
+    let field = Path::Field(at, "name");
+    unique_label(text(container, "name"), &field, seen, errors);
 }
 
-fn volume_names(spec: &Value, at: &str, errors: &mut Vec<FieldError>) -> BTreeSet<String> {
+fn volume_names(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
+    let volumes = Path::Field(at, "volumes");
     for (i, volume) in list(spec, "volumes").iter().enumerate() {
-        unique_label(
-            text(volume, "name"),
-            format!("{at}.volumes[{i}].name"),
-            &mut names,
-            errors,
-        );
+        let item = Path::Item(&volumes, i);
+        let field = Path::Field(&item, "name");
+        unique_label(text(volume, "name"), &field, &mut names, errors);
     }
     names
 }
 
 fn volume_mounts(
     container: &Value,
-    at: &str,
+    at: &Path,
     volumes: &BTreeSet<String>,
     errors: &mut Vec<FieldError>,
 ) {
+    let mounts = Path::Field(at, "volumeMounts");
     for (i, mount) in list(container, "volumeMounts").iter().enumerate() {
-        let at = format!("{at}.volumeMounts[{i}]");
+        let at = Path::Item(&mounts, i);
+        let field = Path::Field(&at, "name");
         let name = text(mount, "name");
         if name.is_empty() {
-            errors.push(required(format!("{at}.name")));
+            errors.push(required(&field));
         } else if !volumes.contains(name) {
             errors.push(error(
-                format!("{at}.name"),
+                &field,
                 FieldErrorReason::NotFound,
                 format!("Not found: {name:?}"),
             ));
         }
         if text(mount, "mountPath").is_empty() {
-            errors.push(required(format!("{at}.mountPath")));
+            errors.push(required(&Path::Field(&at, "mountPath")));
         }
     }
 }
@@ -203,7 +209,7 @@ fn volume_mounts(
 const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 
 /// A port number in 1..=65535, or a Required error when it is missing or zero.
-fn port_number(port: Option<&Value>, field: String, errors: &mut Vec<FieldError>) {
+fn port_number(port: Option<&Value>, field: &Path, errors: &mut Vec<FieldError>) {
     match port.filter(|p| !p.is_null() && p.as_i64() != Some(0)) {
         None => errors.push(required(field)),
         Some(p) if !p.as_i64().is_some_and(|n| (1..=65535).contains(&n)) => {
@@ -213,12 +219,12 @@ fn port_number(port: Option<&Value>, field: String, errors: &mut Vec<FieldError>
     }
 }
 
-fn protocol(port: &Value, at: &str, errors: &mut Vec<FieldError>) {
+fn protocol(port: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     if let Some(protocol) = port.get("protocol").filter(|p| !p.is_null())
         && !matches!(protocol.as_str(), Some("TCP" | "UDP" | "SCTP"))
     {
         errors.push(not_supported(
-            format!("{at}.protocol"),
+            &Path::Field(at, "protocol"),
             protocol,
             &["SCTP", "TCP", "UDP"],
         ));
@@ -227,31 +233,30 @@ fn protocol(port: &Value, at: &str, errors: &mut Vec<FieldError>) {
 
 fn container_ports(
     container: &Value,
-    at: &str,
+    at: &Path,
     seen: &mut BTreeSet<String>,
     errors: &mut Vec<FieldError>,
 ) {
+    let ports = Path::Field(at, "ports");
     for (i, port) in list(container, "ports").iter().enumerate() {
-        let at = format!("{at}.ports[{i}]");
+        let at = Path::Item(&ports, i);
         let name = text(port, "name");
         if !name.is_empty() {
+            let field = Path::Field(&at, "name");
             for problem in port_name_problems(name) {
-                errors.push(invalid(format!("{at}.name"), &Value::from(name), problem));
+                errors.push(invalid(&field, &Value::from(name), problem));
             }
             if !seen.insert(name.to_owned()) {
-                errors.push(duplicate(format!("{at}.name"), name));
+                errors.push(duplicate(&field, name));
             }
         }
-        port_number(
-            port.get("containerPort"),
-            format!("{at}.containerPort"),
-            errors,
-        );
+        let number = Path::Field(&at, "containerPort");
+        port_number(port.get("containerPort"), &number, errors);
         if let Some(host) = port
             .get("hostPort")
             .filter(|p| p.as_i64().is_some_and(|n| n != 0))
         {
-            port_number(Some(host), format!("{at}.hostPort"), errors);
+            port_number(Some(host), &Path::Field(&at, "hostPort"), errors);
         }
         protocol(port, &at, errors);
     }
@@ -283,15 +288,17 @@ fn port_name_problems(name: &str) -> Vec<&'static str> {
 
 const ENV_NAME_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')";
 
-fn env_names(container: &Value, at: &str, errors: &mut Vec<FieldError>) {
+fn env_names(container: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_');
+    let envs = Path::Field(at, "env");
     for (i, env) in list(container, "env").iter().enumerate() {
-        let field = format!("{at}.env[{i}].name");
+        let item = Path::Item(&envs, i);
+        let field = Path::Field(&item, "name");
         let name = text(env, "name");
         if name.is_empty() {
-            errors.push(required(field));
+            errors.push(required(&field));
         } else if name.as_bytes()[0].is_ascii_digit() || !name.bytes().all(allowed) {
-            errors.push(invalid(field, &Value::from(name), ENV_NAME_MSG));
+            errors.push(invalid(&field, &Value::from(name), ENV_NAME_MSG));
         }
     }
 }
@@ -303,38 +310,39 @@ fn service_ports(service: &Value, errors: &mut Vec<FieldError>) {
     let spec = service.get("spec").unwrap_or(&empty);
     let ports = list(spec, "ports");
     if ports.is_empty() && text(spec, "type") != "ExternalName" {
-        errors.push(required("spec.ports".into()));
+        errors.push(required(&Path::At("spec.ports")));
     }
     let mut names = BTreeSet::new();
+    let all = Path::At("spec.ports");
     for (i, port) in ports.iter().enumerate() {
-        let at = format!("spec.ports[{i}]");
+        let at = Path::Item(&all, i);
+        let field = Path::Field(&at, "name");
         let name = text(port, "name");
         if name.is_empty() {
             if ports.len() > 1 {
-                errors.push(required(format!("{at}.name")));
+                errors.push(required(&field));
             }
         } else {
             for problem in dns1123_label_problems(name) {
-                errors.push(invalid(format!("{at}.name"), &Value::from(name), problem));
+                errors.push(invalid(&field, &Value::from(name), problem));
             }
             if !names.insert(name.to_owned()) {
-                errors.push(duplicate(format!("{at}.name"), name));
+                errors.push(duplicate(&field, name));
             }
         }
-        port_number(port.get("port"), format!("{at}.port"), errors);
+        port_number(port.get("port"), &Path::Field(&at, "port"), errors);
+        let target_field = Path::Field(&at, "targetPort");
         match port.get("targetPort") {
             Some(Value::String(target)) => {
                 for problem in port_name_problems(target) {
                     errors.push(invalid(
-                        format!("{at}.targetPort"),
+                        &target_field,
                         &Value::from(target.as_str()),
                         problem,
                     ));
                 }
             }
-            Some(target @ Value::Number(_)) => {
-                port_number(Some(target), format!("{at}.targetPort"), errors)
-            }
+            Some(target @ Value::Number(_)) => port_number(Some(target), &target_field, errors),
             _ => {}
         }
         protocol(port, &at, errors);

@@ -88,6 +88,26 @@ impl FieldErrorReason {
 
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
+/// Where a value is: the field path errors report (`spec.items[0]`), spelled out only when
+/// one does.
+#[derive(Clone, Copy)]
+pub(crate) enum Path<'a> {
+    /// Where the walk started, as text (empty: the object's top level).
+    At(&'a str),
+    Field(&'a Path<'a>, &'a str),
+    Item(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    pub(crate) fn render(&self) -> String {
+        match self {
+            Path::At(path) => (*path).to_owned(),
+            Path::Field(parent, key) => child(&parent.render(), key),
+            Path::Item(parent, i) => index(&parent.render(), *i),
+        }
+    }
+}
+
 fn child(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()

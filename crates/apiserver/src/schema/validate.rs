@@ -12,7 +12,7 @@ use regex::Regex;
 use serde_json::{Map, Number, Value};
 
 use super::{
-    FieldError, FieldErrorReason, META_FIELDS, child, flag, fmt_value, fmt_value_short, index,
+    FieldError, FieldErrorReason, META_FIELDS, Path, child, flag, fmt_value, fmt_value_short,
     props, quote, type_name,
 };
 
@@ -180,26 +180,6 @@ impl Bound {
             (m, e) => (m, e.and_then(Value::as_bool).unwrap_or(false)),
         };
         limit.map(|limit| Bound { limit, exclusive })
-    }
-}
-
-/// Where a value is: the field path errors report (`spec.items[0]`), spelled out only when
-/// one does.
-#[derive(Clone, Copy)]
-enum Path<'a> {
-    /// Where the walk started, as text (empty: the object's top level).
-    At(&'a str),
-    Field(&'a Path<'a>, &'a str),
-    Item(&'a Path<'a>, usize),
-}
-
-impl Path<'_> {
-    fn render(&self) -> String {
-        match self {
-            Path::At(path) => (*path).to_owned(),
-            Path::Field(parent, key) => child(&parent.render(), key),
-            Path::Item(parent, i) => index(&parent.render(), *i),
-        }
     }
 }
 
