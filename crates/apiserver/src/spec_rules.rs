@@ -25,17 +25,17 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
             "{}.spec",
             template.trim_start_matches('/').replace('/', ".")
         );
-        pod_spec(
-            obj.pointer(&format!("{template}/spec")),
-            &Path::At(&at),
-            &mut errors,
-        );
-        if group == "apps" || plural == "replicationcontrollers" {
+        // A controller keeps its pods running; only Jobs run them to completion.
+        let keeps_running = group == "apps" || plural == "replicationcontrollers";
+        let restart = if keeps_running { ALWAYS } else { ANY_RESTART };
+        let spec = obj.pointer(&format!("{template}/spec"));
+        pod_spec(spec, &Path::At(&at), restart, &mut errors);
+        if keeps_running {
             replicas(obj, &mut errors);
         }
     }
     match (group, plural) {
-        ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), &mut errors),
+        ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), ANY_RESTART, &mut errors),
         ("", "services") => service_ports(obj, &mut errors),
         _ => {}
     }
@@ -95,7 +95,10 @@ fn replicas(obj: &Value, errors: &mut Vec<FieldError>) {
 }
 
 /// A pod spec at `at` (`spec`, `spec.template.spec`, …).
-fn pod_spec(spec: Option<&Value>, at: &Path, errors: &mut Vec<FieldError>) {
+const ANY_RESTART: &[&str] = &["Always", "OnFailure", "Never"];
+const ALWAYS: &[&str] = &["Always"];
+
+fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<FieldError>) {
     let empty = Value::Object(Map::new());
     let spec = spec.unwrap_or(&empty);
     let volumes = volume_names(spec, at, errors);
@@ -118,12 +121,12 @@ fn pod_spec(spec: Option<&Value>, at: &Path, errors: &mut Vec<FieldError>) {
         }
     }
     if let Some(policy) = spec.get("restartPolicy").filter(|p| !p.is_null())
-        && !matches!(policy.as_str(), Some("Always" | "OnFailure" | "Never"))
+        && !policy.as_str().is_some_and(|p| restart.contains(&p))
     {
         errors.push(not_supported(
             &Path::Field(at, "restartPolicy"),
             policy,
-            &["Always", "OnFailure", "Never"],
+            restart,
         ));
     }
 }
@@ -412,11 +415,12 @@ mod tests {
     #[test]
     fn templates_replicas_and_services() {
         let deployment = json!({"spec": {"replicas": -1,
-            "template": {"spec": {"containers": [{"name": "x"}]}}}});
+            "template": {"spec": {"containers": [{"name": "x"}], "restartPolicy": "Never"}}}});
         assert_eq!(
             messages(&validate("apps", "deployments", &deployment)),
             [
                 "spec.template.spec.containers[0].image: Required value",
+                "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
                 "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
             ]
         );
