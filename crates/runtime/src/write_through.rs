@@ -39,6 +39,13 @@ pub(crate) trait Remembers<C>: Send + Sync {
     /// The server answered a write with `written`. Returns the stamp the cached state
     /// got, `None` when the cache already held a newer one.
     fn remember(&self, written: &C) -> Option<u64>;
+    /// [`Self::remember`], unless `changed(cached, written)` says the cached state and
+    /// the written one differ in what the write could not have changed (a status write's
+    /// reply showing someone else's change, see [`changed_by_others`]): that change is
+    /// left to its watch event, which then wakes the controller.
+    fn remember_unless(&self, written: &C, _changed: fn(&C, &C) -> bool) -> Option<u64> {
+        self.remember(written)
+    }
     /// The object `key` is gone.
     fn forget(&self, key: &ObjectKey);
     /// The fields this sink never keeps of a written object, which its reply is decoded
@@ -46,11 +53,32 @@ pub(crate) trait Remembers<C>: Send + Sync {
     fn unread(&self) -> &'static [&'static str];
 }
 
+/// Whether the reply to a status write shows the object changed by someone else since the
+/// cache last saw it: a status write changes neither `generation` (a spec change) nor
+/// `deletionTimestamp`. Such a reply is not remembered. Cached, it would hold the new state
+/// at a resourceVersion the change's own watch event is older than (or equal to, when the
+/// status write changed nothing), so that event would wake nobody, and the change would
+/// wait for the next resync.
+fn changed_by_others<C: Resource>(cached: &C, written: &C) -> bool {
+    let (cached, written) = (cached.meta(), written.meta());
+    cached.uid == written.uid
+        && (cached.generation != written.generation
+            || cached.deletion_timestamp != written.deletion_timestamp)
+}
+
 /// Where a kind's writes are remembered, as the controller keeps it (type-erased by kind).
 pub(crate) type WriteSink<C> = Arc<dyn Remembers<C>>;
 
 impl<C: Cached + Clone + Send + Sync> Remembers<C> for ObjectCache<C> {
     fn remember(&self, written: &C) -> Option<u64> {
+        self.remember_stamped(written.clone())
+    }
+
+    fn remember_unless(&self, written: &C, changed: fn(&C, &C) -> bool) -> Option<u64> {
+        let cached = self.get(&written.cache_key());
+        if cached.is_some_and(|cached| changed(cached.as_ref(), written)) {
+            return None;
+        }
         self.remember_stamped(written.clone())
     }
 
@@ -257,8 +285,17 @@ where
         patch: &Patch<P>,
     ) -> Result<C, kube::Error> {
         let request = self.request().patch_subresource("status", name, pp, patch);
-        let write = self.send(request, "patch_status");
-        self.remembered(WriteVerb::PatchedStatus, write).await
+        let written = self.send(request, "patch_status").await?;
+        let key = ObjectKey::of(&written);
+        observe::record_write(WriteVerb::PatchedStatus, &self.kind, key.clone());
+        if let Some(stamp) = self
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.remember_unless(&written, changed_by_others::<C>))
+        {
+            observe::record_written(&self.kind, key, Some(Version::of(&written, stamp)));
+        }
+        Ok(written)
     }
 
     /// Delete the object `name`. `Ok(Some(obj))`: it is terminating (finalizers or a grace
@@ -286,5 +323,54 @@ where
             }
             Err(error) => Err(error),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn deployment(rv: &str, generation: i64) -> Deployment {
+        Deployment {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("ns".into()),
+                uid: Some("uid-web".into()),
+                resource_version: Some(rv.into()),
+                generation: Some(generation),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn cached_version(cache: &ObjectCache<Deployment>) -> Option<String> {
+        let key = ObjectKey::new(Some("ns"), "web");
+        cache.get(&key)?.metadata.resource_version.clone()
+    }
+
+    /// Someone changes the spec (rv 6, generation 2) while the controller writes status
+    /// from what it read at rv 5: the status reply (rv 7) carries generation 2. Cached, it
+    /// would make the spec change's own event stale, and no reconcile would see it.
+    #[test]
+    fn a_status_reply_showing_someone_elses_change_is_left_to_the_watch() {
+        let cache = ObjectCache::<Deployment>::default();
+        cache.remember(deployment("5", 1));
+        let sink: &dyn Remembers<Deployment> = &cache;
+        let changed = changed_by_others::<Deployment>;
+
+        assert_eq!(sink.remember_unless(&deployment("7", 2), changed), None);
+        assert_eq!(cached_version(&cache).as_deref(), Some("5"));
+        let event = cache.update(deployment("6", 2), |old, new| old != new);
+        assert!(
+            event.is_ok_and(|update| update.woke),
+            "the spec change wakes"
+        );
+
+        // A reply that shows only what the write did is remembered.
+        assert!(sink.remember_unless(&deployment("8", 2), changed).is_some());
+        assert_eq!(cached_version(&cache).as_deref(), Some("8"));
     }
 }
