@@ -298,7 +298,7 @@ impl Simulation {
 
     fn run_alone(&self, scenario: &Scenario, seed: u64) -> Report {
         // Outside the run's runtime: the first call builds the image on a runtime of its own.
-        let image = bootstrapped();
+        let image = bootstrapped(&scenario.crds);
         paused_runtime().block_on(Run::simulate(self, scenario, seed, image))
     }
 }
@@ -510,11 +510,8 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The scenario's setup steps (its CRDs are in the image the run started from).
     async fn setup(&self) -> Result<(), kube::Error> {
-        let crds: Api<CustomResourceDefinition> = Api::all(self.admin.clone());
-        for crd in &self.scenario.crds {
-            crds.create(&PostParams::default(), crd).await?;
-        }
         for step in &self.scenario.setup {
             step.apply(&self.admin, Some(self.trace())).await?;
         }
@@ -752,26 +749,42 @@ async fn serve(
         .map_err(|e| format!("server: {e}"))
 }
 
-/// The store every run starts from: what the API server writes when it starts on an empty
-/// store (namespaces, roles, the `kubernetes` Service…), the same in every run. Written
-/// once per process, on a runtime of its own, so that no run's schedule depends on
-/// whether it was the first; each run's seed then draws everything written after it.
-fn bootstrapped() -> Result<&'static steady_store::Image, String> {
-    static IMAGE: std::sync::OnceLock<Result<steady_store::Image, String>> =
-        std::sync::OnceLock::new();
-    IMAGE
-        .get_or_init(|| {
-            let runtime = paused_runtime();
-            runtime.block_on(async {
-                let store = steady_store::Store::in_memory(Default::default())
-                    .await
-                    .map_err(|e| format!("store: {e}"))?;
-                let server = serve(store, 0, &clock()).await?;
-                let image = server.store().image();
-                server.shutdown().await;
-                Ok(image)
-            })
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+/// The store every run of a scenario starts from: what the API server writes when it starts
+/// on an empty store (namespaces, roles, the `kubernetes` Service…), then the scenario's
+/// CRDs, the same in every run. Written once per process and set of CRDs, on a runtime of
+/// its own, so that no run's schedule depends on whether it was the first; each run's seed
+/// then draws everything written after it. Every run's CRDs are then the same bytes, and
+/// their end-state lines are normalised once.
+fn bootstrapped(crds: &[CustomResourceDefinition]) -> Result<&'static steady_store::Image, String> {
+    type Images = BTreeMap<String, &'static Result<steady_store::Image, String>>;
+    static IMAGES: Mutex<Images> = Mutex::new(BTreeMap::new());
+    let key = serde_json::to_string(crds).map_err(|e| format!("crds: {e}"))?;
+    // Held while an image is built: a worker that needs the same one waits for it.
+    let mut images = IMAGES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let image = *images
+        .entry(key)
+        .or_insert_with(|| Box::leak(Box::new(build_image(crds))));
+    image.as_ref().map_err(Clone::clone)
+}
+
+fn build_image(crds: &[CustomResourceDefinition]) -> Result<steady_store::Image, String> {
+    paused_runtime().block_on(async {
+        let store = steady_store::Store::in_memory(Default::default())
+            .await
+            .map_err(|e| format!("store: {e}"))?;
+        let server = serve(store, 0, &clock()).await?;
+        let api: Api<CustomResourceDefinition> = Api::all(server.client());
+        for crd in crds {
+            api.create(&PostParams::default(), crd)
+                .await
+                .map_err(|e| format!("install a CRD: {e}"))?;
+        }
+        // Whatever the server writes after a CRD's create (its conditions) lands first.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let image = server.store().image();
+        server.shutdown().await;
+        Ok(image)
+    })
 }
