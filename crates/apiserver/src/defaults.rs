@@ -534,13 +534,16 @@ fn default_service(
     default_if_missing(spec, "ipFamilies", json!(["IPv4"]));
     default_if_missing(spec, "ipFamilyPolicy", json!("SingleStack"));
     default_if_missing(spec, "internalTrafficPolicy", json!("Cluster"));
-    let ip = match old_ip {
-        Some(ip) => ip,
-        None => match spec.get("clusterIP").and_then(Value::as_str) {
-            Some(ip) if !ip.is_empty() => json!(ip),
-            _ => json!(random_cluster_ip()),
-        },
-    };
+    // An update that leaves the cluster IP out keeps the allocated one, as kube's
+    // `patchAllocatedValues` does; one that names another is refused (`update_rules`).
+    let requested = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .filter(|ip| !ip.is_empty())
+        .map(|ip| json!(ip));
+    let ip = requested
+        .or(old_ip)
+        .unwrap_or_else(|| json!(random_cluster_ip()));
     spec["clusterIP"] = ip.clone();
     if ip != "None" {
         spec["clusterIPs"] = json!([ip]);

@@ -960,8 +960,8 @@ async fn kubectl_pod_spec_updates_are_limited_as_in_kube() {
 }
 
 /// What kube-apiserver never lets an update change, refused with its messages: a
-/// Deployment's selector, a StatefulSet's volume claim templates, an immutable
-/// ConfigMap's data.
+/// Deployment's selector, a StatefulSet's volume claim templates, a Service's cluster IP,
+/// an immutable ConfigMap's data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_immutable_fields_are_refused_as_in_kube() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1007,6 +1007,22 @@ async fn kubectl_immutable_fields_are_refused_as_in_kube() {
         &grown.stderr,
         "spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
     );
+
+    let service = |cluster_ip: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: db}}\nspec:\n  \
+             {cluster_ip}ports: [{{port: 5432}}]\n  selector: {{app: db}}\n"
+        )
+    };
+    assert!(apply(service("")).success);
+    let headless = apply(service("clusterIP: None\n  "));
+    assert!(!headless.success, "{}", headless.stdout);
+    assert_contains(
+        &headless.stderr,
+        r#"The Service "db" is invalid: spec.clusterIPs[0]: Invalid value: []string{"None"}: may not change once set"#,
+    );
+    let kept = k.run(&["get", "service", "db", "-o", "jsonpath={.spec.clusterIP}"]);
+    assert!(kept.starts_with("10.96."), "{kept}");
 
     let config = |value: &str| {
         format!(

@@ -1,9 +1,9 @@
 //! What an update may not change in a built-in object, as kube-apiserver's
 //! `Validate*Update` functions decide: a pod's spec (`pods.rs`), the selector of a
 //! Deployment, ReplicaSet or DaemonSet, most of a StatefulSet's spec, a Job's selector and
-//! template, and the data of a ConfigMap or Secret marked `immutable`. An operator that
-//! changes these in place must fail on steady as it would on a cluster, with kube's
-//! messages.
+//! template, a Service's cluster IP, and the data of a ConfigMap or Secret marked
+//! `immutable`. An operator that changes these in place must fail on steady as it would
+//! on a cluster, with kube's messages.
 //!
 //! Runs on the main resource only (subresources write what they own). Only JSON (the
 //! stored object and the defaulted update): knows nothing of storage or HTTP.
@@ -23,6 +23,7 @@ pub(crate) fn validate(group: &str, plural: &str, old: &Value, new: &Value) -> V
         }
         ("apps", "statefulsets") => statefulset_spec(old, new).into_iter().collect(),
         ("batch", "jobs") => job(old, new),
+        ("", "services") => service_cluster_ip(old, new).into_iter().collect(),
         ("", "configmaps") => immutable_data(old, new, &["data", "binaryData"]),
         ("", "secrets") => {
             let mut errors = immutable_type(old, new);
@@ -171,6 +172,24 @@ fn take_from(from: &Value, into: &mut Value, pointer: &str) {
         (None, Some(value)) => crate::defaults::set_pointer(into, pointer, value),
         (None, None) => {}
     }
+}
+
+/// A Service keeps the cluster IP it was given (an `ExternalName` Service has none).
+fn service_cluster_ip(old: &Value, new: &Value) -> Option<FieldError> {
+    let external =
+        |svc: &Value| at(svc, "/spec/type").and_then(Value::as_str) == Some("ExternalName");
+    let (before, after) = (cluster_ip(old)?, cluster_ip(new)?);
+    (before != after && !external(old) && !external(new)).then(|| FieldError {
+        field: "spec.clusterIPs[0]".into(),
+        reason: FieldErrorReason::Invalid,
+        message: format!("Invalid value: []string{{{after:?}}}: may not change once set"),
+    })
+}
+
+fn cluster_ip(service: &Value) -> Option<&str> {
+    at(service, "/spec/clusterIP")
+        .and_then(Value::as_str)
+        .filter(|ip| !ip.is_empty())
 }
 
 const WHEN_IMMUTABLE: &str = "field is immutable when `immutable` is set";
@@ -340,6 +359,21 @@ mod tests {
         let mut other_image = suspended.clone();
         other_image["spec"]["template"]["spec"]["containers"][0]["image"] = json!("x");
         assert_eq!(validate("batch", "jobs", &suspended, &other_image).len(), 1);
+    }
+
+    #[test]
+    fn a_service_keeps_its_cluster_ip() {
+        let old = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.96.0.7"}});
+        let headless = json!({"spec": {"type": "ClusterIP", "clusterIP": "None"}});
+        let errors = validate("", "services", &old, &headless);
+        assert_eq!(errors[0].field, "spec.clusterIPs[0]");
+        assert_eq!(
+            errors[0].message,
+            "Invalid value: []string{\"None\"}: may not change once set"
+        );
+        assert!(validate("", "services", &old, &old).is_empty());
+        let external = json!({"spec": {"type": "ExternalName", "clusterIP": "x"}});
+        assert!(validate("", "services", &old, &external).is_empty());
     }
 
     #[test]
