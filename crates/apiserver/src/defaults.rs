@@ -545,9 +545,8 @@ fn default_service(
         .or(old_ip)
         .unwrap_or_else(|| json!(random_cluster_ip()));
     spec["clusterIP"] = ip.clone();
-    if ip != "None" {
-        spec["clusterIPs"] = json!([ip]);
-    }
+    // A headless Service's too: kube shows `clusterIPs: ["None"]`.
+    spec["clusterIPs"] = json!([ip]);
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports {
             default_if_missing(p, "protocol", json!("TCP"));

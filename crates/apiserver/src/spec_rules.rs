@@ -306,13 +306,14 @@ fn env_names(container: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// A Service's ports: required but for an `ExternalName` Service, each valid, and named
-/// (uniquely) when there is more than one.
+/// A Service's ports: required but for an `ExternalName` or headless Service, each valid,
+/// and named (uniquely) when there is more than one.
 fn service_ports(service: &Value, errors: &mut Vec<FieldError>) {
     let empty = Value::Object(Map::new());
     let spec = service.get("spec").unwrap_or(&empty);
     let ports = list(spec, "ports");
-    if ports.is_empty() && text(spec, "type") != "ExternalName" {
+    let headless = text(spec, "clusterIP") == "None";
+    if ports.is_empty() && !headless && text(spec, "type") != "ExternalName" {
         errors.push(required(&Path::At("spec.ports")));
     }
     let mut names = BTreeSet::new();
@@ -446,5 +447,7 @@ mod tests {
         );
         let external = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
         assert!(validate("", "services", &external).is_empty());
+        let headless = json!({"spec": {"type": "ClusterIP", "clusterIP": "None"}});
+        assert!(validate("", "services", &headless).is_empty());
     }
 }

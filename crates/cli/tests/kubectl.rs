@@ -1023,6 +1023,25 @@ async fn kubectl_immutable_fields_are_refused_as_in_kube() {
     );
     let kept = k.run(&["get", "service", "db", "-o", "jsonpath={.spec.clusterIP}"]);
     assert!(kept.starts_with("10.96."), "{kept}");
+    let created_headless = k.try_run(&[
+        "create",
+        "service",
+        "clusterip",
+        "db-headless",
+        "--clusterip=None",
+    ]);
+    assert!(created_headless.success, "{}", created_headless.stderr);
+    let ips = k.run(&[
+        "get",
+        "service",
+        "db-headless",
+        "-o",
+        "jsonpath={.spec.clusterIPs}",
+    ]);
+    assert_eq!(
+        ips, r#"["None"]"#,
+        "a headless Service lists its cluster IP too"
+    );
 
     let config = |value: &str| {
         format!(
