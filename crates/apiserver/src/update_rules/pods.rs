@@ -45,30 +45,35 @@ pub(super) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
     }
     let munged = with_mutable_fields_of(old_spec, new_spec);
     if munged != *old_spec {
-        let mut differences = Vec::new();
-        differing_fields(
-            "spec",
-            &Value::Object(old_spec.clone()),
-            &Value::Object(munged),
-            &mut differences,
-        );
-        let listed: Vec<&String> = differences.iter().take(LISTED_DIFFERENCES).collect();
-        let more = differences.len().saturating_sub(LISTED_DIFFERENCES);
-        let mut message = SPEC_FORBIDDEN.to_owned();
-        for field in listed {
-            message.push_str("\n  ");
-            message.push_str(field);
-        }
-        if more > 0 {
-            message.push_str(&format!("\n  … and {more} more"));
-        }
-        errors.push(FieldError {
-            field: "spec".into(),
-            reason: FieldErrorReason::Forbidden,
-            message,
-        });
+        errors.push(spec_forbidden(old_spec, munged));
     }
     errors
+}
+
+/// The `spec: Forbidden` error, listing the fields that changed where kube prints Go's
+/// diff of the two specs.
+fn spec_forbidden(old_spec: &Map<String, Value>, munged: Map<String, Value>) -> FieldError {
+    let mut differences = Vec::new();
+    differing_fields(
+        "spec",
+        &Value::Object(old_spec.clone()),
+        &Value::Object(munged),
+        &mut differences,
+    );
+    let mut message = SPEC_FORBIDDEN.to_owned();
+    for field in differences.iter().take(LISTED_DIFFERENCES) {
+        message.push_str("\n  ");
+        message.push_str(field);
+    }
+    let more = differences.len().saturating_sub(LISTED_DIFFERENCES);
+    if more > 0 {
+        message.push_str(&format!("\n  … and {more} more"));
+    }
+    FieldError {
+        field: "spec".into(),
+        reason: FieldErrorReason::Forbidden,
+        message,
+    }
 }
 
 fn spec_of(pod: &Value) -> Option<&Map<String, Value>> {
