@@ -55,10 +55,11 @@ pub(crate) trait Remembers<C>: Send + Sync {
 
 /// Whether the reply to a status write shows the object changed by someone else since the
 /// cache last saw it: a status write changes neither `generation` (a spec change) nor
-/// `deletionTimestamp`. Such a reply is not remembered. Cached, it would hold the new state
-/// at a resourceVersion the change's own watch event is older than (or equal to, when the
-/// status write changed nothing), so that event would wake nobody, and the change would
-/// wait for the next resync.
+/// `deletionTimestamp`. Such a reply is not remembered. Cached, it would hold the change at
+/// a resourceVersion its own watch event is older than (or equal to, when the status write
+/// changed nothing), and a relist would report the object unchanged: when that event is
+/// lost (a watch that expires, and the controller relists), nothing would reconcile the
+/// change until the next resync.
 fn changed_by_others<C: Resource>(cached: &C, written: &C) -> bool {
     let (cached, written) = (cached.meta(), written.meta());
     cached.uid == written.uid

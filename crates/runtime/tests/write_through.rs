@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -139,6 +140,127 @@ async fn writes_through_the_context_are_read_back_at_once() {
             ("terminating", Some("3".to_string())),
             ("has a deletionTimestamp", Some("true".to_string())),
         ]
+    );
+    running.abort();
+}
+
+/// A client of `server` whose first watch loses every event: a second after it starts it
+/// ends with 410 Expired (its events compacted away), as a watch broken off and resumed
+/// too late does, and the client relists. Later watches, lists and writes pass through.
+fn client_whose_first_watch_expires(server: &steady_apiserver::ApiServer) -> Client {
+    let router = server.router();
+    let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let router = router.clone();
+        let watches = watches.clone();
+        async move {
+            let watch = request
+                .uri()
+                .query()
+                .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+            if watch && watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                let expired = concat!(
+                    r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","#,
+                    r#""metadata":{},"status":"Failure","message":"too old resource version","#,
+                    r#""reason":"Expired","code":410}}"#,
+                    "\n"
+                );
+                let events = futures::stream::once(async move {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Ok::<_, std::convert::Infallible>(axum::body::Bytes::from_static(
+                        expired.as_bytes(),
+                    ))
+                });
+                let response = http::Response::new(axum::body::Body::from_stream(events));
+                return Ok::<_, std::convert::Infallible>(response);
+            }
+            router.oneshot(request.map(axum::body::Body::new)).await
+        }
+    });
+    Client::new(service, "default")
+}
+
+struct Replicas {
+    /// Writes as a user would, beside the controller.
+    user: Api<Deployment>,
+    seen: Mutex<Vec<Option<i32>>>,
+}
+
+/// Records the replicas it reads; the first time, a user scales the Deployment just before
+/// the reconcile writes its status.
+async fn scaled_during_status_write(
+    deployment: Arc<Deployment>,
+    ctx: Arc<Context<Replicas>>,
+) -> Result<Action, String> {
+    let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
+    let first = {
+        let mut seen = ctx.data().seen.lock().map_err(|e| e.to_string())?;
+        seen.push(replicas);
+        seen.len() == 1
+    };
+    if first {
+        let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
+        ctx.data()
+            .user
+            .patch("web", &PatchParams::default(), &scale)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    // Nothing to report: a status write that changes nothing, answered with the object as
+    // it is now, at the user's resourceVersion.
+    let status = Patch::Merge(json!({"status": {}}));
+    ctx.api::<Deployment>("default")
+        .patch_status("web", &PatchParams::default(), &status)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Action::done())
+}
+
+/// A spec change that lands while a reconcile writes status, and whose watch event is lost
+/// (the watch expires and the controller relists), is reconciled at once: the status
+/// reply, which already shows the change, is not what the cache keeps, so the relist finds
+/// the object changed. (Kept, the reply would make the relist see nothing new, and the
+/// change would wait for a resync.)
+#[tokio::test(start_paused = true)]
+async fn a_change_made_during_a_status_write_and_lost_by_the_watch_is_still_reconciled() {
+    let server = steady_apiserver::ApiServer::in_memory(Default::default())
+        .await
+        .expect("server");
+    let user: Api<Deployment> = Api::namespaced(server.client(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}
+    }))
+    .expect("deployment");
+    user.create(&PostParams::default(), &deployment)
+        .await
+        .expect("create");
+    let config = Config {
+        concurrency: 1,
+        resync_period: None,
+        seed: Some(3),
+        ..Config::default()
+    };
+    let client = client_whose_first_watch_expires(&server);
+    let controller = Controller::new(Api::<Deployment>::namespaced(client, "default"), config);
+    let data = Arc::new(Replicas {
+        user,
+        seen: Mutex::new(Vec::new()),
+    });
+    let running = tokio::spawn(controller.run(
+        scaled_during_status_write,
+        data.clone(),
+        std::future::pending(),
+    ));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let seen = data.seen.lock().expect("seen").clone();
+    assert_eq!(seen.first(), Some(&Some(1)));
+    assert_eq!(
+        seen.last(),
+        Some(&Some(2)),
+        "the scale was reconciled: {seen:?}"
     );
     running.abort();
 }
