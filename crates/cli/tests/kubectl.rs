@@ -61,12 +61,29 @@ impl Kubectl {
     }
 
     fn try_run(&self, args: &[&str]) -> Ran {
-        let child = self
-            .command(args)
+        self.try_run_with_input(args, None)
+    }
+
+    /// Run kubectl, with `input` on stdin when given (for `-f -`), killed if it hangs.
+    fn try_run_with_input(&self, args: &[&str], input: Option<&str>) -> Ran {
+        let mut command = self.command(args);
+        if input.is_some() {
+            command.stdin(Stdio::piped());
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("kubectl is on the machine image");
+        if let Some(input) = input {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("write stdin");
+        }
         let (tx, rx) = mpsc::channel();
         let pid = child.id();
         std::thread::spawn(move || {
@@ -92,24 +109,9 @@ impl Kubectl {
         self.run(&["get", kind, name, "-o", &format!("jsonpath={path}")])
     }
 
-    /// Run kubectl with `input` on stdin (for `apply -f -`).
+    /// Run kubectl with `input` on stdin (for `apply -f -`); it must succeed.
     fn run_with_input(&self, args: &[&str], input: &str) -> String {
-        use std::io::Write;
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl is on the machine image");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-        let output = child.wait_with_output().expect("kubectl ran");
-        Ran::from(output).succeeded(args)
+        self.try_run_with_input(args, Some(input)).succeeded(args)
     }
 }
 
@@ -862,8 +864,6 @@ async fn kubectl_server_side_apply_conflicts_and_force() {
 async fn kubectl_server_side_apply_keys_ports_by_port_and_protocol() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_server, k) = start(dir.path()).await;
-    let file = dir.path().join("dns.yaml");
-    let file_arg = file.to_str().expect("utf-8 path");
     let apply = |ports: &str| {
         let manifest = format!(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: dns}}\nspec:\n  \
@@ -874,8 +874,7 @@ async fn kubectl_server_side_apply_keys_ports_by_port_and_protocol() {
              selector: {{app: dns}}\n  ports: [{{port: 53, protocol: UDP, name: dns}}, \
              {{port: 53, name: dns-tcp}}]\n"
         );
-        std::fs::write(&file, manifest).expect("write manifest");
-        k.try_run(&["apply", "--server-side", "-f", file_arg])
+        k.try_run_with_input(&["apply", "--server-side", "-f", "-"], Some(&manifest))
     };
     let ports = |resource: &str, path: &str| {
         k.run(&[
@@ -966,12 +965,7 @@ async fn kubectl_pod_spec_updates_are_limited_as_in_kube() {
 async fn kubectl_immutable_fields_are_refused_as_in_kube() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_server, k) = start(dir.path()).await;
-    let file = dir.path().join("objects.yaml");
-    let file_arg = file.to_str().expect("utf-8 path");
-    let apply = |manifest: String| {
-        std::fs::write(&file, manifest).expect("write manifest");
-        k.try_run(&["apply", "-f", file_arg])
-    };
+    let apply = |manifest: String| k.try_run_with_input(&["apply", "-f", "-"], Some(&manifest));
     let deployment = |app: &str| {
         format!(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  \
@@ -1068,12 +1062,7 @@ async fn kubectl_immutable_fields_are_refused_as_in_kube() {
 async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_server, k) = start(dir.path()).await;
-    let file = dir.path().join("bad.yaml");
-    let file_arg = file.to_str().expect("utf-8 path");
-    let create = |manifest: &str| {
-        std::fs::write(&file, manifest).expect("write manifest");
-        k.try_run(&["create", "-f", file_arg])
-    };
+    let create = |manifest: &str| k.try_run_with_input(&["create", "-f", "-"], Some(manifest));
     let pod = create(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers:\n  \
          - name: Web_Server\n    image: nginx\n    \
