@@ -14,6 +14,14 @@ use serde_json::json;
 use steady_runtime::{Action, Config, Context, Controller, ObjectCache, ObjectKey};
 use tower::ServiceExt;
 
+/// Whether `request` opens a watch (`?watch=true`).
+fn is_watch<B>(request: &http::Request<B>) -> bool {
+    request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true"))
+}
+
 /// A client of a fresh server on which lists work and watches hang.
 async fn client_without_watch_events() -> (steady_apiserver::ApiServer, Client) {
     let server = steady_apiserver::ApiServer::in_memory(Default::default())
@@ -23,10 +31,7 @@ async fn client_without_watch_events() -> (steady_apiserver::ApiServer, Client) 
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
         let router = router.clone();
         async move {
-            let watch = request
-                .uri()
-                .query()
-                .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+            let watch = is_watch(&request);
             if watch {
                 std::future::pending::<()>().await;
             }
@@ -154,10 +159,7 @@ fn client_whose_first_watch_expires(server: &steady_apiserver::ApiServer) -> Cli
         let router = router.clone();
         let watches = watches.clone();
         async move {
-            let watch = request
-                .uri()
-                .query()
-                .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+            let watch = is_watch(&request);
             if watch && watches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
                 let expired = concat!(
                     r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","#,
