@@ -21,8 +21,10 @@ pub(crate) struct Loaded {
 pub(crate) trait Backend: Send + 'static {
     /// Persists one batch (consecutive revisions) atomically.
     fn append(&mut self, events: &[Arc<Event>]) -> Result<(), StoreError>;
-    /// Compacts from the previous compaction point `from` to `to` atomically.
-    fn compact(&mut self, from: Revision, to: Revision) -> Result<(), StoreError>;
+    /// Compacts to `to` atomically: deletes the rows of `dropped` (the versions the
+    /// in-memory compaction drops, [`State::compaction_drops`](crate::state::State::compaction_drops))
+    /// and records `to` as the compaction point.
+    fn compact(&mut self, dropped: &[Revision], to: Revision) -> Result<(), StoreError>;
     /// Loads the persisted log.
     fn load(&mut self) -> Result<Loaded, StoreError>;
     /// Whether calls block on I/O (and the writer must run on a thread of its own).
@@ -37,7 +39,7 @@ impl Backend for MemoryBackend {
     fn append(&mut self, _events: &[Arc<Event>]) -> Result<(), StoreError> {
         Ok(())
     }
-    fn compact(&mut self, _from: Revision, _to: Revision) -> Result<(), StoreError> {
+    fn compact(&mut self, _dropped: &[Revision], _to: Revision) -> Result<(), StoreError> {
         Ok(())
     }
     fn load(&mut self) -> Result<Loaded, StoreError> {
@@ -71,6 +73,12 @@ impl SqliteBackend {
         let conn = Connection::open(path).map_err(backend_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(backend_err)?;
+        // One process writes the database (the data directory is locked): holding
+        // SQLite's lock for the connection's life spares each transaction its file
+        // locks, and in WAL mode keeps the WAL index in memory instead of a shared file.
+        // Set before the first read, so the WAL index never goes to a file.
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+            .map_err(backend_err)?;
         enable_incremental_vacuum(&conn)?;
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
@@ -87,7 +95,7 @@ impl SqliteBackend {
                 deleted INTEGER NOT NULL,
                 value BLOB NOT NULL
              );
-             CREATE INDEX IF NOT EXISTS log_key_rev ON log (key, rev);
+             DROP INDEX IF EXISTS log_key_rev;
              CREATE TABLE IF NOT EXISTS meta (
                 name TEXT PRIMARY KEY,
                 value INTEGER
@@ -206,27 +214,24 @@ impl Backend for SqliteBackend {
         tx.commit().map_err(backend_err)
     }
 
-    fn compact(&mut self, from: Revision, to: Revision) -> Result<(), StoreError> {
-        let (from, to) = (to_i64(from)?, to_i64(to)?);
+    fn compact(&mut self, dropped: &[Revision], to: Revision) -> Result<(), StoreError> {
         let tx = self.conn.transaction().map_err(backend_err)?;
-        // Rows at or below `from` are already compact (at most one live row per
-        // key), so only rows in (from, to] can supersede older rows.
-        tx.execute(
-            "DELETE FROM log WHERE rev IN (
-                SELECT o.rev FROM log n JOIN log o ON o.key = n.key AND o.rev < n.rev
-                WHERE n.rev > ?1 AND n.rev <= ?2)",
-            params![from, to],
-        )
-        .map_err(backend_err)?;
-        tx.execute(
-            "DELETE FROM log WHERE deleted = 1 AND rev > ?1 AND rev <= ?2",
-            params![from, to],
-        )
-        .map_err(backend_err)?;
+        {
+            // By rowid: the log has no index by key (each would cost every write a
+            // random index page in the WAL), and the in-memory state knows the rows.
+            let mut delete = tx
+                .prepare_cached("DELETE FROM log WHERE rev = ?1")
+                .map_err(backend_err)?;
+            for rev in dropped {
+                delete
+                    .execute(params![to_i64(*rev)?])
+                    .map_err(backend_err)?;
+            }
+        }
         tx.execute(
             "INSERT INTO meta (name, value) VALUES ('compacted', ?1)
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            params![to],
+            params![to_i64(to)?],
         )
         .map_err(backend_err)?;
         tx.commit().map_err(backend_err)?;
@@ -298,7 +303,7 @@ mod tests {
     }
 
     #[test]
-    fn sqlite_compaction_deletes_superseded_rows_and_tombstones() {
+    fn sqlite_compaction_deletes_the_rows_it_is_given_and_records_the_point() {
         let dir = tempfile::tempdir().unwrap();
         let mut b = SqliteBackend::open(&dir.path().join("db"), false).unwrap();
         b.append(&[
@@ -310,10 +315,11 @@ mod tests {
             ev(7, "/c", EventKind::Created),
         ])
         .unwrap();
-        b.compact(0, 5).unwrap();
-        // /a@2 superseded by /a@3; /b@4 superseded by its tombstone, which goes too.
+        // What the in-memory state drops compacting to 5: /a@2 superseded by /a@3; /b@4
+        // superseded by its tombstone, which goes too.
+        b.compact(&[2, 4, 5], 5).unwrap();
         assert_eq!(revs(&b), vec![3, 6, 7]);
-        b.compact(5, 7).unwrap();
+        b.compact(&[3], 7).unwrap();
         assert_eq!(revs(&b), vec![6, 7]);
         let loaded = b.load().unwrap();
         assert_eq!(loaded.compacted, 7);

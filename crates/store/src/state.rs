@@ -52,6 +52,17 @@ pub(crate) struct Record {
     pub value: Bytes,
 }
 
+/// How many of `versions` (one key's, ascending) compacting to `target` drops: every
+/// version at or below `target` but the newest, and that one too if it is a tombstone.
+fn compacted_away(versions: &[Version], target: Revision) -> usize {
+    let at_or_below = versions.partition_point(|v| v.rev <= target);
+    match versions[..at_or_below].last() {
+        Some(newest) if newest.deleted => at_or_below,
+        Some(_) => at_or_below - 1,
+        None => 0,
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct State {
     /// Latest committed revision.
@@ -284,6 +295,26 @@ impl State {
         self.compacted = target;
     }
 
+    /// The revisions of the versions [`compact`](Self::compact)`(target)` will drop:
+    /// what a backend deletes so that its rows stay the versions kept in memory.
+    pub fn compaction_drops(&self, target: Revision) -> Vec<Revision> {
+        if target <= self.compacted {
+            return Vec::new();
+        }
+        let end = self.events.partition_point(|e| e.revision <= target);
+        let touched: HashSet<&str> = self.events.range(..end).map(|e| &*e.key).collect();
+        let mut drops: Vec<Revision> = touched
+            .into_iter()
+            .filter_map(|key| self.objects.get(key))
+            .flat_map(|versions| {
+                let dropped = &versions[..compacted_away(versions, target)];
+                dropped.iter().map(|v| v.rev)
+            })
+            .collect();
+        drops.sort_unstable();
+        drops
+    }
+
     /// The oldest revision to compact to so that retained history drops to `low_water`
     /// bytes or below, or `None` while it is within `budget`. Never beyond the current
     /// revision: compacting to it leaves no history at all. Walks only the events that
@@ -308,16 +339,7 @@ impl State {
         let Some(versions) = self.objects.get_mut(key) else {
             return;
         };
-        let idx = versions.partition_point(|v| v.rev <= target);
-        if idx > 1 {
-            versions.drain(..idx - 1);
-        }
-        if versions
-            .first()
-            .is_some_and(|v| v.rev <= target && v.deleted)
-        {
-            versions.remove(0);
-        }
+        versions.drain(..compacted_away(versions, target));
         if versions.is_empty() {
             self.objects.remove(key);
         }
@@ -351,6 +373,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     /// The definition the running total must match: value bytes of every version that
     /// is not the live latest one of its key, plus the overhead of each retained revision.
@@ -407,12 +430,26 @@ mod tests {
             write(&mut st, &key, size);
             if step % 97 == 0 {
                 let target = st.compacted + next(st.current - st.compacted + 1);
-                st.compact(target);
+                compact_checking_drops(&mut st, target);
             }
             assert_eq!(st.history_bytes, recount_history(&st), "after step {step}");
         }
-        st.compact(st.current);
+        let current = st.current;
+        compact_checking_drops(&mut st, current);
         assert_eq!(st.history_bytes, recount_history(&st));
+    }
+
+    fn version_revisions(st: &State) -> BTreeSet<Revision> {
+        st.objects.values().flatten().map(|v| v.rev).collect()
+    }
+
+    /// Compact, checking that `compaction_drops` named exactly the versions it dropped.
+    fn compact_checking_drops(st: &mut State, target: Revision) {
+        let before = version_revisions(st);
+        let drops = st.compaction_drops(target);
+        st.compact(target);
+        let dropped: Vec<Revision> = before.difference(&version_revisions(st)).copied().collect();
+        assert_eq!(drops, dropped, "compacting to {target}");
     }
 
     #[test]

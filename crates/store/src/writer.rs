@@ -336,15 +336,15 @@ impl Writer {
     }
 
     fn compact(&mut self, revision: Revision) -> Result<(), StoreError> {
-        let (current, old) = {
+        let (target, dropped) = {
             let st = self.shared.read();
-            (st.current, st.compacted)
+            let target = revision.min(st.current);
+            if target <= st.compacted {
+                return Ok(());
+            }
+            (target, st.compaction_drops(target))
         };
-        let target = revision.min(current);
-        if target <= old {
-            return Ok(());
-        }
-        self.with_backend(|b| b.compact(old, target))?;
+        self.with_backend(|b| b.compact(&dropped, target))?;
         self.shared.write().compact(target);
         tracing::debug!(revision = target, "compacted");
         Ok(())

@@ -1099,6 +1099,24 @@ async fn sqlite_compaction_shrinks_the_file() {
     );
 }
 
+#[tokio::test]
+async fn sqlite_a_second_store_on_one_database_is_refused_and_the_first_keeps_working() {
+    let (_dir, path) = temp_path("state.db");
+    let first = Store::sqlite(&path, test_opts()).await.unwrap();
+    first.create("/a", obj("a", 1)).await.unwrap();
+    let second = Store::sqlite(&path, test_opts()).await;
+    assert!(
+        matches!(&second, Err(StoreError::Backend(m)) if m.contains("locked")),
+        "{:?}",
+        second.err()
+    );
+    first.create("/b", obj("b", 2)).await.unwrap();
+    assert_eq!(data(&first.get("/a", None).unwrap().unwrap()), 1);
+    first.shutdown().await;
+    let reopened = Store::sqlite(&path, test_opts()).await.unwrap();
+    assert_eq!(data(&reopened.get("/b", None).unwrap().unwrap()), 2);
+}
+
 #[cfg(unix)]
 fn mode_of(path: impl AsRef<std::path::Path>) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -1112,9 +1130,11 @@ async fn sqlite_files_are_private_from_the_start() {
     let s = Store::sqlite(&path, test_opts()).await.unwrap();
     s.create("/secret", obj("secret", 1)).await.unwrap();
     assert_eq!(mode_of(dir.path().join("data")), 0o700);
-    for file in ["state.db", "state.db-wal", "state.db-shm"] {
+    for file in ["state.db", "state.db-wal"] {
         assert_eq!(mode_of(dir.path().join("data").join(file)), 0o600, "{file}");
     }
+    // The store holds the database exclusively: its WAL index is in memory, not a file.
+    assert!(!dir.path().join("data/state.db-shm").exists());
     s.shutdown().await;
 }
 
@@ -1124,12 +1144,11 @@ async fn sqlite_narrows_the_modes_of_an_existing_database() {
     use std::os::unix::fs::PermissionsExt;
     let (dir, path) = temp_path("state.db");
     let wal = dir.path().join("state.db-wal");
-    {
-        let s = Store::sqlite(&path, test_opts()).await.unwrap();
-        s.create("/secret", obj("secret", 1)).await.unwrap();
-        // Dropped without shutdown: the WAL stays, as after a crash.
-        std::mem::forget(s);
-    }
+    let s = Store::sqlite(&path, test_opts()).await.unwrap();
+    s.create("/secret", obj("secret", 1)).await.unwrap();
+    s.shutdown().await;
+    // A WAL left behind, as after a crash (an empty one: the writes are in the database).
+    std::fs::write(&wal, b"").unwrap();
     for file in [&path, &wal] {
         std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
