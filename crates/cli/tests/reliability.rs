@@ -61,6 +61,8 @@ async fn fuzzed_requests_get_a_status_and_leave_a_readable_store() {
 }
 
 /// Three SIGKILLs under four writers: every acknowledged write is there after each restart.
+/// A 1 MiB history budget makes the server compact every few hundred writes (2–6 KiB
+/// each), so the kills also meet compactions in flight.
 #[tokio::test]
 async fn sigkill_cycles_lose_no_acknowledged_write() {
     let (ok, printed) = soak(&[
@@ -73,6 +75,8 @@ async fn sigkill_cycles_lose_no_acknowledged_write() {
         "13",
         "--max-run",
         "700ms",
+        "--history-budget",
+        "1MiB",
     ])
     .await;
     assert!(ok, "{printed}");

@@ -140,6 +140,7 @@ pub async fn run(args: FuzzArgs) -> anyhow::Result<()> {
             let server = ChildServer::start(
                 &workdir.path().join("data"),
                 &workdir.path().join("server.log"),
+                &[],
             )
             .await?;
             let client = server.client().await?;

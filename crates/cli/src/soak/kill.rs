@@ -41,6 +41,10 @@ pub struct KillArgs {
     /// The kill comes at a random moment up to this long after the first acknowledgement.
     #[arg(long, default_value = "1500ms", value_parser = crate::server::parse_duration)]
     pub max_run: Duration,
+    /// The server's `--history-budget` (e.g. 2MiB): a small one makes it compact every
+    /// few hundred writes, so kills also land in compactions.
+    #[arg(long)]
+    pub history_budget: Option<String>,
 }
 
 const LABEL: &str = "steady-soak=kill";
@@ -83,7 +87,11 @@ pub async fn run(args: KillArgs) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut totals = Totals::default();
     let started = Instant::now();
-    let mut server = ChildServer::start(&data_dir, &log).await?;
+    let server_args: Vec<&str> = match &args.history_budget {
+        Some(budget) => vec!["--history-budget", budget],
+        None => Vec::new(),
+    };
+    let mut server = ChildServer::start(&data_dir, &log, &server_args).await?;
 
     for cycle in 0..args.cycles {
         let client = server.client().await?;
@@ -137,7 +145,7 @@ pub async fn run(args: KillArgs) -> anyhow::Result<()> {
                 .map(|e| format!("cycle {cycle}: {e}")),
         );
 
-        server = ChildServer::start(&data_dir, &log).await?;
+        server = ChildServer::start(&data_dir, &log, &server_args).await?;
         let stored = stored(&server.client().await?).await?;
         let before = (totals.lost, totals.in_flight_landed, totals.in_flight_lost);
         verify(&ledger, &stored, cycle, &mut totals);

@@ -60,8 +60,9 @@ struct ChildServer {
 impl ChildServer {
     /// Start `steady server` on `data_dir` listening on a free loopback port, and wait until
     /// it announces its address. The kubeconfig is `data_dir/kubeconfig`; the log goes to
-    /// `log` (appended, so restarts keep the earlier runs' logs).
-    async fn start(data_dir: &Path, log: &Path) -> anyhow::Result<ChildServer> {
+    /// `log` (appended, so restarts keep the earlier runs' logs). `extra` are further
+    /// arguments of `steady server`.
+    async fn start(data_dir: &Path, log: &Path, extra: &[&str]) -> anyhow::Result<ChildServer> {
         let exe = std::env::current_exe().context("cannot find the steady binary")?;
         let log_file = std::fs::OpenOptions::new()
             .create(true)
@@ -74,6 +75,7 @@ impl ChildServer {
             .arg(data_dir)
             .arg("--listen")
             .arg("127.0.0.1:0")
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
