@@ -98,6 +98,8 @@ pub enum WriteVerb {
     Patched,
     /// Patched the object's status.
     PatchedStatus,
+    /// Replaced the object's status.
+    ReplacedStatus,
     /// Deleted the object (it may still be terminating).
     Deleted,
 }
@@ -123,6 +125,7 @@ impl std::fmt::Display for Write {
             WriteVerb::Replaced => write!(f, "replaced {kind} {name}"),
             WriteVerb::Patched => write!(f, "patched {kind} {name}"),
             WriteVerb::PatchedStatus => write!(f, "patched status of {kind} {name}"),
+            WriteVerb::ReplacedStatus => write!(f, "replaced status of {kind} {name}"),
             WriteVerb::Deleted => write!(f, "deleted {kind} {name}"),
         }
     }

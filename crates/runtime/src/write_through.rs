@@ -286,9 +286,37 @@ where
         patch: &Patch<P>,
     ) -> Result<C, kube::Error> {
         let request = self.request().patch_subresource("status", name, pp, patch);
-        let written = self.send(request, "patch_status").await?;
+        self.status_written(WriteVerb::PatchedStatus, self.send(request, "patch_status"))
+            .await
+    }
+
+    /// Replace the status of the object `name` with `obj`'s (`Api::replace_status`: a
+    /// conflict if `obj`'s resourceVersion is not the stored one); the result is cached.
+    pub async fn replace_status(
+        &self,
+        name: &str,
+        pp: &PostParams,
+        obj: &C,
+    ) -> Result<C, kube::Error> {
+        let body = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+        let request = self.request().replace_subresource("status", name, pp, body);
+        self.status_written(
+            WriteVerb::ReplacedStatus,
+            self.send(request, "replace_status"),
+        )
+        .await
+    }
+
+    /// Record a status write and cache its result, unless the reply shows a change made by
+    /// someone else meanwhile (see [`changed_by_others`]): that is left to the watch.
+    async fn status_written(
+        &self,
+        verb: WriteVerb,
+        write: impl Future<Output = Result<C, kube::Error>>,
+    ) -> Result<C, kube::Error> {
+        let written = write.await?;
         let key = ObjectKey::of(&written);
-        observe::record_write(WriteVerb::PatchedStatus, &self.kind, key.clone());
+        observe::record_write(verb, &self.kind, key.clone());
         if let Some(stamp) = self
             .cache
             .as_ref()

@@ -266,3 +266,90 @@ async fn a_change_made_during_a_status_write_and_lost_by_the_watch_is_still_reco
     );
     running.abort();
 }
+
+struct StatusWrites {
+    deployments: ObjectCache<Deployment>,
+    /// The cached status's `observedGeneration` right after each write.
+    seen: Mutex<Vec<(&'static str, Option<i64>)>>,
+}
+
+async fn write_status_twice(
+    deployment: Arc<Deployment>,
+    ctx: Arc<Context<StatusWrites>>,
+) -> Result<Action, String> {
+    let api = ctx.api::<Deployment>("default");
+    let record = |step| {
+        let cached = ctx
+            .data()
+            .deployments
+            .get(&ObjectKey::new(Some("default"), "web"));
+        let observed = cached.and_then(|d| d.status.as_ref()?.observed_generation);
+        ctx.data().seen.lock().map(|mut s| s.push((step, observed)))
+    };
+    let patch = Patch::Merge(json!({"status": {"observedGeneration": 7}}));
+    let patched = api
+        .patch_status("web", &PatchParams::default(), &patch)
+        .await
+        .map_err(|e| e.to_string())?;
+    record("patched").map_err(|e| e.to_string())?;
+    let mut replaced = patched.clone();
+    replaced.status.get_or_insert_default().observed_generation = Some(8);
+    api.replace_status("web", &PostParams::default(), &replaced)
+        .await
+        .map_err(|e| e.to_string())?;
+    record("replaced").map_err(|e| e.to_string())?;
+    // `deployment` is what the reconcile started from: replacing its status again is a
+    // conflict (its resourceVersion is two writes old), and the cache keeps the last write.
+    let stale = api
+        .replace_status("web", &PostParams::default(), &deployment)
+        .await;
+    let conflict = matches!(stale, Err(kube::Error::Api(ref s)) if s.code == 409);
+    record(if conflict {
+        "stale: 409"
+    } else {
+        "stale: written"
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(Action::done())
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_writes_through_the_context_are_read_back_at_once() {
+    let (_server, client) = client_without_watch_events().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}
+    }))
+    .expect("deployment");
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("create");
+    let config = Config {
+        concurrency: 1,
+        resync_period: None,
+        seed: Some(3),
+        ..Config::default()
+    };
+    let controller = Controller::new(deployments, config);
+    let data = Arc::new(StatusWrites {
+        deployments: controller.primary_cache(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let running =
+        tokio::spawn(controller.run(write_status_twice, data.clone(), std::future::pending()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = data.seen.lock().expect("seen").clone();
+    assert_eq!(
+        seen,
+        [
+            ("patched", Some(7)),
+            ("replaced", Some(8)),
+            ("stale: 409", Some(8)),
+        ]
+    );
+    running.abort();
+}

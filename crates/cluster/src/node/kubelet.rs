@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Container, Pod};
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 use steady_runtime::{Action, Context};
 use tokio::time::Instant;
@@ -401,7 +401,6 @@ async fn take(
     step: Step,
     ctx: &Context<Nodes>,
 ) -> Result<(), kube::Error> {
-    let client = ctx.client();
     if let Some(events) = ctx.data().kubelet_events.get(index) {
         events.record(step.events);
     }
@@ -409,34 +408,27 @@ async fn take(
         return Ok(());
     };
     let result = match write {
-        Write::Status(pod) => write_status(&client, pod, ctx).await,
-        Write::Delete => confirm_deletion(&client, pod).await,
+        Write::Status(pod) => write_status(pod, ctx).await,
+        Write::Delete => confirm_deletion(pod, ctx).await,
     };
     tolerate_races(result)
 }
 
-/// Replace the pod's status (conflicting if the pod changed since it was read), and
-/// remember the result so the next reconcile reads it.
-async fn write_status(
-    client: &Client,
-    pod: Value,
-    ctx: &Context<Nodes>,
-) -> Result<(), kube::Error> {
+/// Replace the pod's status (conflicting if the pod changed since it was read), through
+/// the context: the result is cached, so the next reconcile reads it.
+async fn write_status(pod: Value, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
     let name = pod["metadata"]["name"].as_str().unwrap_or("");
-    let api = Api::<Pod>::namespaced(client.clone(), namespace);
-    let typed: Pod = serde_json::from_value(pod.clone()).map_err(kube::Error::SerdeError)?;
-    let written = api
+    let typed = <Pod as serde::Deserialize>::deserialize(&pod).map_err(kube::Error::SerdeError)?;
+    ctx.api::<Pod>(namespace)
         .replace_status(name, &PostParams::default(), &typed)
-        .await?;
-    if let Some((pods, _)) = ctx.data().caches.get() {
-        pods.remember(written);
-    }
-    Ok(())
+        .await
+        .map(drop)
 }
 
-/// Delete the pod with no grace left, only if it is still this pod.
-async fn confirm_deletion(client: &Client, pod: &Pod) -> Result<(), kube::Error> {
+/// Delete the pod with no grace left, only if it is still this pod (through the context,
+/// which forgets it).
+async fn confirm_deletion(pod: &Pod, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
     let params = DeleteParams {
         grace_period_seconds: Some(0),
         preconditions: Some(Preconditions {
@@ -446,7 +438,7 @@ async fn confirm_deletion(client: &Client, pod: &Pod) -> Result<(), kube::Error>
         ..DeleteParams::default()
     };
     let namespace = pod.namespace().unwrap_or_default();
-    Api::<Pod>::namespaced(client.clone(), &namespace)
+    ctx.api::<Pod>(&namespace)
         .delete(&pod.name_any(), &params)
         .await
         .map(drop)
