@@ -305,25 +305,27 @@ impl Step {
             "" => Api::all_with(admin.clone(), &self.resource),
             ns => Api::namespaced_with(admin.clone(), ns, &self.resource),
         };
-        match &self.op {
+        // Built as `Api` builds them, but the reply is only checked, never decoded: a user
+        // step needs to know that it worked, not what the server answered.
+        let requests = kube::core::Request::new(api.resource_url());
+        let request = match &self.op {
             Op::Create(value) => {
-                let object =
-                    serde_json::from_value(value.clone()).map_err(kube::Error::SerdeError)?;
-                api.create(&PostParams::default(), &object).await.map(drop)
+                let body = serde_json::to_vec(value).map_err(kube::Error::SerdeError)?;
+                requests.create(&PostParams::default(), body)
             }
-            Op::Patch(patch) => api
-                .patch(&self.name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(drop),
-            Op::PatchStatus(patch) => api
-                .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(drop),
-            Op::Delete => api
-                .delete(&self.name, &DeleteParams::default())
-                .await
-                .map(drop),
-        }
+            Op::Patch(patch) => {
+                requests.patch(&self.name, &PatchParams::default(), &Patch::Merge(patch))
+            }
+            Op::PatchStatus(patch) => requests.patch_subresource(
+                "status",
+                &self.name,
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            ),
+            Op::Delete => requests.delete(&self.name, &DeleteParams::default()),
+        };
+        let request = request.map_err(kube::Error::BuildRequest)?;
+        admin.request_text(request).await.map(drop)
     }
 }
 
