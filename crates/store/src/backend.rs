@@ -342,6 +342,37 @@ mod tests {
         assert_eq!(revs(&b), vec![2]);
     }
 
+    #[test]
+    fn sqlite_database_with_the_old_index_by_key_loses_it_at_open_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            // What steady wrote before: the log with an index by key.
+            let mut old = SqliteBackend::open(&path, false).unwrap();
+            old.conn
+                .execute_batch("CREATE INDEX log_key_rev ON log (key, rev);")
+                .unwrap();
+            old.append(&[
+                ev(2, "/a", EventKind::Created),
+                ev(3, "/a", EventKind::Updated),
+            ])
+            .unwrap();
+        }
+        let mut b = SqliteBackend::open(&path, false).unwrap();
+        let indexes: i64 = b
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'log_key_rev'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 0);
+        assert_eq!(revs(&b), vec![2, 3]);
+        b.compact(&[2], 3).unwrap();
+        assert_eq!(b.load().unwrap().records.len(), 1);
+    }
+
     fn auto_vacuum(b: &SqliteBackend) -> i64 {
         b.conn
             .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
