@@ -290,6 +290,7 @@ mod tests {
             value: Bytes::from(format!("{{\"r\":{rev}}}")),
             labels: Default::default(),
             prev: None,
+            prev_labels: Default::default(),
             derived: Default::default(),
         })
     }

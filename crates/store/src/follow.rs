@@ -210,11 +210,10 @@ impl Follow {
             // The tombstone carries the last state, so `now` is what it was.
             EventKind::Deleted => now.then_some(ChangeKind::Deleted),
             EventKind::Updated => {
-                // The store keeps no label set for the previous state; decode just its labels.
                 let before = event
                     .prev
                     .as_ref()
-                    .is_some_and(|prev| admits(&Labels::of_json_bytes(prev), prev));
+                    .is_some_and(|prev| admits(&event.prev_labels, prev));
                 match (before, now) {
                     (true, true) => Some(ChangeKind::Modified),
                     (false, true) => Some(ChangeKind::Added),

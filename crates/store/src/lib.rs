@@ -110,6 +110,10 @@ pub struct Event {
     pub labels: Labels,
     /// Previous state (None on create).
     pub prev: Option<Bytes>,
+    /// `metadata.labels` of `prev` (empty on create): a label-selector watch tells from
+    /// them whether an update moved the object into or out of its set, without decoding
+    /// `prev`.
+    pub prev_labels: Labels,
     /// What the writer derived from `value` before it was encoded, when it passed
     /// something ([`Store::create_derived`], [`Store::update_derived`]): a follower that
     /// would decode `value` for it reads it here instead. Only in events of this process's

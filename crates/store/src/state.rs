@@ -117,7 +117,8 @@ impl State {
                     kind,
                     value: r.value.clone(),
                     labels: labels.clone(),
-                    prev: prev.map(|(_, v)| v),
+                    prev_labels: prev.as_ref().map(|v| v.labels.clone()).unwrap_or_default(),
+                    prev: prev.map(|v| v.value),
                     derived: Default::default(),
                 };
                 st.history_bytes += history_weight(&event);
@@ -159,13 +160,10 @@ impl State {
     }
 
     /// The latest version of `key` if it is live, plus the map's shared key.
-    pub fn latest(&self, key: &str) -> (Option<Arc<str>>, Option<(Revision, Bytes)>) {
+    pub fn latest(&self, key: &str) -> (Option<Arc<str>>, Option<Version>) {
         match self.objects.get_key_value(key) {
             Some((k, versions)) => {
-                let live = versions
-                    .last()
-                    .filter(|v| !v.deleted)
-                    .map(|v| (v.rev, v.value.clone()));
+                let live = versions.last().filter(|v| !v.deleted).cloned();
                 (Some(k.clone()), live)
             }
             None => (None, None),
@@ -398,7 +396,7 @@ mod tests {
         let revision = st.current + 1;
         let (kind, value) = match (size, &prev) {
             (None, None) => return,
-            (None, Some((_, prev))) => (EventKind::Deleted, prev.clone()),
+            (None, Some(prev)) => (EventKind::Deleted, prev.value.clone()),
             (Some(n), None) => (EventKind::Created, Bytes::from(vec![b'c'; n])),
             (Some(n), Some(_)) => (EventKind::Updated, Bytes::from(vec![b'u'; n])),
         };
@@ -408,7 +406,8 @@ mod tests {
             kind,
             value,
             labels: Labels::default(),
-            prev: prev.map(|(_, v)| v),
+            prev_labels: Labels::default(),
+            prev: prev.map(|v| v.value),
             derived: Default::default(),
         };
         st.apply(&[Arc::new(event)]);
@@ -450,6 +449,36 @@ mod tests {
         st.compact(target);
         let dropped: Vec<Revision> = before.difference(&version_revisions(st)).copied().collect();
         assert_eq!(drops, dropped, "compacting to {target}");
+    }
+
+    /// A label-selector watch resumed after a restart reads the previous labels from the
+    /// replayed events, as from the events of this process's writes.
+    #[test]
+    fn replayed_events_carry_the_labels_of_the_state_they_replace() {
+        let record = |rev, app: &str| Record {
+            rev,
+            key: Arc::from("/a"),
+            deleted: false,
+            value: Bytes::from(format!(r#"{{"metadata":{{"labels":{{"app":"{app}"}}}}}}"#)),
+        };
+        let st = State::from_records(vec![record(2, "web"), record(3, "db")], 0);
+        let labels = |l: &Labels| {
+            l.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        };
+        let events: Vec<_> = st
+            .events
+            .iter()
+            .map(|e| (e.revision, labels(&e.labels), labels(&e.prev_labels)))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                (2, vec!["app=web".to_string()], vec![]),
+                (3, vec!["app=db".to_string()], vec!["app=web".to_string()]),
+            ]
+        );
     }
 
     #[test]

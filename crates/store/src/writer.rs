@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Backend;
+use crate::state::Version;
 use crate::{Derived, DerivedSlot, Event, EventKind, Labels, Object, Revision, Shared, StoreError};
 
 /// Maximum number of requests drained into one group commit.
@@ -279,7 +280,7 @@ impl Writer {
             let st = self.shared.read();
             let mut next = st.current + 1;
             // Effects of earlier requests in this batch: key -> live state (None = deleted).
-            let mut overlay: HashMap<Arc<str>, Option<(Revision, Bytes)>> = HashMap::new();
+            let mut overlay: HashMap<Arc<str>, Option<Version>> = HashMap::new();
             for w in writes {
                 let (key, cur) = match overlay.get_key_value(w.key.as_str()) {
                     Some((k, v)) => (k.clone(), v.clone()),
@@ -293,8 +294,12 @@ impl Writer {
                     Ok(event) => {
                         overlay.insert(
                             key,
-                            (event.kind != EventKind::Deleted)
-                                .then(|| (event.revision, event.value.clone())),
+                            (event.kind != EventKind::Deleted).then(|| Version {
+                                rev: event.revision,
+                                value: event.value.clone(),
+                                labels: event.labels.clone(),
+                                deleted: false,
+                            }),
                         );
                         events.push(Arc::new(event));
                         outcomes.push((w.reply, Ok(events.len() - 1)));
@@ -402,23 +407,18 @@ fn fail(req: Request, waiters: &mut Vec<oneshot::Sender<()>>) {
 }
 
 /// Validates one write against the key's current live state and builds its event.
-fn stage(
-    key: &Arc<str>,
-    cur: Option<(Revision, Bytes)>,
-    op: Op,
-    rev: Revision,
-) -> Result<Event, StoreError> {
-    let check = |expected: Option<Revision>| -> Result<(Revision, Bytes), StoreError> {
-        let (actual, value) = cur.clone().ok_or_else(|| StoreError::NotFound {
+fn stage(key: &Arc<str>, cur: Option<Version>, op: Op, rev: Revision) -> Result<Event, StoreError> {
+    let check = |expected: Option<Revision>| -> Result<Version, StoreError> {
+        let live = cur.clone().ok_or_else(|| StoreError::NotFound {
             key: key.to_string(),
         })?;
         match expected {
-            Some(expected) if expected != actual => Err(StoreError::Conflict {
+            Some(expected) if expected != live.rev => Err(StoreError::Conflict {
                 key: key.to_string(),
                 expected,
-                actual,
+                actual: live.rev,
             }),
-            _ => Ok((actual, value)),
+            _ => Ok(live),
         }
     };
     let (kind, ((value, labels), derived), prev) = match op {
@@ -431,7 +431,7 @@ fn stage(
             (EventKind::Created, encoded.into_event_parts(rev), None)
         }
         Op::Update(encoded, expected) => {
-            let (_, prev) = check(expected)?;
+            let prev = check(expected)?;
             (
                 EventKind::Updated,
                 encoded.into_event_parts(rev),
@@ -439,10 +439,10 @@ fn stage(
             )
         }
         Op::Delete(expected) => {
-            let (_, prev) = check(expected)?;
+            let prev = check(expected)?;
             (
                 EventKind::Deleted,
-                (reencode(&prev, rev)?, None),
+                (reencode(&prev.value, rev)?, None),
                 Some(prev),
             )
         }
@@ -453,7 +453,8 @@ fn stage(
         kind,
         value,
         labels,
-        prev,
+        prev_labels: prev.as_ref().map(|p| p.labels.clone()).unwrap_or_default(),
+        prev: prev.map(|p| p.value),
         derived: DerivedSlot::new(derived),
     })
 }
