@@ -160,13 +160,20 @@ where
     }
 
     fn remember(&self, verb: WriteVerb, written: &C) {
+        self.record(verb, written, |cache| cache.remember(written));
+    }
+
+    /// Record the write of `written` for the reconcile, and cache it as `cache_it` says
+    /// (the stamp the cached state got, or `None`: not cached).
+    fn record(
+        &self,
+        verb: WriteVerb,
+        written: &C,
+        cache_it: impl FnOnce(&dyn Remembers<C>) -> Option<u64>,
+    ) {
         let key = ObjectKey::of(written);
         observe::record_write(verb, &self.kind, key.clone());
-        if let Some(stamp) = self
-            .cache
-            .as_ref()
-            .and_then(|cache| cache.remember(written))
-        {
+        if let Some(stamp) = self.cache.as_deref().and_then(cache_it) {
             observe::record_written(&self.kind, key, Some(Version::of(written, stamp)));
         }
     }
@@ -315,15 +322,9 @@ where
         write: impl Future<Output = Result<C, kube::Error>>,
     ) -> Result<C, kube::Error> {
         let written = write.await?;
-        let key = ObjectKey::of(&written);
-        observe::record_write(verb, &self.kind, key.clone());
-        if let Some(stamp) = self
-            .cache
-            .as_ref()
-            .and_then(|cache| cache.remember_unless(&written, changed_by_others::<C>))
-        {
-            observe::record_written(&self.kind, key, Some(Version::of(&written, stamp)));
-        }
+        self.record(verb, &written, |cache| {
+            cache.remember_unless(&written, changed_by_others::<C>)
+        });
         Ok(written)
     }
 

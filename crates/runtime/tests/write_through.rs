@@ -22,6 +22,27 @@ fn is_watch<B>(request: &http::Request<B>) -> bool {
         .is_some_and(|q| q.split('&').any(|p| p == "watch=true"))
 }
 
+/// One worker, no resync, a fixed seed: reconciles run one at a time, in a set order.
+fn one_worker() -> Config {
+    Config {
+        concurrency: 1,
+        resync_period: None,
+        seed: Some(3),
+        ..Config::default()
+    }
+}
+
+/// A Deployment `web` of one nginx replica.
+fn web_deployment() -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}
+    }))
+    .expect("deployment")
+}
+
 /// A client of a fresh server on which lists work and watches hang.
 async fn client_without_watch_events() -> (steady_apiserver::ApiServer, Client) {
     let server = steady_apiserver::ApiServer::in_memory(Default::default())
@@ -118,12 +139,7 @@ async fn writes_through_the_context_are_read_back_at_once() {
         .create(&PostParams::default(), &trigger)
         .await
         .expect("configmap");
-    let config = Config {
-        concurrency: 1,
-        resync_period: None,
-        seed: Some(3),
-        ..Config::default()
-    };
+    let config = one_worker();
     let mut controller = Controller::new(configmaps, config);
     let secrets = controller.watches(Api::<Secret>::namespaced(client.clone(), "default"), |_| {
         Vec::new()
@@ -229,22 +245,11 @@ async fn a_change_made_during_a_status_write_and_lost_by_the_watch_is_still_reco
         .await
         .expect("server");
     let user: Api<Deployment> = Api::namespaced(server.client(), "default");
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}
-    }))
-    .expect("deployment");
+    let deployment = web_deployment();
     user.create(&PostParams::default(), &deployment)
         .await
         .expect("create");
-    let config = Config {
-        concurrency: 1,
-        resync_period: None,
-        seed: Some(3),
-        ..Config::default()
-    };
+    let config = one_worker();
     let client = client_whose_first_watch_expires(&server);
     let controller = Controller::new(Api::<Deployment>::namespaced(client, "default"), config);
     let data = Arc::new(Replicas {
@@ -317,23 +322,12 @@ async fn write_status_twice(
 async fn status_writes_through_the_context_are_read_back_at_once() {
     let (_server, client) = client_without_watch_events().await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}
-    }))
-    .expect("deployment");
+    let deployment = web_deployment();
     deployments
         .create(&PostParams::default(), &deployment)
         .await
         .expect("create");
-    let config = Config {
-        concurrency: 1,
-        resync_period: None,
-        seed: Some(3),
-        ..Config::default()
-    };
+    let config = one_worker();
     let controller = Controller::new(deployments, config);
     let data = Arc::new(StatusWrites {
         deployments: controller.primary_cache(),
