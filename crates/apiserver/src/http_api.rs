@@ -411,7 +411,14 @@ async fn object_request(
                             &deleted_status(&rt, name, &object),
                         ));
                     }
-                    Ok(json_response(StatusCode::OK, object))
+                    // kube-apiserver's one signal of a pending delete, kept only for
+                    // clients that ask the deprecated way (see `orphan_dependents`).
+                    let status = if !gone && options.orphan_dependents == Some(false) {
+                        StatusCode::ACCEPTED
+                    } else {
+                        StatusCode::OK
+                    };
+                    Ok(json_response(status, object))
                 }
             }
         }

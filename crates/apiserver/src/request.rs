@@ -529,6 +529,10 @@ pub enum Propagation {
 #[derive(Debug, Clone, Default)]
 pub struct DeleteOptions {
     pub propagation: Option<Propagation>,
+    /// The deprecated `orphanDependents`, when sent: beyond choosing the propagation, an
+    /// explicit `false` makes kube-apiserver answer 202 to a delete that leaves the object
+    /// in place (and 200 to every other).
+    pub orphan_dependents: Option<bool>,
     pub grace_period_seconds: Option<i64>,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
@@ -543,12 +547,15 @@ impl DeleteOptions {
                 .cloned()
                 .or_else(|| params.non_empty(name).map(|s| Value::String(s.to_string())))
         };
+        let orphan_dependents = match field("orphanDependents") {
+            Some(Value::Bool(b)) => Some(b),
+            Some(Value::String(s)) if s == "true" || s == "false" => Some(s == "true"),
+            _ => None,
+        };
         let propagation = match field("propagationPolicy") {
-            None => match field("orphanDependents") {
-                Some(Value::Bool(true)) => Some(Propagation::Orphan),
-                Some(Value::String(s)) if s == "true" => Some(Propagation::Orphan),
-                _ => None,
-            },
+            None => orphan_dependents
+                .filter(|orphan| *orphan)
+                .map(|_| Propagation::Orphan),
             Some(Value::String(s)) => Some(match s.as_str() {
                 "Background" => Propagation::Background,
                 "Foreground" => Propagation::Foreground,
@@ -596,6 +603,7 @@ impl DeleteOptions {
         };
         Ok(DeleteOptions {
             propagation,
+            orphan_dependents,
             grace_period_seconds,
             precondition_uid: precondition("uid"),
             precondition_resource_version: precondition("resourceVersion"),
@@ -787,6 +795,15 @@ mod tests {
         let opts = DeleteOptions::parse(None, &Params::parse(Some("gracePeriodSeconds=0")))
             .expect("valid");
         assert_eq!(opts.grace_period_seconds, Some(0));
+        let legacy = json!({"orphanDependents": false});
+        let opts = DeleteOptions::parse(Some(&legacy), &Params::default()).expect("valid");
+        assert_eq!(
+            (opts.propagation, opts.orphan_dependents),
+            (None, Some(false))
+        );
+        let opts = DeleteOptions::parse(None, &Params::parse(Some("orphanDependents=true")))
+            .expect("valid");
+        assert_eq!(opts.propagation, Some(Propagation::Orphan));
         let bad = json!({"propagationPolicy": "Sideways"});
         assert_eq!(
             DeleteOptions::parse(Some(&bad), &Params::default())

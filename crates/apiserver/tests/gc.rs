@@ -275,3 +275,39 @@ async fn namespace_deletion_removes_contents_then_namespace() {
         404
     );
 }
+
+/// kube-apiserver answers 202 only to a delete that sent the deprecated
+/// `orphanDependents: false` and left the object in place; 200 to every other delete,
+/// pending or final (so a client cannot tell the two apart by the status code).
+#[tokio::test(start_paused = true)]
+async fn only_a_pending_delete_asking_not_to_orphan_is_answered_accepted() {
+    let (s, cms, _) = default_apis().await;
+    let delete = |name: &'static str, options: Value| {
+        let uri = format!("/api/v1/namespaces/default/configmaps/{name}");
+        let s = &s;
+        async move { common::raw(s, "DELETE", &uri, common::JSON, options.to_string()).await }
+    };
+    create(
+        &cms,
+        &dependent_cm("held", vec![], &["example.steady.dev/hold"]),
+    )
+    .await;
+    create(
+        &cms,
+        &dependent_cm("held-too", vec![], &["example.steady.dev/hold"]),
+    )
+    .await;
+    create(&cms, &plain_cm("free")).await;
+
+    let not_orphan = json!({"orphanDependents": false});
+    let pending = delete("held", not_orphan.clone()).await;
+    assert_eq!(pending.status.as_u16(), 202, "{}", pending.json());
+    assert!(pending.json()["metadata"]["deletionTimestamp"].is_string());
+    let pending = delete("held-too", json!({})).await;
+    assert_eq!(pending.status.as_u16(), 200, "without orphanDependents");
+    let gone = delete("free", not_orphan).await;
+    assert_eq!(gone.status.as_u16(), 200, "deleted at once");
+    assert_eq!(gone.json()["metadata"]["name"], "free");
+    release_held(&cms, "held").await;
+    release_held(&cms, "held-too").await;
+}

@@ -243,6 +243,10 @@ struct Inner<K> {
     trim: Option<Trim<K>>,
     /// The last stamp handed out.
     last_stamp: u64,
+    /// The revision the watch has delivered every change up to (0: none yet). An object
+    /// the cache does not hold, written at or before it, has been deleted since (or has
+    /// left the watch's selector): the reply to that write must not bring it back.
+    watched_to: u64,
 }
 
 /// A shared, cheaply cloned cache of the objects of one kind, as its watch last saw them
@@ -269,6 +273,7 @@ impl<K> Default for ObjectCache<K> {
                 unread: &[],
                 trim: None,
                 last_stamp: 0,
+                watched_to: 0,
             })),
         }
     }
@@ -276,30 +281,71 @@ impl<K> Default for ObjectCache<K> {
 
 /// The keys a (re)list delivered, held as the objects cached for them (one pointer each),
 /// so a relist of a large kind does not copy every key.
-pub(crate) struct Listed<K>(Entries<K>);
+pub(crate) struct Listed<K> {
+    keys: Entries<K>,
+    /// The newest resourceVersion among the listed objects (not among newer states the
+    /// cache kept instead): the list's own revision is at least this.
+    newest: u64,
+}
 
 impl<K> Default for Listed<K> {
     fn default() -> Self {
-        Listed(BTreeSet::new())
+        Listed {
+            keys: BTreeSet::new(),
+            newest: 0,
+        }
     }
 }
 
 impl<K: Cached> Listed<K> {
-    /// The list delivered `obj`'s key (its stamp is not needed here).
-    fn record(&mut self, obj: Arc<K>) {
-        self.0.replace(Entry { obj, stamp: 0 });
+    /// The list delivered `obj`'s key (its stamp is not needed here) at `listed_version`.
+    fn record(&mut self, obj: Arc<K>, listed_version: Option<u64>) {
+        self.newest = self.newest.max(listed_version.unwrap_or(0));
+        self.keys.replace(Entry { obj, stamp: 0 });
     }
 }
 
-/// Resource versions are opaque in Kubernetes but decimal in practice (etcd, steady):
-/// compare numerically when both parse, otherwise treat the incoming one as newer.
+/// Resource versions are opaque in Kubernetes but decimal in practice (etcd, steady), and
+/// one sequence for every object of a kind: they are compared numerically when they parse.
+fn version_of(resource_version: Option<&str>) -> Option<u64> {
+    resource_version.and_then(|v| v.parse().ok())
+}
+
+/// Whether `incoming` is older than `current` (never when either does not parse: then
+/// the incoming one is taken as newer).
 fn is_older(incoming: Option<&str>, current: Option<&str>) -> bool {
-    match (
-        incoming.and_then(|v| v.parse::<u64>().ok()),
-        current.and_then(|v| v.parse::<u64>().ok()),
-    ) {
+    match (version_of(incoming), version_of(current)) {
         (Some(a), Some(b)) => a < b,
         _ => false,
+    }
+}
+
+/// How a state reaches the cache.
+enum Arrival<K> {
+    /// A watch event, with what says whether a change from the cached state wakes
+    /// reconciles. Events come in revision order: each one moves the watch's mark.
+    Event(fn(&K, &K) -> bool),
+    /// One object of a (re)list: not in revision order, so the mark moves at its end.
+    Listed(fn(&K, &K) -> bool),
+    /// The reply to a write, which may arrive after the watch has moved past it.
+    Written,
+}
+
+// Not derived: a derive would ask `K: Copy`.
+impl<K> Clone for Arrival<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Arrival<K> {}
+
+impl<K> Arrival<K> {
+    fn wakes(self) -> Option<fn(&K, &K) -> bool> {
+        match self {
+            Arrival::Event(wakes) | Arrival::Listed(wakes) => Some(wakes),
+            Arrival::Written => None,
+        }
     }
 }
 
@@ -308,6 +354,12 @@ fn owner_uids<K: Cached>(obj: &K) -> impl Iterator<Item = &str> {
 }
 
 impl<K: Cached> Inner<K> {
+    fn take(&mut self, key: &KeyRef<'_>) -> Option<Arc<K>> {
+        let removed = self.objects.take(key as &dyn Keyed)?.obj;
+        self.unindex(&removed);
+        Some(removed)
+    }
+
     fn index(&mut self, obj: &Arc<K>, stamp: u64) {
         for uid in owner_uids(obj.as_ref()) {
             // The previous state was unindexed first; `replace` keeps this state even if
@@ -420,7 +472,9 @@ impl<K: Cached> ObjectCache<K> {
     /// [`remember`](Self::remember), returning the stamp the written state got (`None`
     /// when the cache already held a newer state).
     pub(crate) fn remember_stamped(&self, obj: K) -> Option<u64> {
-        self.update_unless_newer(obj, None).ok().map(|u| u.stamp)
+        self.update_unless_newer(obj, Arrival::Written)
+            .ok()
+            .map(|u| u.stamp)
     }
 
     /// Record that the reconciler deleted `key`.
@@ -431,25 +485,26 @@ impl<K: Cached> ObjectCache<K> {
     /// Insert or update unless the cache already holds a newer version. Returns the
     /// previous state when the cache changed, `Err(())` when the update was stale.
     pub(crate) fn apply(&self, obj: K) -> Result<Option<Arc<K>>, Stale> {
-        self.update_unless_newer(obj, None)
+        self.update_unless_newer(obj, Arrival::Written)
             .map(|update| update.previous)
             .map_err(|_newer| Stale)
     }
 
-    /// [`apply`](Self::apply) of a watched state, also returning the state now cached
-    /// (trimmed) and whether `wakes` says the change from the previous one matters.
+    /// [`apply`](Self::apply) of a watch event's state, also returning the state now
+    /// cached (trimmed) and whether `wakes` says the change from the previous one matters.
     pub(crate) fn update(&self, obj: K, wakes: fn(&K, &K) -> bool) -> Result<Update<K>, Stale> {
-        self.update_unless_newer(obj, Some(wakes))
+        self.update_unless_newer(obj, Arrival::Event(wakes))
             .map_err(|_newer| Stale)
     }
 
-    /// [`update`](Self::update), or the newer state the cache holds for the key. Without
-    /// `wakes` (a remembered write), every change matters.
+    /// [`update`](Self::update), or why not: `Err(Some(newer))` when the cache holds a
+    /// newer state for the key (of this object, or of a successor with its name), and
+    /// `Err(None)` for a written state of an object the watch has seen deleted since.
     fn update_unless_newer(
         &self,
         mut obj: K,
-        wakes: Option<fn(&K, &K) -> bool>,
-    ) -> Result<Update<K>, Arc<K>> {
+        arrival: Arrival<K>,
+    ) -> Result<Update<K>, Rejected<K>> {
         let (normalize, trim) = {
             let inner = self.read();
             (inner.normalize, inner.trim.clone())
@@ -461,21 +516,35 @@ impl<K: Cached> ObjectCache<K> {
             trim(&mut obj);
         }
         let mut inner = self.write();
+        let incoming_version = version_of(obj.cache_meta().resource_version);
+        if let (Arrival::Event(_), Some(version)) = (arrival, incoming_version) {
+            inner.watched_to = inner.watched_to.max(version);
+        }
         let mut kept_stamp = None;
         let mut woke = true;
-        if let Some(current) = find_entry(&inner.objects, &KeyRef::of(&obj)) {
-            let (cached, incoming) = (current.obj.cache_meta(), obj.cache_meta());
-            if cached.uid == incoming.uid {
+        match find_entry(&inner.objects, &KeyRef::of(&obj)) {
+            Some(current) => {
+                let (cached, incoming) = (current.obj.cache_meta(), obj.cache_meta());
                 if is_older(incoming.resource_version, cached.resource_version) {
-                    return Err(current.obj.clone());
+                    return Err(Some(current.obj.clone()));
                 }
-                woke = wakes.is_none_or(|wakes| wakes(&current.obj, &obj));
-                // The same state again (the event of a remembered write), or a change
-                // nobody is woken for: what a reconciler reads is unchanged.
-                if cached.resource_version == incoming.resource_version || !woke {
-                    kept_stamp = Some(current.stamp);
+                if cached.uid == incoming.uid {
+                    woke = arrival
+                        .wakes()
+                        .is_none_or(|wakes| wakes(&current.obj, &obj));
+                    // The same state again (the event of a remembered write), or a change
+                    // nobody is woken for: what a reconciler reads is unchanged.
+                    if cached.resource_version == incoming.resource_version || !woke {
+                        kept_stamp = Some(current.stamp);
+                    }
                 }
             }
+            None if matches!(arrival, Arrival::Written)
+                && incoming_version.is_some_and(|v| v <= inner.watched_to) =>
+            {
+                return Err(None);
+            }
+            None => {}
         }
         let stamp = kept_stamp.unwrap_or_else(|| {
             inner.last_stamp += 1;
@@ -502,10 +571,24 @@ impl<K: Cached> ObjectCache<K> {
     }
 
     pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        self.write().take(&KeyRef::of_key(key))
+    }
+
+    /// A watch's DELETED event for `obj` (at the delete's revision): its key is removed,
+    /// unless the cache holds a newer state for it, a successor with the same name the
+    /// reconciler created and remembered before the event arrived.
+    pub(crate) fn remove_watched(&self, obj: &K) -> Option<Arc<K>> {
         let mut inner = self.write();
-        let removed = inner.objects.take(&KeyRef::of_key(key) as &dyn Keyed)?.obj;
-        inner.unindex(&removed);
-        Some(removed)
+        let deleted = obj.cache_meta().resource_version;
+        if let Some(version) = version_of(deleted) {
+            inner.watched_to = inner.watched_to.max(version);
+        }
+        let key = KeyRef::of(obj);
+        let current = find(&inner.objects, &key)?;
+        if is_older(deleted, current.cache_meta().resource_version) {
+            return None;
+        }
+        inner.take(&key)
     }
 
     /// One object of a (re)list, recorded in `listed`. Applied as it arrives, so an
@@ -529,19 +612,22 @@ impl<K: Cached> ObjectCache<K> {
                 })
                 .cloned()
         };
+        let listed_version = version_of(obj.cache_meta().resource_version);
         if let Some(current) = unchanged {
-            listed.record(current);
+            listed.record(current, listed_version);
             return Vec::new();
         }
-        match self.update_unless_newer(obj, Some(wakes)) {
+        match self.update_unless_newer(obj, Arrival::Listed(wakes)) {
             Ok(Update {
                 previous, current, ..
             }) => {
-                listed.record(current.clone());
+                listed.record(current.clone(), listed_version);
                 previous.into_iter().chain([current]).collect()
             }
             Err(newer) => {
-                listed.record(newer);
+                if let Some(newer) = newer {
+                    listed.record(newer, listed_version);
+                }
                 Vec::new()
             }
         }
@@ -550,14 +636,17 @@ impl<K: Cached> ObjectCache<K> {
     /// The end of a (re)list that delivered `listed`: everything else is gone. Returns the
     /// removed objects, so a relist after a 410 misses no deletion.
     pub(crate) fn retain_listed(&self, listed: Listed<K>) -> Vec<Arc<K>> {
-        let gone: Vec<ObjectKey> = self
-            .read()
+        let mut inner = self.write();
+        inner.watched_to = inner.watched_to.max(listed.newest);
+        let gone: Vec<ObjectKey> = inner
             .objects
             .iter()
-            .filter(|entry| !listed.0.contains(*entry as &dyn Keyed))
+            .filter(|entry| !listed.keys.contains(*entry as &dyn Keyed))
             .map(|entry| entry.obj.cache_key())
             .collect();
-        gone.iter().filter_map(|key| self.remove(key)).collect()
+        gone.iter()
+            .filter_map(|key| inner.take(&KeyRef::of_key(key)))
+            .collect()
     }
 }
 
@@ -586,6 +675,10 @@ pub(crate) fn differs_beyond_version<K: Resource + Clone + PartialEq>(old: &K, n
     new_meta.managed_fields.clone_from(&old_meta.managed_fields);
     *old != new
 }
+
+/// Why a state was not cached: the newer state the cache holds for its key, or `None`
+/// when the watch has seen the object deleted after the state was written.
+type Rejected<K> = Option<Arc<K>>;
 
 /// An update older than what the cache holds (a watch event behind a remembered write).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -774,5 +867,88 @@ mod tests {
             .get(&ObjectKey::new(Some("ns"), "a"))
             .and_then(|c| c.metadata.resource_version.clone());
         assert_eq!(rv.as_deref(), Some("5"));
+    }
+
+    /// `cm(name, rv)` of another incarnation: a successor created with the same name.
+    fn successor(name: &str, rv: &str) -> ConfigMap {
+        let mut obj = cm(name, rv, None);
+        obj.metadata.uid = Some(format!("uid-{name}-2"));
+        obj
+    }
+
+    fn cached_uid(cache: &ObjectCache<ConfigMap>, name: &str) -> Option<String> {
+        cache
+            .get(&ObjectKey::new(Some("ns"), name))
+            .and_then(|c| c.metadata.uid.clone())
+    }
+
+    /// The reply to a final delete can arrive after the watch's DELETED event: it must
+    /// not put the gone object back (nothing would ever remove it again).
+    #[test]
+    fn a_write_reply_after_the_delete_event_does_not_bring_the_object_back() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        assert!(
+            cache
+                .update(cm("a", "5", None), differs_beyond_version)
+                .is_ok()
+        );
+        assert!(cache.remove_watched(&cm("a", "7", None)).is_some());
+        assert_eq!(cache.remember_stamped(cm("a", "6", None)), None);
+        assert!(cache.is_empty());
+        // A write the watch has not reached yet is still read back at once.
+        assert!(cache.remember_stamped(cm("b", "8", None)).is_some());
+        assert_eq!(cached_uid(&cache, "b").as_deref(), Some("uid-b"));
+    }
+
+    /// Names come back (a StatefulSet's pods): a late reply about the old object must not
+    /// replace its successor, whatever its uid.
+    #[test]
+    fn a_late_reply_does_not_replace_a_successor_with_the_same_name() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        assert!(
+            cache
+                .update(cm("a", "5", None), differs_beyond_version)
+                .is_ok()
+        );
+        cache.remove_watched(&cm("a", "7", None));
+        assert!(
+            cache
+                .update(successor("a", "8"), differs_beyond_version)
+                .is_ok()
+        );
+        assert_eq!(cache.remember_stamped(cm("a", "6", None)), None);
+        assert_eq!(cached_uid(&cache, "a").as_deref(), Some("uid-a-2"));
+    }
+
+    /// The reconciler deletes an object and creates its successor before the watch
+    /// delivers the delete: the DELETED event must not remove the successor.
+    #[test]
+    fn a_delete_event_keeps_a_remembered_successor() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        assert!(
+            cache
+                .update(cm("a", "5", None), differs_beyond_version)
+                .is_ok()
+        );
+        cache.forget(&ObjectKey::new(Some("ns"), "a"));
+        assert!(cache.remember_stamped(successor("a", "8")).is_some());
+        assert!(cache.remove_watched(&cm("a", "7", None)).is_none());
+        assert_eq!(cached_uid(&cache, "a").as_deref(), Some("uid-a-2"));
+        // The successor's own deletion does remove it.
+        assert!(cache.remove_watched(&successor("a", "9")).is_some());
+        assert!(cache.is_empty());
+    }
+
+    /// A relist after a gap shows what was deleted meanwhile by leaving it out: a reply
+    /// written before the list's revision, for an object it did not list, is of a gone
+    /// object. Objects of the list whose cached state is newer do not move the mark.
+    #[test]
+    fn a_relist_marks_what_it_did_not_list_as_deleted() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        assert!(cache.remember_stamped(cm("newer", "20", None)).is_some());
+        relist(&cache, vec![cm("b", "9", None), cm("newer", "4", None)]);
+        assert_eq!(cache.remember_stamped(cm("a", "5", None)), None);
+        assert!(cache.remember_stamped(cm("c", "10", None)).is_some());
+        assert_eq!(cache.len(), 3, "b, newer and c");
     }
 }

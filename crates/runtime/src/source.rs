@@ -274,7 +274,7 @@ where
                 }
                 Ok(Event::Delete(obj)) => {
                     let obj = (self.convert)(obj);
-                    self.cache.remove(&obj.cache_key());
+                    self.cache.remove_watched(&obj);
                     self.send(&tx, &[&obj]);
                 }
                 Err(e) => {

@@ -328,11 +328,15 @@ where
         Ok(written)
     }
 
-    /// Delete the object `name`. `Ok(Some(obj))`: it is terminating (finalizers or a grace
-    /// period keep it, and `obj` carries its deletionTimestamp), so `obj` is cached — it
-    /// still exists, e.g. a terminating pod still holds its name. `Ok(None)`: it is gone,
-    /// and is forgotten. A 404 forgets it too (someone else deleted it first) and is
-    /// returned as the error it is.
+    /// Delete the object `name`. `Ok(Some(obj))`: the server answered with the object,
+    /// which carries its deletionTimestamp, and `obj` is cached as terminating (finalizers
+    /// or a grace period keep it; a terminating pod still holds its name). kube-apiserver
+    /// answers a delete that ended the object with its last state as well, and with the
+    /// same 200: the cache holds that state until the object's DELETED event, never after
+    /// it (the cache refuses a written state the watch has seen deleted, and one older
+    /// than a successor of the same name). `Ok(None)`: it is gone (the server answered
+    /// with a `Status`, as it does for custom resources), and is forgotten. A 404 forgets
+    /// it too (someone else deleted it first) and is returned as the error it is.
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Option<C>, kube::Error> {
         match self.send_delete(name, dp).await {
             Ok(deleted) => match deleted {

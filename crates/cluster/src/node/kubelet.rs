@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 use steady_runtime::{Action, Context};
 use tokio::time::Instant;
@@ -426,11 +426,7 @@ async fn write_status(pod: Value, ctx: &Context<Nodes>) -> Result<(), kube::Erro
         .map(drop)
 }
 
-/// Delete the pod with no grace left, only if it is still this pod. Not through the
-/// context: its reply is the pod's last state, deletionTimestamp and all, which
-/// `CachingApi::delete` would cache as still terminating (it cannot tell a 200 from a
-/// 202), and when the pod's DELETED event, or its successor's ADDED one, came first, the
-/// cache would keep a pod that is gone.
+/// Delete the pod with no grace left, only if it is still this pod, through the context.
 async fn confirm_deletion(pod: &Pod, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
     let params = DeleteParams {
         grace_period_seconds: Some(0),
@@ -441,7 +437,7 @@ async fn confirm_deletion(pod: &Pod, ctx: &Context<Nodes>) -> Result<(), kube::E
         ..DeleteParams::default()
     };
     let namespace = pod.namespace().unwrap_or_default();
-    Api::<Pod>::namespaced(ctx.client(), &namespace)
+    ctx.api::<Pod>(&namespace)
         .delete(&pod.name_any(), &params)
         .await
         .map(drop)
