@@ -128,6 +128,15 @@ impl ApiError {
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, "Timeout", message)
     }
+    /// 429 with no `Retry-After` unless the details name `retryAfterSeconds`.
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        Self::new(429, "TooManyRequests", message)
+    }
+    /// A failure kube-apiserver reports with a bare code and message, no reason (the
+    /// eviction of a pod two budgets cover).
+    pub fn failure(code: u16, message: impl Into<String>) -> Self {
+        Self::new(code, "", message)
+    }
 
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into();
@@ -150,6 +159,11 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty()
+            && let Some(fields) = status.as_object_mut()
+        {
+            fields.remove("reason");
+        }
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }

@@ -20,6 +20,7 @@ mod crd;
 mod defaults;
 mod discovery;
 mod error;
+mod eviction;
 mod http_api;
 pub mod kubeconfig;
 mod meta;

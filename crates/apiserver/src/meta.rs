@@ -8,12 +8,17 @@ pub fn metadata(obj: &Value) -> Option<&Map<String, Value>> {
 
 /// `metadata` as a mutable map, created if missing or not an object.
 pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        obj["metadata"] = Value::Object(Map::new());
+    object_mut(obj, "metadata")
+}
+
+/// The object at `obj[field]`, made an empty one first if it is not one.
+pub fn object_mut<'v>(obj: &'v mut Value, field: &str) -> &'v mut Map<String, Value> {
+    if !obj.get(field).is_some_and(Value::is_object) {
+        obj[field] = Value::Object(Map::new());
     }
-    match obj.get_mut("metadata") {
+    match obj.get_mut(field) {
         Some(Value::Object(m)) => m,
-        _ => unreachable!("metadata was just set to an object"),
+        _ => unreachable!("{field} was just set to an object"),
     }
 }
 

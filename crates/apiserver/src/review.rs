@@ -16,11 +16,12 @@ use serde_json::{Value, json};
 
 use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
+use crate::eviction;
 use crate::meta;
 use crate::objects::{Target, check_uid_and_revision};
 use crate::rbac;
 use crate::registry::ResourceType;
-use crate::request::{DeleteOptions, Params, WriteOptions};
+use crate::request::WriteOptions;
 use crate::schema::{FieldError, FieldErrorReason};
 
 /// The administrator, as kube-apiserver would name a kubeadm admin in `system:masters`.
@@ -139,7 +140,7 @@ pub async fn answer(
             )));
         }
         Action::Review => review(server, rt, ns, body)?,
-        Action::Eviction => evict(server, ns, required(name)?, &body).await?,
+        Action::Eviction => eviction::evict(server, ns, required(name)?, &body).await?,
         Action::Binding => bind(server, ns, name, &body).await?,
         Action::Token => token_request(server, ns, required(name)?, body)?,
     };
@@ -364,27 +365,9 @@ fn token_request(
     Ok(body)
 }
 
-fn success() -> Value {
+/// The `Status` answered to a create that stores nothing (an eviction, a binding).
+pub(crate) fn success() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
-}
-
-/// `POST pods/<name>/eviction`: the pod is deleted with the Eviction's delete options.
-/// PodDisruptionBudgets are not consulted.
-async fn evict(server: &ApiServer, ns: Option<&str>, name: &str, body: &Value) -> ApiResult<Value> {
-    if let Some(named) = meta::name(body)
-        && named != name
-    {
-        return Err(ApiError::bad_request(format!(
-            "name in URL does not match name in Eviction object: {name} != {named}"
-        )));
-    }
-    let pods = server
-        .registry()
-        .builtin("", "pods")
-        .ok_or_else(ApiError::path_not_found)?;
-    let options = DeleteOptions::parse(body.get("deleteOptions"), &Params::parse(None))?;
-    server.delete(&pods, ns, name, &options).await?;
-    Ok(success())
 }
 
 /// `POST pods/<name>/binding` (or `bindings`): assign the pod to the target node as
