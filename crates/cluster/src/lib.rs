@@ -1,6 +1,6 @@
 //! The simulated cluster's controllers: what kube-controller-manager runs so that
 //! workloads come alive (Deployment → ReplicaSet → Pods, Job, CronJob, StatefulSet,
-//! DaemonSet, Endpoints and EndpointSlices of Services), each a controller on steady's own
+//! DaemonSet, Endpoints and EndpointSlices of Services, PodDisruptionBudgets' status), each a controller on steady's own
 //! runtime, each writing the status fields and conditions kube-controller-manager 1.32
 //! writes, so `kubectl get/wait/rollout` read them as on a real cluster.
 //!
@@ -30,6 +30,7 @@ pub mod clock;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod job;
 pub mod node;
@@ -90,6 +91,7 @@ pub const CONTROLLERS: &[(&str, Start)] = &[
     ("daemonset", daemonset::start),
     ("cronjob", cronjob::start),
     ("endpoints", endpoints::start),
+    ("disruption", disruption::start),
 ];
 
 /// Why the cluster's controllers stopped other than by shutdown.

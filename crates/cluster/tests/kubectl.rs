@@ -1,6 +1,6 @@
 //! The real kubectl against steady's API server served over HTTPS, with this crate's
 //! controllers running beside it as `steady up` runs them: what a user types to wait for
-//! a workload works.
+//! a workload, or to drain a node past a disruption budget, works.
 
 mod common;
 
@@ -32,6 +32,13 @@ async fn serve_https(server: &steady_apiserver::ApiServer, dir: &Path) -> std::p
 
 /// Run kubectl (off the runtime's workers) with `stdin`; it must succeed. Returns stdout.
 async fn kubectl(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let described = format!("kubectl {args:?}");
+    let output = kubectl_output(dir, args, stdin).await;
+    steady_test_support::successful_stdout(described, &output)
+}
+
+/// Run kubectl (off the runtime's workers) with `stdin`, however it ends.
+async fn kubectl_output(dir: &Path, args: &[&str], stdin: Option<&str>) -> std::process::Output {
     let mut command = Command::new("kubectl");
     command
         .arg("--kubeconfig")
@@ -51,11 +58,10 @@ async fn kubectl(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
         }
         child.wait_with_output().expect("kubectl ran")
     });
-    let output = tokio::time::timeout(Duration::from_secs(90), output)
+    tokio::time::timeout(Duration::from_secs(90), output)
         .await
         .unwrap_or_else(|_| panic!("{described} hung"))
-        .expect("kubectl task");
-    steady_test_support::successful_stdout(described, &output)
+        .expect("kubectl task")
 }
 
 /// `kubectl rollout status target`, bounded to a minute.
@@ -305,5 +311,43 @@ async fn kubectl_get_nodes_lists_every_simulated_node_ready() {
         ],
         "{listed}"
     );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_drain_stops_at_a_disruption_budget() {
+    let (tmp, running) = started_after(&[
+        "create deployment web --image=nginx --replicas=3",
+        "rollout status deployment/web --timeout=60s",
+        "create poddisruptionbudget web --selector=app=web --min-available=2",
+        "cordon steady-node",
+    ])
+    .await;
+    let dir = tmp.path();
+    let allowed = "get pdb web -o jsonpath={.status.disruptionsAllowed}";
+    steady_test_support::eventually("one disruption allowed", common::LIMIT, || async {
+        (kubectl_line(dir, allowed).await == "1").then_some(())
+    })
+    .await;
+    // One pod may go; its replacement cannot be scheduled on the cordoned node, so the
+    // budget protects the other two until the drain gives up, as on a one-node cluster.
+    let args = [
+        "drain",
+        "steady-node",
+        "--ignore-daemonsets",
+        "--timeout=6s",
+    ];
+    let drained = kubectl_output(dir, &args, None).await;
+    let stdout = String::from_utf8_lossy(&drained.stdout);
+    let stderr = String::from_utf8_lossy(&drained.stderr);
+    assert!(!drained.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout.matches(" evicted").count(), 1, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{stderr}"
+    );
+    let running_pods =
+        "get pods -l app=web --field-selector=status.phase=Running -o name --no-headers";
+    assert_eq!(kubectl_line(dir, running_pods).await.lines().count(), 2);
     running.stop().await;
 }
