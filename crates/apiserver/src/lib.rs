@@ -40,6 +40,7 @@ mod table;
 pub mod tls;
 mod update_rules;
 mod validation;
+mod versions;
 mod watch;
 mod webhook;
 

@@ -912,3 +912,73 @@ async fn the_status_subresource_changes_only_the_status() {
     assert_eq!(updated["status"], patched["status"], "{updated}");
     assert_eq!(updated["metadata"]["labels"], json!({"a": "1", "c": "3"}));
 }
+
+/// `kubectl autoscale` writes autoscaling/v1, `kubectl get hpa` and operators read v2:
+/// one object in both shapes, as kube-apiserver converts it (stored as v2).
+#[tokio::test]
+async fn an_autoscaler_written_as_v1_reads_as_v2_and_back() {
+    use k8s_openapi::api::autoscaling::{v1, v2};
+    let server = server().await;
+    let old: Api<v1::HorizontalPodAutoscaler> = Api::default_namespaced(server.client());
+    let new: Api<v2::HorizontalPodAutoscaler> = Api::default_namespaced(server.client());
+    create_json(
+        &old,
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                     "maxReplicas": 5, "targetCPUUtilizationPercentage": 70},
+        }),
+    )
+    .await;
+    let read = get_existing(&new, "web").await;
+    let spec = read.spec.expect("spec");
+    assert_eq!(spec.min_replicas, Some(1), "v2's default");
+    let metrics = spec.metrics.expect("metrics");
+    let cpu = metrics[0].resource.as_ref().expect("a resource metric");
+    assert_eq!(
+        (cpu.name.as_str(), cpu.target.average_utilization),
+        ("cpu", Some(70))
+    );
+
+    // A v2 client adds a memory metric; a v1 client still sees its CPU target, the rest in
+    // kube's annotation, and keeps both through its own update.
+    let patch = json!({"spec": {"metrics": [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}},
+        {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}},
+    ]}});
+    new.patch("web", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("v2 patch");
+    let as_v1 = get_existing(&old, "web").await;
+    assert_eq!(
+        as_v1
+            .spec
+            .as_ref()
+            .and_then(|s| s.target_cpu_utilization_percentage),
+        Some(70)
+    );
+    let annotations = as_v1.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        annotations["autoscaling.alpha.kubernetes.io/metrics"].contains("memory"),
+        "{annotations:?}"
+    );
+    let mut edited = as_v1;
+    if let Some(spec) = edited.spec.as_mut() {
+        spec.max_replicas = 8;
+    }
+    old.replace("web", &PostParams::default(), &edited)
+        .await
+        .expect("v1 update");
+    let after = get_existing(&new, "web").await;
+    let spec = after.spec.expect("spec");
+    assert_eq!(spec.max_replicas, 8);
+    assert_eq!(
+        spec.metrics.map(|m| m.len()),
+        Some(2),
+        "nothing lost through v1"
+    );
+    assert!(
+        after.metadata.annotations.unwrap_or_default().is_empty(),
+        "the round-trip annotations are not stored"
+    );
+}

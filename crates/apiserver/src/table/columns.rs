@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::format::{creation_age, format_labels, label_selector_string, value_text};
 use super::jsonpath::JsonPath;
-use super::{batch, computed, network, pod, storage};
+use super::{batch, computed, network, pod, policy, storage};
 
 const KINDS: &str = include_str!("kinds.txt");
 
@@ -36,6 +36,16 @@ fn compute(name: &str) -> Option<Compute> {
         "ready_of_desired" => computed::ready_of_desired,
         "namespace_status" => computed::namespace_status,
         "created_at" => computed::created_at,
+        "hpa_reference" => policy::hpa_reference,
+        "hpa_targets" => policy::hpa_targets,
+        "hpa_min_pods" => policy::hpa_min_pods,
+        "binding_role" => policy::binding_role,
+        "binding_users" => policy::binding_users,
+        "binding_groups" => policy::binding_groups,
+        "binding_service_accounts" => policy::binding_service_accounts,
+        "quota_request" => policy::quota_request,
+        "quota_limit" => policy::quota_limit,
+        "revision_controller" => policy::revision_controller,
         "service_external_ip" => computed::service_external_ip,
         "service_ports" => computed::service_ports,
         "node_status" => computed::node_status,
@@ -153,8 +163,8 @@ pub(super) fn all_kinds() -> impl Iterator<Item = &'static KindColumns> {
     printers().kinds.iter()
 }
 
-/// The columns of a built-in kind and its row conditions; NAME and AGE for one
-/// without a printer.
+/// The columns of a built-in kind and its row conditions; NAME and CREATED AT (kube's
+/// default table convertor) for one without a printer.
 pub(super) fn of_kind(group: &str, kind: &str) -> (&'static [Column], Option<RowConditions>) {
     let group = if group == "core" { "" } else { group };
     match all_kinds().find(|k| k.group == group && k.kind == kind) {
@@ -208,11 +218,12 @@ fn parse(text: &str) -> Result<Printers, String> {
             }
         }
     }
-    printers.default = ["NAME", "AGE"]
+    // kube-apiserver's default table convertor, for the kinds without a printer.
+    printers.default = ["NAME", "CREATED_AT"]
         .iter()
         .map(|name| printers.shared.get(*name).cloned())
         .collect::<Option<_>>()
-        .ok_or("kinds.txt defines no NAME or AGE")?;
+        .ok_or("kinds.txt defines no NAME or CREATED_AT")?;
     Ok(printers)
 }
 
@@ -439,7 +450,7 @@ mod tests {
     }
 
     #[test]
-    fn other_builtins_print_name_and_age() {
+    fn other_builtins_print_name_and_created_at() {
         for (group, kind) in [
             ("rbac.authorization.k8s.io", "Role"),
             ("", "Binding"),
@@ -451,10 +462,10 @@ mod tests {
             );
             assert_eq!(
                 crate::table::test_support::column_names(&t),
-                ["Name", "Age"],
+                ["Name", "Created At"],
                 "{group}/{kind}"
             );
-            assert_eq!(c, [json!("thing"), json!("120m")]);
+            assert_eq!(c, [json!("thing"), json!(ago(7200))]);
         }
     }
 }

@@ -21,6 +21,7 @@ mod golden;
 mod jsonpath;
 mod network;
 mod pod;
+mod policy;
 mod storage;
 #[cfg(test)]
 mod test_support;

@@ -15,6 +15,7 @@ use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::registry::ResourceType;
+use crate::versions;
 
 /// kube-apiserver gives a conversion webhook 30 s (not configurable).
 const CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -97,11 +98,7 @@ impl ApiServer {
         }
         match self.webhook_crd(rt)? {
             Some(crd) => convert_by_webhook(&crd, object, &desired).await,
-            None => {
-                let mut object = object;
-                object["apiVersion"] = Value::String(desired);
-                Ok(object)
-            }
+            None => Ok(convert_builtin(object, desired)),
         }
     }
 
@@ -130,6 +127,12 @@ impl ApiServer {
         rt: &ResourceType,
         object: Value,
     ) -> ApiResult<Value> {
+        if rt.builtin {
+            return Ok(match versions::storage_version(&rt.group, &rt.kind) {
+                Some(storage) => convert_builtin(object, storage.to_string()),
+                None => object,
+            });
+        }
         let Some(crd) = self.webhook_crd(rt)? else {
             return Ok(object);
         };
@@ -142,6 +145,14 @@ impl ApiServer {
         }
         convert_by_webhook(&crd, object, &desired).await
     }
+}
+
+/// A built-in kind's (or a CRD's converted by `None`) object in `desired`: the shapes of
+/// its versions converted where they differ (`versions`), its `apiVersion` replaced.
+fn convert_builtin(object: Value, desired: String) -> Value {
+    let mut object = versions::convert(object, &desired);
+    object["apiVersion"] = Value::String(desired);
+    object
 }
 
 async fn convert_by_webhook(crd: &Value, object: Value, desired: &str) -> ApiResult<Value> {

@@ -19,7 +19,7 @@ fn unhex(hex: &str) -> Vec<u8> {
 #[test]
 fn kubectl_captures_decode() {
     let captures: Vec<Value> = serde_json::from_str(CAPTURES).expect("captures.json parses");
-    assert_eq!(captures.len(), 24);
+    assert_eq!(captures.len(), 25);
     for capture in &captures {
         let body = unhex(capture["body"].as_str().expect("body"));
         assert_eq!(
