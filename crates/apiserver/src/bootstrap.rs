@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 
 use crate::ApiServer;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::Target;
 use crate::request::WriteOptions;
@@ -242,6 +242,40 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
     }
     for namespace in live_namespaces(server)? {
         default_service_account(server, &namespace).await?;
+    }
+    move_events_to_core(server).await
+}
+
+/// Where steady once stored events.k8s.io Events apart from core ones.
+const SEPARATE_EVENTS_PREFIX: &str = "/events.k8s.io/events/";
+
+/// Move the events.k8s.io Events an older steady stored apart to where both Event APIs
+/// now read them (core Events, `versions`), once: keys, names, uids and times kept.
+async fn move_events_to_core(server: &ApiServer) -> ApiResult<()> {
+    let store = server.store();
+    let stored_apart = store
+        .list(
+            SEPARATE_EVENTS_PREFIX,
+            &steady_store::ListOptions::default(),
+            &|_| true,
+        )
+        .map_err(|e| ApiError::from_store(e, "events.events.k8s.io", ""))?;
+    for object in stored_apart.items {
+        let core_key = object
+            .key
+            .replacen(SEPARATE_EVENTS_PREFIX, "/core/events/", 1);
+        if let Ok(event) = serde_json::from_slice::<Value>(&object.value) {
+            let mut event = crate::versions::convert(event, "v1");
+            event["apiVersion"] = Value::String("v1".into());
+            match store.create(&core_key, event).await {
+                Ok(_) | Err(steady_store::StoreError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(ApiError::from_store(e, "events", "")),
+            }
+        }
+        match store.delete(&object.key, Some(object.revision)).await {
+            Ok(_) | Err(steady_store::StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(ApiError::from_store(e, "events.events.k8s.io", "")),
+        }
     }
     Ok(())
 }

@@ -68,7 +68,8 @@ impl ResourceType {
         }
     }
 
-    /// Store key prefix of every object of this resource (all versions share storage).
+    /// Store key prefix of every object of this resource (all versions share storage, and
+    /// events.k8s.io Events are stored as core Events).
     pub fn prefix(&self) -> String {
         self.key_with(None, "")
     }
@@ -85,8 +86,8 @@ impl ResourceType {
     /// `/<group>/<plural>/[<namespace>/]<name>`, built in one allocation: every request
     /// makes a key or a prefix.
     fn key_with(&self, namespace: Option<&str>, name: &str) -> String {
-        let group = if self.group.is_empty() {
-            "core"
+        let group = if self.builtin {
+            crate::versions::storage_group(&self.group, &self.plural)
         } else {
             &self.group
         };
@@ -105,6 +106,17 @@ impl ResourceType {
         key.push('/');
         key.push_str(name);
         key
+    }
+
+    /// `fieldSelector` parsed against this resource's selectable fields, each named as the
+    /// stored object has it (an events.k8s.io `regarding.name` is a core Event's
+    /// `involvedObject.name`).
+    pub fn field_selector(
+        &self,
+        text: &str,
+    ) -> Result<crate::selector::FieldSelector, crate::selector::SelectorError> {
+        crate::selector::FieldSelector::parse(text, &self.field_selectors())
+            .map(|selector| selector.map_fields(|f| crate::versions::stored_field(&self.group, f)))
     }
 
     pub fn field_selectors(&self) -> Vec<&str> {

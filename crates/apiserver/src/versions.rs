@@ -1,8 +1,10 @@
 //! Built-in kinds served in two versions whose shapes differ: each is stored in one
 //! version (kube-apiserver's storage version) and converted for a client of the other, as
-//! kube's conversion functions do. Today that is the HorizontalPodAutoscaler: stored as
-//! `autoscaling/v2`, served as `autoscaling/v1` too (`kubectl autoscale` writes v1,
-//! `kubectl get hpa` reads v2).
+//! kube's conversion functions do. The HorizontalPodAutoscaler is stored as
+//! `autoscaling/v2` and served as `autoscaling/v1` too (`kubectl autoscale` writes v1,
+//! `kubectl get hpa` reads v2); events.k8s.io/v1 Events are core/v1 Events under other
+//! field names, stored as core Events (kube-rs's event recorder writes the former,
+//! `kubectl describe` reads the latter).
 //!
 //! v1 has one metric field, `targetCPUUtilizationPercentage` (and its status twin); kube
 //! keeps everything else v2 says in annotations on the v1 object (the metrics other than
@@ -17,6 +19,7 @@ use serde_json::{Map, Value, json};
 use crate::meta;
 
 const HPA_STORAGE_VERSION: &str = "autoscaling/v2";
+const CORE_EVENT_VERSION: &str = "v1";
 const METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";
 const CURRENT_METRICS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
 const CONDITIONS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/conditions";
@@ -27,19 +30,59 @@ const DEFAULT_CPU_UTILIZATION: i64 = 80;
 /// The version a built-in `kind` of `group` is stored in, when its versions differ in
 /// shape (`None`: stored as written).
 pub(crate) fn storage_version(group: &str, kind: &str) -> Option<&'static str> {
-    (group == "autoscaling" && kind == "HorizontalPodAutoscaler").then_some(HPA_STORAGE_VERSION)
+    match (group, kind) {
+        ("autoscaling", "HorizontalPodAutoscaler") => Some(HPA_STORAGE_VERSION),
+        ("events.k8s.io", "Event") => Some(CORE_EVENT_VERSION),
+        _ => None,
+    }
+}
+
+/// The group whose store keys hold the built-in resource `group`/`plural` (`core` for
+/// the core group): its own, but for events.k8s.io Events, which kube-apiserver stores
+/// as core Events, so both APIs list, watch and write the same objects.
+pub(crate) fn storage_group<'g>(group: &'g str, plural: &str) -> &'g str {
+    match (group, plural) {
+        ("events.k8s.io", "events") | ("", _) => "core",
+        (group, _) => group,
+    }
+}
+
+/// The core Event field an events.k8s.io/v1 field selector names (`regarding.name` is
+/// `involvedObject.name`): selectors are evaluated on the stored, core, shape.
+pub(crate) fn stored_field(group: &str, field: &str) -> String {
+    if group != "events.k8s.io" {
+        return field.to_string();
+    }
+    let (head, rest) = field.split_once('.').unwrap_or((field, ""));
+    let stored = EVENT_FIELDS
+        .iter()
+        .find(|(_, events)| *events == head)
+        .map_or(head, |(core, _)| core);
+    if rest.is_empty() {
+        stored.to_string()
+    } else {
+        format!("{stored}.{rest}")
+    }
 }
 
 /// `object` as `api_version` shapes it (the caller sets `apiVersion` itself); converted
 /// to the storage version from itself, it gets that version's defaults.
 pub(crate) fn convert(object: Value, api_version: &str) -> Value {
-    if object.get("kind").and_then(Value::as_str) != Some("HorizontalPodAutoscaler") {
-        return object;
-    }
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
     let from = object
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
+    if kind == "Event" {
+        return match (from, api_version) {
+            ("events.k8s.io/v1", CORE_EVENT_VERSION) => rename_event_fields(object, true),
+            (CORE_EVENT_VERSION, "events.k8s.io/v1") => rename_event_fields(object, false),
+            _ => object,
+        };
+    }
+    if kind != "HorizontalPodAutoscaler" {
+        return object;
+    }
     match (from, api_version) {
         ("autoscaling/v1", "autoscaling/v2") => hpa_v1_to_v2(object),
         ("autoscaling/v2", "autoscaling/v2") => {
@@ -68,6 +111,43 @@ fn hpa_v2_defaults(spec: &mut Map<String, Value>) {
     if spec.get("minReplicas").is_none_or(Value::is_null) {
         spec.insert("minReplicas".into(), json!(1));
     }
+}
+
+/// core/v1 Event fields and their events.k8s.io/v1 names (kube's
+/// `Convert_v1_Event_To_core_Event` and back; `reportingComponent` is core's JSON name of
+/// `ReportingController`). The other fields (eventTime, series, action, related,
+/// reportingInstance, reason, type) are the same in both.
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+    ("reportingComponent", "reportingController"),
+];
+
+/// An Event's fields renamed to core/v1's (`to_core`) or to events.k8s.io/v1's.
+fn rename_event_fields(mut event: Value, to_core: bool) -> Value {
+    let Some(fields) = event.as_object_mut() else {
+        return event;
+    };
+    for (core, events) in EVENT_FIELDS {
+        let (from, to) = if to_core {
+            (events, core)
+        } else {
+            (core, events)
+        };
+        match fields.remove(*from) {
+            Some(value) => {
+                fields.insert((*to).to_string(), value);
+            }
+            None => {
+                fields.remove(*to);
+            }
+        }
+    }
+    event
 }
 
 /// kube's `Convert_v1_HorizontalPodAutoscaler_To_autoscaling_HorizontalPodAutoscaler`,

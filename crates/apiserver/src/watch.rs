@@ -151,7 +151,8 @@ pub fn start(
         }
         field_selector.push_str(&format!("metadata.name={name}"));
     }
-    let fields = FieldSelector::parse(&field_selector, &rt.field_selectors())
+    let fields = rt
+        .field_selector(&field_selector)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let send_initial = params.flag("sendInitialEvents");
     let bookmarks = params.flag("allowWatchBookmarks");

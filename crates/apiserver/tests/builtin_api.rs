@@ -982,3 +982,123 @@ async fn an_autoscaler_written_as_v1_reads_as_v2_and_back() {
         "the round-trip annotations are not stored"
     );
 }
+
+/// kube-rs's event recorder writes events.k8s.io/v1 Events; `kubectl describe` and
+/// `kubectl get events` read core/v1 ones: one object, as kube-apiserver stores both.
+#[tokio::test]
+async fn events_recorded_through_events_k8s_io_are_core_events_too() {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pod = create_json(
+        &pods,
+        json!({"metadata": {"name": "p"},
+               "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}),
+    )
+    .await;
+    let reporter = Reporter {
+        controller: "my-operator".into(),
+        instance: Some("my-operator-0".into()),
+    };
+    let recorder = Recorder::new(server.client(), reporter);
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some("p".into()),
+        namespace: Some("default".into()),
+        uid: pod.metadata.uid.clone(),
+        ..Default::default()
+    };
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Reconciled".into(),
+        note: Some("all good".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    for _ in 0..2 {
+        recorder
+            .publish(&event, &reference)
+            .await
+            .expect("published");
+    }
+
+    let core: Api<CoreEvent> = Api::default_namespaced(server.client());
+    let about_p = ListParams::default().fields("involvedObject.name=p");
+    let listed = core.list(&about_p).await.expect("core events").items;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let seen = &listed[0];
+    assert_eq!(seen.message.as_deref(), Some("all good"));
+    assert_eq!(seen.involved_object.uid, pod.metadata.uid);
+    assert_eq!(seen.reporting_component.as_deref(), Some("my-operator"));
+    assert_eq!(seen.series.as_ref().map(|s| s.count), Some(Some(2)));
+
+    let new: Api<NewEvent> = Api::default_namespaced(server.client());
+    let by_regarding =
+        ListParams::default().fields("regarding.name=p,reportingController=my-operator");
+    let listed = new
+        .list(&by_regarding)
+        .await
+        .expect("events.k8s.io events")
+        .items;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].note.as_deref(), Some("all good"));
+    assert_eq!(
+        listed[0].regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("p")
+    );
+    // A core Event is an events.k8s.io one as well.
+    create_json(
+        &core,
+        json!({"metadata": {"name": "legacy"}, "involvedObject": {"kind": "Pod", "name": "p"},
+               "reason": "Old", "message": "from a core writer", "type": "Normal"}),
+    )
+    .await;
+    let legacy = get_existing(&new, "legacy").await;
+    assert_eq!(legacy.note.as_deref(), Some("from a core writer"));
+}
+
+/// A data directory from a steady that kept events.k8s.io Events apart: they are moved
+/// to the core Events at start, and both APIs read them.
+#[tokio::test]
+async fn events_stored_apart_by_an_older_steady_are_moved_at_start() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    let store = steady_store::Store::in_memory(steady_store::StoreOptions::default())
+        .await
+        .expect("store");
+    let old = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "e1", "namespace": "default", "uid": "u-e1",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "regarding": {"kind": "Pod", "name": "p"}, "note": "from before", "reason": "Old",
+        "type": "Normal", "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "op", "reportingInstance": "op-0", "action": "A",
+    });
+    store
+        .create("/events.k8s.io/events/default/e1", old)
+        .await
+        .expect("old event");
+    let config = steady_apiserver::Config {
+        seed: Some(1),
+        ..Default::default()
+    };
+    let server = steady_apiserver::ApiServer::start(store, config)
+        .await
+        .expect("server");
+    let core: Api<CoreEvent> = Api::default_namespaced(server.client());
+    let moved = get_existing(&core, "e1").await;
+    assert_eq!(moved.message.as_deref(), Some("from before"));
+    assert_eq!(moved.metadata.uid.as_deref(), Some("u-e1"));
+    let new: Api<NewEvent> = Api::default_namespaced(server.client());
+    assert_eq!(
+        new.list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
+}

@@ -138,11 +138,9 @@ impl ApiServer {
     ) -> ApiResult<Listed> {
         let labels = LabelSelector::parse(params.get("labelSelector").unwrap_or(""))
             .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-        let fields = FieldSelector::parse(
-            params.get("fieldSelector").unwrap_or(""),
-            &rt.field_selectors(),
-        )
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = rt
+            .field_selector(params.get("fieldSelector").unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let limit = match params.number("limit")? {
             Some(n) if n > 0 => Some(n as usize),
             _ => None,

@@ -144,6 +144,16 @@ impl FieldSelector {
     pub fn is_empty(&self) -> bool {
         self.reqs.is_empty()
     }
+
+    /// The same selector with each field renamed by `rename` (to the path it has in the
+    /// stored object).
+    pub fn map_fields(mut self, rename: impl Fn(&str) -> String) -> Self {
+        for req in &mut self.reqs {
+            req.field = rename(&req.field);
+        }
+        self.reqs.sort_by(|a, b| a.field.cmp(&b.field));
+        self
+    }
 }
 
 impl fmt::Display for FieldSelector {
