@@ -69,12 +69,8 @@ impl Decodes {
 const MANAGED_FIELDS: &[&str] = &["metadata.managedFields"];
 
 /// Kinds whose objects are records of what happened, not state a controller converges:
-/// left out of the end-state comparison.
-const HISTORY_KINDS: [&str; 3] = [
-    "/core/events/",
-    "/events.k8s.io/events/",
-    "/coordination.k8s.io/leases/",
-];
+/// left out of the end-state comparison (events.k8s.io Events are stored as core ones).
+const HISTORY_KINDS: [&str; 2] = ["/core/events/", "/coordination.k8s.io/leases/"];
 
 impl World {
     /// The store's current contents; `decodes` are what earlier snapshots of the same
