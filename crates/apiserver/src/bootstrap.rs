@@ -236,6 +236,26 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
             None,
             cluster_admin_binding(),
         ),
+        (
+            "scheduling.k8s.io",
+            "priorityclasses",
+            None,
+            system_priority_class(
+                "system-node-critical",
+                2_000_001_000,
+                "Used for system critical pods that must not be moved from their current node.",
+            ),
+        ),
+        (
+            "scheduling.k8s.io",
+            "priorityclasses",
+            None,
+            system_priority_class(
+                "system-cluster-critical",
+                2_000_000_000,
+                "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+            ),
+        ),
     ];
     for (group, plural, ns, object) in objects {
         create_if_missing(server, group, plural, ns, object).await?;
@@ -244,6 +264,18 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
         default_service_account(server, &namespace).await?;
     }
     move_events_to_core(server).await
+}
+
+/// One of the two PriorityClasses kube-apiserver creates at start.
+fn system_priority_class(name: &str, value: i64, description: &str) -> Value {
+    json!({
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "description": description,
+        "preemptionPolicy": "PreemptLowerPriority",
+    })
 }
 
 /// Where steady once stored events.k8s.io Events apart from core ones.

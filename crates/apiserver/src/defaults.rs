@@ -291,9 +291,33 @@ fn pod_spec(spec: &mut Value) {
     default_if_missing(spec, "dnsPolicy", json!("ClusterFirst"));
     default_if_missing(spec, "schedulerName", json!("default-scheduler"));
     default_if_missing(spec, "securityContext", json!({}));
+    service_account_alias(spec);
     for list in ["containers", "initContainers"] {
         if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             containers.iter_mut().for_each(container);
+        }
+    }
+}
+
+/// v1's deprecated `serviceAccount` is an alias of `serviceAccountName` (kube's PodSpec
+/// conversion): either names the account (`serviceAccountName` wins), and both are
+/// written back.
+fn service_account_alias(spec: &mut Value) {
+    let named = |field: &str| {
+        spec.get(field)
+            .and_then(Value::as_str)
+            .filter(|name| !name.is_empty())
+            .map(str::to_string)
+    };
+    match named("serviceAccountName").or_else(|| named("serviceAccount")) {
+        Some(name) => {
+            spec["serviceAccountName"] = json!(name);
+            spec["serviceAccount"] = json!(name);
+        }
+        None => {
+            if let Some(fields) = spec.as_object_mut() {
+                fields.remove("serviceAccount");
+            }
         }
     }
 }
@@ -511,8 +535,9 @@ fn default_pod(pod: &mut Value, creating: bool) {
         pod["spec"] = json!({});
     }
     let spec = &mut pod["spec"];
-    pod_spec(spec);
+    service_account_alias(spec);
     default_if_missing(spec, "serviceAccountName", json!("default"));
+    pod_spec(spec);
     default_if_missing(spec, "enableServiceLinks", json!(true));
     if creating {
         pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});

@@ -27,6 +27,7 @@ mod meta;
 mod negotiate;
 mod objects;
 mod patch;
+mod pod_admission;
 mod protobuf;
 mod rbac;
 mod registry;

@@ -1102,3 +1102,76 @@ async fn events_stored_apart_by_an_older_steady_are_moved_at_start() {
         1
     );
 }
+
+/// What kube-apiserver's default admission plugins write into every new pod: priority
+/// and preemption policy from its PriorityClass, five minutes of tolerance for the
+/// not-ready and unreachable taints, and v1's `serviceAccount` alias.
+#[tokio::test]
+async fn new_pods_get_priority_default_tolerations_and_the_service_account_alias() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pod = |name: &str, extra: Value| {
+        let mut spec = json!({"containers": [{"name": "c", "image": "busybox:1"}]});
+        if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
+            spec.extend(extra);
+        }
+        json!({"metadata": {"name": name}, "spec": spec})
+    };
+    let plain = create_json(&pods, pod("plain", json!({}))).await;
+    let spec = plain.spec.expect("spec");
+    assert_eq!(
+        (spec.priority, spec.preemption_policy.as_deref()),
+        (Some(0), Some("PreemptLowerPriority"))
+    );
+    assert_eq!(spec.service_account.as_deref(), Some("default"));
+    let tolerations = spec.tolerations.expect("default tolerations");
+    let keys: Vec<_> = tolerations
+        .iter()
+        .map(|t| (t.key.as_deref(), t.effect.as_deref(), t.toleration_seconds))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (
+                Some("node.kubernetes.io/not-ready"),
+                Some("NoExecute"),
+                Some(300)
+            ),
+            (
+                Some("node.kubernetes.io/unreachable"),
+                Some("NoExecute"),
+                Some(300)
+            ),
+        ]
+    );
+
+    let critical = create_json(
+        &pods,
+        pod(
+            "critical",
+            json!({"priorityClassName": "system-node-critical"}),
+        ),
+    )
+    .await;
+    assert_eq!(critical.spec.and_then(|s| s.priority), Some(2_000_001_000));
+
+    let refused = |name: &str, extra: Value| {
+        let pods = pods.clone();
+        let body: Pod = serde_json::from_value(pod(name, extra)).expect("a pod");
+        async move { pods.create(&PostParams::default(), &body).await }
+    };
+    match refused("unknown", json!({"priorityClassName": "gold"})).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403);
+            assert_eq!(
+                status.message,
+                "pods \"unknown\" is forbidden: no PriorityClass with name gold was found"
+            );
+        }
+        other => panic!("expected 403, got {other:?}"),
+    }
+    assert_eq!(
+        api_code(refused("forced", json!({"priority": 7})).await).0,
+        403
+    );
+}

@@ -342,6 +342,9 @@ impl ApiServer {
         if rt.builtin {
             let random_cluster_ip = || self.random_cluster_ip();
             defaults::builtin(&rt.group, &rt.plural, &rt.kind, old, obj, random_cluster_ip)?;
+            if old.is_none() && rt.group.is_empty() && rt.plural == "pods" {
+                self.admit_new_pod(obj)?;
+            }
             if let (admission::GROUP, plural @ (admission::MUTATING | admission::VALIDATING)) =
                 (rt.group.as_str(), rt.plural.as_str())
             {
