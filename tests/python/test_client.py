@@ -3,6 +3,7 @@
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client, watch
@@ -659,3 +660,32 @@ def test_server_side_apply_with_the_dynamic_client(api_client, namespace, unique
         assert owners.get("second") == "Apply", owners
     finally:
         configmaps.delete(name=name, namespace=namespace)
+
+
+def test_every_namespace_publishes_the_root_ca(core, steady_server, unique):
+    """kube's root-ca-cert-publisher: `kube-root-ca.crt` in every namespace, holding the CA
+    the kubeconfig trusts (pods' token volumes name it)."""
+    import base64
+    import yaml
+
+    kubeconfig = yaml.safe_load(Path(steady_server.kubeconfig).read_text())
+    ca = base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+    name = f"ca-{unique}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    try:
+        for namespace in ("default", name):
+            published = wait_for(
+                lambda: _read_optional(core.read_namespaced_config_map, "kube-root-ca.crt", namespace),
+                f"kube-root-ca.crt in {namespace}")
+            assert published.data["ca.crt"].strip() == ca.strip()
+    finally:
+        core.delete_namespace(name)
+
+
+def _read_optional(read, *args):
+    try:
+        return read(*args)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise

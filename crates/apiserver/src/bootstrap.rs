@@ -349,17 +349,35 @@ fn live_namespaces(server: &ApiServer) -> ApiResult<Vec<String>> {
         .collect())
 }
 
-/// The `default` ServiceAccount of `namespace`, created if missing: at start for the
-/// namespaces that exist (so a fresh server has them before it answers), and by the
-/// controllers for every namespace created later.
+/// The `default` ServiceAccount of `namespace` and, served over HTTPS, its
+/// `kube-root-ca.crt` ConfigMap, created if missing: at start for the namespaces that
+/// exist (so a fresh server has them before it answers), and by the controllers for
+/// every namespace created later.
 pub async fn default_service_account(server: &ApiServer, namespace: &str) -> ApiResult<()> {
     let account = json!({
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": "default", "namespace": namespace},
     });
-    create_if_missing(server, "", "serviceaccounts", Some(namespace), account).await
+    create_if_missing(server, "", "serviceaccounts", Some(namespace), account).await?;
+    let Some(ca) = server.config().root_ca_pem.clone() else {
+        return Ok(());
+    };
+    let root_ca = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "kube-root-ca.crt",
+            "namespace": namespace,
+            "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION},
+        },
+        "data": {"ca.crt": ca},
+    });
+    create_if_missing(server, "", "configmaps", Some(namespace), root_ca).await
 }
+
+/// kube's root-ca-cert-publisher's words on its ConfigMap.
+const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 
 /// Create `object` unless an object of its name exists (a user's edit is kept).
 pub async fn create_if_missing(

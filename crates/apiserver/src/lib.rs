@@ -82,6 +82,10 @@ pub struct Config {
     /// 8 % fewer instructions a seed) and costs where many clients write in parallel
     /// (`bench server`: a few percent of throughput), so it is off by default.
     pub keep_recent_writes: bool,
+    /// The CA clients verify the server with, when served over HTTPS: published in every
+    /// namespace as the `kube-root-ca.crt` ConfigMap (kube's root-ca-cert-publisher),
+    /// which pods' token volumes name.
+    pub root_ca_pem: Option<String>,
 }
 
 impl Default for Config {
@@ -94,6 +98,7 @@ impl Default for Config {
             admin_token: None,
             api_port: None,
             keep_recent_writes: false,
+            root_ca_pem: None,
         }
     }
 }

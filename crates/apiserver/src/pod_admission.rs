@@ -1,7 +1,10 @@
 //! The admission plugins kube-apiserver 1.32 runs, enabled by default, on every pod it
-//! creates, which a client sees in the stored pod: `Priority` (the pod's `priority` and
-//! `preemptionPolicy` from its PriorityClass, or from the global default class, else 0
-//! and `PreemptLowerPriority`; an unknown class is refused) and
+//! creates, which a client sees in the stored pod: `ServiceAccount` (the account must
+//! exist, but for `default`, which kube waits for its controller to create; its token is
+//! mounted in every container as the `kube-api-access-<suffix>` projected volume unless
+//! the pod or the account opts out; the account's image pull secrets), `Priority` (the
+//! pod's `priority` and `preemptionPolicy` from its PriorityClass, or from the global
+//! default class, else 0 and `PreemptLowerPriority`; an unknown class is refused) and
 //! `DefaultTolerationSeconds` (five minutes of tolerance for the `not-ready` and
 //! `unreachable` NoExecute taints, unless the pod tolerates them already). An operator
 //! that compares the pods it created with what it asked for meets these fields on a
@@ -19,6 +22,9 @@ const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 const DEFAULT_PREEMPTION_POLICY: &str = "PreemptLowerPriority";
+/// kube's `ServiceAccountVolumeName` prefix and `DefaultAPITokenMountPath`.
+const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
+const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 impl ApiServer {
     /// Run the pod-creation admission plugins on `pod`.
@@ -28,6 +34,7 @@ impl ApiServer {
             ApiError::forbidden(format!("pods \"{name}\" is forbidden: {why}"))
                 .with_details(json!({"name": name, "kind": "pods"}))
         };
+        self.admit_service_account(pod).map_err(forbidden)?;
         let (class, priority, policy) = self.pod_priority(pod).map_err(forbidden)?;
         let spec = meta::object_mut(pod, "spec");
         if let Some(given) = spec.get("priority").and_then(Value::as_i64)
@@ -51,6 +58,94 @@ impl ApiServer {
         spec.insert("preemptionPolicy".into(), json!(policy));
         add_default_tolerations(spec);
         Ok(())
+    }
+
+    /// kube's `ServiceAccount` plugin: the account exists (or is `default`, which its
+    /// controller creates in every namespace), its token is mounted, its image pull
+    /// secrets are the pod's when the pod names none.
+    fn admit_service_account(&self, pod: &mut Value) -> Result<(), String> {
+        let namespace = meta::namespace(pod).unwrap_or("default").to_string();
+        let name = meta::str_at(pod, "/spec/serviceAccountName")
+            .unwrap_or("default")
+            .to_string();
+        let accounts = self.registry().builtin("", "serviceaccounts");
+        let account = match accounts.map(|rt| self.get_value(&rt, Some(&namespace), &name)) {
+            Some(Ok((account, _))) => Some(account),
+            Some(Err(e)) if e.code == 404 && name != "default" => {
+                return Err(format!(
+                    "error looking up service account {namespace}/{name}: serviceaccount \"{name}\" not found"
+                ));
+            }
+            _ => None,
+        };
+        let account = account.unwrap_or(Value::Null);
+        let automount = pod
+            .pointer("/spec/automountServiceAccountToken")
+            .or_else(|| account.get("automountServiceAccountToken"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        if automount {
+            self.mount_token(meta::object_mut(pod, "spec"));
+        }
+        let spec = meta::object_mut(pod, "spec");
+        let pod_has_secrets = spec
+            .get("imagePullSecrets")
+            .and_then(Value::as_array)
+            .is_some_and(|s| !s.is_empty());
+        match account.get("imagePullSecrets") {
+            Some(Value::Array(secrets)) if !pod_has_secrets && !secrets.is_empty() => {
+                spec.insert("imagePullSecrets".into(), Value::Array(secrets.clone()));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Mount the account's token at kube's path in every container that has nothing
+    /// there yet, from the pod's `kube-api-access-*` volume (added if missing).
+    fn mount_token(&self, spec: &mut serde_json::Map<String, Value>) {
+        let existing = spec
+            .get("volumes")
+            .and_then(Value::as_array)
+            .and_then(|volumes| {
+                volumes.iter().find_map(|v| {
+                    v.get("name")
+                        .and_then(Value::as_str)
+                        .filter(|n| n.starts_with(TOKEN_VOLUME_PREFIX))
+                        .map(str::to_string)
+                })
+            });
+        let volume = existing
+            .clone()
+            .unwrap_or_else(|| format!("{TOKEN_VOLUME_PREFIX}{}", self.name_suffix()));
+        let mount = json!({"name": volume, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH});
+        let mut mounted = false;
+        for list in ["initContainers", "containers"] {
+            let Some(Value::Array(containers)) = spec.get_mut(list) else {
+                continue;
+            };
+            for container in containers.iter_mut().filter(|c| c.is_object()) {
+                let list = container
+                    .as_object_mut()
+                    .map(|c| c.entry("volumeMounts").or_insert_with(|| json!([])));
+                let Some(Value::Array(mounts)) = list else {
+                    continue;
+                };
+                let taken = mounts
+                    .iter()
+                    .any(|m| m.get("mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH));
+                if !taken {
+                    mounts.push(mount.clone());
+                    mounted = true;
+                }
+            }
+        }
+        if mounted && existing.is_none() {
+            let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
+            if let Value::Array(volumes) = volumes {
+                volumes.push(token_volume(&volume));
+            }
+        }
     }
 
     /// The pod's PriorityClass (when the global default names one), priority and
@@ -104,6 +199,24 @@ impl ApiServer {
             .filter(|class| class.get("globalDefault") == Some(&json!(true)))
             .min_by_key(|class| class.get("value").and_then(Value::as_i64).unwrap_or(0))
     }
+}
+
+/// kube's bound service-account token volume: the token (valid an hour and seven
+/// seconds, rotated by the kubelet), the cluster's CA, the pod's namespace.
+fn token_volume(name: &str) -> Value {
+    json!({
+        "name": name,
+        "projected": {
+            "defaultMode": 420,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt",
+                               "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ],
+        },
+    })
 }
 
 /// `DefaultTolerationSeconds`: tolerate the not-ready and unreachable NoExecute taints

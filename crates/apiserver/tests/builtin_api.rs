@@ -1175,3 +1175,72 @@ async fn new_pods_get_priority_default_tolerations_and_the_service_account_alias
         403
     );
 }
+
+/// kube's `ServiceAccount` admission: the token volume and mounts, the opt-out, and a
+/// pod naming an account that does not exist.
+#[tokio::test]
+async fn new_pods_mount_their_service_account_token_and_need_the_account() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let accounts: Api<ServiceAccount> = Api::default_namespaced(server.client());
+    eventually("the default ServiceAccount", || async {
+        accounts.get_opt("default").await.ok().flatten()
+    })
+    .await;
+    let two_containers = |name: &str, extra: Value| {
+        let mut pod = json!({"metadata": {"name": name}, "spec": {"containers": [
+            {"name": "a", "image": "busybox:1"},
+            {"name": "b", "image": "busybox:1", "volumeMounts": [
+                {"name": "own", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]},
+        ], "volumes": [{"name": "own", "emptyDir": {}}]}});
+        if let (Value::Object(spec), Value::Object(extra)) = (&mut pod["spec"], extra) {
+            spec.extend(extra);
+        }
+        pod
+    };
+    let pod = create_json(&pods, two_containers("mounted", json!({}))).await;
+    let spec = pod.spec.expect("spec");
+    let volumes = spec.volumes.unwrap_or_default();
+    let token = volumes
+        .iter()
+        .find(|v| v.name.starts_with("kube-api-access-"))
+        .expect("the token volume");
+    assert_eq!(token.name.len(), "kube-api-access-".len() + 5);
+    let sources = token.projected.as_ref().and_then(|p| p.sources.clone());
+    assert_eq!(sources.map(|s| s.len()), Some(3));
+    let mounts = |i: usize| {
+        spec.containers[i]
+            .volume_mounts
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| m.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(mounts(0), std::slice::from_ref(&token.name));
+    assert_eq!(mounts(1), ["own"], "a mount at the token's path is kept");
+
+    let opted_out = create_json(
+        &pods,
+        two_containers("plain", json!({"automountServiceAccountToken": false})),
+    )
+    .await;
+    let volumes = opted_out.spec.and_then(|s| s.volumes).unwrap_or_default();
+    assert_eq!(volumes.len(), 1, "no token volume");
+
+    let missing: Pod = serde_json::from_value(two_containers(
+        "orphan",
+        json!({"serviceAccountName": "robot"}),
+    ))
+    .expect("a pod");
+    match pods.create(&PostParams::default(), &missing).await {
+        Err(kube::Error::Api(status)) => assert_eq!(
+            (status.code, status.message.as_str()),
+            (
+                403,
+                "pods \"orphan\" is forbidden: error looking up service account default/robot: serviceaccount \"robot\" not found"
+            )
+        ),
+        other => panic!("expected 403, got {other:?}"),
+    }
+}

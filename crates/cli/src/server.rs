@@ -235,6 +235,7 @@ impl ControlPlane {
         let config = Config {
             admin_token: Some(credentials.token.clone()),
             api_port: Some(address.port()),
+            root_ca_pem: Some(credentials.ca_cert_pem.clone()),
             ..config
         };
         let api = ApiServer::start(store, config)

@@ -65,6 +65,9 @@ impl Decodes {
     }
 }
 
+/// The name prefix of the token volume the server adds to every pod.
+const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
+
 /// What neither a snapshot's metadata nor the end-state comparison keeps.
 const MANAGED_FIELDS: &[&str] = &["metadata.managedFields"];
 
@@ -213,7 +216,7 @@ fn normalised_line(key: &str, value: &[u8]) -> Option<String> {
     sort_conditions(&mut object);
     let generated = normalise_metadata(&mut object);
     mask_allocated_addresses(&mut object);
-    mask_timestamps(&mut object);
+    mask_varying_strings(&mut object);
     let key = match generated {
         Some((name, masked)) => key.replace(&name, &masked),
         None => key.to_string(),
@@ -335,14 +338,19 @@ fn mask_allocated_addresses(object: &mut Value) {
     }
 }
 
-/// Every RFC 3339 timestamp becomes `<time>`: when something happened depends on the faults.
-fn mask_timestamps(value: &mut Value) {
+/// Strings that depend on the faults: every RFC 3339 timestamp becomes `<time>` (when
+/// something happened), and a pod's token volume name, `kube-api-access-<suffix>`,
+/// `kube-api-access-*` (its suffix is drawn as generated names are).
+fn mask_varying_strings(value: &mut Value) {
     match value {
         Value::String(s) if chrono::DateTime::parse_from_rfc3339(s).is_ok() => {
             *s = "<time>".into();
         }
-        Value::Array(items) => items.iter_mut().for_each(mask_timestamps),
-        Value::Object(fields) => fields.values_mut().for_each(mask_timestamps),
+        Value::String(s) if s.starts_with(TOKEN_VOLUME_PREFIX) => {
+            *s = format!("{TOKEN_VOLUME_PREFIX}*");
+        }
+        Value::Array(items) => items.iter_mut().for_each(mask_varying_strings),
+        Value::Object(fields) => fields.values_mut().for_each(mask_varying_strings),
         _ => {}
     }
 }
