@@ -685,7 +685,16 @@ async fn kubectl_apply_get_patch_scale_and_delete() {
         "-o",
         "name",
     ]));
-    assert_eq!(sorted, [["configmap/zeta"], ["configmap/alpha"]]);
+    // kube-root-ca.crt (in every namespace, as on a cluster) has no rank: kubectl sorts
+    // it first.
+    assert_eq!(
+        sorted,
+        [
+            ["configmap/kube-root-ca.crt"],
+            ["configmap/zeta"],
+            ["configmap/alpha"]
+        ]
+    );
 
     // Logs: a clear error instead of a hang.
     let logs = k.try_run(&["logs", "web"]);
@@ -741,7 +750,13 @@ async fn kubectl_delete_namespace_and_watch() {
     // get -w prints the change made while it watches.
     k.run(&["create", "configmap", "watched", "--from-literal=a=1"]);
     let mut watch = k
-        .command(&["get", "configmaps", "--watch", "--output-watch-events"])
+        .command(&[
+            "get",
+            "configmaps",
+            "--field-selector=metadata.name=watched",
+            "--watch",
+            "--output-watch-events",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
