@@ -484,3 +484,29 @@ async fn nodes_record_events_unless_told_not_to() {
         }
     }
 }
+
+/// A condition the kubelet does not own (a readiness gate's, set by its controller before
+/// the pod starts) survives the kubelet's status writes, as kube's status manager keeps it.
+#[tokio::test(start_paused = true)]
+async fn the_kubelet_keeps_conditions_it_does_not_own() {
+    let (_server, client) = three_nodes().await;
+    let gated = json!({"readinessGates": [{"conditionType": "example.com/gate"}],
+                       "nodeName": NODES[0]});
+    create_pod(&client, "gated", gated).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let gate = json!({"status": {"conditions": [
+        {"type": "example.com/gate", "status": "True", "reason": "Opened"}]}});
+    let _: Pod = steady_test_support::merge_patch_subresource(&pods, "status", "gated", gate)
+        .await
+        .expect("gate condition");
+    let running = pod_when(&client, "gated", "running", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
+    let gate = condition(&running, "example.com/gate").expect("the gate's condition kept");
+    assert_eq!(
+        (gate.status.as_str(), gate.reason.as_deref()),
+        ("True", Some("Opened"))
+    );
+    assert!(condition(&running, "Ready").is_some());
+}

@@ -110,6 +110,15 @@ fn decide(pod: &Pod, index: usize, nodes: &Nodes) -> (Step, Action) {
     (start(pod, index, &pod_ip, nodes), Action::done())
 }
 
+/// The pod conditions a kubelet writes (kube's `PodConditionByKubelet`); it keeps others.
+const KUBELET_CONDITIONS: &[&str] = &[
+    "PodScheduled",
+    "Ready",
+    "Initialized",
+    "ContainersReady",
+    "PodReadyToStartContainers",
+];
+
 /// The fault a pod asks the node to simulate (`steady.dev/simulate`), or "".
 fn simulated_behaviour(pod: &Pod) -> &str {
     pod.annotations()
@@ -208,15 +217,27 @@ fn start(pod: &Pod, index: usize, pod_ip: &str, nodes: &Nodes) -> Step {
         .and_then(|s| s.qos_class.clone())
         .unwrap_or_else(|| "BestEffort".into());
     let mut started = json!(pod);
+    let mut conditions = vec![
+        condition("PodReadyToStartContainers", !failed),
+        condition("Initialized", true),
+        condition("Ready", ready),
+        condition("ContainersReady", ready),
+        condition("PodScheduled", true),
+    ];
+    // The kubelet's status manager keeps the conditions it does not own (a readiness
+    // gate's, an eviction's DisruptionTarget).
+    let others = pod
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten());
+    conditions.extend(
+        others
+            .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+            .map(|c| json!(c)),
+    );
     started["status"] = json!({
         "phase": if failed { "Failed" } else { "Running" },
-        "conditions": [
-            condition("PodReadyToStartContainers", !failed),
-            condition("Initialized", true),
-            condition("Ready", ready),
-            condition("ContainersReady", ready),
-            condition("PodScheduled", true),
-        ],
+        "conditions": conditions,
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "podIP": pod_ip,
