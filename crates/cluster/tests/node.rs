@@ -510,3 +510,58 @@ async fn the_kubelet_keeps_conditions_it_does_not_own() {
     );
     assert!(condition(&running, "Ready").is_some());
 }
+
+/// kube's taint-eviction controller: a NoExecute taint evicts the pods that do not
+/// tolerate it at once, those that tolerate it for a while when that while is over, and
+/// leaves those that tolerate it for ever.
+#[tokio::test(start_paused = true)]
+async fn a_no_execute_taint_evicts_the_pods_that_do_not_tolerate_it() {
+    let (_server, client) = three_nodes().await;
+    let on_node = |tolerations: Value| json!({"nodeName": NODES[1], "tolerations": tolerations});
+    let toleration = |seconds: Option<i64>| {
+        let mut t = json!({"key": "maintenance", "operator": "Exists", "effect": "NoExecute"});
+        if let Some(seconds) = seconds {
+            t["tolerationSeconds"] = json!(seconds);
+        }
+        json!([t])
+    };
+    create_pod(&client, "plain", on_node(json!([]))).await;
+    create_pod(&client, "patient", on_node(toleration(Some(60)))).await;
+    create_pod(&client, "loyal", on_node(toleration(None))).await;
+    for name in ["plain", "patient", "loyal"] {
+        running_on(&client, name).await;
+    }
+    let started = tokio::time::Instant::now();
+    patch_node(
+        &client,
+        NODES[1],
+        json!({"spec": {"taints": [{"key": "maintenance", "value": "now", "effect": "NoExecute"}]}}),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let gone = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            eventually(&format!("{name} evicted"), LIMIT, || async {
+                pods.get_opt(name).await.ok()?.is_none().then_some(())
+            })
+            .await
+        }
+    };
+    gone("plain").await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    gone("patient").await;
+    assert!(started.elapsed() >= std::time::Duration::from_secs(60));
+    tokio::time::sleep(std::time::Duration::from_secs(120)).await;
+    assert_eq!(
+        phase(&pods.get("loyal").await.expect("loyal stays")),
+        "Running"
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let evictions = events
+        .list(&ListParams::default().fields("reason=TaintManagerEviction"))
+        .await
+        .expect("events")
+        .items;
+    assert_eq!(evictions.len(), 2, "{evictions:?}");
+}

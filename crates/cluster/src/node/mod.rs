@@ -22,6 +22,7 @@ mod event_queue;
 mod kubelet;
 mod lifecycle;
 mod scheduler;
+mod taints;
 
 pub use lifecycle::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT, is_ready, set_ready};
 
@@ -170,6 +171,7 @@ struct Nodes {
     )>,
     rng: Mutex<StdRng>,
     kubelet: Mutex<kubelet::Timers>,
+    taints_seen: Mutex<taints::FirstSeen>,
     scheduler: Mutex<scheduler::Assumed>,
     /// Each kubelet's Events, by node index, and the scheduler's: a queue each, as each
     /// is a process of its own on a real cluster.
@@ -199,6 +201,7 @@ impl Nodes {
             caches: std::sync::OnceLock::new(),
             rng: Mutex::new(rng),
             kubelet: Mutex::default(),
+            taints_seen: Mutex::default(),
             scheduler: Mutex::default(),
         }
     }
@@ -287,10 +290,26 @@ async fn reconcile_pod(
         }
         return scheduler::schedule(&pod, &ctx).await;
     }
-    match ctx.data().index_of(&node_name) {
-        Some(index) => kubelet::step(&pod, index, &ctx).await,
-        None => Ok(steady_runtime::Action::done()),
+    let Some(index) = ctx.data().index_of(&node_name) else {
+        return Ok(steady_runtime::Action::done());
+    };
+    if pod.metadata.deletion_timestamp.is_some() {
+        return kubelet::step(&pod, index, &ctx).await;
     }
+    let tolerated_for = match taints::step(&pod, &node_name, &ctx).await {
+        Ok(left) => left,
+        Err(taints::Evicted(result)) => {
+            tolerate_races(result)?;
+            return Ok(steady_runtime::Action::done());
+        }
+    };
+    let action = kubelet::step(&pod, index, &ctx).await?;
+    // Look again when the tolerance runs out, or sooner if the kubelet asked.
+    Ok(match (action.requeue(), tolerated_for) {
+        (Some(kubelet), Some(taints)) => steady_runtime::Action::requeue_after(kubelet.min(taints)),
+        (None, Some(taints)) => steady_runtime::Action::requeue_after(taints),
+        _ => action,
+    })
 }
 
 /// A deadline on the paused-clock-friendly tokio clock, as the runtime's requeue wants it.
