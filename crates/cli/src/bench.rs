@@ -421,12 +421,15 @@ async fn watch_latency(
                             .map_err(|_| anyhow::anyhow!("poisoned"))?
                             .get(&name)
                             .copied();
-                        if let Some(start) = start {
-                            latencies
-                                .lock()
-                                .map_err(|_| anyhow::anyhow!("poisoned"))?
-                                .push((received - start).as_secs_f64() * 1000.0);
-                        }
+                        // Only the bench's own: the namespace has others (its
+                        // kube-root-ca.crt, published as it was created).
+                        let Some(start) = start else {
+                            continue;
+                        };
+                        latencies
+                            .lock()
+                            .map_err(|_| anyhow::anyhow!("poisoned"))?
+                            .push((received - start).as_secs_f64() * 1000.0);
                         seen += 1;
                         if seen == events {
                             break;
