@@ -180,16 +180,20 @@ impl ApiServer {
     }
 
     /// The PriorityClass marked `globalDefault` (the one of lowest value, if several are).
+    /// Every pod create without a class asks: only a class whose stored (compact) JSON
+    /// says so is parsed.
     fn global_default_priority_class(
         &self,
         classes: &crate::registry::ResourceType,
     ) -> Option<Value> {
+        const MARK: &[u8] = br#""globalDefault":true"#;
+        let marked = |o: &steady_store::Object| o.value.windows(MARK.len()).any(|w| w == MARK);
         let listed = self
             .store()
             .list(
                 &classes.list_prefix(None),
                 &steady_store::ListOptions::default(),
-                &|_| true,
+                &marked,
             )
             .ok()?;
         listed

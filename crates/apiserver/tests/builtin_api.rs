@@ -1174,6 +1174,20 @@ async fn new_pods_get_priority_default_tolerations_and_the_service_account_alias
         api_code(refused("forced", json!({"priority": 7})).await).0,
         403
     );
+
+    // A global default class is every class-less pod's.
+    let classes: Api<PriorityClass> = Api::all(server.client());
+    create_json(
+        &classes,
+        json!({"metadata": {"name": "standard"}, "value": 1000, "globalDefault": true}),
+    )
+    .await;
+    let defaulted = create_json(&pods, pod("defaulted", json!({}))).await;
+    let spec = defaulted.spec.expect("spec");
+    assert_eq!(
+        (spec.priority_class_name.as_deref(), spec.priority),
+        (Some("standard"), Some(1000))
+    );
 }
 
 /// kube's `ServiceAccount` admission: the token volume and mounts, the opt-out, and a

@@ -244,58 +244,64 @@ async fn controller_scale(
     client: &Client,
     namespace: &str,
 ) -> Result<Option<(String, i32)>, String> {
-    let read_error = |e: kube::Error| e.to_string();
-    let same = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        meta.uid.as_deref() == Some(owner.uid)
+    let found = |name: &str, uid: &str| Named {
+        client,
+        namespace,
+        name: name.to_string(),
+        uid: uid.to_string(),
     };
-    let replicas = |r: Option<i32>| r.unwrap_or(1);
+    let scale = |uid: &str, replicas: Option<i32>| Some((uid.to_string(), replicas.unwrap_or(1)));
+    let owner_ref = found(owner.name, owner.uid);
     match (owner.api_version, owner.kind) {
         ("apps/v1", "ReplicaSet") => {
-            let api: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
-            let Some(set) = api.get_opt(owner.name).await.map_err(read_error)? else {
+            let Some(set) = owner_ref.get::<ReplicaSet>().await? else {
                 return Ok(None);
             };
-            if !same(&set.metadata) {
-                return Ok(None);
-            }
             let deployment = set
                 .owner_references()
                 .iter()
                 .find(|r| r.controller == Some(true) && r.kind == "Deployment")
-                .cloned();
-            if let Some(reference) = deployment {
-                let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-                let found = api.get_opt(&reference.name).await.map_err(read_error)?;
-                return Ok(found
-                    .filter(|d| d.metadata.uid.as_deref() == Some(reference.uid.as_str()))
-                    .map(|d| (reference.uid, replicas(d.spec.and_then(|s| s.replicas)))));
+                .map(|r| found(&r.name, &r.uid));
+            match deployment {
+                Some(deployment) => Ok(deployment
+                    .get::<Deployment>()
+                    .await?
+                    .and_then(|d| scale(&deployment.uid, d.spec.and_then(|s| s.replicas)))),
+                None => Ok(scale(owner.uid, set.spec.and_then(|s| s.replicas))),
             }
-            Ok(Some((
-                owner.uid.to_string(),
-                replicas(set.spec.and_then(|s| s.replicas)),
-            )))
         }
-        ("apps/v1", "StatefulSet") => {
-            let api: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
-            let found = api.get_opt(owner.name).await.map_err(read_error)?;
-            Ok(found.filter(|s| same(&s.metadata)).map(|s| {
-                (
-                    owner.uid.to_string(),
-                    replicas(s.spec.and_then(|s| s.replicas)),
-                )
-            }))
-        }
-        ("v1", "ReplicationController") => {
-            let api: Api<ReplicationController> = Api::namespaced(client.clone(), namespace);
-            let found = api.get_opt(owner.name).await.map_err(read_error)?;
-            Ok(found.filter(|c| same(&c.metadata)).map(|c| {
-                (
-                    owner.uid.to_string(),
-                    replicas(c.spec.and_then(|s| s.replicas)),
-                )
-            }))
-        }
+        ("apps/v1", "StatefulSet") => Ok(owner_ref
+            .get::<StatefulSet>()
+            .await?
+            .and_then(|s| scale(owner.uid, s.spec.and_then(|s| s.replicas)))),
+        ("v1", "ReplicationController") => Ok(owner_ref
+            .get::<ReplicationController>()
+            .await?
+            .and_then(|c| scale(owner.uid, c.spec.and_then(|s| s.replicas)))),
         (api_version, kind) => scale_subresource(owner, api_version, kind, client, namespace).await,
+    }
+}
+
+/// A controller an ownerReference names: its name and uid in the pod's namespace.
+struct Named<'c> {
+    client: &'c Client,
+    namespace: &'c str,
+    name: String,
+    uid: String,
+}
+
+impl Named<'_> {
+    /// The object, unless it is gone or another object now holds the name (another uid).
+    async fn get<K>(&self) -> Result<Option<K>, String>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), self.namespace);
+        let found = api.get_opt(&self.name).await.map_err(|e| e.to_string())?;
+        Ok(found.filter(|o| o.meta().uid.as_deref() == Some(self.uid.as_str())))
     }
 }
 
