@@ -539,9 +539,58 @@ fn default_pod(pod: &mut Value, creating: bool) {
     default_if_missing(spec, "serviceAccountName", json!("default"));
     pod_spec(spec);
     default_if_missing(spec, "enableServiceLinks", json!(true));
+    requests_from_limits(spec);
     if creating {
-        pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+        let qos_class = qos_class(&pod["spec"]);
+        pod["status"] = json!({"phase": "Pending", "qosClass": qos_class.as_str()});
     }
+}
+
+/// kube's `SetDefaults_Pod` (pods only, not templates): a container that limits a
+/// resource without requesting it requests its limit.
+fn requests_from_limits(spec: &mut Value) {
+    for list in ["containers", "initContainers"] {
+        let containers = spec.get_mut(list).and_then(Value::as_array_mut);
+        for resources in containers
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get_mut("resources"))
+        {
+            let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+                continue;
+            };
+            let requests = meta::object_mut(resources, "requests");
+            for (name, limit) in limits {
+                requests.entry(name).or_insert(limit);
+            }
+        }
+    }
+}
+
+/// The pod's QoS class (`qos.GetPodQOS`) from its containers' canonical quantities.
+fn qos_class(spec: &Value) -> steady_quota::QosClass {
+    let list = |container: &Value, which: &str| -> steady_quota::ResourceList {
+        let quantities = container
+            .pointer(&format!("/resources/{which}"))
+            .and_then(Value::as_object);
+        quantities
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, q)| {
+                Some((
+                    name.clone(),
+                    steady_quota::Quantity::parse(q.as_str()?).ok()?,
+                ))
+            })
+            .collect()
+    };
+    let lists: Vec<_> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|field| spec.get(*field).and_then(Value::as_array))
+        .flatten()
+        .map(|c| (list(c, "requests"), list(c, "limits")))
+        .collect();
+    steady_quota::QosClass::of_containers(lists.iter().map(|(r, l)| (r, l)))
 }
 
 fn default_service(

@@ -29,6 +29,7 @@ mod objects;
 mod patch;
 mod pod_admission;
 mod protobuf;
+mod quantities;
 mod rbac;
 mod registry;
 pub mod request;

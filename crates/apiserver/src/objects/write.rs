@@ -18,6 +18,7 @@ use crate::defaults;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::patch::{DecodedPatch, PatchError, PatchType};
+use crate::quantities;
 use crate::registry::ResourceType;
 use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
 use crate::schema;
@@ -340,6 +341,7 @@ impl ApiServer {
             }
         }
         if rt.builtin {
+            quantities::canonicalize(&rt.group, &rt.plural, &rt.kind, &rt.version, obj)?;
             let random_cluster_ip = || self.random_cluster_ip();
             defaults::builtin(&rt.group, &rt.plural, &rt.kind, old, obj, random_cluster_ip)?;
             if old.is_none() && rt.group.is_empty() && rt.plural == "pods" {

@@ -1,0 +1,573 @@
+//! What an object charges to a quota, per kind, as kube's quota evaluators compute it
+//! (`pkg/quota/v1/evaluator/core` and the generic object-count evaluator): which quota
+//! resource names a kind answers for, its usage, whether a quota's scopes select it, and
+//! the constraints a pod must meet under a cpu or memory quota.
+
+use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod, ResourceQuota, Service};
+
+use crate::list::{self, ResourceList};
+use crate::quantity::Quantity;
+
+/// kube's `quota.ObjectCountQuotaResourceNameFor`: `count/<resource>[.<group>]`.
+pub fn object_count_name(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        format!("count/{resource}")
+    } else {
+        format!("count/{resource}.{group}")
+    }
+}
+
+/// The object a quota is charged for, decoded as far as its evaluator reads it.
+#[derive(Debug, Clone, Copy)]
+pub enum Charged<'a> {
+    Pod(&'a Pod),
+    Service(&'a Service),
+    Claim(&'a PersistentVolumeClaim),
+    /// Any other kind: only counted.
+    Counted,
+}
+
+/// The evaluator for one group and resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Evaluator {
+    Pods,
+    Services,
+    Claims,
+    /// Counts objects: `count/<resource>.<group>` and, for four core kinds, the legacy name
+    /// (`configmaps`, `secrets`, `replicationcontrollers`, `resourcequotas`).
+    Objects {
+        count_name: String,
+        legacy_name: Option<&'static str>,
+    },
+}
+
+const POD_RESOURCES: &[&str] = &[
+    "count/pods",
+    "pods",
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "requests.cpu",
+    "requests.memory",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+];
+const SERVICE_RESOURCES: &[&str] = &[
+    "count/services",
+    "services",
+    "services.loadbalancers",
+    "services.nodeports",
+];
+const CLAIM_RESOURCES: &[&str] = &[
+    "count/persistentvolumeclaims",
+    "persistentvolumeclaims",
+    "requests.storage",
+];
+const STORAGE_CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
+/// The resources whose presence in a quota obliges every container to name them.
+const CONTAINER_REQUIRED: &[&str] = &[
+    "cpu",
+    "memory",
+    "requests.cpu",
+    "requests.memory",
+    "limits.cpu",
+    "limits.memory",
+];
+
+impl Evaluator {
+    pub fn for_resource(group: &str, resource: &str) -> Evaluator {
+        match (group, resource) {
+            ("", "pods") => Evaluator::Pods,
+            ("", "services") => Evaluator::Services,
+            ("", "persistentvolumeclaims") => Evaluator::Claims,
+            _ => Evaluator::Objects {
+                count_name: object_count_name(group, resource),
+                legacy_name: match (group, resource) {
+                    ("", "configmaps") => Some("configmaps"),
+                    ("", "secrets") => Some("secrets"),
+                    ("", "replicationcontrollers") => Some("replicationcontrollers"),
+                    ("", "resourcequotas") => Some("resourcequotas"),
+                    _ => None,
+                },
+            },
+        }
+    }
+
+    /// Whether an update can change the usage (a Service's type, a claim's size); the
+    /// others are charged on create only.
+    pub fn charges_updates(&self) -> bool {
+        matches!(self, Evaluator::Services | Evaluator::Claims)
+    }
+
+    /// Whether this evaluator computes the quota resource `name`.
+    pub fn computes(&self, name: &str) -> bool {
+        match self {
+            Evaluator::Pods => {
+                POD_RESOURCES.contains(&name)
+                    || name.starts_with("hugepages-")
+                    || name.starts_with("requests.hugepages-")
+                    || name
+                        .strip_prefix("requests.")
+                        .is_some_and(is_extended_resource)
+            }
+            Evaluator::Services => SERVICE_RESOURCES.contains(&name),
+            Evaluator::Claims => {
+                CLAIM_RESOURCES.contains(&name)
+                    || name.split_once(STORAGE_CLASS_SUFFIX).is_some_and(|(_, r)| {
+                        r == "requests.storage" || r == "persistentvolumeclaims"
+                    })
+            }
+            Evaluator::Objects {
+                count_name,
+                legacy_name,
+            } => name == count_name || Some(name) == *legacy_name,
+        }
+    }
+
+    /// The names of `hard` this evaluator computes.
+    pub fn matching<'a>(&self, hard: &'a ResourceList) -> Vec<&'a String> {
+        hard.keys().filter(|name| self.computes(name)).collect()
+    }
+
+    /// What `object` charges; `now_seconds` decides whether a pod stuck terminating past
+    /// its grace period is still charged.
+    pub fn usage(&self, object: Charged<'_>, now_seconds: i64) -> ResourceList {
+        match (self, object) {
+            (Evaluator::Pods, Charged::Pod(pod)) => pod_usage(pod, now_seconds),
+            (Evaluator::Services, Charged::Service(service)) => service_usage(service),
+            (Evaluator::Claims, Charged::Claim(claim)) => claim_usage(claim),
+            (
+                Evaluator::Objects {
+                    count_name,
+                    legacy_name,
+                },
+                _,
+            ) => {
+                let mut usage = ResourceList::from([(count_name.clone(), Quantity::from_units(1))]);
+                if let Some(legacy) = legacy_name {
+                    usage.insert(legacy.to_string(), Quantity::from_units(1));
+                }
+                usage
+            }
+            _ => ResourceList::new(),
+        }
+    }
+
+    /// Whether every scope of the quota selects `object` (no scope selects everything).
+    /// Only pods have scopes; kube's validation keeps scoped quotas to pod resources.
+    pub fn in_scope(&self, scopes: &[ScopeRequirement], object: Charged<'_>) -> bool {
+        match object {
+            Charged::Pod(pod) => scopes.iter().all(|scope| scope.selects(pod)),
+            _ => scopes.is_empty(),
+        }
+    }
+
+    /// kube's backward-compatible rule: under a quota on cpu or memory, every container
+    /// names that resource. The error is the text after `failed quota: <name>: `.
+    pub fn constraints(&self, required: &[&String], object: Charged<'_>) -> Result<(), String> {
+        let Charged::Pod(pod) = object else {
+            return Ok(());
+        };
+        let required: Vec<&str> = required
+            .iter()
+            .map(|name| name.as_str())
+            .filter(|name| CONTAINER_REQUIRED.contains(name))
+            .collect();
+        if required.is_empty() {
+            return Ok(());
+        }
+        let spec = pod.spec.as_ref();
+        let containers = spec.into_iter().flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        });
+        let mut missing: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for container in containers {
+            let usage = container_usage(container);
+            for name in &required {
+                if !usage.contains_key(*name) {
+                    missing.entry(name).or_default().push(&container.name);
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let parts: Vec<String> = missing
+            .into_iter()
+            .map(|(name, mut containers)| {
+                containers.sort_unstable();
+                containers.dedup();
+                format!("{name} for: {}", containers.join(","))
+            })
+            .collect();
+        Err(format!("must specify {}", parts.join("; ")))
+    }
+}
+
+/// kube's `IsExtendedResourceName`: a domain-qualified name outside `kubernetes.io`
+/// that is not itself a quota name.
+fn is_extended_resource(name: &str) -> bool {
+    let native = !name.contains('/') || name.contains("kubernetes.io/");
+    !native && !name.starts_with("requests.")
+}
+
+/// One scope of a quota: `spec.scopes` entries are `Exists`, `spec.scopeSelector`'s
+/// expressions as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeRequirement {
+    pub scope_name: String,
+    pub operator: String,
+    pub values: Vec<String>,
+}
+
+impl ScopeRequirement {
+    /// The scopes of `quota` (`getScopeSelectorsFromQuota`).
+    pub fn of(quota: &ResourceQuota) -> Vec<ScopeRequirement> {
+        let Some(spec) = quota.spec.as_ref() else {
+            return Vec::new();
+        };
+        let plain = spec.scopes.iter().flatten().map(|scope| ScopeRequirement {
+            scope_name: scope.clone(),
+            operator: "Exists".into(),
+            values: Vec::new(),
+        });
+        let selected = spec
+            .scope_selector
+            .iter()
+            .flat_map(|s| s.match_expressions.iter().flatten())
+            .map(|e| ScopeRequirement {
+                scope_name: e.scope_name.clone(),
+                operator: e.operator.clone(),
+                values: e.values.clone().unwrap_or_default(),
+            });
+        plain.chain(selected).collect()
+    }
+
+    /// kube's `podMatchesScopeFunc`.
+    fn selects(&self, pod: &Pod) -> bool {
+        let spec = pod.spec.as_ref();
+        match self.scope_name.as_str() {
+            "Terminating" => is_terminating(pod),
+            "NotTerminating" => !is_terminating(pod),
+            "BestEffort" => qos_class(pod) == QosClass::BestEffort,
+            "NotBestEffort" => qos_class(pod) != QosClass::BestEffort,
+            "PriorityClass" => {
+                let class = spec
+                    .and_then(|s| s.priority_class_name.as_deref())
+                    .unwrap_or("");
+                // the class is matched as the value of a label every pod carries, so
+                // `DoesNotExist` never matches (kube's `podMatchesSelector`)
+                match self.operator.as_str() {
+                    "Exists" => !class.is_empty(),
+                    "In" => self.values.iter().any(|v| v == class),
+                    "NotIn" => !self.values.iter().any(|v| v == class),
+                    _ => false,
+                }
+            }
+            "CrossNamespacePodAffinity" => uses_cross_namespace_affinity(pod),
+            _ => false,
+        }
+    }
+}
+
+fn is_terminating(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.active_deadline_seconds)
+        .is_some_and(|seconds| seconds >= 0)
+}
+
+fn uses_cross_namespace_affinity(pod: &Pod) -> bool {
+    let Some(affinity) = pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) else {
+        return false;
+    };
+    let affinity_terms = affinity.pod_affinity.iter().flat_map(|a| {
+        let required = a
+            .required_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten();
+        let preferred = a
+            .preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+            .map(|w| &w.pod_affinity_term);
+        required.chain(preferred)
+    });
+    let anti_terms = affinity.pod_anti_affinity.iter().flat_map(|a| {
+        let required = a
+            .required_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten();
+        let preferred = a
+            .preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+            .map(|w| &w.pod_affinity_term);
+        required.chain(preferred)
+    });
+    affinity_terms.chain(anti_terms).any(|term| {
+        term.namespace_selector.is_some() || term.namespaces.as_ref().is_some_and(|n| !n.is_empty())
+    })
+}
+
+/// A pod's quality-of-service class (`qos.GetPodQOS`), from its containers' cpu and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QosClass {
+    Guaranteed,
+    Burstable,
+    BestEffort,
+}
+
+impl QosClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QosClass::Guaranteed => "Guaranteed",
+            QosClass::Burstable => "Burstable",
+            QosClass::BestEffort => "BestEffort",
+        }
+    }
+
+    /// The class of a pod whose containers (regular and init) have these requests and
+    /// limits.
+    pub fn of_containers<'a>(
+        containers: impl IntoIterator<Item = (&'a ResourceList, &'a ResourceList)>,
+    ) -> QosClass {
+        const COMPUTE: [&str; 2] = ["cpu", "memory"];
+        let (mut requests, mut limits) = (ResourceList::new(), ResourceList::new());
+        let mut guaranteed = true;
+        for (container_requests, container_limits) in containers {
+            let nonzero =
+                |list: &ResourceList, name: &str| list.get(name).filter(|q| !q.is_zero()).copied();
+            for name in COMPUTE {
+                if let Some(q) = nonzero(container_requests, name) {
+                    let sum = requests.get(name).map_or(q, |s: &Quantity| *s + q);
+                    requests.insert(name.to_string(), sum);
+                }
+                match nonzero(container_limits, name) {
+                    Some(q) => {
+                        let sum = limits.get(name).map_or(q, |s: &Quantity| *s + q);
+                        limits.insert(name.to_string(), sum);
+                    }
+                    None => guaranteed = false,
+                }
+            }
+        }
+        if requests.is_empty() && limits.is_empty() {
+            return QosClass::BestEffort;
+        }
+        if guaranteed && list::equal(&requests, &limits) {
+            QosClass::Guaranteed
+        } else {
+            QosClass::Burstable
+        }
+    }
+}
+
+/// The QoS class of a decoded pod.
+pub fn qos_class(pod: &Pod) -> QosClass {
+    let lists: Vec<(ResourceList, ResourceList)> = pod
+        .spec
+        .iter()
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .map(container_lists)
+        .collect();
+    QosClass::of_containers(lists.iter().map(|(r, l)| (r, l)))
+}
+
+fn container_lists(container: &Container) -> (ResourceList, ResourceList) {
+    let resources = container.resources.as_ref();
+    (
+        list::parse(resources.and_then(|r| r.requests.as_ref())),
+        list::parse(resources.and_then(|r| r.limits.as_ref())),
+    )
+}
+
+/// kube's `QuotaV1Pod`: terminal pods, and pods still terminating past their grace
+/// period (a lost node's), are not charged compute resources.
+pub fn pod_charged(pod: &Pod, now_seconds: i64) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return false;
+    }
+    match (
+        &pod.metadata.deletion_timestamp,
+        pod.metadata.deletion_grace_period_seconds,
+    ) {
+        (Some(deleted), Some(grace)) => now_seconds <= deleted.0.as_second() + grace,
+        _ => true,
+    }
+}
+
+/// `count/pods` always; the compute resources while the pod is charged.
+fn pod_usage(pod: &Pod, now_seconds: i64) -> ResourceList {
+    let mut usage = ResourceList::from([("count/pods".to_string(), Quantity::from_units(1))]);
+    if !pod_charged(pod, now_seconds) {
+        return usage;
+    }
+    let (requests, limits) = pod_requests_and_limits(pod);
+    usage.extend(compute_usage(&requests, &limits));
+    usage
+}
+
+/// kube's `resourcehelper.PodRequests` and `PodLimits`: the containers' sum, at least
+/// each init container's (plus the sidecars started before it), plus the overhead.
+fn pod_requests_and_limits(pod: &Pod) -> (ResourceList, ResourceList) {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Default::default();
+    };
+    let overhead = list::parse(spec.overhead.as_ref());
+    let mut totals = [ResourceList::new(), ResourceList::new()];
+    for (which, total) in totals.iter_mut().enumerate() {
+        let of = |c: &Container| {
+            let (requests, limits) = container_lists(c);
+            if which == 0 { requests } else { limits }
+        };
+        for container in &spec.containers {
+            *total = list::add(total, &of(container));
+        }
+        let mut sidecars = ResourceList::new();
+        let mut init_peak = ResourceList::new();
+        for container in spec.init_containers.iter().flatten() {
+            let own = of(container);
+            let during = if container.restart_policy.as_deref() == Some("Always") {
+                *total = list::add(total, &own);
+                sidecars = list::add(&sidecars, &own);
+                sidecars.clone()
+            } else {
+                list::add(&own, &sidecars)
+            };
+            raise_to(&mut init_peak, &during);
+        }
+        raise_to(total, &init_peak);
+        let overhead = if which == 0 {
+            overhead.clone()
+        } else {
+            // kube adds overhead only to the limits a pod sets
+            list::mask(&overhead, total.keys().collect::<Vec<_>>())
+        };
+        *total = list::add(total, &overhead);
+    }
+    let [requests, limits] = totals;
+    (requests, limits)
+}
+
+/// `maxResourceList`: each of `list`'s quantities at least `other`'s.
+fn raise_to(list: &mut ResourceList, other: &ResourceList) {
+    for (name, q) in other {
+        match list.get(name) {
+            Some(current) if current >= q => {}
+            _ => {
+                list.insert(name.clone(), *q);
+            }
+        }
+    }
+}
+
+/// kube's `podComputeUsageHelper`.
+fn compute_usage(requests: &ResourceList, limits: &ResourceList) -> ResourceList {
+    let mut usage = ResourceList::from([("pods".to_string(), Quantity::from_units(1))]);
+    for resource in ["cpu", "memory", "ephemeral-storage"] {
+        if let Some(request) = requests.get(resource) {
+            usage.insert(resource.to_string(), *request);
+            usage.insert(format!("requests.{resource}"), *request);
+        }
+        if let Some(limit) = limits.get(resource) {
+            usage.insert(format!("limits.{resource}"), *limit);
+        }
+    }
+    for (resource, request) in requests {
+        if resource.starts_with("hugepages-") {
+            usage.insert(resource.clone(), *request);
+            usage.insert(format!("requests.{resource}"), *request);
+        } else if is_extended_resource(resource) {
+            usage.insert(format!("requests.{resource}"), *request);
+        }
+    }
+    usage
+}
+
+/// One container's compute usage, for [`Evaluator::constraints`].
+fn container_usage(container: &Container) -> ResourceList {
+    let (requests, limits) = container_lists(container);
+    compute_usage(&requests, &limits)
+}
+
+fn service_usage(service: &Service) -> ResourceList {
+    let spec = service.spec.as_ref();
+    let ports = spec.and_then(|s| s.ports.as_ref()).map_or(0, Vec::len);
+    let ports = Quantity::from_units(i64::try_from(ports).unwrap_or(i64::MAX));
+    let (balancers, node_ports) = match spec.and_then(|s| s.type_.as_deref()) {
+        Some("NodePort") => (Quantity::from_units(0), ports),
+        Some("LoadBalancer") => (Quantity::from_units(1), ports),
+        _ => (Quantity::from_units(0), Quantity::from_units(0)),
+    };
+    ResourceList::from([
+        ("count/services".to_string(), Quantity::from_units(1)),
+        ("services".to_string(), Quantity::from_units(1)),
+        ("services.loadbalancers".to_string(), balancers),
+        ("services.nodeports".to_string(), node_ports),
+    ])
+}
+
+fn claim_usage(claim: &PersistentVolumeClaim) -> ResourceList {
+    let mut usage = ResourceList::from([
+        (
+            "count/persistentvolumeclaims".to_string(),
+            Quantity::from_units(1),
+        ),
+        (
+            "persistentvolumeclaims".to_string(),
+            Quantity::from_units(1),
+        ),
+    ]);
+    let class = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class"))
+        .or(claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_ref()))
+        .filter(|class| !class.is_empty());
+    if let Some(class) = class {
+        usage.insert(
+            format!("{class}{STORAGE_CLASS_SUFFIX}persistentvolumeclaims"),
+            Quantity::from_units(1),
+        );
+    }
+    let requested = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .map(|r| list::parse(r.requests.as_ref()))
+        .and_then(|r| r.get("storage").copied());
+    let allocated = claim
+        .status
+        .as_ref()
+        .map(|s| list::parse(s.allocated_resources.as_ref()))
+        .and_then(|r| r.get("storage").copied());
+    // whole bytes; a resize that was allocated larger than asked is charged as allocated
+    let storage = requested.map(|r| match allocated {
+        Some(a) if a > r => a.round_up_to_units(),
+        _ => r.round_up_to_units(),
+    });
+    if let Some(storage) = storage {
+        usage.insert("requests.storage".to_string(), storage);
+        if let Some(class) = class {
+            usage.insert(
+                format!("{class}{STORAGE_CLASS_SUFFIX}requests.storage"),
+                storage,
+            );
+        }
+    }
+    usage
+}
