@@ -33,6 +33,7 @@ mod quantities;
 mod rbac;
 mod registry;
 pub mod request;
+mod resource_quota;
 mod review;
 mod schema;
 mod selector;
@@ -129,6 +130,8 @@ struct Inner {
     watch_expiry: Arc<watch::Expiry>,
     token_keys: review::TokenKeys,
     recent_writes: Option<objects::RecentWrites>,
+    /// Held by a write charged to quotas from its check to its charge, and by recounts.
+    quota_turn: tokio::sync::Mutex<()>,
 }
 
 impl ApiServer {
@@ -151,6 +154,7 @@ impl ApiServer {
                 watch_expiry: Arc::default(),
                 token_keys,
                 recent_writes: keep_recent_writes.then(objects::RecentWrites::default),
+                quota_turn: tokio::sync::Mutex::new(()),
             }),
         };
         crd::register_stored(&server)?;

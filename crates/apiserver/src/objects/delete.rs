@@ -20,10 +20,18 @@ pub(crate) const FINALIZER_ORPHAN: &str = "orphan";
 pub(crate) const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 
 impl ApiServer {
-    pub(super) fn after_delete(&self, rt: &ResourceType, name: &str) {
+    pub(super) async fn after_delete(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        old: &Value,
+    ) {
         if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
             crd::unregister(self, name);
         }
+        self.after_quota_relevant_write(rt, ns, None, Some(old), None)
+            .await;
     }
 
     /// DELETE of one object, with preconditions, finalizers, propagation and grace periods.
@@ -69,7 +77,7 @@ impl ApiServer {
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(ApiError::from_store(e, &rt.qualified_name(), name)),
                     Ok(deleted) => {
-                        self.after_delete(rt, name);
+                        self.after_delete(rt, ns, name, &obj).await;
                         return Ok((self.present_committed(rt, deleted.value).await, true));
                     }
                 }

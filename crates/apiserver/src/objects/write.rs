@@ -220,6 +220,9 @@ impl ApiServer {
         let attrs = Attributes::new(rt, Operation::Create, ns.as_deref(), &name, opts);
         self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
             .await?;
+        let charges = self
+            .check_quotas(rt, ns.as_deref(), &name, &obj, None, opts.dry_run)
+            .await?;
         self.record_ownership(rt, None, &mut obj, opts, ownership);
         fit_for_storage(rt, &mut obj)?;
         if opts.dry_run {
@@ -234,6 +237,13 @@ impl ApiServer {
             .await
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
         self.after_commit(rt, &stored.value);
+        if let Some(charges) = charges {
+            self.settle_quotas(charges).await;
+        }
+        if rt.plural == "resourcequotas" {
+            self.after_quota_relevant_write(rt, ns.as_deref(), None, None, Some(&obj))
+                .await;
+        }
         self.keep_written(&stored, obj);
         Ok(Written::created(
             self.present_committed(rt, stored.value).await,
@@ -505,6 +515,13 @@ impl ApiServer {
                 warnings,
             ));
         }
+        let charges = match sub {
+            None => {
+                self.check_quotas(rt, ns, name, &new, Some(old), opts.dry_run)
+                    .await?
+            }
+            Some(_) => None,
+        };
         if opts.dry_run {
             return Ok(Written::updated(to_bytes(&new)?, warnings));
         }
@@ -515,7 +532,8 @@ impl ApiServer {
                 .delete(&key, Some(rev))
                 .await
                 .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
-            self.after_delete(rt, name);
+            drop(charges);
+            self.after_delete(rt, ns, name, old).await;
             return Ok(Written::updated(
                 self.present_committed(rt, stored.value).await,
                 warnings,
@@ -529,6 +547,11 @@ impl ApiServer {
             .await
             .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
         self.after_commit(rt, &stored.value);
+        if let Some(charges) = charges {
+            self.settle_quotas(charges).await;
+        }
+        self.after_quota_relevant_write(rt, ns, sub, Some(old), Some(&new))
+            .await;
         self.keep_written(&stored, new);
         Ok(Written::updated(
             self.present_committed(rt, stored.value).await,

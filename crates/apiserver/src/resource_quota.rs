@@ -1,0 +1,401 @@
+//! ResourceQuotas, enforced and accounted inside the server: kube's `ResourceQuota`
+//! admission plugin (a create, or an update of a Service or claim, is refused when it would
+//! take a quota of its namespace over `hard`, with kube's 403 messages) and the part of
+//! kube-controller-manager's quota controller that keeps `status` (`hard` from the spec,
+//! `used` recounted from the namespace's objects when a quota is created or its spec
+//! changes, and when an object is deleted or stops being charged: a pod finishing, a
+//! Service changing type).
+//!
+//! Why here and not in crates/cluster: kube charges at admission and recounts in the
+//! controller from its informers, which lets a recount that has not seen a just-admitted
+//! object undo its charge (kube only recounts on deletes and resyncs to keep that rare).
+//! Here a charged write holds the quota turn from its check until its charge is written,
+//! and recounts take the same turn, so a recount always sees every charged object. The
+//! cost: status is current at once (kube's follows within the controller's sync), and
+//! writes into a namespace with quotas are serialised. What each kind charges is
+//! `steady_quota`'s.
+//! Must not know: HTTP.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
+use serde::Deserialize as _;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use steady_quota::{Charged, Evaluator, QuotaState, ResourceList, list};
+use tokio::sync::MutexGuard;
+
+use crate::ApiServer;
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::objects::Target;
+use crate::registry::ResourceType;
+use crate::request::WriteOptions;
+
+/// The field manager of the status writes, as kube's quota controller's.
+const QUOTA_MANAGER: &str = "kube-controller-manager";
+
+/// A checked write's charges, to write once the object is stored; holds the quota turn.
+pub(crate) struct QuotaCharges<'a> {
+    _turn: MutexGuard<'a, ()>,
+    namespace: String,
+    charges: Vec<(Stored, ResourceList)>,
+}
+
+/// A quota as stored: decoded, its JSON, its revision.
+struct Stored {
+    quota: ResourceQuota,
+    value: Value,
+    revision: u64,
+}
+
+/// An object decoded as far as its evaluator reads it.
+enum Decoded {
+    Pod(Box<Pod>),
+    Service(Box<Service>),
+    Claim(Box<PersistentVolumeClaim>),
+    Counted,
+}
+
+impl Decoded {
+    fn of(evaluator: &Evaluator, rt: &ResourceType, obj: &Value) -> ApiResult<Decoded> {
+        fn typed<T: DeserializeOwned>(rt: &ResourceType, obj: &Value) -> ApiResult<Box<T>> {
+            T::deserialize(obj).map(Box::new).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "{kind} in version \"{}\" cannot be handled as a {kind}: {e}",
+                    rt.version,
+                    kind = rt.kind
+                ))
+            })
+        }
+        Ok(match evaluator {
+            Evaluator::Pods => Decoded::Pod(typed(rt, obj)?),
+            Evaluator::Services => Decoded::Service(typed(rt, obj)?),
+            Evaluator::Claims => Decoded::Claim(typed(rt, obj)?),
+            Evaluator::Objects { .. } => Decoded::Counted,
+        })
+    }
+
+    fn charged(&self) -> Charged<'_> {
+        match self {
+            Decoded::Pod(pod) => Charged::Pod(pod),
+            Decoded::Service(service) => Charged::Service(service),
+            Decoded::Claim(claim) => Charged::Claim(claim),
+            Decoded::Counted => Charged::Counted,
+        }
+    }
+}
+
+fn quotas_prefix(namespace: &str) -> String {
+    format!("/core/resourcequotas/{namespace}/")
+}
+
+impl ApiServer {
+    fn now_seconds(&self) -> i64 {
+        self.now().timestamp()
+    }
+
+    /// Whether `namespace` holds any quota: one key lookup, what every namespaced write
+    /// pays.
+    fn has_quotas(&self, namespace: &str) -> bool {
+        let first = steady_store::ListOptions {
+            limit: Some(1),
+            ..Default::default()
+        };
+        self.store()
+            .list(&quotas_prefix(namespace), &first, &|_| true)
+            .is_ok_and(|page| !page.items.is_empty())
+    }
+
+    fn quotas_in(&self, namespace: &str) -> ApiResult<Vec<Stored>> {
+        let page = self
+            .store()
+            .list(&quotas_prefix(namespace), &Default::default(), &|_| true)
+            .map_err(|e| ApiError::from_store(e, "resourcequotas", ""))?;
+        Ok(page
+            .items
+            .iter()
+            .filter_map(|stored| {
+                let value: Value = serde_json::from_slice(&stored.value).ok()?;
+                let quota = ResourceQuota::deserialize(&value).ok()?;
+                Some(Stored {
+                    quota,
+                    value,
+                    revision: stored.revision,
+                })
+            })
+            .collect())
+    }
+
+    /// kube's `ResourceQuota` admission of a create (`old` None) or an update of the main
+    /// resource: refused when a covering quota would go over; otherwise the charges to
+    /// write once the object is stored (none for a dry run or an uncharged write).
+    pub(crate) async fn check_quotas(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        obj: &Value,
+        old: Option<&Value>,
+        dry_run: bool,
+    ) -> ApiResult<Option<QuotaCharges<'_>>> {
+        let Some(namespace) = namespace.filter(|_| rt.namespaced) else {
+            return Ok(None);
+        };
+        let evaluator = Evaluator::for_resource(&rt.group, &rt.plural);
+        if (old.is_some() && !evaluator.charges_updates()) || !self.has_quotas(namespace) {
+            return Ok(None);
+        }
+        let turn = self.inner.quota_turn.lock().await;
+        let quotas = self.quotas_in(namespace)?;
+        let states: Vec<QuotaState> = quotas.iter().map(|s| QuotaState::of(&s.quota)).collect();
+        let object = Decoded::of(&evaluator, rt, obj)?;
+        let old = old
+            .map(|old| Decoded::of(&evaluator, rt, old))
+            .transpose()?;
+        let write = steady_quota::Write {
+            evaluator: &evaluator,
+            object: object.charged(),
+            old: old.as_ref().map(Decoded::charged),
+            now_seconds: self.now_seconds(),
+        };
+        let charges = steady_quota::charge(&states, write).map_err(|why| {
+            ApiError::forbidden(format!(
+                "{} \"{name}\" is forbidden: {why}",
+                rt.qualified_name()
+            ))
+            .with_details(json!({"name": name, "group": rt.group, "kind": rt.plural}))
+        })?;
+        if charges.is_empty() || dry_run {
+            return Ok(None);
+        }
+        let mut quotas: Vec<Option<Stored>> = quotas.into_iter().map(Some).collect();
+        let charges = charges
+            .into_iter()
+            .filter_map(|charge| Some((quotas[charge.quota].take()?, charge.used)))
+            .collect();
+        Ok(Some(QuotaCharges {
+            _turn: turn,
+            namespace: namespace.to_string(),
+            charges,
+        }))
+    }
+
+    /// Write the charges of a stored object's admission.
+    pub(crate) async fn settle_quotas(&self, charges: QuotaCharges<'_>) {
+        for (stored, used) in charges.charges {
+            let hard = list::parse(stored.quota.status.as_ref().and_then(|s| s.hard.as_ref()));
+            self.write_quota_status(&charges.namespace, stored, &hard, &used)
+                .await;
+        }
+    }
+
+    /// After a committed write: recount the quotas it may have lowered the usage of
+    /// (kube's replenishment), and keep a created or respecified quota's status.
+    pub(crate) async fn after_quota_relevant_write(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        subresource: Option<&str>,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) {
+        let Some(namespace) = namespace.filter(|_| rt.namespaced) else {
+            return;
+        };
+        if !self.has_quotas(namespace) {
+            return;
+        }
+        let evaluator = Evaluator::for_resource(&rt.group, &rt.plural);
+        let recount = match (old, new) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some(old), Some(new)) => match evaluator {
+                Evaluator::Pods => {
+                    let now = self.now_seconds();
+                    let charged = |pod: &Value| {
+                        Pod::deserialize(pod)
+                            .is_ok_and(|p| steady_quota::evaluate::pod_charged(&p, now))
+                    };
+                    charged(old) && !charged(new)
+                }
+                Evaluator::Services => old.pointer("/spec/type") != new.pointer("/spec/type"),
+                _ => false,
+            },
+        };
+        let respecified = rt.group.is_empty()
+            && rt.plural == "resourcequotas"
+            && subresource.is_none()
+            && new.is_some_and(|new| {
+                old.is_none_or(|old| old.pointer("/spec") != new.pointer("/spec"))
+            });
+        if respecified && let Some(name) = new.and_then(meta::name) {
+            self.recount_quotas(namespace, |quota| {
+                quota.metadata.name.as_deref() == Some(name)
+            })
+            .await;
+        }
+        if recount {
+            self.recount_quotas(namespace, |quota| {
+                let hard = list::parse(quota.spec.as_ref().and_then(|s| s.hard.as_ref()));
+                !evaluator.matching(&hard).is_empty()
+            })
+            .await;
+        }
+    }
+
+    /// The quota controller's sync of the chosen quotas of `namespace`: `status.hard` is
+    /// the spec's, `status.used` what the namespace's objects charge now.
+    async fn recount_quotas(&self, namespace: &str, chosen: impl Fn(&ResourceQuota) -> bool) {
+        let _turn = self.inner.quota_turn.lock().await;
+        let Ok(quotas) = self.quotas_in(namespace) else {
+            return;
+        };
+        for stored in quotas.into_iter().filter(|s| chosen(&s.quota)) {
+            let hard = list::parse(stored.quota.spec.as_ref().and_then(|s| s.hard.as_ref()));
+            let used = self.usage(namespace, &stored.quota, &hard);
+            self.write_quota_status(namespace, stored, &hard, &used)
+                .await;
+        }
+    }
+
+    /// What the objects of `namespace` that `quota`'s scopes select charge, for each of
+    /// `hard`'s resources (zero for those nothing charges).
+    fn usage(&self, namespace: &str, quota: &ResourceQuota, hard: &ResourceList) -> ResourceList {
+        let scopes = steady_quota::ScopeRequirement::of(quota);
+        let now = self.now_seconds();
+        let mut used: ResourceList = hard
+            .iter()
+            .map(|(name, q)| (name.clone(), steady_quota::Quantity::zero(q.format())))
+            .collect();
+        for (evaluator, names) in evaluators_of(hard) {
+            let Some((group, plural)) = evaluated_resource(&evaluator) else {
+                continue;
+            };
+            let Some(rt) = self.registry().builtin(&group, &plural).or_else(|| {
+                let any = self.registry().all();
+                any.into_iter()
+                    .find(|t| t.group == group && t.plural == plural)
+            }) else {
+                continue;
+            };
+            let Ok(page) = self.store().list(
+                &rt.list_prefix(Some(namespace)),
+                &Default::default(),
+                &|_| true,
+            ) else {
+                continue;
+            };
+            let mut total = ResourceList::new();
+            for stored in &page.items {
+                let charged = match &evaluator {
+                    Evaluator::Objects { .. } => Decoded::Counted,
+                    _ => {
+                        let Ok(value) = serde_json::from_slice::<Value>(&stored.value) else {
+                            continue;
+                        };
+                        let Ok(decoded) = Decoded::of(&evaluator, &rt, &value) else {
+                            continue;
+                        };
+                        decoded
+                    }
+                };
+                if evaluator.in_scope(&scopes, charged.charged()) {
+                    total = list::add(&total, &evaluator.usage(charged.charged(), now));
+                }
+            }
+            for name in names {
+                if let Some(q) = total.get(&name) {
+                    used.insert(name, *q);
+                }
+            }
+        }
+        used
+    }
+
+    /// Replace the quota's status when it differs (a conflict means another write moved
+    /// it; under the quota turn that is a user's, whose status stands until the next
+    /// recount).
+    async fn write_quota_status(
+        &self,
+        namespace: &str,
+        stored: Stored,
+        hard: &ResourceList,
+        used: &ResourceList,
+    ) {
+        let status = stored.quota.status.as_ref();
+        let same = |now: Option<&std::collections::BTreeMap<String, _>>, next: &ResourceList| {
+            now.is_some_and(|now| list::equal(&list::parse(Some(now)), next))
+        };
+        if same(status.and_then(|s| s.hard.as_ref()), hard)
+            && same(status.and_then(|s| s.used.as_ref()), used)
+        {
+            return;
+        }
+        let Some(quotas) = self.registry().builtin("", "resourcequotas") else {
+            return;
+        };
+        let mut value = stored.value;
+        let name = meta::name(&value).unwrap_or("").to_string();
+        value["status"] = json!({"hard": list::to_wire(hard), "used": list::to_wire(used)});
+        meta::metadata_mut(&mut value)
+            .insert("resourceVersion".into(), json!(stored.revision.to_string()));
+        let target = Target::object(&quotas, Some(namespace), &name).subresource(Some("status"));
+        let options = WriteOptions {
+            field_manager: Some(QUOTA_MANAGER.into()),
+            ..Default::default()
+        };
+        // boxed: the status write is itself a write, whose hooks lead back here
+        if let Err(e) = Box::pin(self.update(target, value, &options)).await {
+            tracing::debug!(quota = %name, namespace, error = %e.message, "quota status not written");
+        }
+    }
+}
+
+/// The evaluators `hard`'s resources need, each with the names it computes.
+fn evaluators_of(hard: &ResourceList) -> Vec<(Evaluator, Vec<String>)> {
+    let mut needed: Vec<(Evaluator, Vec<String>)> = Vec::new();
+    for name in hard.keys() {
+        let Some(evaluator) = evaluator_for_name(name) else {
+            continue;
+        };
+        match needed.iter_mut().find(|(e, _)| *e == evaluator) {
+            Some((_, names)) => names.push(name.clone()),
+            None => needed.push((evaluator, vec![name.clone()])),
+        }
+    }
+    needed
+}
+
+/// Which evaluator computes a quota resource name.
+fn evaluator_for_name(name: &str) -> Option<Evaluator> {
+    [Evaluator::Pods, Evaluator::Services, Evaluator::Claims]
+        .into_iter()
+        .find(|e| e.computes(name))
+        .or_else(|| {
+            let legacy = [
+                "configmaps",
+                "secrets",
+                "replicationcontrollers",
+                "resourcequotas",
+            ];
+            if legacy.contains(&name) {
+                return Some(Evaluator::for_resource("", name));
+            }
+            let resource = name.strip_prefix("count/")?;
+            let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+            Some(Evaluator::for_resource(group, plural))
+        })
+}
+
+/// The (group, plural) an evaluator reads.
+fn evaluated_resource(evaluator: &Evaluator) -> Option<(String, String)> {
+    match evaluator {
+        Evaluator::Pods => Some((String::new(), "pods".into())),
+        Evaluator::Services => Some((String::new(), "services".into())),
+        Evaluator::Claims => Some((String::new(), "persistentvolumeclaims".into())),
+        Evaluator::Objects { count_name, .. } => {
+            let resource = count_name.strip_prefix("count/")?;
+            let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+            Some((group.to_string(), plural.to_string()))
+        }
+    }
+}

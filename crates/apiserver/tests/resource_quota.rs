@@ -1,0 +1,181 @@
+//! ResourceQuotas through kube-rs: the status a quota gets, kube's refusals when a create
+//! would go over, and the usage given back when objects go or finish.
+
+mod common;
+
+use common::server;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota, Service};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+use steady_test_support::{create_json, get_existing, merge_patch_subresource};
+
+fn pod(name: &str, resources: Value) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27", "resources": resources}]},
+    })
+}
+
+fn cpu(request: &str) -> Value {
+    json!({"requests": {"cpu": request}})
+}
+
+async fn quota(quotas: &Api<ResourceQuota>, name: &str, spec: Value) {
+    create_json(quotas, json!({"metadata": {"name": name}, "spec": spec})).await;
+}
+
+/// The quota's `status.used` as JSON.
+async fn used(quotas: &Api<ResourceQuota>, name: &str) -> Value {
+    let status = get_existing(quotas, name).await.status.expect("status");
+    serde_json::to_value(status.used).expect("json")
+}
+
+/// The message of a refused create, which must be a 403 Forbidden.
+async fn refused<K>(api: &Api<K>, object: Value) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let typed: K = serde_json::from_value(object).expect("object");
+    match api.create(&PostParams::default(), &typed).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(
+                (status.code, status.reason.as_str()),
+                (403, "Forbidden"),
+                "{status:?}"
+            );
+            status.message
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn pods_are_charged_refused_over_hard_and_given_back_when_they_go_or_finish() {
+    let server = server().await;
+    let quotas: Api<ResourceQuota> = Api::default_namespaced(server.client());
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    quota(
+        &quotas,
+        "compute",
+        json!({"hard": {"pods": "2", "requests.cpu": "1"}}),
+    )
+    .await;
+    let status = get_existing(&quotas, "compute")
+        .await
+        .status
+        .expect("status at once");
+    assert_eq!(
+        serde_json::to_value(status.hard).expect("json"),
+        json!({"pods": "2", "requests.cpu": "1"})
+    );
+    assert_eq!(
+        used(&quotas, "compute").await,
+        json!({"pods": "0", "requests.cpu": "0"})
+    );
+
+    create_json(&pods, pod("a", cpu("400m"))).await;
+    create_json(&pods, pod("b", cpu("0.4"))).await;
+    assert_eq!(
+        used(&quotas, "compute").await,
+        json!({"pods": "2", "requests.cpu": "800m"})
+    );
+    assert_eq!(
+        refused(&pods, pod("c", cpu("100m"))).await,
+        "pods \"c\" is forbidden: exceeded quota: compute, requested: pods=1, used: pods=2, limited: pods=2"
+    );
+    assert_eq!(
+        refused(&pods, pod("c", json!({}))).await,
+        "pods \"c\" is forbidden: failed quota: compute: must specify requests.cpu for: c"
+    );
+
+    pods.delete("a", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("deleted");
+    assert_eq!(
+        used(&quotas, "compute").await,
+        json!({"pods": "1", "requests.cpu": "400m"})
+    );
+    assert_eq!(
+        refused(&pods, pod("c", cpu("700m"))).await,
+        "pods \"c\" is forbidden: exceeded quota: compute, requested: requests.cpu=700m, used: requests.cpu=400m, limited: requests.cpu=1"
+    );
+    create_json(&pods, pod("c", cpu("600m"))).await;
+
+    // a finished pod is no longer charged its compute resources
+    let _: Pod = merge_patch_subresource(
+        &pods,
+        "status",
+        "b",
+        json!({"status": {"phase": "Succeeded"}}),
+    )
+    .await
+    .expect("finished");
+    assert_eq!(
+        used(&quotas, "compute").await,
+        json!({"pods": "1", "requests.cpu": "600m"})
+    );
+
+    // a dry run checks but charges nothing
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let typed: Pod = serde_json::from_value(pod("d", cpu("100m"))).expect("pod");
+    pods.create(&dry, &typed).await.expect("dry run admitted");
+    assert_eq!(
+        used(&quotas, "compute").await,
+        json!({"pods": "1", "requests.cpu": "600m"})
+    );
+}
+
+#[tokio::test]
+async fn object_counts_scopes_and_service_ports() {
+    let server = server().await;
+    let quotas: Api<ResourceQuota> = Api::default_namespaced(server.client());
+    let maps: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let services: Api<Service> = Api::default_namespaced(server.client());
+    quota(
+        &quotas,
+        "objects",
+        json!({"hard": {"count/configmaps": "1", "services.nodeports": "1"}}),
+    )
+    .await;
+    quota(
+        &quotas,
+        "best-effort",
+        json!({"hard": {"pods": "1"}, "scopes": ["BestEffort"]}),
+    )
+    .await;
+
+    create_json(&maps, json!({"metadata": {"name": "a"}})).await;
+    assert_eq!(
+        refused(&maps, json!({"metadata": {"name": "b"}})).await,
+        "configmaps \"b\" is forbidden: exceeded quota: objects, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1"
+    );
+    maps.delete("a", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    create_json(&maps, json!({"metadata": {"name": "b"}})).await;
+
+    create_json(&pods, pod("free", json!({}))).await;
+    assert_eq!(
+        refused(&pods, pod("free-2", json!({}))).await,
+        "pods \"free-2\" is forbidden: exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1"
+    );
+    // outside the scope: not charged
+    create_json(&pods, pod("burstable", cpu("100m"))).await;
+    assert_eq!(used(&quotas, "best-effort").await, json!({"pods": "1"}));
+
+    let node_port = |name: &str, ports: Value| json!({"metadata": {"name": name}, "spec": {"type": "NodePort", "ports": ports}});
+    let two_ports = json!([{"name": "a", "port": 80}, {"name": "b", "port": 81}]);
+    assert_eq!(
+        refused(&services, node_port("web", two_ports)).await,
+        "services \"web\" is forbidden: exceeded quota: objects, requested: services.nodeports=2, used: services.nodeports=0, limited: services.nodeports=1"
+    );
+    create_json(&services, node_port("web", json!([{"port": 80}]))).await;
+    assert_eq!(
+        used(&quotas, "objects").await,
+        json!({"count/configmaps": "1", "services.nodeports": "1"})
+    );
+}
