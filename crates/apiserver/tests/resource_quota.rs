@@ -126,6 +126,19 @@ async fn pods_are_charged_refused_over_hard_and_given_back_when_they_go_or_finis
         used(&quotas, "compute").await,
         json!({"pods": "1", "requests.cpu": "600m"})
     );
+
+    // usage starting from zero prints in the charged quantity's format
+    quota(&quotas, "memory", json!({"hard": {"limits.memory": "1Gi"}})).await;
+    let with_memory = json!({"requests": {"cpu": "100m"}, "limits": {"memory": "512Mi"}});
+    create_json(&pods, pod("m", with_memory)).await;
+    assert_eq!(
+        used(&quotas, "memory").await,
+        json!({"limits.memory": "512Mi"})
+    );
+    assert_eq!(
+        used(&quotas, "compute").await,
+        json!({"pods": "2", "requests.cpu": "700m"})
+    );
 }
 
 #[tokio::test]

@@ -157,27 +157,38 @@ impl Quantity {
     }
 }
 
-/// The sum, in the left operand's format (kube's `Quantity.Add`). Saturates far beyond
-/// any quantity a cluster holds.
+impl Quantity {
+    /// The format a result takes, as kube's `Add` and `Sub`: the left operand's, unless
+    /// it is zero (a usage starting from `0` prints as what was added: `512Mi`).
+    fn result_format(self, other: Quantity) -> Format {
+        if self.nanos == 0 {
+            other.format
+        } else {
+            self.format
+        }
+    }
+}
+
+/// The sum (kube's `Quantity.Add`). Saturates far beyond any quantity a cluster holds.
 impl std::ops::Add for Quantity {
     type Output = Quantity;
 
     fn add(self, other: Quantity) -> Quantity {
         Quantity {
             nanos: self.nanos.saturating_add(other.nanos),
-            format: self.format,
+            format: self.result_format(other),
         }
     }
 }
 
-/// The difference, in the left operand's format.
+/// The difference (kube's `Quantity.Sub`).
 impl std::ops::Sub for Quantity {
     type Output = Quantity;
 
     fn sub(self, other: Quantity) -> Quantity {
         Quantity {
             nanos: self.nanos.saturating_sub(other.nanos),
-            format: self.format,
+            format: self.result_format(other),
         }
     }
 }
@@ -435,6 +446,8 @@ mod tests {
         assert_eq!(sum, Ok("1536Mi".to_string()));
         let cpu = Quantity::parse("100m").map(|a| a + Quantity::from_units(1));
         assert_eq!(cpu.map(|q| q.to_string()), Ok("1100m".to_string()));
+        let memory = Quantity::parse("0").and_then(|zero| Ok(zero + Quantity::parse("512Mi")?));
+        assert_eq!(memory.map(|q| q.to_string()), Ok("512Mi".to_string()));
         assert_eq!(Quantity::parse("1"), Quantity::parse("1000m"));
         assert!(Quantity::parse("1Ki").ok() > Quantity::parse("1k").ok());
         assert_eq!(
