@@ -145,6 +145,9 @@ impl ApiServer {
             return Ok(None);
         }
         let turn = self.inner.quota_turn.lock().await;
+        // a quota whose status is not its spec's (kept by an older steady, or edited) is
+        // recounted first, as kube's controller syncs a quota whose limits are dirty
+        self.recount_in_turn(namespace, status_behind_spec).await;
         let quotas = self.quotas_in(namespace)?;
         let states: Vec<QuotaState> = quotas.iter().map(|s| QuotaState::of(&s.quota)).collect();
         let object = Decoded::of(&evaluator, rt, obj)?;
@@ -246,6 +249,11 @@ impl ApiServer {
     /// the spec's, `status.used` what the namespace's objects charge now.
     async fn recount_quotas(&self, namespace: &str, chosen: impl Fn(&ResourceQuota) -> bool) {
         let _turn = self.inner.quota_turn.lock().await;
+        self.recount_in_turn(namespace, chosen).await;
+    }
+
+    /// [`Self::recount_quotas`] by a caller holding the quota turn.
+    async fn recount_in_turn(&self, namespace: &str, chosen: impl Fn(&ResourceQuota) -> bool) {
         let Ok(quotas) = self.quotas_in(namespace) else {
             return;
         };
@@ -348,6 +356,18 @@ impl ApiServer {
             tracing::debug!(quota = %name, namespace, error = %e.message, "quota status not written");
         }
     }
+}
+
+/// Whether the quota's `status.hard` is not (yet) its `spec.hard`.
+fn status_behind_spec(quota: &ResourceQuota) -> bool {
+    let spec = list::parse(quota.spec.as_ref().and_then(|s| s.hard.as_ref()));
+    let status = quota.status.as_ref().and_then(|s| s.hard.as_ref());
+    status.is_none_or(|status| !list::equal(&list::parse(Some(status)), &spec))
+        || quota
+            .status
+            .as_ref()
+            .and_then(|s| s.used.as_ref())
+            .is_none()
 }
 
 /// The evaluators `hard`'s resources need, each with the names it computes.

@@ -142,6 +142,22 @@ async fn pods_are_charged_refused_over_hard_and_given_back_when_they_go_or_finis
 }
 
 #[tokio::test]
+async fn a_quota_without_status_is_counted_before_a_charge() {
+    let server = server().await;
+    let quotas: Api<ResourceQuota> = Api::default_namespaced(server.client());
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    create_json(&pods, pod("before", json!({}))).await;
+    quota(&quotas, "count", json!({"hard": {"pods": "2"}})).await;
+    // as a quota kept by an older steady, or whose status a user cleared
+    let cleared = json!({"status": {"hard": null, "used": null}});
+    let _: ResourceQuota = merge_patch_subresource(&quotas, "status", "count", cleared)
+        .await
+        .expect("status cleared");
+    create_json(&pods, pod("after", json!({}))).await;
+    assert_eq!(used(&quotas, "count").await, json!({"pods": "2"}));
+}
+
+#[tokio::test]
 async fn object_counts_scopes_and_service_ports() {
     let server = server().await;
     let quotas: Api<ResourceQuota> = Api::default_namespaced(server.client());
