@@ -12,6 +12,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
+use steady_quota::Quantity;
 
 use crate::defaults::pod_template_of;
 use crate::schema::{FieldError, FieldErrorReason, Path};
@@ -118,6 +119,7 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
             container_ports(container, &at, &mut port_names, errors);
             env_names(container, &at, errors);
             volume_mounts(container, &at, &volumes, errors);
+            resources(container, &at, errors);
         }
     }
     if let Some(policy) = spec.get("restartPolicy").filter(|p| !p.is_null())
@@ -129,6 +131,85 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
             restart,
         ));
     }
+}
+
+/// kube's `ValidateResourceRequirements`: each resource a container's, no quantity
+/// negative, whole numbers for extended resources, requests at most their limits
+/// (extended resources cannot be overcommitted: a limit, and a request equal to it).
+fn resources(container: &Value, at: &Path, errors: &mut Vec<FieldError>) {
+    let resources = Path::Field(at, "resources");
+    let limits_at = Path::Field(&resources, "limits");
+    let requests_at = Path::Field(&resources, "requests");
+    let quantities = |which: &str| -> Vec<(String, Quantity)> {
+        let listed = container.get("resources").and_then(|r| r.get(which));
+        listed
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, q)| Some((name.clone(), Quantity::parse(q.as_str()?).ok()?)))
+            .collect()
+    };
+    let limits = quantities("limits");
+    for (name, limit) in &limits {
+        resource_quantity(name, limit, &limits_at, errors);
+    }
+    for (name, request) in quantities("requests") {
+        resource_quantity(&name, &request, &requests_at, errors);
+        let overcommit_allowed = is_native_resource(&name) && !name.starts_with("hugepages-");
+        match limits.iter().find(|(limited, _)| *limited == name) {
+            Some((_, limit)) if request != *limit && !overcommit_allowed => errors.push(invalid(
+                &requests_at,
+                &Value::from(request.to_string()),
+                &format!("must be equal to {name} limit of {limit}"),
+            )),
+            Some((_, limit)) if request > *limit => errors.push(invalid(
+                &requests_at,
+                &Value::from(request.to_string()),
+                &format!("must be less than or equal to {name} limit of {limit}"),
+            )),
+            None if !overcommit_allowed => errors.push(error(
+                &limits_at,
+                FieldErrorReason::Required,
+                "Required value: Limit must be set for non overcommitable resources".into(),
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// One resource of a container's `limits` or `requests` (at `list`), keyed by its name.
+fn resource_quantity(name: &str, quantity: &Quantity, list: &Path, errors: &mut Vec<FieldError>) {
+    let rendered = format!("{}[{name}]", list.render());
+    let field = Path::At(&rendered);
+    let standard =
+        matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-");
+    if !standard && is_native_resource(name) {
+        errors.push(invalid(
+            &field,
+            &Value::from(name),
+            "must be a standard resource for containers",
+        ));
+    }
+    if quantity.is_negative() {
+        errors.push(invalid(
+            &field,
+            &Value::from(quantity.to_string()),
+            "must be greater than or equal to 0",
+        ));
+    }
+    if !is_native_resource(name) && !quantity.is_whole() {
+        // kube prints a quantity here unquoted (a Stringer, not a string)
+        errors.push(error(
+            &field,
+            FieldErrorReason::Invalid,
+            format!("Invalid value: {quantity}: must be an integer"),
+        ));
+    }
+}
+
+/// kube's `IsNativeResource`: no domain, or kubernetes.io's.
+fn is_native_resource(name: &str) -> bool {
+    !name.contains('/') || name.contains("kubernetes.io/")
 }
 
 fn not_supported(field: &Path, value: &Value, supported: &[&str]) -> FieldError {
@@ -411,6 +492,61 @@ mod tests {
             messages(&validate("", "pods", &json!({"spec": {}}))),
             ["spec.containers: Required value"]
         );
+    }
+
+    #[test]
+    fn container_resources_are_checked_as_kube_checks_them() {
+        let container = |resources: Value| json!({"spec": {"containers": [{"name": "c", "image": "nginx", "resources": resources}]}});
+        let at = "spec.containers[0].resources";
+        let cases = [
+            (
+                json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+                vec![format!(
+                    "{at}.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1"
+                )],
+            ),
+            (
+                json!({"limits": {"memory": "-1Mi"}}),
+                vec![format!(
+                    "{at}.limits[memory]: Invalid value: \"-1Mi\": must be greater than or equal to 0"
+                )],
+            ),
+            (
+                json!({"requests": {"example.com/gpu": "1"}}),
+                vec![format!(
+                    "{at}.limits: Required value: Limit must be set for non overcommitable resources"
+                )],
+            ),
+            (
+                json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "2"}}),
+                vec![format!(
+                    "{at}.requests: Invalid value: \"1\": must be equal to example.com/gpu limit of 2"
+                )],
+            ),
+            (
+                json!({"limits": {"example.com/gpu": "500m"}}),
+                vec![format!(
+                    "{at}.limits[example.com/gpu]: Invalid value: 500m: must be an integer"
+                )],
+            ),
+            (
+                json!({"limits": {"gpu": "1"}}),
+                vec![format!(
+                    "{at}.limits[gpu]: Invalid value: \"gpu\": must be a standard resource for containers"
+                )],
+            ),
+            (
+                json!({"requests": {"cpu": "500m", "hugepages-2Mi": "0"}, "limits": {"cpu": "1", "hugepages-2Mi": "0"}}),
+                vec![],
+            ),
+        ];
+        for (resources, expected) in cases {
+            assert_eq!(
+                messages(&validate("", "pods", &container(resources.clone()))),
+                expected,
+                "{resources}"
+            );
+        }
     }
 
     #[test]

@@ -157,3 +157,27 @@ async fn a_patched_template_is_canonical_too() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_pod_requesting_more_than_its_limit_is_invalid() {
+    let server = server().await;
+    let body = pod(
+        "greedy",
+        json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1000m"}}),
+    );
+    let status = rejected(
+        &server,
+        write("POST", PODS, JSON, body.to_string()),
+        422,
+        "Invalid",
+    )
+    .await;
+    assert_eq!(
+        status["message"],
+        "Pod \"greedy\" is invalid: spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1"
+    );
+    assert_eq!(
+        status["details"]["causes"][0]["field"],
+        "spec.containers[0].resources.requests"
+    );
+}

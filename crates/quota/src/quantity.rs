@@ -119,6 +119,11 @@ impl Quantity {
         self.nanos == 0
     }
 
+    /// Whether the quantity is a whole number of units.
+    pub fn is_whole(&self) -> bool {
+        self.nanos % NANOS == 0
+    }
+
     pub fn is_negative(&self) -> bool {
         self.nanos < 0
     }
