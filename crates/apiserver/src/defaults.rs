@@ -525,6 +525,7 @@ pub(crate) fn builtin(
         ("", "services") => default_service(obj, old, random_cluster_ip),
         ("", "namespaces") => default_namespace(obj, old.is_none()),
         ("", "secrets") => default_secret(obj)?,
+        ("", "limitranges") => default_limit_range(obj),
         _ => {}
     }
     Ok(())
@@ -541,8 +542,7 @@ fn default_pod(pod: &mut Value, creating: bool) {
     default_if_missing(spec, "enableServiceLinks", json!(true));
     requests_from_limits(spec);
     if creating {
-        let qos_class = qos_class(&pod["spec"]);
-        pod["status"] = json!({"phase": "Pending", "qosClass": qos_class.as_str()});
+        pod["status"] = json!({"phase": "Pending"});
     }
 }
 
@@ -565,6 +565,47 @@ fn requests_from_limits(spec: &mut Value) {
             }
         }
     }
+}
+
+/// kube's `SetDefaults_LimitRangeItem`, for `Container` items: the default limit is the
+/// max where unset, the default request the default limit, else the min.
+fn default_limit_range(range: &mut Value) {
+    let items = range
+        .pointer_mut("/spec/limits")
+        .and_then(Value::as_array_mut);
+    for item in items.into_iter().flatten() {
+        if item.get("type").and_then(Value::as_str) != Some("Container") || !item.is_object() {
+            continue;
+        }
+        let entries = |item: &Value, field: &str| -> Vec<(String, Value)> {
+            let map = item.get(field).and_then(Value::as_object);
+            map.into_iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        for (from, to) in [
+            ("max", "default"),
+            ("default", "defaultRequest"),
+            ("min", "defaultRequest"),
+        ] {
+            let inherited = entries(item, from);
+            if inherited.is_empty() {
+                continue;
+            }
+            let target = meta::object_mut(item, to);
+            for (name, quantity) in inherited {
+                target.entry(name).or_insert(quantity);
+            }
+        }
+    }
+}
+
+/// A new pod's `status.qosClass`, once admission set its resources (kube's
+/// `PrepareForCreate`, after the mutating plugins and webhooks).
+pub(crate) fn set_qos_class(pod: &mut Value) {
+    let class = qos_class(&pod["spec"]);
+    meta::object_mut(pod, "status").insert("qosClass".into(), json!(class.as_str()));
 }
 
 /// The pod's QoS class (`qos.GetPodQOS`) from its containers' canonical quantities.

@@ -23,6 +23,7 @@ mod error;
 mod eviction;
 mod http_api;
 pub mod kubeconfig;
+mod limit_ranger;
 mod meta;
 mod negotiate;
 mod objects;

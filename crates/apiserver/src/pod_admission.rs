@@ -34,6 +34,7 @@ impl ApiServer {
             ApiError::forbidden(format!("pods \"{name}\" is forbidden: {why}"))
                 .with_details(json!({"name": name, "kind": "pods"}))
         };
+        self.default_from_limit_ranges(pod);
         self.admit_service_account(pod).map_err(forbidden)?;
         let (class, priority, policy) = self.pod_priority(pod).map_err(forbidden)?;
         let spec = meta::object_mut(pod, "spec");

@@ -382,7 +382,8 @@ pub fn qos_class(pod: &Pod) -> QosClass {
     QosClass::of_containers(lists.iter().map(|(r, l)| (r, l)))
 }
 
-fn container_lists(container: &Container) -> (ResourceList, ResourceList) {
+/// A container's (requests, limits).
+pub fn container_lists(container: &Container) -> (ResourceList, ResourceList) {
     let resources = container.resources.as_ref();
     (
         list::parse(resources.and_then(|r| r.requests.as_ref())),
@@ -420,10 +421,19 @@ fn pod_usage(pod: &Pod, now_seconds: i64) -> ResourceList {
 /// kube's `resourcehelper.PodRequests` and `PodLimits`: the containers' sum, at least
 /// each init container's (plus the sidecars started before it), plus the overhead.
 fn pod_requests_and_limits(pod: &Pod) -> (ResourceList, ResourceList) {
+    pod_totals(pod, true)
+}
+
+/// [`pod_requests_and_limits`], the overhead left out when `with_overhead` is false (as
+/// the LimitRanger's `podRequests` and `podLimits` leave it out).
+pub fn pod_totals(pod: &Pod, with_overhead: bool) -> (ResourceList, ResourceList) {
     let Some(spec) = pod.spec.as_ref() else {
         return Default::default();
     };
-    let overhead = list::parse(spec.overhead.as_ref());
+    let overhead = match with_overhead {
+        true => list::parse(spec.overhead.as_ref()),
+        false => ResourceList::new(),
+    };
     let mut totals = [ResourceList::new(), ResourceList::new()];
     for (which, total) in totals.iter_mut().enumerate() {
         let of = |c: &Container| {

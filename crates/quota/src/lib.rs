@@ -5,12 +5,13 @@
 //! Owns: `resource.Quantity` (parsing, kube's canonical form, arithmetic), resource
 //! lists, what each kind charges to a quota (pods' compute resources, Services' ports
 //! and load balancers, claims' storage, any kind's object count), quota scopes, QoS
-//! classes, and the admission check.
+//! classes, the admission check, and LimitRanges' defaults and bounds.
 //! Must not know: the API server, the store, HTTP or how objects are fetched: callers
 //! pass decoded objects and quotas in.
 
 pub mod charge;
 pub mod evaluate;
+pub mod limits;
 pub mod list;
 pub mod quantity;
 

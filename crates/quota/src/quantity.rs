@@ -119,6 +119,11 @@ impl Quantity {
         self.nanos == 0
     }
 
+    /// The value as a float, for ratios.
+    pub fn as_f64(&self) -> f64 {
+        self.nanos as f64 / NANOS as f64
+    }
+
     /// Whether the quantity is a whole number of units.
     pub fn is_whole(&self) -> bool {
         self.nanos % NANOS == 0

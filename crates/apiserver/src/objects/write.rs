@@ -220,6 +220,10 @@ impl ApiServer {
         let attrs = Attributes::new(rt, Operation::Create, ns.as_deref(), &name, opts);
         self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
             .await?;
+        if rt.group.is_empty() && rt.plural == "pods" {
+            defaults::set_qos_class(&mut obj);
+        }
+        self.check_limit_ranges(rt, ns.as_deref(), &name, &obj, true)?;
         let charges = self
             .check_quotas(rt, ns.as_deref(), &name, &obj, None, opts.dry_run)
             .await?;
@@ -517,6 +521,7 @@ impl ApiServer {
         }
         let charges = match sub {
             None => {
+                self.check_limit_ranges(rt, ns, name, &new, false)?;
                 self.check_quotas(rt, ns, name, &new, Some(old), opts.dry_run)
                     .await?
             }
