@@ -37,7 +37,7 @@ use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::clock;
 use crate::pod_template::{self, Identity, TEMPLATE_HASH_LABEL};
-use crate::replicaset::nonzero;
+use crate::replicaset::{REPLICA_FAILURE, nonzero};
 use crate::{Clock, Error, Running, Setup, Shutdown};
 
 /// The revision of a ReplicaSet (and of its Deployment: the new ReplicaSet's).
@@ -761,8 +761,46 @@ impl Rollout<'_> {
         set_condition(&mut status, availability);
         if !self.spec.paused.unwrap_or(false) {
             self.update_progressing(&previous, &mut status);
+            self.carry_replica_failure(&mut status);
         }
         status
+    }
+
+    /// kube's `syncRolloutStatus`: a ReplicaSet's `ReplicaFailure` (the new one's first)
+    /// is the Deployment's, and goes when none has one.
+    fn carry_replica_failure(&self, status: &mut DeploymentStatus) {
+        let failure = |rs: &ReplicaSet| {
+            let conditions = rs.status.as_ref().and_then(|s| s.conditions.as_ref());
+            conditions
+                .into_iter()
+                .flatten()
+                .find(|c| c.type_ == REPLICA_FAILURE)
+                .cloned()
+        };
+        let found = self
+            .sets
+            .new
+            .as_ref()
+            .and_then(failure)
+            .or_else(|| self.sets.all().find_map(failure));
+        match found {
+            Some(c) => set_condition(
+                status,
+                DeploymentCondition {
+                    type_: c.type_,
+                    status: c.status,
+                    reason: c.reason,
+                    message: c.message,
+                    last_update_time: c.last_transition_time.clone(),
+                    last_transition_time: c.last_transition_time,
+                },
+            ),
+            None => {
+                if let Some(conditions) = status.conditions.as_mut() {
+                    conditions.retain(|c| c.type_ != REPLICA_FAILURE);
+                }
+            }
+        }
     }
 
     /// The Progressing condition: `NewReplicaSetAvailable` once complete,

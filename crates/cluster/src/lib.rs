@@ -232,17 +232,32 @@ fn publish_in_background<K>(events: Recorder, object: Arc<K>, reason: &str, mess
 where
     K: Resource<DynamicType = ()> + Send + Sync + 'static,
 {
+    publish_kind_in_background(events, object, EventType::Normal, reason, message);
+}
+
+/// [`publish_in_background`] of an event of type `kind`.
+fn publish_kind_in_background<K>(
+    events: Recorder,
+    object: Arc<K>,
+    kind: EventType,
+    reason: &str,
+    message: String,
+) where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+{
     let reason = reason.to_string();
     tokio::spawn(async move {
-        publish(
-            &events,
-            object.as_ref(),
-            EventType::Normal,
-            &reason,
-            &message,
-        )
-        .await;
+        publish(&events, object.as_ref(), kind, &reason, &message).await;
     });
+}
+
+/// The message of a failed request, as kube's controllers print an error: the API's
+/// own message for a refusal.
+fn error_message(error: &Error) -> String {
+    match error {
+        Error::Api(kube::Error::Api(status)) => status.message.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// Write `status` to `name`'s status subresource as a merge patch, unless it equals

@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use serde_json::{Value, json};
-use steady_runtime::events::Recorder;
+use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::clock;
@@ -31,6 +32,9 @@ use crate::{Clock, Error, Running, Setup, Shutdown};
 const BURST: usize = 500;
 /// The component its events name, as kube-controller-manager's.
 const MANAGER: &str = "replicaset-controller";
+/// The condition a failed create or delete sets, and the create's reason.
+pub(crate) const REPLICA_FAILURE: &str = "ReplicaFailure";
+const FAILED_CREATE: &str = "FailedCreate";
 
 /// Start the ReplicaSet controller (an entry of [`crate::CONTROLLERS`]).
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
@@ -151,10 +155,19 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context<Pods>>) -> Result<A
     let scaled = if active.len() < wanted {
         create_pods(&rs, &id, &ctx, (wanted - active.len()).min(BURST)).await
     } else {
-        delete_pods(&rs, &id, &ctx, doomed(active, wanted)).await
+        delete_pods(&rs, &id, &ctx, doomed(active.clone(), wanted)).await
     };
     let now = clock::timestamp(&ctx.data().clock);
-    let (status, next_available) = status(&rs, &active_pods(pods, &id.uid), now);
+    let failure = scaled.as_ref().err().map(|error| {
+        let reason = if active.len() < wanted {
+            FAILED_CREATE
+        } else {
+            "FailedDelete"
+        };
+        (reason, crate::error_message(error))
+    });
+    let (mut status, next_available) = status(&rs, &active_pods(pods, &id.uid), now);
+    report_failure(&mut status, failure, now);
     let api = ctx.api::<ReplicaSet>(&id.namespace);
     crate::write_status(&api, &id.name, rs.status.as_ref(), &status, OMITTED_COUNTS).await?;
     scaled?;
@@ -200,7 +213,16 @@ async fn create_pods(
             }
         }
         if let Some(error) = failed {
-            return Err(error.into());
+            let error = Error::from(error);
+            let message = format!("Error creating: {}", crate::error_message(&error));
+            crate::publish_kind_in_background(
+                ctx.data().events.clone(),
+                rs.clone(),
+                EventType::Warning,
+                FAILED_CREATE,
+                message,
+            );
+            return Err(error);
         }
     }
     Ok(())
@@ -312,11 +334,44 @@ fn status(
         )),
         available_replicas: nonzero(available),
         observed_generation: rs.metadata.generation,
-        // Not written by this controller (no ReplicaFailure reporting yet): kept as found.
+        // `ReplicaFailure` is set or cleared by the reconcile (`report_failure`).
         conditions: previous.and_then(|s| s.conditions.clone()),
         terminating_replicas: previous.and_then(|s| s.terminating_replicas),
     };
     (status, next_available)
+}
+
+/// kube's `calculateStatus` for conditions: a failed create or delete sets
+/// `ReplicaFailure` (once: an existing one is kept as it is), a successful pass clears it.
+fn report_failure(status: &mut ReplicaSetStatus, failure: Option<(&str, String)>, now: Timestamp) {
+    let existing = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == REPLICA_FAILURE);
+    match failure {
+        Some((reason, message)) if !existing => {
+            status
+                .conditions
+                .get_or_insert_with(Vec::new)
+                .push(ReplicaSetCondition {
+                    type_: REPLICA_FAILURE.into(),
+                    status: "True".into(),
+                    reason: Some(reason.into()),
+                    message: Some(message),
+                    last_transition_time: Some(Time(now)),
+                });
+        }
+        None if existing => {
+            if let Some(conditions) = status.conditions.as_mut() {
+                conditions.retain(|c| c.type_ != REPLICA_FAILURE);
+            }
+            if status.conditions.as_ref().is_some_and(Vec::is_empty) {
+                status.conditions = None;
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `n` as an API count (saturating).
@@ -330,5 +385,10 @@ pub(crate) fn nonzero(n: i32) -> Option<i32> {
     (n != 0).then_some(n)
 }
 
-/// The status counts kube omits when zero.
-const OMITTED_COUNTS: &[&str] = &["fullyLabeledReplicas", "readyReplicas", "availableReplicas"];
+/// The status fields kube omits when zero or empty (a merge patch clears them with null).
+const OMITTED_COUNTS: &[&str] = &[
+    "fullyLabeledReplicas",
+    "readyReplicas",
+    "availableReplicas",
+    "conditions",
+];

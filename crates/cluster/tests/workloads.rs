@@ -729,3 +729,88 @@ async fn a_replica_set_adopts_matching_orphans_and_releases_pods_it_no_longer_se
     .await;
     cluster.stop().await;
 }
+
+/// The `ReplicaFailure` condition of a Deployment's or ReplicaSet's status, as
+/// (status, reason, message).
+fn replica_failure(status: Option<&impl serde::Serialize>) -> Option<(String, String, String)> {
+    let status = serde_json::to_value(status?).ok()?;
+    let failure = status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "ReplicaFailure")?
+        .clone();
+    let text = |field: &str| failure[field].as_str().unwrap_or_default().to_string();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+fn deployment_failure(d: &Deployment) -> Option<(String, String, String)> {
+    replica_failure(d.status.as_ref())
+}
+
+fn replica_set_failure(rs: &ReplicaSet) -> Option<(String, String, String)> {
+    replica_failure(rs.status.as_ref())
+}
+
+/// A Deployment past its namespace's pod quota: the ReplicaSet reports the refused create
+/// (`ReplicaFailure`, a `FailedCreate` event with the API's message) and the Deployment
+/// carries the condition, as on a cluster; once the quota allows, the missing pod is
+/// created and both conditions go.
+#[tokio::test(start_paused = true)]
+async fn a_replica_set_past_its_quota_reports_the_failure_until_the_quota_allows() {
+    let cluster = Cluster::start().await;
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(cluster.client.clone(), NS);
+    create_json(
+        &quotas,
+        json!({"metadata": {"name": "pods"}, "spec": {"hard": {"pods": "2"}}}),
+    )
+    .await;
+    cluster.create_deployment("web", 3, json!({})).await;
+
+    let web = passing(&cluster.deployments(), "web", "failing", &|d| {
+        deployment_failure(d).is_some()
+    })
+    .await;
+    let (status, reason, message) = deployment_failure(&web).expect("the failure");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "FailedCreate"));
+    assert!(
+        message.starts_with("pods \"web-") && message.ends_with(
+            "\" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2"
+        ),
+        "{message}"
+    );
+    let sets = cluster.replica_sets_of(&web).await;
+    let rs_failure = replica_set_failure(&sets[0]).expect("the ReplicaSet's failure");
+    assert_eq!(rs_failure.1, "FailedCreate");
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(cluster.client.clone(), NS);
+    let warned = eventually("the FailedCreate event", LIMIT, || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedCreate"))
+    })
+    .await;
+    assert_eq!(warned.type_.as_deref(), Some("Warning"));
+    assert!(
+        warned
+            .message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("Error creating: pods \"web-")),
+        "{warned:?}"
+    );
+
+    merge_patch(&quotas, "pods", json!({"spec": {"hard": {"pods": "3"}}}))
+        .await
+        .expect("quota raised");
+
+    let web = passing(&cluster.deployments(), "web", "recovered", &|d| {
+        deployment_failure(d).is_none()
+            && d.status.as_ref().and_then(|s| s.ready_replicas) == Some(3)
+    })
+    .await;
+    let sets = cluster.replica_sets_of(&web).await;
+    assert_eq!(replica_set_failure(&sets[0]), None);
+    cluster.stop().await;
+}
