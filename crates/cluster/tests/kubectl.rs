@@ -351,3 +351,55 @@ async fn kubectl_drain_stops_at_a_disruption_budget() {
     assert_eq!(kubectl_line(dir, running_pods).await.lines().count(), 2);
     running.stop().await;
 }
+
+const SIZED_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: sized}
+spec:
+  containers:
+  - name: app
+    image: nginx:1.27
+    resources:
+      requests: {cpu: 0.25, memory: 1.5Gi}
+      limits: {cpu: 1, memory: 2048Mi}
+"#;
+
+/// What a user sees of quotas and quantities through kubectl: YAML numbers and
+/// non-canonical quantities read back as kube prints them, a Deployment past its pod
+/// quota reports `ReplicaFailure` and `describe` shows why, and `get quota` counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_shows_quantities_and_a_deployment_past_its_quota() {
+    let (tmp, running) = started_after(&["create quota pods --hard=pods=3"]).await;
+    let dir = tmp.path();
+    kubectl(dir, &["apply", "-f", "-"], Some(SIZED_POD)).await;
+    kubectl_line(dir, "create deployment web --image=nginx --replicas=3").await;
+    let resources = get_jsonpath(dir, &["pod", "sized"], "{.spec.containers[0].resources}").await;
+    assert_eq!(
+        resources,
+        r#"{"limits":{"cpu":"1","memory":"2Gi"},"requests":{"cpu":"250m","memory":"1536Mi"}}"#
+    );
+    let class = get_jsonpath(dir, &["pod", "sized"], "{.status.qosClass}").await;
+    assert_eq!(class, "Burstable");
+
+    let waited = wait_for_condition(dir, "ReplicaFailure", "deployment/web").await;
+    assert_eq!(waited, "deployment.apps/web condition met");
+    let described = kubectl_line(dir, "describe replicaset").await;
+    assert!(
+        described.contains("FailedCreate")
+            && described
+                .contains("exceeded quota: pods, requested: pods=1, used: pods=3, limited: pods=3"),
+        "{described}"
+    );
+    let quota = kubectl_line(dir, "get quota pods").await;
+    assert!(quota.contains("pods: 3/3"), "{quota}");
+
+    kubectl_line(dir, "delete pod sized").await;
+    let ready = steady_test_support::eventually("three ready replicas", common::LIMIT, || async {
+        let ready = get_jsonpath(dir, &["deployment", "web"], "{.status.readyReplicas}").await;
+        (ready == "3").then_some(ready)
+    })
+    .await;
+    assert_eq!(ready, "3");
+    running.stop().await;
+}
