@@ -338,11 +338,19 @@ impl Daemon<'_> {
                 tolerations.push(toleration);
             }
         }
-        let created = self
+        let created = match self
             .ctx
             .api::<Pod>(&self.namespace)
             .create(&PostParams::default(), &pod)
-            .await?;
+            .await
+        {
+            Ok(created) => created,
+            Err(error) => {
+                let events = &self.ctx.data().events;
+                let creating = |why: &str| format!("Error creating: {why}");
+                return Err(crate::failed_create(events, self.object, creating, error).await);
+            }
+        };
         let message = format!("Created pod: {}", created.name_any());
         self.record("SuccessfulCreate", &message).await;
         Ok(())

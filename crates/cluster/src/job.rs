@@ -529,7 +529,14 @@ async fn create_pods(
         if let Some(index) = index {
             label_with_index(&mut pod, &job.name_any(), index);
         }
-        let created = api.create(&PostParams::default(), &pod).await?;
+        let created = match api.create(&PostParams::default(), &pod).await {
+            Ok(created) => created,
+            Err(error) => {
+                let events = &ctx.data().events;
+                let creating = |why: &str| format!("Error creating: {why}");
+                return Err(crate::failed_create(events, job, creating, error).await);
+            }
+        };
         let message = format!("Created pod: {}", created.name_any());
         publish(ctx, job, EventType::Normal, "SuccessfulCreate", &message).await;
     }

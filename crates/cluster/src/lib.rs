@@ -232,22 +232,16 @@ fn publish_in_background<K>(events: Recorder, object: Arc<K>, reason: &str, mess
 where
     K: Resource<DynamicType = ()> + Send + Sync + 'static,
 {
-    publish_kind_in_background(events, object, EventType::Normal, reason, message);
-}
-
-/// [`publish_in_background`] of an event of type `kind`.
-fn publish_kind_in_background<K>(
-    events: Recorder,
-    object: Arc<K>,
-    kind: EventType,
-    reason: &str,
-    message: String,
-) where
-    K: Resource<DynamicType = ()> + Send + Sync + 'static,
-{
     let reason = reason.to_string();
     tokio::spawn(async move {
-        publish(&events, object.as_ref(), kind, &reason, &message).await;
+        publish(
+            &events,
+            object.as_ref(),
+            EventType::Normal,
+            &reason,
+            &message,
+        )
+        .await;
     });
 }
 
@@ -294,6 +288,21 @@ where
     api.patch_status(name, &PatchParams::default(), &patch)
         .await?;
     Ok(true)
+}
+
+/// kube's Warning `FailedCreate` about `owner` when the API refused one of its creates;
+/// `message` words it from the API's message (pod control's `Error creating: …`, the
+/// StatefulSet's own). Returns the error, for the reconcile to fail with and retry.
+async fn failed_create<K: Resource<DynamicType = ()>>(
+    events: &Recorder,
+    owner: &K,
+    message: impl FnOnce(&str) -> String,
+    error: kube::Error,
+) -> Error {
+    let error = Error::from(error);
+    let message = message(&error_message(&error));
+    publish(events, owner, EventType::Warning, "FailedCreate", &message).await;
+    error
 }
 
 /// Record a Normal event about `owner`, the object a reconcile is for: how the pod-owning

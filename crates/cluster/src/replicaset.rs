@@ -20,7 +20,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use serde_json::{Value, json};
-use steady_runtime::events::{EventType, Recorder};
+use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::clock;
@@ -213,16 +213,9 @@ async fn create_pods(
             }
         }
         if let Some(error) = failed {
-            let error = Error::from(error);
-            let message = format!("Error creating: {}", crate::error_message(&error));
-            crate::publish_kind_in_background(
-                ctx.data().events.clone(),
-                rs.clone(),
-                EventType::Warning,
-                FAILED_CREATE,
-                message,
-            );
-            return Err(error);
+            let creating = |why: &str| format!("Error creating: {why}");
+            let events = &ctx.data().events;
+            return Err(crate::failed_create(events, rs.as_ref(), creating, error).await);
         }
     }
     Ok(())

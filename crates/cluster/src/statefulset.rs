@@ -358,7 +358,16 @@ async fn create_pod(ctx: &Context<SetData>, set: &Set<'_>, ordinal: i32) -> Resu
         Ok(_) => {}
         // The cache has not seen it yet: the next event brings it.
         Err(kube::Error::Api(status)) if status.code == 409 => return Ok(()),
-        Err(e) => return Err(e.into()),
+        Err(error) => {
+            let events = &ctx.data().events;
+            let creating = |why: &str| {
+                format!(
+                    "create Pod {name} in StatefulSet {} failed error: {why}",
+                    set.name
+                )
+            };
+            return Err(crate::failed_create(events, set.object, creating, error).await);
+        }
     }
     let message = format!("create Pod {name} in StatefulSet {} successful", set.name);
     crate::record_normal(&ctx.data().events, set.object, "SuccessfulCreate", &message).await;

@@ -476,3 +476,49 @@ async fn a_failed_pod_is_recreated_under_its_name() {
     .await;
     cluster.stop().await;
 }
+
+/// An ordinal the API refuses (past the namespace's pod quota) is reported as kube's
+/// StatefulSet controller reports it, and created once the quota allows.
+#[tokio::test(start_paused = true)]
+async fn an_ordinal_past_the_quota_is_reported_and_created_once_allowed() {
+    let cluster = set_cluster().await;
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(cluster.client.clone(), NS);
+    create_json(
+        &quotas,
+        json!({"metadata": {"name": "pods"}, "spec": {"hard": {"pods": "1"}}}),
+    )
+    .await;
+    let sets: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), NS);
+    create_json(&sets, web(2, "Parallel")).await;
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(cluster.client.clone(), NS);
+    let failed = eventually("the FailedCreate event", LIMIT, || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedCreate"))
+    })
+    .await;
+    assert_eq!(failed.type_.as_deref(), Some("Warning"));
+    let message = failed.message.unwrap_or_default();
+    assert!(
+        message.starts_with("create Pod web-") && message.contains(" in StatefulSet web failed error: pods \"web-")
+            && message.ends_with("is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1"),
+        "{message}"
+    );
+    merge_patch(&quotas, "pods", json!({"spec": {"hard": {"pods": "2"}}}))
+        .await
+        .expect("quota raised");
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), NS);
+    eventually("both ordinals", LIMIT, || async {
+        let listed = pods
+            .list(&ListParams::default().labels(SELECTOR))
+            .await
+            .ok()?;
+        (listed.items.len() == 2).then_some(())
+    })
+    .await;
+    cluster.stop().await;
+}
