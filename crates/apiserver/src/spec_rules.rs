@@ -38,6 +38,7 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
     match (group, plural) {
         ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), ANY_RESTART, &mut errors),
         ("", "services") => service_ports(obj, &mut errors),
+        ("", "resourcequotas") => quota_spec(obj, &mut errors),
         _ => {}
     }
     errors
@@ -204,6 +205,149 @@ fn resource_quantity(name: &str, quantity: &Quantity, list: &Path, errors: &mut 
             FieldErrorReason::Invalid,
             format!("Invalid value: {quantity}: must be an integer"),
         ));
+    }
+}
+
+/// kube's `standardQuotaResources`: the names a quota may limit without a domain.
+const STANDARD_QUOTA_RESOURCES: &[&str] = &[
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "requests.cpu",
+    "requests.memory",
+    "requests.storage",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+    "pods",
+    "resourcequotas",
+    "services",
+    "replicationcontrollers",
+    "secrets",
+    "persistentvolumeclaims",
+    "configmaps",
+    "services.nodeports",
+    "services.loadbalancers",
+];
+/// Quota resources counted in whole objects (kube's `integerResources`).
+const INTEGER_QUOTA_RESOURCES: &[&str] = &[
+    "pods",
+    "resourcequotas",
+    "services",
+    "replicationcontrollers",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+    "services.nodeports",
+    "services.loadbalancers",
+];
+const QUOTA_SCOPES: &[&str] = &[
+    "Terminating",
+    "NotTerminating",
+    "BestEffort",
+    "NotBestEffort",
+    "PriorityClass",
+    "CrossNamespacePodAffinity",
+];
+
+/// kube's `ValidateResourceQuotaSpec`: each hard limit a quota resource, not negative,
+/// whole where it counts objects; the scopes known, fit for the resources (a scope
+/// selects pods, so it limits only pod counts and compute), and not contradictory.
+fn quota_spec(quota: &Value, errors: &mut Vec<FieldError>) {
+    let hard_at = Path::At("spec.hard");
+    let hard = quota.pointer("/spec/hard").and_then(Value::as_object);
+    let names: Vec<&str> = hard
+        .into_iter()
+        .flatten()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    for (name, quantity) in hard.into_iter().flatten() {
+        let rendered = format!("{}[{name}]", hard_at.render());
+        let field = Path::At(&rendered);
+        let standard = STANDARD_QUOTA_RESOURCES.contains(&name.as_str())
+            || name.starts_with("hugepages-")
+            || name.starts_with("requests.hugepages-");
+        if !name.contains('/') && !standard {
+            errors.push(invalid(
+                &field,
+                &Value::from(name.as_str()),
+                "must be a standard resource for quota",
+            ));
+        }
+        let Some(quantity) = quantity.as_str().and_then(|q| Quantity::parse(q).ok()) else {
+            continue;
+        };
+        if quantity.is_negative() {
+            let shown = Value::from(quantity.to_string());
+            errors.push(invalid(
+                &field,
+                &shown,
+                "must be greater than or equal to 0",
+            ));
+        }
+        let integer = INTEGER_QUOTA_RESOURCES.contains(&name.as_str())
+            || !is_native_resource(name) && !name.starts_with("count/");
+        if integer && !quantity.is_whole() {
+            errors.push(error(
+                &field,
+                FieldErrorReason::Invalid,
+                format!("Invalid value: {quantity}: must be an integer"),
+            ));
+        }
+    }
+    let scopes: Vec<&str> = list(&quota["spec"], "scopes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if scopes.is_empty() {
+        return;
+    }
+    let scopes_at = Path::At("spec.scopes");
+    // kube prints the scopes as a Go slice literal
+    let quoted: Vec<String> = scopes.iter().map(|s| format!("{s:?}")).collect();
+    let shown = format!("[]core.ResourceQuotaScope{{{}}}", quoted.join(", "));
+    let scope_error = |why: &str| {
+        error(
+            &scopes_at,
+            FieldErrorReason::Invalid,
+            format!("Invalid value: {shown}: {why}"),
+        )
+    };
+    for scope in &scopes {
+        if !QUOTA_SCOPES.contains(scope) {
+            errors.push(scope_error("unsupported scope"));
+        }
+        let pod_compute = [
+            "cpu",
+            "memory",
+            "limits.cpu",
+            "limits.memory",
+            "requests.cpu",
+            "requests.memory",
+        ];
+        let fits = |resource: &str| match *scope {
+            "BestEffort" => resource == "pods",
+            "Terminating"
+            | "NotTerminating"
+            | "NotBestEffort"
+            | "PriorityClass"
+            | "CrossNamespacePodAffinity" => resource == "pods" || pod_compute.contains(&resource),
+            _ => true,
+        };
+        for name in &names {
+            if STANDARD_QUOTA_RESOURCES.contains(name) && !fits(name) {
+                errors.push(scope_error("unsupported scope applied to resource"));
+            }
+        }
+    }
+    for [a, b] in [
+        ["BestEffort", "NotBestEffort"],
+        ["Terminating", "NotTerminating"],
+    ] {
+        if scopes.contains(&a) && scopes.contains(&b) {
+            errors.push(scope_error("conflicting scopes"));
+        }
     }
 }
 
@@ -545,6 +689,37 @@ mod tests {
                 messages(&validate("", "pods", &container(resources.clone()))),
                 expected,
                 "{resources}"
+            );
+        }
+    }
+
+    #[test]
+    fn quota_specs_are_checked_as_kube_checks_them() {
+        let quota = |spec: Value| json!({"spec": spec});
+        let cases = [
+            (json!({"hard": {"pods": "10", "requests.cpu": "4", "count/deployments.apps": "3"}}), vec![]),
+            (
+                json!({"hard": {"pods": "1.5", "cpu": "-1", "widgets": "1"}}),
+                vec![
+                    "spec.hard[cpu]: Invalid value: \"-1\": must be greater than or equal to 0".to_string(),
+                    "spec.hard[pods]: Invalid value: 1500m: must be an integer".to_string(),
+                    "spec.hard[widgets]: Invalid value: \"widgets\": must be a standard resource for quota".to_string(),
+                ],
+            ),
+            (
+                json!({"hard": {"pods": "1", "services": "1"}, "scopes": ["BestEffort", "NotBestEffort"]}),
+                vec![
+                    "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"BestEffort\", \"NotBestEffort\"}: unsupported scope applied to resource".to_string(),
+                    "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"BestEffort\", \"NotBestEffort\"}: unsupported scope applied to resource".to_string(),
+                    "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"BestEffort\", \"NotBestEffort\"}: conflicting scopes".to_string(),
+                ],
+            ),
+        ];
+        for (spec, expected) in cases {
+            assert_eq!(
+                messages(&validate("", "resourcequotas", &quota(spec.clone()))),
+                expected,
+                "{spec}"
             );
         }
     }
