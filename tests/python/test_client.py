@@ -689,3 +689,38 @@ def _read_optional(read, *args):
         if e.status == 404:
             return None
         raise
+
+
+def test_quantities_and_quota(core, unique):
+    """Quantities the client sends read back in kube's canonical form; a
+    namespace's ResourceQuota charges pods and refuses one over it with kube's 403."""
+    ns = f"quota-{unique}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    try:
+        core.create_namespaced_resource_quota(ns, client.V1ResourceQuota(
+            metadata=client.V1ObjectMeta(name="compute"),
+            spec=client.V1ResourceQuotaSpec(hard={"pods": "1", "limits.memory": "1Gi"})))
+
+        def sized(name):
+            # (the client validates quantities as strings: kubectl's YAML numbers are
+            # tested in crates/cluster's kubectl test)
+            resources = {"limits": {"cpu": "1000m", "memory": "0.5Gi"}}
+            return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                    "spec": {"containers": [
+                        {"name": "main", "image": "busybox:1.36", "resources": resources}]}}
+
+        created = core.create_namespaced_pod(ns, sized("a"))
+        resources = created.spec.containers[0].resources
+        assert resources.limits == {"cpu": "1", "memory": "512Mi"}
+        assert resources.requests == {"cpu": "1", "memory": "512Mi"}, "requests default to limits"
+        assert created.status.qos_class == "Guaranteed"
+
+        refused = expect_status(403, core.create_namespaced_pod, ns, sized("b"))
+        body = json.loads(refused.body)
+        assert body["reason"] == "Forbidden"
+        assert body["message"] == ('pods "b" is forbidden: exceeded quota: compute, '
+                                   'requested: pods=1, used: pods=1, limited: pods=1')
+        used = core.read_namespaced_resource_quota("compute", ns).status.used
+        assert used == {"pods": "1", "limits.memory": "512Mi"}
+    finally:
+        core.delete_namespace(ns)
