@@ -610,28 +610,23 @@ pub(crate) fn set_qos_class(pod: &mut Value) {
 
 /// The pod's QoS class (`qos.GetPodQOS`) from its containers' canonical quantities.
 fn qos_class(spec: &Value) -> steady_quota::QosClass {
-    let list = |container: &Value, which: &str| -> steady_quota::ResourceList {
-        let quantities = container
-            .pointer(&format!("/resources/{which}"))
-            .and_then(Value::as_object);
-        quantities
-            .into_iter()
-            .flatten()
-            .filter_map(|(name, q)| {
-                Some((
-                    name.clone(),
-                    steady_quota::Quantity::parse(q.as_str()?).ok()?,
-                ))
-            })
-            .collect()
-    };
-    let lists: Vec<_> = ["containers", "initContainers"]
+    let containers = ["containers", "initContainers"]
         .iter()
         .filter_map(|field| spec.get(*field).and_then(Value::as_array))
-        .flatten()
-        .map(|c| (list(c, "requests"), list(c, "limits")))
-        .collect();
-    steady_quota::QosClass::of_containers(lists.iter().map(|(r, l)| (r, l)))
+        .flatten();
+    steady_quota::QosClass::of_containers(containers.map(|container| {
+        let pick = |which: &str| {
+            let list = container.get("resources").and_then(|r| r.get(which));
+            steady_quota::QOS_RESOURCES.map(|name| {
+                let quantity = list.and_then(|l| l.get(name)).and_then(Value::as_str);
+                quantity.and_then(|q| steady_quota::Quantity::parse(q).ok())
+            })
+        };
+        steady_quota::ComputeResources {
+            requests: pick("requests"),
+            limits: pick("limits"),
+        }
+    }))
 }
 
 fn default_service(

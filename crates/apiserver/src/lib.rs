@@ -133,6 +133,9 @@ struct Inner {
     recent_writes: Option<objects::RecentWrites>,
     /// Held by a write charged to quotas from its check to its charge, and by recounts.
     quota_turn: tokio::sync::Mutex<()>,
+    /// Which namespace-wide admission objects (ResourceQuotas, LimitRanges) this server
+    /// has stored: until one kind has, no write looks for it in its namespace.
+    admission_objects: resource_quota::AdmissionObjects,
 }
 
 impl ApiServer {
@@ -156,8 +159,10 @@ impl ApiServer {
                 token_keys,
                 recent_writes: keep_recent_writes.then(objects::RecentWrites::default),
                 quota_turn: tokio::sync::Mutex::new(()),
+                admission_objects: Default::default(),
             }),
         };
+        server.inner.admission_objects.find_stored(server.store());
         crd::register_stored(&server)?;
         objects::ensure_default_namespaces(&server).await?;
         bootstrap::ensure(&server).await?;

@@ -8,103 +8,139 @@
 //! Must not know: HTTP, the store; what quotas charge (`steady_quota`).
 
 use serde_json::Value;
-use steady_quota::Quantity;
+use steady_quota::{Quantity, QuantityError};
 
 use crate::error::{ApiError, ApiResult};
 
-/// Where a pod spec holds quantities, relative to the spec. `name[]` steps into each
-/// element of an array, a final `name{}` is a map of quantities, a final `name` one
-/// quantity.
-const POD_SPEC: &[&str] = &[
-    "containers[].resources.limits{}",
-    "containers[].resources.requests{}",
-    "initContainers[].resources.limits{}",
-    "initContainers[].resources.requests{}",
-    "ephemeralContainers[].resources.limits{}",
-    "ephemeralContainers[].resources.requests{}",
-    "overhead{}",
-    "resources.limits{}",
-    "resources.requests{}",
-    "volumes[].emptyDir.sizeLimit",
-    "volumes[].ephemeral.volumeClaimTemplate.spec.resources.limits{}",
-    "volumes[].ephemeral.volumeClaimTemplate.spec.resources.requests{}",
+/// Where quantities sit in an object, as a tree walked once: into a field, into each
+/// element of an array field, to each value of a map of quantities, to one quantity.
+enum Node {
+    Field(&'static str, &'static [Node]),
+    Each(&'static str, &'static [Node]),
+    Map(&'static str),
+    One(&'static str),
+}
+
+use Node::{Each, Field, Map, One};
+
+/// `resources.limits` and `resources.requests`.
+const RESOURCES: &[Node] = &[Field("resources", &[Map("limits"), Map("requests")])];
+
+/// A pod spec's quantities: its containers', its overhead, its own resources, its
+/// volumes' size limits and ephemeral claims.
+const POD_SPEC: &[Node] = &[
+    Each("containers", RESOURCES),
+    Each("initContainers", RESOURCES),
+    Each("ephemeralContainers", RESOURCES),
+    Map("overhead"),
+    Field("resources", &[Map("limits"), Map("requests")]),
+    Each(
+        "volumes",
+        &[
+            Field("emptyDir", &[One("sizeLimit")]),
+            Field(
+                "ephemeral",
+                &[Field("volumeClaimTemplate", &[Field("spec", RESOURCES)])],
+            ),
+        ],
+    ),
 ];
 
-const POD_STATUS: &[&str] = &[
-    "containerStatuses[].allocatedResources{}",
-    "containerStatuses[].resources.limits{}",
-    "containerStatuses[].resources.requests{}",
-    "initContainerStatuses[].allocatedResources{}",
-    "initContainerStatuses[].resources.limits{}",
-    "initContainerStatuses[].resources.requests{}",
+const CONTAINER_STATUS: &[Node] = &[
+    Map("allocatedResources"),
+    Field("resources", &[Map("limits"), Map("requests")]),
 ];
 
-const CLAIM_SPEC: &[&str] = &["resources.limits{}", "resources.requests{}"];
+const POD_STATUS: &[Node] = &[
+    Each("containerStatuses", CONTAINER_STATUS),
+    Each("initContainerStatuses", CONTAINER_STATUS),
+];
 
-/// Where quantities sit in one kind: a prefix and the paths under it.
-type Places = &'static [(&'static str, &'static [&'static str])];
-
-fn places(group: &str, plural: &str) -> Places {
-    match (group, plural) {
-        ("", "pods") => &[("spec", POD_SPEC), ("status", POD_STATUS)],
-        ("", "podtemplates") => &[("template.spec", POD_SPEC)],
-        ("", "replicationcontrollers")
-        | ("apps", "replicasets" | "deployments" | "daemonsets")
-        | ("batch", "jobs") => &[("spec.template.spec", POD_SPEC)],
-        ("apps", "statefulsets") => &[
-            ("spec.template.spec", POD_SPEC),
-            ("spec.volumeClaimTemplates[].spec", CLAIM_SPEC),
+const POD: &[Node] = &[Field("spec", POD_SPEC), Field("status", POD_STATUS)];
+const TEMPLATE: &[Node] = &[Field("template", &[Field("spec", POD_SPEC)])];
+const WORKLOAD: &[Node] = &[Field("spec", TEMPLATE)];
+const STATEFUL_SET: &[Node] = &[Field(
+    "spec",
+    &[
+        Field("template", &[Field("spec", POD_SPEC)]),
+        Each("volumeClaimTemplates", &[Field("spec", RESOURCES)]),
+    ],
+)];
+const CRON_JOB: &[Node] = &[Field("spec", &[Field("jobTemplate", WORKLOAD)])];
+const CLAIM: &[Node] = &[
+    Field("spec", RESOURCES),
+    Field("status", &[Map("capacity"), Map("allocatedResources")]),
+];
+const QUOTA: &[Node] = &[
+    Field("spec", &[Map("hard")]),
+    Field("status", &[Map("hard"), Map("used")]),
+];
+const LIMIT_RANGE: &[Node] = &[Field(
+    "spec",
+    &[Each(
+        "limits",
+        &[
+            Map("max"),
+            Map("min"),
+            Map("default"),
+            Map("defaultRequest"),
+            Map("maxLimitRequestRatio"),
         ],
-        ("batch", "cronjobs") => &[("spec.jobTemplate.spec.template.spec", POD_SPEC)],
-        ("", "persistentvolumeclaims") => &[
-            ("spec", CLAIM_SPEC),
-            ("status", &["capacity{}", "allocatedResources{}"]),
-        ],
-        ("", "persistentvolumes") => &[("spec", &["capacity{}"])],
-        ("", "nodes") => &[("status", &["capacity{}", "allocatable{}"])],
-        ("", "resourcequotas") => &[("spec", &["hard{}"]), ("status", &["hard{}", "used{}"])],
-        ("", "limitranges") => &[(
-            "spec.limits[]",
+    )],
+)];
+/// An HPA v2 metric's values (one `MetricTarget` / `MetricValueStatus` shape for every
+/// source), under `target` in the spec and `current` in the status.
+const TARGET: &[Node] = &[Field("target", &[One("value"), One("averageValue")])];
+const CURRENT: &[Node] = &[Field("current", &[One("value"), One("averageValue")])];
+const HPA: &[Node] = &[
+    Field(
+        "spec",
+        &[Each(
+            "metrics",
             &[
-                "max{}",
-                "min{}",
-                "default{}",
-                "defaultRequest{}",
-                "maxLimitRequestRatio{}",
+                Field("object", TARGET),
+                Field("pods", TARGET),
+                Field("resource", TARGET),
+                Field("containerResource", TARGET),
+                Field("external", TARGET),
             ],
         )],
-        ("autoscaling", "horizontalpodautoscalers") => &[
-            (
-                "spec.metrics[]",
-                &[
-                    "object.target.value",
-                    "object.target.averageValue",
-                    "pods.target.averageValue",
-                    "resource.target.averageValue",
-                    "containerResource.target.averageValue",
-                    "external.target.value",
-                    "external.target.averageValue",
-                ],
-            ),
-            (
-                "status.currentMetrics[]",
-                &[
-                    "object.current.value",
-                    "object.current.averageValue",
-                    "pods.current.averageValue",
-                    "resource.current.averageValue",
-                    "containerResource.current.averageValue",
-                    "external.current.value",
-                    "external.current.averageValue",
-                ],
-            ),
-        ],
-        ("node.k8s.io", "runtimeclasses") => &[("overhead", &["podFixed{}"])],
-        ("storage.k8s.io", "csistoragecapacities") => &[("", &["capacity", "maximumVolumeSize"])],
+    ),
+    Field(
+        "status",
+        &[Each(
+            "currentMetrics",
+            &[
+                Field("object", CURRENT),
+                Field("pods", CURRENT),
+                Field("resource", CURRENT),
+                Field("containerResource", CURRENT),
+                Field("external", CURRENT),
+            ],
+        )],
+    ),
+];
+
+fn places(group: &str, plural: &str) -> &'static [Node] {
+    match (group, plural) {
+        ("", "pods") => POD,
+        ("", "podtemplates") => TEMPLATE,
+        ("", "replicationcontrollers")
+        | ("apps", "replicasets" | "deployments" | "daemonsets")
+        | ("batch", "jobs") => WORKLOAD,
+        ("apps", "statefulsets") => STATEFUL_SET,
+        ("batch", "cronjobs") => CRON_JOB,
+        ("", "persistentvolumeclaims") => CLAIM,
+        ("", "persistentvolumes") => &[Field("spec", &[Map("capacity")])],
+        ("", "nodes") => &[Field("status", &[Map("capacity"), Map("allocatable")])],
+        ("", "resourcequotas") => QUOTA,
+        ("", "limitranges") => LIMIT_RANGE,
+        ("autoscaling", "horizontalpodautoscalers") => HPA,
+        ("node.k8s.io", "runtimeclasses") => &[Field("overhead", &[Map("podFixed")])],
+        ("storage.k8s.io", "csistoragecapacities") => &[One("capacity"), One("maximumVolumeSize")],
         _ => &[],
     }
 }
-
 /// Canonicalise every quantity of a built-in object; `kind` and `version` name it in the
 /// error, as kube's decoder does.
 pub(crate) fn canonicalize(
@@ -114,70 +150,96 @@ pub(crate) fn canonicalize(
     version: &str,
     obj: &mut Value,
 ) -> ApiResult<()> {
-    for (prefix, paths) in places(group, plural) {
-        for path in *paths {
-            let steps = prefix
-                .split('.')
-                .chain(path.split('.'))
-                .filter(|s| !s.is_empty());
-            visit(obj, &steps.collect::<Vec<_>>(), &mut canonical).map_err(|why| {
-                ApiError::bad_request(format!(
-                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}"
-                ))
-            })?;
+    visit(obj, places(group, plural)).map_err(|why| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}"
+        ))
+    })
+}
+
+fn visit(value: &mut Value, nodes: &[Node]) -> Result<(), QuantityError> {
+    let Some(object) = value.as_object_mut() else {
+        return Ok(());
+    };
+    for node in nodes {
+        let (Field(name, _) | Each(name, _) | Map(name) | One(name)) = node;
+        let Some(inner) = object.get_mut(*name) else {
+            continue;
+        };
+        match node {
+            Field(_, below) => visit(inner, below)?,
+            Each(_, below) => {
+                for element in inner.as_array_mut().into_iter().flatten() {
+                    visit(element, below)?;
+                }
+            }
+            Map(_) => {
+                for quantity in inner
+                    .as_object_mut()
+                    .into_iter()
+                    .flat_map(|m| m.values_mut())
+                {
+                    canonical(quantity)?;
+                }
+            }
+            One(_) if inner.is_null() => {}
+            One(_) => canonical(inner)?,
         }
     }
     Ok(())
 }
 
-/// A JSON quantity (a string, or a number as YAML writes `cpu: 1`) in canonical form.
-fn canonical(value: &mut Value) -> Result<(), String> {
-    let text = match value {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        Value::Null => "0".to_string(),
-        _ => value.to_string(),
+/// A JSON quantity (a string, or a number as YAML writes `cpu: 1`) in canonical form;
+/// an already canonical string (nearly every one: clients send back what they read) is
+/// left as it is, compared without allocating.
+fn canonical(value: &mut Value) -> Result<(), QuantityError> {
+    let quantity = match value {
+        Value::String(s) => Quantity::parse(s)?,
+        Value::Number(n) => Quantity::parse(&n.to_string())?,
+        Value::Null => Quantity::default(),
+        _ => return Err(QuantityError::FormatWrong),
     };
-    let quantity = Quantity::parse(&text).map_err(|e| e.to_string())?;
+    let mut written = StackText::default();
+    let fits = quantity.write_canonical(&mut written).is_ok();
+    if fits
+        && value
+            .as_str()
+            .is_some_and(|s| s.as_bytes() == written.as_bytes())
+    {
+        return Ok(());
+    }
     *value = Value::String(quantity.to_string());
     Ok(())
 }
 
-fn visit(
-    value: &mut Value,
-    steps: &[&str],
-    leaf: &mut impl FnMut(&mut Value) -> Result<(), String>,
-) -> Result<(), String> {
-    let Some((step, rest)) = steps.split_first() else {
-        return leaf(value);
-    };
-    let (field, shape) = match step.len().checked_sub(2).map(|i| step.split_at(i)) {
-        Some((field, "[]")) => (field, "[]"),
-        Some((field, "{}")) => (field, "{}"),
-        _ => (*step, ""),
-    };
-    let Some(inner) = value.as_object_mut().and_then(|o| o.get_mut(field)) else {
-        return Ok(());
-    };
-    match shape {
-        "[]" => {
-            for element in inner.as_array_mut().into_iter().flatten() {
-                visit(element, rest, leaf)?;
-            }
-            Ok(())
+/// A short text written on the stack; writing past its capacity fails.
+struct StackText {
+    bytes: [u8; 48],
+    len: usize,
+}
+
+impl Default for StackText {
+    fn default() -> Self {
+        StackText {
+            bytes: [0; 48],
+            len: 0,
         }
-        "{}" => {
-            for quantity in inner
-                .as_object_mut()
-                .into_iter()
-                .flat_map(|m| m.values_mut())
-            {
-                leaf(quantity)?;
-            }
-            Ok(())
-        }
-        _ if rest.is_empty() && inner.is_null() => Ok(()),
-        _ => visit(inner, rest, leaf),
+    }
+}
+
+impl StackText {
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        let end = self.len + text.len();
+        let slot = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(text.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
@@ -205,6 +267,39 @@ mod tests {
             json!({"requests": {"cpu": "1", "memory": "1536Mi"}, "limits": {"cpu": "1", "memory": "1536Mi"}})
         );
         assert_eq!(spec["volumes"][0]["emptyDir"]["sizeLimit"], json!("512Mi"));
+    }
+
+    #[test]
+    fn claim_templates_and_autoscaler_targets_are_canonical_too() {
+        let mut set = json!({"spec": {
+            "template": {"spec": {"containers": [{"name": "a"}]}},
+            "volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "1024Mi"}}}}],
+        }});
+        canonicalize("apps", "statefulsets", "StatefulSet", "v1", &mut set).expect("canonical");
+        assert_eq!(
+            set["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+            json!("1Gi")
+        );
+        let mut hpa = json!({
+            "spec": {"metrics": [{"type": "Pods", "pods": {"target": {"averageValue": "1000m"}}}]},
+            "status": {"currentMetrics": [{"type": "External", "external": {"current": {"value": 2000}}}]},
+        });
+        canonicalize(
+            "autoscaling",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+            "v2",
+            &mut hpa,
+        )
+        .expect("canonical");
+        assert_eq!(
+            hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"],
+            json!("1")
+        );
+        assert_eq!(
+            hpa["status"]["currentMetrics"][0]["external"]["current"]["value"],
+            json!("2k")
+        );
     }
 
     #[test]

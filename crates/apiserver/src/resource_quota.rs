@@ -16,6 +16,8 @@
 //! `steady_quota`'s.
 //! Must not know: HTTP.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
 use serde::Deserialize as _;
 use serde::de::DeserializeOwned;
@@ -88,7 +90,58 @@ fn quotas_prefix(namespace: &str) -> String {
     format!("/core/resourcequotas/{namespace}/")
 }
 
+const QUOTAS_PREFIX: &str = "/core/resourcequotas/";
+const LIMIT_RANGES_PREFIX: &str = "/core/limitranges/";
+
+/// Whether any ResourceQuota, any LimitRange was ever stored (at start, or created since).
+/// Most clusters have neither, and then a write pays one atomic load for both plugins
+/// instead of a store lookup in its namespace. Set before the first one is stored, never
+/// cleared (a namespace without one still answers its own lookup).
+#[derive(Debug, Default)]
+pub(crate) struct AdmissionObjects {
+    quotas: AtomicBool,
+    limit_ranges: AtomicBool,
+}
+
+impl AdmissionObjects {
+    pub(crate) fn find_stored(&self, store: &steady_store::Store) {
+        let any = |prefix: &str| {
+            let first = steady_store::ListOptions {
+                limit: Some(1),
+                ..Default::default()
+            };
+            store
+                .list(prefix, &first, &|_| true)
+                .is_ok_and(|page| !page.items.is_empty())
+        };
+        self.quotas.store(any(QUOTAS_PREFIX), Ordering::SeqCst);
+        self.limit_ranges
+            .store(any(LIMIT_RANGES_PREFIX), Ordering::SeqCst);
+    }
+
+    /// Note a create of `rt`, before it is stored.
+    pub(crate) fn creating(&self, rt: &ResourceType) {
+        match (rt.group.as_str(), rt.plural.as_str()) {
+            ("", "resourcequotas") => self.quotas.store(true, Ordering::SeqCst),
+            ("", "limitranges") => self.limit_ranges.store(true, Ordering::SeqCst),
+            _ => {}
+        }
+    }
+
+    pub(crate) fn may_hold_quotas(&self) -> bool {
+        self.quotas.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn may_hold_limit_ranges(&self) -> bool {
+        self.limit_ranges.load(Ordering::SeqCst)
+    }
+}
+
 impl ApiServer {
+    pub(crate) fn admission_objects(&self) -> &AdmissionObjects {
+        &self.inner.admission_objects
+    }
+
     fn now_seconds(&self) -> i64 {
         self.now().timestamp()
     }
@@ -96,6 +149,9 @@ impl ApiServer {
     /// Whether `namespace` holds any quota: one key lookup, what every namespaced write
     /// pays.
     fn has_quotas(&self, namespace: &str) -> bool {
+        if !self.admission_objects().may_hold_quotas() {
+            return false;
+        }
         let first = steady_store::ListOptions {
             limit: Some(1),
             ..Default::default()
@@ -140,15 +196,21 @@ impl ApiServer {
         let Some(namespace) = namespace.filter(|_| rt.namespaced) else {
             return Ok(None);
         };
+        if !self.admission_objects().may_hold_quotas() {
+            return Ok(None);
+        }
         let evaluator = Evaluator::for_resource(&rt.group, &rt.plural);
         if (old.is_some() && !evaluator.charges_updates()) || !self.has_quotas(namespace) {
             return Ok(None);
         }
         let turn = self.inner.quota_turn.lock().await;
+        let mut quotas = self.quotas_in(namespace)?;
         // a quota whose status is not its spec's (kept by an older steady, or edited) is
         // recounted first, as kube's controller syncs a quota whose limits are dirty
-        self.recount_in_turn(namespace, status_behind_spec).await;
-        let quotas = self.quotas_in(namespace)?;
+        if quotas.iter().any(|s| status_behind_spec(&s.quota)) {
+            self.recount_in_turn(namespace, status_behind_spec).await;
+            quotas = self.quotas_in(namespace)?;
+        }
         let states: Vec<QuotaState> = quotas.iter().map(|s| QuotaState::of(&s.quota)).collect();
         let object = Decoded::of(&evaluator, rt, obj)?;
         let old = old
@@ -173,7 +235,7 @@ impl ApiServer {
         let mut quotas: Vec<Option<Stored>> = quotas.into_iter().map(Some).collect();
         let charges = charges
             .into_iter()
-            .filter_map(|charge| Some((quotas[charge.quota].take()?, charge.used)))
+            .filter_map(|charge| Some((quotas.get_mut(charge.quota)?.take()?, charge.used)))
             .collect();
         Ok(Some(QuotaCharges {
             _turn: turn,

@@ -158,6 +158,34 @@ async fn a_quota_without_status_is_counted_before_a_charge() {
 }
 
 #[tokio::test]
+async fn quotas_and_limit_ranges_stored_before_a_restart_still_apply() {
+    let before = server().await;
+    let quotas: Api<ResourceQuota> = Api::default_namespaced(before.client());
+    quota(&quotas, "none", json!({"hard": {"pods": "0"}})).await;
+    let ranges: Api<k8s_openapi::api::core::v1::LimitRange> =
+        Api::default_namespaced(before.client());
+    let range = json!({"metadata": {"name": "cpu"}, "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}});
+    create_json(&ranges, range).await;
+    let image = before.store().image();
+
+    let store = steady_store::Store::in_memory_from(&image, Default::default())
+        .await
+        .expect("store");
+    let after = steady_apiserver::ApiServer::start(store, Default::default())
+        .await
+        .expect("server");
+    let pods: Api<Pod> = Api::default_namespaced(after.client());
+    assert_eq!(
+        refused(&pods, pod("p", json!({"limits": {"cpu": "2"}}))).await,
+        "pods \"p\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"
+    );
+    assert_eq!(
+        refused(&pods, pod("p", json!({"limits": {"cpu": "1"}}))).await,
+        "pods \"p\" is forbidden: exceeded quota: none, requested: pods=1, used: pods=0, limited: pods=0"
+    );
+}
+
+#[tokio::test]
 async fn object_counts_scopes_and_service_ports() {
     let server = server().await;
     let quotas: Api<ResourceQuota> = Api::default_namespaced(server.client());

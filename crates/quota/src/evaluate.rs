@@ -331,35 +331,29 @@ impl QosClass {
         }
     }
 
-    /// The class of a pod whose containers (regular and init) have these requests and
-    /// limits.
-    pub fn of_containers<'a>(
-        containers: impl IntoIterator<Item = (&'a ResourceList, &'a ResourceList)>,
-    ) -> QosClass {
-        const COMPUTE: [&str; 2] = ["cpu", "memory"];
-        let (mut requests, mut limits) = (ResourceList::new(), ResourceList::new());
+    /// The class of a pod whose containers (regular and init) have these cpu and memory
+    /// requests and limits.
+    pub fn of_containers(containers: impl IntoIterator<Item = ComputeResources>) -> QosClass {
+        let (mut requests, mut limits) = ([None; 2], [None; 2]);
         let mut guaranteed = true;
-        for (container_requests, container_limits) in containers {
-            let nonzero =
-                |list: &ResourceList, name: &str| list.get(name).filter(|q| !q.is_zero()).copied();
-            for name in COMPUTE {
-                if let Some(q) = nonzero(container_requests, name) {
-                    let sum = requests.get(name).map_or(q, |s: &Quantity| *s + q);
-                    requests.insert(name.to_string(), sum);
+        let add = |sum: &mut Option<Quantity>, q: Quantity| {
+            *sum = Some(sum.map_or(q, |s| s + q));
+        };
+        for container in containers {
+            for i in 0..QOS_RESOURCES.len() {
+                let nonzero = |q: Option<Quantity>| q.filter(|q| !q.is_zero());
+                if let Some(q) = nonzero(container.requests[i]) {
+                    add(&mut requests[i], q);
                 }
-                match nonzero(container_limits, name) {
-                    Some(q) => {
-                        let sum = limits.get(name).map_or(q, |s: &Quantity| *s + q);
-                        limits.insert(name.to_string(), sum);
-                    }
+                match nonzero(container.limits[i]) {
+                    Some(q) => add(&mut limits[i], q),
                     None => guaranteed = false,
                 }
             }
         }
-        if requests.is_empty() && limits.is_empty() {
-            return QosClass::BestEffort;
-        }
-        if guaranteed && list::equal(&requests, &limits) {
+        if requests == [None; 2] && limits == [None; 2] {
+            QosClass::BestEffort
+        } else if guaranteed && requests == limits {
             QosClass::Guaranteed
         } else {
             QosClass::Burstable
@@ -367,19 +361,41 @@ impl QosClass {
     }
 }
 
+/// The resources a QoS class is computed from, in [`ComputeResources`]' order.
+pub const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
+
+/// What the QoS class reads of one container: its cpu and memory requests and limits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ComputeResources {
+    pub requests: [Option<Quantity>; 2],
+    pub limits: [Option<Quantity>; 2],
+}
+
 /// The QoS class of a decoded pod.
 pub fn qos_class(pod: &Pod) -> QosClass {
-    let lists: Vec<(ResourceList, ResourceList)> = pod
-        .spec
-        .iter()
-        .flat_map(|s| {
-            s.containers
-                .iter()
-                .chain(s.init_containers.iter().flatten())
-        })
-        .map(container_lists)
-        .collect();
-    QosClass::of_containers(lists.iter().map(|(r, l)| (r, l)))
+    let containers = pod.spec.iter().flat_map(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+    });
+    QosClass::of_containers(containers.map(|container| {
+        let resources = container.resources.as_ref();
+        let pick = |list: Option<
+            &std::collections::BTreeMap<
+                String,
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+            >,
+        >| {
+            QOS_RESOURCES.map(|name| {
+                list.and_then(|l| l.get(name))
+                    .and_then(|q| Quantity::parse(&q.0).ok())
+            })
+        };
+        ComputeResources {
+            requests: pick(resources.and_then(|r| r.requests.as_ref())),
+            limits: pick(resources.and_then(|r| r.limits.as_ref())),
+        }
+    }))
 }
 
 /// A container's (requests, limits).

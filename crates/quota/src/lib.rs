@@ -16,6 +16,9 @@ pub mod list;
 pub mod quantity;
 
 pub use charge::{Charge, QuotaState, Write, charge};
-pub use evaluate::{Charged, Evaluator, QosClass, ScopeRequirement, object_count_name};
+pub use evaluate::{
+    Charged, ComputeResources, Evaluator, QOS_RESOURCES, QosClass, ScopeRequirement,
+    object_count_name,
+};
 pub use list::ResourceList;
 pub use quantity::{Format, Quantity, QuantityError};

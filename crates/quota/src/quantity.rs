@@ -149,21 +149,22 @@ impl Quantity {
         }
     }
 
-    /// kube's canonical form (`CanonicalizeBytes`): the shortest integer mantissa with a
-    /// suffix of the quantity's format; binary only for whole numbers of at least 1024.
-    fn canonical(&self) -> String {
+    /// Write kube's canonical form (`CanonicalizeBytes`): the shortest integer mantissa
+    /// with a suffix of the quantity's format; binary only for whole numbers of at least
+    /// 1024.
+    pub fn write_canonical(&self, out: &mut impl fmt::Write) -> fmt::Result {
         if self.nanos == 0 {
-            return "0".into();
+            return out.write_str("0");
         }
         let whole_units = self.nanos % NANOS == 0;
         if self.format == Format::BinarySI && whole_units && self.nanos.abs() >= 1024 * NANOS {
-            return binary_canonical(self.nanos / NANOS);
+            return write_binary(self.nanos / NANOS, out);
         }
         let format = match self.format {
             Format::BinarySI => Format::DecimalSI,
             other => other,
         };
-        decimal_canonical(self.nanos, format)
+        write_decimal(self.nanos, format, out)
     }
 }
 
@@ -205,7 +206,7 @@ impl std::ops::Sub for Quantity {
 
 impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.canonical())
+        self.write_canonical(f)
     }
 }
 
@@ -322,7 +323,16 @@ fn scaled_to_nanos(mantissa: i128, shift: i32) -> Result<i128, QuantityError> {
     }
 }
 
-fn decimal_canonical(nanos: i128, format: Format) -> String {
+/// The mantissa's digits: as an `i64` where it fits (every real quantity), whose
+/// formatting is cheaper.
+fn write_mantissa(mantissa: i128, out: &mut impl fmt::Write) -> fmt::Result {
+    match i64::try_from(mantissa) {
+        Ok(small) => write!(out, "{small}"),
+        Err(_) => write!(out, "{mantissa}"),
+    }
+}
+
+fn write_decimal(nanos: i128, format: Format, out: &mut impl fmt::Write) -> fmt::Result {
     let (mut mantissa, mut exponent) = (nanos, -9i32);
     while mantissa % 10 == 0 {
         mantissa /= 10;
@@ -333,9 +343,10 @@ fn decimal_canonical(nanos: i128, format: Format) -> String {
         exponent -= 1;
     }
     if format == Format::DecimalExponent {
+        write_mantissa(mantissa, out)?;
         return match exponent {
-            0 => mantissa.to_string(),
-            _ => format!("{mantissa}e{exponent}"),
+            0 => Ok(()),
+            _ => write!(out, "e{exponent}"),
         };
     }
     while exponent > MAX_SI_EXPONENT {
@@ -354,10 +365,11 @@ fn decimal_canonical(nanos: i128, format: Format) -> String {
         18 => "E",
         _ => "",
     };
-    format!("{mantissa}{suffix}")
+    write_mantissa(mantissa, out)?;
+    out.write_str(suffix)
 }
 
-fn binary_canonical(units: i128) -> String {
+fn write_binary(units: i128, out: &mut impl fmt::Write) -> fmt::Result {
     const SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
     let mut mantissa = units;
     let mut power = 0;
@@ -365,7 +377,8 @@ fn binary_canonical(units: i128) -> String {
         mantissa /= 1024;
         power += 1;
     }
-    format!("{mantissa}{}", SUFFIXES[power])
+    write_mantissa(mantissa, out)?;
+    out.write_str(SUFFIXES[power])
 }
 
 #[cfg(test)]

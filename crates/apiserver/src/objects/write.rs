@@ -197,6 +197,7 @@ impl ApiServer {
                 "resourceVersion should not be set on objects to be created",
             ));
         }
+        self.admission_objects().creating(rt);
         let now = self.timestamp();
         {
             let m = meta::metadata_mut(&mut obj);
