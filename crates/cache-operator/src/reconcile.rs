@@ -524,7 +524,11 @@ pub async fn reconcile_with(
         progress.removing.push(stray.meta().name().to_string());
     }
 
-    // Missing pods (never created, deleted, or failed and now gone) are created.
+    // Missing pods (never created, deleted, or failed and now gone) are created. A create
+    // the API refuses (a quota, a LimitRange, a webhook) is reported in the status, and
+    // the run then fails so that it is retried with backoff: what lifts the refusal (a
+    // raised quota) is no event this operator watches.
+    let mut refused: Option<Error> = None;
     for ordinal in 0..replicas {
         match pods.get(&ordinal) {
             Some(pod) if is_deleting(pod) && pod.is_failed() => {
@@ -534,13 +538,23 @@ pub async fn reconcile_with(
                 progress.waiting_gone.push(pod_name(&name, ordinal));
             }
             Some(_) => {}
+            None if refused.is_some() => {}
             None => {
                 let pod = desired_pod(cache, ordinal, &hash);
-                match writer.create_pod(&pod).await? {
-                    Some(created) => {
+                match writer.create_pod(&pod).await {
+                    Ok(Some(created)) => {
                         pods.insert(ordinal, created);
                     }
-                    None => progress.raced = true,
+                    Ok(None) => progress.raced = true,
+                    Err(error) => match refusal(&error) {
+                        Some(why) => {
+                            let pod = pod_name(&name, ordinal);
+                            degraded =
+                                Some(("PodCreateRefused", format!("creating pod {pod}: {why}")));
+                            refused = Some(error);
+                        }
+                        None => return Err(error),
+                    },
                 }
             }
         }
@@ -602,11 +616,26 @@ pub async fn reconcile_with(
         tracing::info!(cache = %name, ready = status.ready_replicas, replicas = status.replicas, "status updated");
     }
 
+    if let Some(error) = refused {
+        return Err(error);
+    }
     Ok(if progress.is_idle() {
         Outcome::Converged
     } else {
         Outcome::Progressing
     })
+}
+
+/// The API's message when it refused a write for what the object asks (403 Forbidden:
+/// a quota, a LimitRange, an admission webhook; 422 Invalid), which a person must act on.
+fn refusal(error: &Error) -> Option<&str> {
+    match error {
+        Error::Api {
+            source: kube::Error::Api(status),
+            ..
+        } if matches!(status.code, 403 | 422) => Some(&status.message),
+        _ => None,
+    }
 }
 
 /// Create the Service, or fix its selector and port. Returns a Degraded reason when the

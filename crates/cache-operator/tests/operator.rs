@@ -474,3 +474,34 @@ async fn a_pod_change_the_reconciler_cannot_see_wakes_no_reconcile() {
     );
     op.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_create_the_api_refuses_is_reported_and_retried_until_allowed() {
+    let w = world().await;
+    let quotas: kube::Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        kube::Api::namespaced(w.client.clone(), NS);
+    let quota = json!({"metadata": {"name": "pods"}, "spec": {"hard": {"pods": "1"}}});
+    steady_test_support::create_json(&quotas, quota).await;
+    let op = start_operator(&w.client);
+    create_cache(&w.client, "x", json!({"replicas": 2})).await;
+    let degraded = degraded_x(&w.client).await;
+    assert_eq!(degraded.reason, "PodCreateRefused");
+    assert_eq!(
+        degraded.message,
+        "creating pod x-1: pods \"x-1\" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1"
+    );
+
+    // nothing the operator watches changes when the quota is raised: its retries find it
+    let raised = json!({"spec": {"hard": {"pods": "2"}}});
+    steady_test_support::merge_patch(&quotas, "pods", raised)
+        .await
+        .expect("quota raised");
+    wait_converged(&w.client, "x").await;
+    assert_eq!(names(&pods_of(&w.client, "x").await), ["x-0", "x-1"]);
+    let cache = caches(&w.client).get("x").await.expect("cache");
+    assert_eq!(
+        condition(&cache, "Degraded").map(|c| c.status.as_str()),
+        Some("False")
+    );
+    op.stop().await;
+}
