@@ -2,17 +2,17 @@
 //! admission plugin (a create, or an update of a Service or claim, is refused when it would
 //! take a quota of its namespace over `hard`, with kube's 403 messages) and the part of
 //! kube-controller-manager's quota controller that keeps `status` (`hard` from the spec,
-//! `used` recounted from the namespace's objects when a quota is created or its spec
-//! changes, and when an object is deleted or stops being charged: a pod finishing, a
-//! Service changing type).
+//! `used` counted from the namespace's objects when a quota is created, its spec changes
+//! or its status lags; then moved by each charge, and by what an object gives back when
+//! it is deleted or stops being charged: a pod finishing, a Service changing type).
 //!
 //! Why here and not in crates/cluster: kube charges at admission and recounts in the
 //! controller from its informers, which lets a recount that has not seen a just-admitted
 //! object undo its charge (kube only recounts on deletes and resyncs to keep that rare).
 //! Here a charged write holds the quota turn from its check until its charge is written,
-//! and recounts take the same turn, so a recount always sees every charged object. The
-//! cost: status is current at once (kube's follows within the controller's sync), and
-//! writes into a namespace with quotas are serialised. What each kind charges is
+//! and every other status write takes the same turn, so none undoes a charge. The cost:
+//! status is current at once (kube's follows within the controller's sync), and writes
+//! into a namespace with quotas are serialised. What each kind charges is
 //! `steady_quota`'s.
 //! Must not know: HTTP.
 
@@ -253,8 +253,9 @@ impl ApiServer {
         }
     }
 
-    /// After a committed write: recount the quotas it may have lowered the usage of
-    /// (kube's replenishment), and keep a created or respecified quota's status.
+    /// After a committed write: give back to the quotas what it no longer uses (kube's
+    /// replenishment: an object deleted, a pod finished, a Service no longer a load
+    /// balancer), and keep a created or respecified quota's status.
     pub(crate) async fn after_quota_relevant_write(
         &self,
         rt: &ResourceType,
@@ -269,23 +270,6 @@ impl ApiServer {
         if !self.has_quotas(namespace) {
             return;
         }
-        let evaluator = Evaluator::for_resource(&rt.group, &rt.plural);
-        let recount = match (old, new) {
-            (_, None) => true,
-            (None, Some(_)) => false,
-            (Some(old), Some(new)) => match evaluator {
-                Evaluator::Pods => {
-                    let now = self.now_seconds();
-                    let charged = |pod: &Value| {
-                        Pod::deserialize(pod)
-                            .is_ok_and(|p| steady_quota::evaluate::pod_charged(&p, now))
-                    };
-                    charged(old) && !charged(new)
-                }
-                Evaluator::Services => old.pointer("/spec/type") != new.pointer("/spec/type"),
-                _ => false,
-            },
-        };
         let respecified = rt.group.is_empty()
             && rt.plural == "resourcequotas"
             && subresource.is_none()
@@ -298,12 +282,59 @@ impl ApiServer {
             })
             .await;
         }
-        if recount {
-            self.recount_quotas(namespace, |quota| {
-                let hard = list::parse(quota.spec.as_ref().and_then(|s| s.hard.as_ref()));
-                !evaluator.matching(&hard).is_empty()
-            })
-            .await;
+        if let Some(old) = old {
+            self.give_back(rt, namespace, old, new).await;
+        }
+    }
+
+    /// Subtract from each quota that charged `old` what it uses beyond `new` (all of it
+    /// when `new` is gone): one write per quota, whatever the namespace holds.
+    async fn give_back(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        old: &Value,
+        new: Option<&Value>,
+    ) {
+        let evaluator = Evaluator::for_resource(&rt.group, &rt.plural);
+        if let Some(new) = new
+            && !usage_may_differ(&evaluator, old, new)
+        {
+            return;
+        }
+        let Ok(charged) = Decoded::of(&evaluator, rt, old) else {
+            return;
+        };
+        let remaining = new.and_then(|new| Decoded::of(&evaluator, rt, new).ok());
+        // as charged at admission: time does not uncharge a pod here (ARCHITECTURE)
+        let before = evaluator.usage(charged.charged(), AS_ADMITTED);
+        let after = remaining
+            .map(|r| evaluator.usage(r.charged(), AS_ADMITTED))
+            .unwrap_or_default();
+        let mut returned = list::subtract_non_negative(&before, &after);
+        returned.retain(|_, q| !q.is_zero());
+        if returned.is_empty() {
+            return;
+        }
+        let _turn = self.inner.quota_turn.lock().await;
+        let Ok(quotas) = self.quotas_in(namespace) else {
+            return;
+        };
+        for stored in quotas {
+            let scopes = steady_quota::ScopeRequirement::of(&stored.quota);
+            if !evaluator.in_scope(&scopes, charged.charged()) {
+                continue;
+            }
+            let status = stored.quota.status.as_ref();
+            let hard = list::parse(status.and_then(|s| s.hard.as_ref()));
+            let back = list::mask(&returned, hard.keys());
+            if back.is_empty() {
+                continue;
+            }
+            let used = list::parse(status.and_then(|s| s.used.as_ref()));
+            let used = list::subtract_non_negative(&used, &back);
+            self.write_quota_status(namespace, stored, &hard, &used)
+                .await;
         }
     }
 
@@ -418,6 +449,27 @@ impl ApiServer {
             tracing::debug!(quota = %name, namespace, error = %e.message, "quota status not written");
         }
     }
+}
+
+/// The time a usage is measured at to get what admission charged: before any deletion.
+const AS_ADMITTED: i64 = i64::MIN;
+
+/// Whether an update can have changed what the object uses: a pod's phase, a Service's
+/// type or ports, a claim's size or class. Other kinds are charged a count alone.
+fn usage_may_differ(evaluator: &Evaluator, old: &Value, new: &Value) -> bool {
+    let paths: &[&str] = match evaluator {
+        Evaluator::Pods => &["/status/phase"],
+        Evaluator::Services => &["/spec/type", "/spec/ports"],
+        Evaluator::Claims => &[
+            "/spec/resources",
+            "/spec/storageClassName",
+            "/status/allocatedResources",
+        ],
+        Evaluator::Objects { .. } => &[],
+    };
+    paths
+        .iter()
+        .any(|path| old.pointer(path) != new.pointer(path))
 }
 
 /// Whether the quota's `status.hard` is not (yet) its `spec.hard`.

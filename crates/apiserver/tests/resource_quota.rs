@@ -235,4 +235,13 @@ async fn object_counts_scopes_and_service_ports() {
         used(&quotas, "objects").await,
         json!({"count/configmaps": "1", "services.nodeports": "1"})
     );
+    // a Service that stops being a NodePort gives its port back
+    let cluster_ip = json!({"spec": {"type": "ClusterIP"}});
+    steady_test_support::merge_patch(&services, "web", cluster_ip)
+        .await
+        .expect("ClusterIP");
+    assert_eq!(
+        used(&quotas, "objects").await,
+        json!({"count/configmaps": "1", "services.nodeports": "0"})
+    );
 }
