@@ -304,7 +304,7 @@ fn magnitude_in_nanos(
             .checked_mul(1i128 << exponent)
             .ok_or(QuantityError::TooLarge)?;
     }
-    scaled_to_nanos(mantissa, scale + 9)
+    scaled_to_nanos(mantissa, scale.saturating_add(9))
 }
 
 /// `mantissa × 10^shift`, rounding a fraction up to the next integer.
@@ -452,6 +452,15 @@ mod tests {
         );
         assert_eq!(Quantity::parse("1K"), Err(QuantityError::Suffix));
         assert_eq!(Quantity::parse("1e99999"), Err(QuantityError::TooLarge));
+        assert_eq!(
+            Quantity::parse("1e2147483647"),
+            Err(QuantityError::TooLarge)
+        );
+        assert_eq!(Quantity::parse("1e99999999999"), Err(QuantityError::Suffix));
+        assert_eq!(
+            Quantity::parse("1e-2147483648").map(|q| q.to_string()),
+            Ok("1e-9".into())
+        );
         assert_eq!(Quantity::parse("1e"), Err(QuantityError::Suffix));
         assert_eq!(Quantity::parse("1mi"), Err(QuantityError::Suffix));
         assert!(
