@@ -124,3 +124,107 @@ pub fn charge(quotas: &[QuotaState], write: Write<'_>) -> Result<Vec<Charge>, St
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::quantity::Quantity;
+
+    fn quota(name: &str, hard: &[(&str, &str)], used: &[(&str, &str)]) -> QuotaState {
+        let list = |entries: &[(&str, &str)]| -> ResourceList {
+            entries
+                .iter()
+                .map(|(n, q)| (n.to_string(), Quantity::parse(q).expect("quantity")))
+                .collect()
+        };
+        QuotaState {
+            name: name.into(),
+            hard: list(hard),
+            used: list(used),
+            scopes: Vec::new(),
+        }
+    }
+
+    fn pod(resources: serde_json::Value) -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(
+            json!({"spec": {"containers": [{"name": "c", "resources": resources}]}}),
+        )
+        .expect("pod")
+    }
+
+    fn write<'a>(evaluator: &'a Evaluator, object: Charged<'a>) -> Write<'a> {
+        Write {
+            evaluator,
+            object,
+            old: None,
+            now_seconds: 0,
+        }
+    }
+
+    #[test]
+    fn a_create_is_charged_to_every_covering_quota_or_refused_by_the_first_it_exceeds() {
+        let quotas = [
+            quota("count", &[("pods", "10")], &[("pods", "3")]),
+            quota("cpu", &[("requests.cpu", "1")], &[("requests.cpu", "900m")]),
+            quota("maps", &[("configmaps", "5")], &[("configmaps", "0")]),
+        ];
+        let small = pod(json!({"requests": {"cpu": "100m"}}));
+        let charges = charge(&quotas, write(&Evaluator::Pods, Charged::Pod(&small))).expect("fits");
+        let used: Vec<(usize, String)> = charges
+            .iter()
+            .map(|c| (c.quota, list::pretty(&c.used)))
+            .collect();
+        assert_eq!(
+            used,
+            [(0, "pods=4".to_string()), (1, "requests.cpu=1".to_string())]
+        );
+
+        let large = pod(json!({"requests": {"cpu": "200m"}}));
+        assert_eq!(
+            charge(&quotas, write(&Evaluator::Pods, Charged::Pod(&large))),
+            Err("exceeded quota: cpu, requested: requests.cpu=200m, used: requests.cpu=900m, limited: requests.cpu=1".into())
+        );
+        let unsized_pod = pod(json!({}));
+        assert_eq!(
+            charge(&quotas, write(&Evaluator::Pods, Charged::Pod(&unsized_pod))),
+            Err("failed quota: cpu: must specify requests.cpu for: c".into())
+        );
+    }
+
+    #[test]
+    fn a_quota_without_usage_refuses_until_counted_and_updates_pay_only_what_they_add() {
+        let uncounted = [quota("count", &[("pods", "10")], &[])];
+        let p = pod(json!({}));
+        assert_eq!(
+            charge(&uncounted, write(&Evaluator::Pods, Charged::Pod(&p))),
+            Err("status unknown for quota: count, resources: pods".into())
+        );
+        let ports = [quota(
+            "ports",
+            &[("services.nodeports", "2")],
+            &[("services.nodeports", "1")],
+        )];
+        let service = |kind: &str, n: usize| -> k8s_openapi::api::core::v1::Service {
+            let ports: Vec<_> = (0..n).map(|i| json!({"port": 80 + i})).collect();
+            serde_json::from_value(json!({"spec": {"type": kind, "ports": ports}}))
+                .expect("service")
+        };
+        let (before, after) = (service("NodePort", 1), service("NodePort", 2));
+        let evaluator = Evaluator::Services;
+        let update = Write {
+            old: Some(Charged::Service(&before)),
+            ..write(&evaluator, Charged::Service(&after))
+        };
+        let charges = charge(&ports, update).expect("one more port fits");
+        assert_eq!(list::pretty(&charges[0].used), "services.nodeports=2");
+        // a pod's update is never charged
+        let pods = [quota("count", &[("pods", "0")], &[("pods", "0")])];
+        let pod_update = Write {
+            old: Some(Charged::Pod(&p)),
+            ..write(&Evaluator::Pods, Charged::Pod(&p))
+        };
+        assert_eq!(charge(&pods, pod_update), Ok(Vec::new()));
+    }
+}

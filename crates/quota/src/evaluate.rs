@@ -418,7 +418,7 @@ pub fn pod_charged(pod: &Pod, now_seconds: i64) -> bool {
         &pod.metadata.deletion_timestamp,
         pod.metadata.deletion_grace_period_seconds,
     ) {
-        (Some(deleted), Some(grace)) => now_seconds <= deleted.0.as_second() + grace,
+        (Some(deleted), Some(grace)) => now_seconds <= deleted.0.as_second().saturating_add(grace),
         _ => true,
     }
 }
@@ -596,4 +596,129 @@ fn claim_usage(claim: &PersistentVolumeClaim) -> ResourceList {
         }
     }
     usage
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).expect("pod")
+    }
+
+    fn container(name: &str, requests: serde_json::Value) -> serde_json::Value {
+        json!({"name": name, "resources": {"requests": requests}})
+    }
+
+    #[test]
+    fn a_pod_charges_the_larger_of_its_containers_and_each_init_step_plus_overhead() {
+        let spec = json!({
+            "containers": [container("a", json!({"cpu": "100m"})), container("b", json!({"cpu": "200m"}))],
+            "initContainers": [
+                container("sidecar", json!({"cpu": "50m"})),
+                container("setup", json!({"cpu": "500m", "memory": "1Gi"})),
+            ],
+            "overhead": {"cpu": "10m"},
+        });
+        let mut with_sidecar = pod(spec);
+        if let Some(init) = with_sidecar
+            .spec
+            .as_mut()
+            .and_then(|s| s.init_containers.as_mut())
+        {
+            init[0].restart_policy = Some("Always".into());
+        }
+        let usage = Evaluator::Pods.usage(Charged::Pod(&with_sidecar), 0);
+        // containers 300m + sidecar 50m = 350m; the setup step needs 500m + 50m = 550m
+        assert_eq!(
+            list::pretty(&usage),
+            "count/pods=1,cpu=560m,memory=1Gi,pods=1,requests.cpu=560m,requests.memory=1Gi"
+        );
+    }
+
+    #[test]
+    fn finished_pods_and_pods_terminating_past_their_grace_are_counted_only() {
+        let mut finished = pod(json!({"containers": [container("a", json!({"cpu": "1"}))]}));
+        finished.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Succeeded".into()),
+            ..Default::default()
+        });
+        let usage = Evaluator::Pods.usage(Charged::Pod(&finished), 0);
+        assert_eq!(list::pretty(&usage), "count/pods=1");
+
+        let mut stuck = pod(json!({"containers": [container("a", json!({"cpu": "1"}))]}));
+        stuck.metadata.deletion_timestamp =
+            serde_json::from_value(json!("2026-12-05T00:00:00Z")).ok();
+        stuck.metadata.deletion_grace_period_seconds = Some(30);
+        let deleted_at = 1_796_428_800;
+        assert!(pod_charged(&stuck, deleted_at + 30));
+        assert!(!pod_charged(&stuck, deleted_at + 31));
+    }
+
+    #[test]
+    fn scopes_select_pods_as_kube_does() {
+        let best_effort = pod(json!({"containers": [{"name": "a"}]}));
+        let burstable = pod(json!({
+            "containers": [container("a", json!({"cpu": "1"}))],
+            "priorityClassName": "high",
+            "activeDeadlineSeconds": 60,
+        }));
+        let scope = |name: &str, operator: &str, values: &[&str]| ScopeRequirement {
+            scope_name: name.into(),
+            operator: operator.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        let selects = |scopes: &[ScopeRequirement], p: &Pod| {
+            Evaluator::Pods.in_scope(scopes, Charged::Pod(p))
+        };
+        assert!(selects(&[scope("BestEffort", "Exists", &[])], &best_effort));
+        assert!(!selects(&[scope("BestEffort", "Exists", &[])], &burstable));
+        assert!(selects(&[scope("Terminating", "Exists", &[])], &burstable));
+        assert!(selects(
+            &[scope("PriorityClass", "In", &["high"])],
+            &burstable
+        ));
+        assert!(selects(
+            &[scope("PriorityClass", "NotIn", &["high"])],
+            &best_effort
+        ));
+        assert!(!selects(
+            &[scope("PriorityClass", "DoesNotExist", &[])],
+            &best_effort
+        ));
+        assert!(
+            !Evaluator::Services.in_scope(&[scope("BestEffort", "Exists", &[])], Charged::Counted)
+        );
+    }
+
+    #[test]
+    fn services_claims_and_other_kinds_charge_as_kube_counts_them() {
+        let service: Service = serde_json::from_value(json!({
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}, {"port": 443}]}
+        }))
+        .expect("service");
+        assert_eq!(
+            list::pretty(&Evaluator::Services.usage(Charged::Service(&service), 0)),
+            "count/services=1,services=1,services.loadbalancers=1,services.nodeports=2"
+        );
+        let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "spec": {"storageClassName": "fast", "resources": {"requests": {"storage": "1.5Gi"}}}
+        }))
+        .expect("claim");
+        assert_eq!(
+            list::pretty(&Evaluator::Claims.usage(Charged::Claim(&claim), 0)),
+            "count/persistentvolumeclaims=1,fast.storageclass.storage.k8s.io/persistentvolumeclaims=1,\
+             fast.storageclass.storage.k8s.io/requests.storage=1536Mi,persistentvolumeclaims=1,requests.storage=1536Mi"
+        );
+        let secrets = Evaluator::for_resource("", "secrets");
+        assert_eq!(
+            list::pretty(&secrets.usage(Charged::Counted, 0)),
+            "count/secrets=1,secrets=1"
+        );
+        let widgets = Evaluator::for_resource("example.com", "widgets");
+        assert!(widgets.computes("count/widgets.example.com"));
+        assert!(!widgets.computes("widgets"));
+    }
 }
