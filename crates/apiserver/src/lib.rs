@@ -131,8 +131,9 @@ struct Inner {
     watch_expiry: Arc<watch::Expiry>,
     token_keys: review::TokenKeys,
     recent_writes: Option<objects::RecentWrites>,
-    /// Held by a write charged to quotas from its check to its charge, and by recounts.
-    quota_turn: tokio::sync::Mutex<()>,
+    /// Per namespace, held by a write charged to quotas from its check to its charge,
+    /// and by every other write of its quotas' status.
+    quota_turns: resource_quota::QuotaTurns,
     /// Which namespace-wide admission objects (ResourceQuotas, LimitRanges) this server
     /// has stored: until one kind has, no write looks for it in its namespace.
     admission_objects: resource_quota::AdmissionObjects,
@@ -158,7 +159,7 @@ impl ApiServer {
                 watch_expiry: Arc::default(),
                 token_keys,
                 recent_writes: keep_recent_writes.then(objects::RecentWrites::default),
-                quota_turn: tokio::sync::Mutex::new(()),
+                quota_turns: Default::default(),
                 admission_objects: Default::default(),
             }),
         };

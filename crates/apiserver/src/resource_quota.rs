@@ -16,14 +16,16 @@
 //! `steady_quota`'s.
 //! Must not know: HTTP.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
 use serde::Deserialize as _;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use steady_quota::{Charged, Evaluator, QuotaState, ResourceList, list};
-use tokio::sync::MutexGuard;
+use tokio::sync::OwnedMutexGuard;
 
 use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
@@ -35,11 +37,36 @@ use crate::request::WriteOptions;
 /// The field manager of the status writes, as kube's quota controller's.
 const QUOTA_MANAGER: &str = "kube-controller-manager";
 
-/// A checked write's charges, to write once the object is stored; holds the quota turn.
-pub(crate) struct QuotaCharges<'a> {
-    _turn: MutexGuard<'a, ()>,
+/// A checked write's charges, to write once the object is stored; holds the quota turn
+/// of its namespace.
+pub(crate) struct QuotaCharges {
+    _turn: OwnedMutexGuard<()>,
     namespace: String,
     charges: Vec<(Stored, ResourceList)>,
+}
+
+/// One turn per namespace: charged writes and quota status writes of a namespace take
+/// it in order, and a slow one (a webhook, a large count) holds up no other namespace.
+/// A namespace's entry lives while someone holds or waits for its turn.
+#[derive(Debug, Default)]
+pub(crate) struct QuotaTurns(std::sync::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>);
+
+impl QuotaTurns {
+    async fn take(&self, namespace: &str) -> OwnedMutexGuard<()> {
+        let turn = {
+            let mut turns = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match turns.get(namespace).and_then(Weak::upgrade) {
+                Some(turn) => turn,
+                None => {
+                    turns.retain(|_, turn| turn.strong_count() > 0);
+                    let turn = Arc::new(tokio::sync::Mutex::new(()));
+                    turns.insert(namespace.to_string(), Arc::downgrade(&turn));
+                    turn
+                }
+            }
+        };
+        turn.lock_owned().await
+    }
 }
 
 /// A quota as stored: decoded, its JSON, its revision.
@@ -192,7 +219,7 @@ impl ApiServer {
         obj: &Value,
         old: Option<&Value>,
         dry_run: bool,
-    ) -> ApiResult<Option<QuotaCharges<'_>>> {
+    ) -> ApiResult<Option<QuotaCharges>> {
         let Some(namespace) = namespace.filter(|_| rt.namespaced) else {
             return Ok(None);
         };
@@ -203,7 +230,7 @@ impl ApiServer {
         if (old.is_some() && !evaluator.charges_updates()) || !self.has_quotas(namespace) {
             return Ok(None);
         }
-        let turn = self.inner.quota_turn.lock().await;
+        let turn = self.inner.quota_turns.take(namespace).await;
         let mut quotas = self.quotas_in(namespace)?;
         // a quota whose status is not its spec's (kept by an older steady, or edited) is
         // recounted first, as kube's controller syncs a quota whose limits are dirty
@@ -245,7 +272,7 @@ impl ApiServer {
     }
 
     /// Write the charges of a stored object's admission.
-    pub(crate) async fn settle_quotas(&self, charges: QuotaCharges<'_>) {
+    pub(crate) async fn settle_quotas(&self, charges: QuotaCharges) {
         for (stored, used) in charges.charges {
             let hard = list::parse(stored.quota.status.as_ref().and_then(|s| s.hard.as_ref()));
             self.write_quota_status(&charges.namespace, stored, &hard, &used)
@@ -316,7 +343,7 @@ impl ApiServer {
         if returned.is_empty() {
             return;
         }
-        let _turn = self.inner.quota_turn.lock().await;
+        let _turn = self.inner.quota_turns.take(namespace).await;
         let Ok(quotas) = self.quotas_in(namespace) else {
             return;
         };
@@ -341,7 +368,7 @@ impl ApiServer {
     /// The quota controller's sync of the chosen quotas of `namespace`: `status.hard` is
     /// the spec's, `status.used` what the namespace's objects charge now.
     async fn recount_quotas(&self, namespace: &str, chosen: impl Fn(&ResourceQuota) -> bool) {
-        let _turn = self.inner.quota_turn.lock().await;
+        let _turn = self.inner.quota_turns.take(namespace).await;
         self.recount_in_turn(namespace, chosen).await;
     }
 
