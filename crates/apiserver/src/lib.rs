@@ -29,6 +29,7 @@ mod negotiate;
 mod objects;
 mod patch;
 mod pod_admission;
+mod pod_security;
 mod protobuf;
 mod quantities;
 mod rbac;

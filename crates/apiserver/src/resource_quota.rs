@@ -120,7 +120,8 @@ fn quotas_prefix(namespace: &str) -> String {
 const QUOTAS_PREFIX: &str = "/core/resourcequotas/";
 const LIMIT_RANGES_PREFIX: &str = "/core/limitranges/";
 
-/// Whether any ResourceQuota, any LimitRange was ever stored (at start, or created since).
+/// Whether any ResourceQuota, any LimitRange, any namespace labelled for PodSecurity was
+/// ever stored (at start, or written since).
 /// Most clusters have neither, and then a write pays one atomic load for both plugins
 /// instead of a store lookup in its namespace. Set before the first one is stored, never
 /// cleared (a namespace without one still answers its own lookup).
@@ -128,6 +129,8 @@ const LIMIT_RANGES_PREFIX: &str = "/core/limitranges/";
 pub(crate) struct AdmissionObjects {
     quotas: AtomicBool,
     limit_ranges: AtomicBool,
+    /// A namespace was labelled for PodSecurity (`pod_security`).
+    pod_security: AtomicBool,
 }
 
 impl AdmissionObjects {
@@ -142,6 +145,14 @@ impl AdmissionObjects {
                 .is_ok_and(|page| !page.items.is_empty())
         };
         self.quotas.store(any(QUOTAS_PREFIX), Ordering::SeqCst);
+        let labelled = store
+            .list("/core/namespaces/", &Default::default(), &|_| true)
+            .is_ok_and(|page| {
+                page.items.iter().any(|ns| {
+                    memchr::memmem::find(&ns.value, b"pod-security.kubernetes.io/").is_some()
+                })
+            });
+        self.pod_security.store(labelled, Ordering::SeqCst);
         self.limit_ranges
             .store(any(LIMIT_RANGES_PREFIX), Ordering::SeqCst);
     }
@@ -153,6 +164,15 @@ impl AdmissionObjects {
             ("", "limitranges") => self.limit_ranges.store(true, Ordering::SeqCst),
             _ => {}
         }
+    }
+
+    /// Note a namespace written with a pod security label, before it is stored.
+    pub(crate) fn pod_security_labelled(&self) {
+        self.pod_security.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn may_hold_pod_security(&self) -> bool {
+        self.pod_security.load(Ordering::SeqCst)
     }
 
     pub(crate) fn may_hold_quotas(&self) -> bool {

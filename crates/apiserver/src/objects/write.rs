@@ -224,6 +224,7 @@ impl ApiServer {
         if rt.group.is_empty() && rt.plural == "pods" {
             defaults::set_qos_class(&mut obj);
         }
+        self.check_pod_security(rt, ns.as_deref(), &name, &obj, None, &mut warnings)?;
         self.check_limit_ranges(rt, ns.as_deref(), &name, &obj, true)?;
         let charges = self
             .check_quotas(rt, ns.as_deref(), &name, &obj, None, opts.dry_run)
@@ -522,6 +523,7 @@ impl ApiServer {
         }
         let charges = match sub {
             None => {
+                self.check_pod_security(rt, ns, name, &new, Some(old), &mut warnings)?;
                 self.check_limit_ranges(rt, ns, name, &new, false)?;
                 self.check_quotas(rt, ns, name, &new, Some(old), opts.dry_run)
                     .await?
