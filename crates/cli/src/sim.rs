@@ -15,7 +15,8 @@ use steady_sim::{FaultKind, FaultRates, PROPERTIES, Report, Scenario, Simulation
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
-    /// Which compiled-in scenario: cache, cache-generate-name, cache-edge-triggered,
+    /// Which compiled-in scenario: cache, cache-quota (a pod quota refuses the scale-up
+    /// until raised), cache-generate-name, cache-edge-triggered,
     /// cache-record-then-create, cache-status-every-reconcile, cache-status-counter,
     /// cache-same-status-applied; web (an operator owning a Deployment, with the cluster's
     /// workload controllers), web-owns-all-annotations.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, ResourceQuota, Service};
 use steady_cache_operator::resources::{
     CACHE_LABEL, TEMPLATE_HASH_LABEL, is_ready, ordinal_of, template_hash,
 };
@@ -59,6 +59,34 @@ pub fn scenario() -> Scenario {
             .run(controller, steady_cache_operator::reconcile, data)
             .await;
     })
+}
+
+/// The Cache scenario in a namespace whose ResourceQuota allows 2 pods until the 9th
+/// second: the scale to 3 is refused by the API (the operator reports it and backs off),
+/// and the raised quota is no event the operator watches, so only its retries converge.
+pub fn quota_scenario() -> Scenario {
+    let quota: Option<ResourceQuota> = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "pods", "namespace": NAMESPACE},
+        "spec": {"hard": {"pods": "2"}},
+    }))
+    .ok();
+    let raised = serde_json::json!({"spec": {"hard": {"pods": "3"}}});
+    let scenario = match &quota {
+        Some(quota) => Scenario::new("cache-quota").create(quota),
+        None => Scenario::new("cache-quota"),
+    };
+    script(scenario)
+        .at(
+            Duration::from_secs(9),
+            Step::patch::<ResourceQuota>(NAMESPACE, "pods", raised),
+        )
+        .controller(|client, launch| async move {
+            let (controller, data) =
+                steady_cache_operator::controller(client, shipped(&launch), launch.clock());
+            let _ = launch
+                .run(controller, steady_cache_operator::reconcile, data)
+                .await;
+        })
 }
 
 /// The Cache operator's settings as `steady operator` runs it (its debounce included),

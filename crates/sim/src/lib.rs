@@ -61,6 +61,7 @@ pub use world::World;
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         cache::scenario(),
+        cache::quota_scenario(),
         cache::scenario_with(
             "cache-generate-name",
             wrong::generate_name_trusting_stale_cache(),

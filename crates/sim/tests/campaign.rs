@@ -64,3 +64,20 @@ fn a_crash_after_any_write_of_the_reference_run_still_converges() {
         );
     }
 }
+
+/// The API refuses the scale-up (the namespace's pod quota) until the quota is raised, an
+/// event the operator does not watch: under every fault, its backoff retries still
+/// converge, and the refusals are in the trace.
+#[test]
+fn a_quota_refusal_lifted_without_an_event_still_converges() {
+    let scenario = cache::quota_scenario();
+    let simulation = Simulation::default();
+    simulation.check(&scenario, 0..20);
+    let reference = simulation.reference(&scenario, 0);
+    let refused = reference
+        .trace
+        .iter()
+        .filter(|line| line.contains("pods → 403"))
+        .count();
+    assert!(refused > 0, "no refused pod create in the reference run");
+}
