@@ -11,6 +11,7 @@
 //! It must not know about controllers, operators or the simulator: those sit above it and
 //! talk to it only through the Kubernetes API.
 
+mod admission_objects;
 mod apply;
 pub mod auth;
 mod bootstrap;
@@ -137,7 +138,7 @@ struct Inner {
     quota_turns: resource_quota::QuotaTurns,
     /// Which namespace-wide admission objects (ResourceQuotas, LimitRanges) this server
     /// has stored: until one kind has, no write looks for it in its namespace.
-    admission_objects: resource_quota::AdmissionObjects,
+    admission_objects: admission_objects::AdmissionObjects,
 }
 
 impl ApiServer {

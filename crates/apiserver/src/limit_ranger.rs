@@ -11,6 +11,7 @@ use steady_quota::limits::{self, LimitItem};
 use steady_quota::list;
 
 use crate::ApiServer;
+use crate::admission_objects::LIMIT_RANGES_PREFIX;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::registry::ResourceType;
@@ -22,7 +23,7 @@ impl ApiServer {
         if !self.admission_objects().may_hold_limit_ranges() {
             return Vec::new();
         }
-        let prefix = format!("/core/limitranges/{namespace}/");
+        let prefix = format!("{LIMIT_RANGES_PREFIX}{namespace}/");
         let Ok(page) = self.store().list(&prefix, &Default::default(), &|_| true) else {
             return Vec::new();
         };

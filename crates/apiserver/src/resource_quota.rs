@@ -17,7 +17,6 @@
 //! Must not know: HTTP.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
@@ -28,6 +27,7 @@ use steady_quota::{Charged, Evaluator, QuotaState, ResourceList, list};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::ApiServer;
+use crate::admission_objects::QUOTAS_PREFIX;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::Target;
@@ -114,81 +114,10 @@ impl Decoded {
 }
 
 fn quotas_prefix(namespace: &str) -> String {
-    format!("/core/resourcequotas/{namespace}/")
-}
-
-const QUOTAS_PREFIX: &str = "/core/resourcequotas/";
-const LIMIT_RANGES_PREFIX: &str = "/core/limitranges/";
-
-/// Whether any ResourceQuota, any LimitRange, any namespace labelled for PodSecurity was
-/// ever stored (at start, or written since).
-/// Most clusters have neither, and then a write pays one atomic load for both plugins
-/// instead of a store lookup in its namespace. Set before the first one is stored, never
-/// cleared (a namespace without one still answers its own lookup).
-#[derive(Debug, Default)]
-pub(crate) struct AdmissionObjects {
-    quotas: AtomicBool,
-    limit_ranges: AtomicBool,
-    /// A namespace was labelled for PodSecurity (`pod_security`).
-    pod_security: AtomicBool,
-}
-
-impl AdmissionObjects {
-    pub(crate) fn find_stored(&self, store: &steady_store::Store) {
-        let any = |prefix: &str| {
-            let first = steady_store::ListOptions {
-                limit: Some(1),
-                ..Default::default()
-            };
-            store
-                .list(prefix, &first, &|_| true)
-                .is_ok_and(|page| !page.items.is_empty())
-        };
-        self.quotas.store(any(QUOTAS_PREFIX), Ordering::SeqCst);
-        let labelled = store
-            .list("/core/namespaces/", &Default::default(), &|_| true)
-            .is_ok_and(|page| {
-                page.items.iter().any(|ns| {
-                    memchr::memmem::find(&ns.value, b"pod-security.kubernetes.io/").is_some()
-                })
-            });
-        self.pod_security.store(labelled, Ordering::SeqCst);
-        self.limit_ranges
-            .store(any(LIMIT_RANGES_PREFIX), Ordering::SeqCst);
-    }
-
-    /// Note a create of `rt`, before it is stored.
-    pub(crate) fn creating(&self, rt: &ResourceType) {
-        match (rt.group.as_str(), rt.plural.as_str()) {
-            ("", "resourcequotas") => self.quotas.store(true, Ordering::SeqCst),
-            ("", "limitranges") => self.limit_ranges.store(true, Ordering::SeqCst),
-            _ => {}
-        }
-    }
-
-    /// Note a namespace written with a pod security label, before it is stored.
-    pub(crate) fn pod_security_labelled(&self) {
-        self.pod_security.store(true, Ordering::SeqCst);
-    }
-
-    pub(crate) fn may_hold_pod_security(&self) -> bool {
-        self.pod_security.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn may_hold_quotas(&self) -> bool {
-        self.quotas.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn may_hold_limit_ranges(&self) -> bool {
-        self.limit_ranges.load(Ordering::SeqCst)
-    }
+    format!("{QUOTAS_PREFIX}{namespace}/")
 }
 
 impl ApiServer {
-    pub(crate) fn admission_objects(&self) -> &AdmissionObjects {
-        &self.inner.admission_objects
-    }
-
     fn now_seconds(&self) -> i64 {
         self.now().timestamp()
     }

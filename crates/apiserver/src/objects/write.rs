@@ -138,7 +138,7 @@ fn check_builtin_rules(rt: &ResourceType, old: Option<&Value>, new: &Value) -> A
 }
 
 impl ApiServer {
-    fn namespace_key(&self, name: &str) -> String {
+    pub(crate) fn namespace_key(&self, name: &str) -> String {
         format!("/core/namespaces/{name}")
     }
 

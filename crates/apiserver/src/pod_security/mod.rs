@@ -23,7 +23,8 @@ use crate::registry::ResourceType;
 use crate::schema::{FieldError, FieldErrorReason};
 use checks::Level;
 
-const LABEL_PREFIX: &str = "pod-security.kubernetes.io/";
+/// The labels a namespace asks for a policy with.
+pub(crate) const LABEL_PREFIX: &str = "pod-security.kubernetes.io/";
 /// kube's `namespaceMaxPodsToCheck`: a namespace's new enforce level is checked against
 /// at most this many of its pods.
 const MAX_PODS_TO_CHECK: usize = 3000;
@@ -131,9 +132,12 @@ impl ApiServer {
             }
             return self.check_namespace_labels(name, obj, old, warnings);
         }
+        if !self.admission_objects().may_hold_pod_security() {
+            return Ok(());
+        }
         let is_pod = rt.group.is_empty() && rt.plural == "pods";
         let template = pod_template_of(&rt.group, &rt.plural);
-        if (!is_pod && template.is_none()) || !self.admission_objects().may_hold_pod_security() {
+        if !is_pod && template.is_none() {
             return Ok(());
         }
         let Some(policy) = namespace.and_then(|ns| self.namespace_policy(ns)) else {
@@ -184,7 +188,7 @@ impl ApiServer {
     fn namespace_policy(&self, namespace: &str) -> Option<Policy> {
         let stored = self
             .store()
-            .get(&format!("/core/namespaces/{namespace}"), None)
+            .get(&self.namespace_key(namespace), None)
             .ok()??;
         // most namespaces carry no pod security label: nothing to decode
         memchr::memmem::find(&stored.value, LABEL_PREFIX.as_bytes())?;
