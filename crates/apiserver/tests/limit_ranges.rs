@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::server;
+use common::{forbidden_create, server};
 use k8s_openapi::api::core::v1::{LimitRange, PersistentVolumeClaim, Pod};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use steady_test_support::{create_json, get_existing};
 
@@ -15,24 +15,6 @@ fn pod(name: &str, resources: Value) -> Value {
         "metadata": {"name": name},
         "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "resources": resources}]},
     })
-}
-
-async fn refused<K>(api: &Api<K>, object: Value) -> String
-where
-    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let typed: K = serde_json::from_value(object).expect("object");
-    match api.create(&PostParams::default(), &typed).await {
-        Err(kube::Error::Api(status)) => {
-            assert_eq!(
-                (status.code, status.reason.as_str()),
-                (403, "Forbidden"),
-                "{status:?}"
-            );
-            status.message
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -93,7 +75,7 @@ async fn containers_get_the_namespace_defaults_and_keep_within_its_bounds() {
     );
 
     assert_eq!(
-        refused(&pods, pod("greedy", json!({"limits": {"cpu": "4"}}))).await,
+        forbidden_create(&pods, pod("greedy", json!({"limits": {"cpu": "4"}}))).await,
         "pods \"greedy\" is forbidden: maximum cpu usage per Container is 2, but limit is 4"
     );
 }
@@ -120,11 +102,11 @@ async fn claims_keep_within_the_storage_bounds() {
     };
     create_json(&claims, claim("data", "5Gi")).await;
     assert_eq!(
-        refused(&claims, claim("huge", "20Gi")).await,
+        forbidden_create(&claims, claim("huge", "20Gi")).await,
         "persistentvolumeclaims \"huge\" is forbidden: maximum storage usage per PersistentVolumeClaim is 10Gi, but request is 20Gi"
     );
     assert_eq!(
-        refused(&claims, claim("tiny", "500Mi")).await,
+        forbidden_create(&claims, claim("tiny", "500Mi")).await,
         "persistentvolumeclaims \"tiny\" is forbidden: minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 500Mi"
     );
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::server;
+use common::{forbidden_create, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota, Service};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
@@ -28,25 +28,6 @@ async fn quota(quotas: &Api<ResourceQuota>, name: &str, spec: Value) {
 async fn used(quotas: &Api<ResourceQuota>, name: &str) -> Value {
     let status = get_existing(quotas, name).await.status.expect("status");
     serde_json::to_value(status.used).expect("json")
-}
-
-/// The message of a refused create, which must be a 403 Forbidden.
-async fn refused<K>(api: &Api<K>, object: Value) -> String
-where
-    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let typed: K = serde_json::from_value(object).expect("object");
-    match api.create(&PostParams::default(), &typed).await {
-        Err(kube::Error::Api(status)) => {
-            assert_eq!(
-                (status.code, status.reason.as_str()),
-                (403, "Forbidden"),
-                "{status:?}"
-            );
-            status.message
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -80,11 +61,11 @@ async fn pods_are_charged_refused_over_hard_and_given_back_when_they_go_or_finis
         json!({"pods": "2", "requests.cpu": "800m"})
     );
     assert_eq!(
-        refused(&pods, pod("c", cpu("100m"))).await,
+        forbidden_create(&pods, pod("c", cpu("100m"))).await,
         "pods \"c\" is forbidden: exceeded quota: compute, requested: pods=1, used: pods=2, limited: pods=2"
     );
     assert_eq!(
-        refused(&pods, pod("c", json!({}))).await,
+        forbidden_create(&pods, pod("c", json!({}))).await,
         "pods \"c\" is forbidden: failed quota: compute: must specify requests.cpu for: c"
     );
 
@@ -96,7 +77,7 @@ async fn pods_are_charged_refused_over_hard_and_given_back_when_they_go_or_finis
         json!({"pods": "1", "requests.cpu": "400m"})
     );
     assert_eq!(
-        refused(&pods, pod("c", cpu("700m"))).await,
+        forbidden_create(&pods, pod("c", cpu("700m"))).await,
         "pods \"c\" is forbidden: exceeded quota: compute, requested: requests.cpu=700m, used: requests.cpu=400m, limited: requests.cpu=1"
     );
     create_json(&pods, pod("c", cpu("600m"))).await;
@@ -176,11 +157,11 @@ async fn quotas_and_limit_ranges_stored_before_a_restart_still_apply() {
         .expect("server");
     let pods: Api<Pod> = Api::default_namespaced(after.client());
     assert_eq!(
-        refused(&pods, pod("p", json!({"limits": {"cpu": "2"}}))).await,
+        forbidden_create(&pods, pod("p", json!({"limits": {"cpu": "2"}}))).await,
         "pods \"p\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"
     );
     assert_eq!(
-        refused(&pods, pod("p", json!({"limits": {"cpu": "1"}}))).await,
+        forbidden_create(&pods, pod("p", json!({"limits": {"cpu": "1"}}))).await,
         "pods \"p\" is forbidden: exceeded quota: none, requested: pods=1, used: pods=0, limited: pods=0"
     );
 }
@@ -207,7 +188,7 @@ async fn object_counts_scopes_and_service_ports() {
 
     create_json(&maps, json!({"metadata": {"name": "a"}})).await;
     assert_eq!(
-        refused(&maps, json!({"metadata": {"name": "b"}})).await,
+        forbidden_create(&maps, json!({"metadata": {"name": "b"}})).await,
         "configmaps \"b\" is forbidden: exceeded quota: objects, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1"
     );
     maps.delete("a", &DeleteParams::default())
@@ -217,7 +198,7 @@ async fn object_counts_scopes_and_service_ports() {
 
     create_json(&pods, pod("free", json!({}))).await;
     assert_eq!(
-        refused(&pods, pod("free-2", json!({}))).await,
+        forbidden_create(&pods, pod("free-2", json!({}))).await,
         "pods \"free-2\" is forbidden: exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1"
     );
     // outside the scope: not charged
@@ -227,7 +208,7 @@ async fn object_counts_scopes_and_service_ports() {
     let node_port = |name: &str, ports: Value| json!({"metadata": {"name": name}, "spec": {"type": "NodePort", "ports": ports}});
     let two_ports = json!([{"name": "a", "port": 80}, {"name": "b", "port": 81}]);
     assert_eq!(
-        refused(&services, node_port("web", two_ports)).await,
+        forbidden_create(&services, node_port("web", two_ports)).await,
         "services \"web\" is forbidden: exceeded quota: objects, requested: services.nodeports=2, used: services.nodeports=0, limited: services.nodeports=1"
     );
     create_json(&services, node_port("web", json!([{"port": 80}]))).await;

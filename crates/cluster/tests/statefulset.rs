@@ -491,16 +491,7 @@ async fn an_ordinal_past_the_quota_is_reported_and_created_once_allowed() {
     .await;
     let sets: Api<StatefulSet> = Api::namespaced(cluster.client.clone(), NS);
     create_json(&sets, web(2, "Parallel")).await;
-    let events: Api<k8s_openapi::api::core::v1::Event> =
-        Api::namespaced(cluster.client.clone(), NS);
-    let failed = eventually("the FailedCreate event", LIMIT, || async {
-        let listed = events.list(&ListParams::default()).await.ok()?;
-        listed
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("FailedCreate"))
-    })
-    .await;
+    let failed = common::event_with_reason(&cluster.client, "FailedCreate").await;
     assert_eq!(failed.type_.as_deref(), Some("Warning"));
     let message = failed.message.unwrap_or_default();
     assert!(

@@ -782,16 +782,7 @@ async fn a_replica_set_past_its_quota_reports_the_failure_until_the_quota_allows
     let sets = cluster.replica_sets_of(&web).await;
     let rs_failure = replica_set_failure(&sets[0]).expect("the ReplicaSet's failure");
     assert_eq!(rs_failure.1, "FailedCreate");
-    let events: Api<k8s_openapi::api::core::v1::Event> =
-        Api::namespaced(cluster.client.clone(), NS);
-    let warned = eventually("the FailedCreate event", LIMIT, || async {
-        let listed = events.list(&ListParams::default()).await.ok()?;
-        listed
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("FailedCreate"))
-    })
-    .await;
+    let warned = common::event_with_reason(&cluster.client, "FailedCreate").await;
     assert_eq!(warned.type_.as_deref(), Some("Warning"));
     assert!(
         warned

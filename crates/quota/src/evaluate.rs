@@ -3,7 +3,10 @@
 //! resource names a kind answers for, its usage, whether a quota's scopes select it, and
 //! the constraints a pod must meet under a cpu or memory quota.
 
-use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod, ResourceQuota, Service};
+use k8s_openapi::api::core::v1::{
+    Container, PersistentVolumeClaim, Pod, PodAffinityTerm, ResourceQuota, Service,
+    WeightedPodAffinityTerm,
+};
 
 use crate::list::{self, ResourceList};
 use crate::quantity::Quantity;
@@ -286,32 +289,29 @@ fn uses_cross_namespace_affinity(pod: &Pod) -> bool {
         return false;
     };
     let affinity_terms = affinity.pod_affinity.iter().flat_map(|a| {
-        let required = a
-            .required_during_scheduling_ignored_during_execution
-            .iter()
-            .flatten();
-        let preferred = a
-            .preferred_during_scheduling_ignored_during_execution
-            .iter()
-            .flatten()
-            .map(|w| &w.pod_affinity_term);
-        required.chain(preferred)
+        terms(
+            &a.required_during_scheduling_ignored_during_execution,
+            &a.preferred_during_scheduling_ignored_during_execution,
+        )
     });
     let anti_terms = affinity.pod_anti_affinity.iter().flat_map(|a| {
-        let required = a
-            .required_during_scheduling_ignored_during_execution
-            .iter()
-            .flatten();
-        let preferred = a
-            .preferred_during_scheduling_ignored_during_execution
-            .iter()
-            .flatten()
-            .map(|w| &w.pod_affinity_term);
-        required.chain(preferred)
+        terms(
+            &a.required_during_scheduling_ignored_during_execution,
+            &a.preferred_during_scheduling_ignored_during_execution,
+        )
     });
     affinity_terms.chain(anti_terms).any(|term| {
         term.namespace_selector.is_some() || term.namespaces.as_ref().is_some_and(|n| !n.is_empty())
     })
+}
+
+/// The required and preferred terms of a pod (anti-)affinity, alike.
+fn terms<'a>(
+    required: &'a Option<Vec<PodAffinityTerm>>,
+    preferred: &'a Option<Vec<WeightedPodAffinityTerm>>,
+) -> impl Iterator<Item = &'a PodAffinityTerm> {
+    let preferred = preferred.iter().flatten().map(|w| &w.pod_affinity_term);
+    required.iter().flatten().chain(preferred)
 }
 
 /// A pod's quality-of-service class (`qos.GetPodQOS`), from its containers' cpu and memory.
@@ -691,6 +691,28 @@ mod tests {
         assert!(
             !Evaluator::Services.in_scope(&[scope("BestEffort", "Exists", &[])], Charged::Counted)
         );
+    }
+
+    #[test]
+    fn cross_namespace_affinity_is_read_from_required_and_preferred_terms() {
+        let scope = [ScopeRequirement {
+            scope_name: "CrossNamespacePodAffinity".into(),
+            operator: "Exists".into(),
+            values: Vec::new(),
+        }];
+        let term = json!({"topologyKey": "zone", "namespaces": ["other"]});
+        let preferred = pod(
+            json!({"containers": [{"name": "a"}], "affinity": {"podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": term}]
+            }}}),
+        );
+        let local = pod(
+            json!({"containers": [{"name": "a"}], "affinity": {"podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]
+            }}}),
+        );
+        assert!(Evaluator::Pods.in_scope(&scope, Charged::Pod(&preferred)));
+        assert!(!Evaluator::Pods.in_scope(&scope, Charged::Pod(&local)));
     }
 
     #[test]

@@ -262,3 +262,23 @@ pub async fn install_widgets(server: &ApiServer, schema: Value) {
     let names = serde_json::json!({"plural": "widgets", "kind": "Widget"});
     install_crd(server, example_crd("Namespaced", names, schema)).await;
 }
+
+/// The message of a create through kube-rs that must be refused with 403 Forbidden (an
+/// admission plugin's refusal: a quota, a LimitRange).
+pub async fn forbidden_create<K>(api: &Api<K>, object: Value) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let typed: K = serde_json::from_value(object).expect("object");
+    match api.create(&PostParams::default(), &typed).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(
+                (status.code, status.reason.as_str()),
+                (403, "Forbidden"),
+                "{status:?}"
+            );
+            status.message
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}

@@ -162,3 +162,16 @@ pub fn phase(pod: &Pod) -> &str {
         .and_then(|s| s.phase.as_deref())
         .unwrap_or("")
 }
+
+/// The first Event of `reason` in [`NS`], once one is recorded.
+pub async fn event_with_reason(client: &Client, reason: &str) -> k8s_openapi::api::core::v1::Event {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), NS);
+    eventually(&format!("the {reason} event"), LIMIT, || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+    })
+    .await
+}
