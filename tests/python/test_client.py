@@ -691,6 +691,33 @@ def _read_optional(read, *args):
         raise
 
 
+def test_unknown_fields_and_wrong_types(api_client, namespace, unique):
+    """What the dynamic client sends as written (the typed API's models refuse unknown
+    fields themselves): a field the kind does not have is dropped, as kube's decoder drops
+    it; a value of the wrong type is a 400 in Go's words, and nothing is stored."""
+    from kubernetes.dynamic import DynamicClient
+
+    resources = DynamicClient(api_client).resources
+    deployments = resources.get(api_version="apps/v1", kind="Deployment")
+    configmaps = resources.get(api_version="v1", kind="ConfigMap")
+    name = f"typo-{unique}"
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replica": 2, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}
+    created = deployments.create(body=body, namespace=namespace).to_dict()
+    assert "replica" not in created["spec"]
+    assert created["spec"]["replicas"] == 1, "the misspelt field is dropped, replicas defaulted"
+
+    numbers = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"n-{unique}"},
+               "data": {"port": 8080}}
+    refused = expect_status(400, configmaps.create, body=numbers, namespace=namespace)
+    assert json.loads(refused.body)["message"] == (
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal '
+        'number into Go struct field ConfigMap.data of type string')
+    expect_status(404, configmaps.get, name=f"n-{unique}", namespace=namespace)
+
+
 def test_quantities_and_quota(core, unique):
     """Quantities the client sends read back in kube's canonical form; a
     namespace's ResourceQuota charges pods and refuses one over it with kube's 403."""

@@ -160,6 +160,14 @@ where
 }
 
 impl BuiltinKind {
+    /// `apps/v1`, or `v1` for the core group.
+    pub fn api_version(&self) -> String {
+        match self.group {
+            "" => self.version.to_string(),
+            group => format!("{group}/{}", self.version),
+        }
+    }
+
     const fn short(mut self, names: &'static [&'static str]) -> Self {
         self.short_names = names;
         self

@@ -225,6 +225,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                 scale,
                 extra_field_selectors: Vec::new(),
                 builtin: false,
+                typed: None,
                 validation: v
                     .pointer("/schema/openAPIV3Schema")
                     .map(|s| Arc::new(schema::ValueSchema::new(s))),

@@ -524,7 +524,7 @@ pub(crate) fn builtin(
         ("", "pods") => default_pod(obj, old.is_none()),
         ("", "services") => default_service(obj, old, random_cluster_ip),
         ("", "namespaces") => default_namespace(obj, old.is_none()),
-        ("", "secrets") => default_secret(obj)?,
+        ("", "secrets") => default_secret(obj),
         ("", "limitranges") => default_limit_range(obj),
         _ => {}
     }
@@ -667,7 +667,7 @@ fn default_service(
     default_if_missing(svc, "status", json!({"loadBalancer": {}}));
 }
 
-fn default_secret(secret: &mut Value) -> ApiResult<()> {
+fn default_secret(secret: &mut Value) {
     default_if_missing(secret, "type", json!("Opaque"));
     if let Some(Value::Object(string_data)) =
         secret.as_object_mut().and_then(|o| o.remove("stringData"))
@@ -680,19 +680,6 @@ fn default_secret(secret: &mut Value) -> ApiResult<()> {
             secret["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(s));
         }
     }
-    if let Some(data) = secret.get("data").and_then(Value::as_object) {
-        for (k, v) in data {
-            let ok = v
-                .as_str()
-                .is_some_and(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok());
-            if !ok {
-                return Err(ApiError::bad_request(format!(
-                    "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data in data[{k:?}]"
-                )));
-            }
-        }
-    }
-    Ok(())
 }
 
 fn default_namespace(namespace: &mut Value, creating: bool) {

@@ -44,6 +44,7 @@ pub mod serve;
 mod spec_rules;
 mod table;
 pub mod tls;
+mod typed;
 mod update_rules;
 mod validation;
 mod versions;

@@ -34,6 +34,9 @@ pub struct ResourceType {
     pub extra_field_selectors: Vec<&'static str>,
     /// Built-in kinds take strategic-merge patches; custom resources do not.
     pub builtin: bool,
+    /// The Go struct kube-apiserver decodes a built-in kind into (None for custom
+    /// resources, which their schema prunes instead).
+    pub typed: Option<crate::typed::Root>,
     /// The CRD's `openAPIV3Schema` for this version, if any.
     pub schema: Option<Value>,
     /// The same schema, read for validation once, not at every write.
@@ -190,6 +193,7 @@ fn builtin_types() -> impl Iterator<Item = ResourceType> {
         scale: b.has_subresource("scale").then(builtin_scale),
         extra_field_selectors: b.fields.to_vec(),
         builtin: true,
+        typed: crate::typed::root(&b.api_version(), b.kind),
         schema: None,
         validation: None,
         printer_columns: Vec::new(),

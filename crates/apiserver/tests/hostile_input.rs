@@ -13,6 +13,8 @@ use steady_apiserver::ApiServer;
 use tower::ServiceExt;
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
+/// ControllerRevisions carry any JSON in `data`, so they can nest as deep as a body may.
+const REVISIONS: &str = "/apis/apps/v1/namespaces/default/controllerrevisions";
 const WIDGETS: &str = "/apis/example.steady.dev/v1/namespaces/default/widgets";
 const APPLY: &str = "application/apply-patch+yaml";
 /// The nesting limit the server documents (`request::MAX_NESTING_DEPTH`).
@@ -23,19 +25,19 @@ fn nested(levels: usize) -> Value {
     (0..levels).fold(json!(1), |inner, _| json!({ "a": inner }))
 }
 
-/// A ConfigMap whose whole object nests `depth` levels (itself and `data` are two).
-fn deep_configmap(name: &str, depth: usize) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
-        "data": {"x": nested(depth - 2)}})
+/// A ControllerRevision whose whole object nests `depth` levels (itself and `data` are two).
+fn deep_revision(name: &str, depth: usize) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": name},
+        "revision": 1, "data": {"x": nested(depth - 2)}})
 }
 
 fn yaml(value: &Value) -> String {
     serde_yaml::to_string(value).expect("YAML")
 }
 
-/// Every ConfigMap still reads back: LIST (namespace and cluster-wide) answers 200.
-async fn configmaps_read_back(s: &ApiServer) {
-    for uri in [CMS, "/api/v1/configmaps"] {
+/// Every ControllerRevision still reads back: LIST (namespace and cluster-wide) answers 200.
+async fn revisions_read_back(s: &ApiServer) {
+    for uri in [REVISIONS, "/apis/apps/v1/controllerrevisions"] {
         let listed = raw(s, "GET", uri, None, "").await;
         assert_eq!(
             listed.status,
@@ -55,14 +57,20 @@ async fn bodies_nested_past_the_limit_are_400_in_every_format() {
     let s = server().await;
     // The case: 127 levels of YAML were stored, then could not be read back.
     for (ct, body) in [
-        ("application/yaml", yaml(&deep_configmap("deep", 127))),
-        ("application/yaml", yaml(&deep_configmap("deep", LIMIT + 1))),
+        ("application/yaml", yaml(&deep_revision("deep", 127))),
+        ("application/yaml", yaml(&deep_revision("deep", LIMIT + 1))),
         (
             "application/json",
-            deep_configmap("deep", LIMIT + 1).to_string(),
+            deep_revision("deep", LIMIT + 1).to_string(),
         ),
     ] {
-        let status = rejected(&s, write("POST", CMS, Some(ct), body), 400, "BadRequest").await;
+        let status = rejected(
+            &s,
+            write("POST", REVISIONS, Some(ct), body),
+            400,
+            "BadRequest",
+        )
+        .await;
         assert!(
             message(&status).contains("nested too deeply: more than 100 levels"),
             "{status}"
@@ -72,31 +80,31 @@ async fn bodies_nested_past_the_limit_are_400_in_every_format() {
     let created = raw(
         &s,
         "POST",
-        CMS,
+        REVISIONS,
         Some("application/yaml"),
-        yaml(&deep_configmap("deep", LIMIT)),
+        yaml(&deep_revision("deep", LIMIT)),
     )
     .await;
     assert_eq!(created.status, 201);
-    configmaps_read_back(&s).await;
+    revisions_read_back(&s).await;
     let patched = raw(
         &s,
         "PATCH",
-        &format!("{CMS}/deep"),
+        &format!("{REVISIONS}/deep"),
         Some("application/merge-patch+json"),
         json!({"metadata": {"labels": {"l": "v"}}}).to_string(),
     )
     .await;
     assert_eq!(patched.status, 200);
-    let deleted = raw(&s, "DELETE", &format!("{CMS}/deep"), None, "").await;
+    let deleted = raw(&s, "DELETE", &format!("{REVISIONS}/deep"), None, "").await;
     assert_eq!(deleted.status, 200);
 }
 
 #[tokio::test]
 async fn a_too_deep_apply_is_rejected_before_commit() {
     let s = server().await;
-    let uri = format!("{CMS}/applied?fieldManager=test");
-    let body = yaml(&deep_configmap("applied", 128));
+    let uri = format!("{REVISIONS}/applied?fieldManager=test");
+    let body = yaml(&deep_revision("applied", 128));
     rejected(
         &s,
         write("PATCH", uri, Some(APPLY), body),
@@ -104,9 +112,9 @@ async fn a_too_deep_apply_is_rejected_before_commit() {
         "BadRequest",
     )
     .await;
-    let missing = raw(&s, "GET", &format!("{CMS}/applied"), None, "").await;
+    let missing = raw(&s, "GET", &format!("{REVISIONS}/applied"), None, "").await;
     missing.assert_status(404, "NotFound");
-    configmaps_read_back(&s).await;
+    revisions_read_back(&s).await;
 }
 
 #[tokio::test]
@@ -115,9 +123,9 @@ async fn patches_cannot_make_a_stored_object_too_deep() {
     let created = raw(
         &s,
         "POST",
-        CMS,
+        REVISIONS,
         JSON,
-        deep_configmap("grown", 72).to_string(),
+        deep_revision("grown", 72).to_string(),
     )
     .await;
     assert_eq!(created.status, 201);
@@ -129,7 +137,7 @@ async fn patches_cannot_make_a_stored_object_too_deep() {
         &s,
         write(
             "PATCH",
-            format!("{CMS}/grown"),
+            format!("{REVISIONS}/grown"),
             Some("application/json-patch+json"),
             json_patch.to_string(),
         ),
@@ -138,7 +146,7 @@ async fn patches_cannot_make_a_stored_object_too_deep() {
     )
     .await;
     assert!(message(&status).contains("nested too deeply"), "{status}");
-    configmaps_read_back(&s).await;
+    revisions_read_back(&s).await;
 }
 
 #[tokio::test]
@@ -152,7 +160,7 @@ async fn adversarial_yaml_is_rejected_by_its_depth() {
     ] {
         let status = rejected(
             &s,
-            write("POST", CMS, Some("application/yaml"), body),
+            write("POST", REVISIONS, Some("application/yaml"), body),
             400,
             "BadRequest",
         )
@@ -168,7 +176,7 @@ async fn adversarial_yaml_is_rejected_by_its_depth() {
         .collect();
     rejected(
         &s,
-        write("POST", CMS, Some("application/yaml"), block),
+        write("POST", REVISIONS, Some("application/yaml"), block),
         400,
         "BadRequest",
     )
@@ -177,7 +185,7 @@ async fn adversarial_yaml_is_rejected_by_its_depth() {
         &s,
         write(
             "PATCH",
-            format!("{CMS}/x?fieldManager=m"),
+            format!("{REVISIONS}/x?fieldManager=m"),
             Some(APPLY),
             "{a: ".repeat(50_000),
         ),
@@ -239,7 +247,7 @@ async fn extreme_durations_are_clamped() {
         let parts = head(
             &s,
             "GET",
-            &format!("{CMS}?watch=1&timeoutSeconds={timeout}"),
+            &format!("{REVISIONS}?watch=1&timeoutSeconds={timeout}"),
         )
         .await;
         assert_eq!(parts.status, 200, "timeoutSeconds={timeout}");

@@ -1124,3 +1124,46 @@ async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
     let listed = k.run(&["get", "pods,deployments,services", "-o", "name"]);
     assert!(!listed.contains("bad"), "{listed}");
 }
+
+/// kubectl validates strictly by default (`fieldValidation=Strict`): a misspelt field is
+/// refused as kube-apiserver's decoder refuses it, `--validate=warn` stores the object
+/// without it and prints kube's warning, and a value of the wrong type is refused in Go's
+/// words whatever the validation asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_unknown_fields_and_wrong_types_are_handled_as_in_kube() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let misspelt = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: typo}\nspec:\n  \
+        replica: 3\n  selector: {matchLabels: {a: b}}\n  template:\n    \
+        metadata: {labels: {a: b}}\n    \
+        spec: {containers: [{name: web, image: nginx, imagePullPolic: Always}]}\n";
+    let strict = k.try_run_with_input(&["apply", "-f", "-"], Some(misspelt));
+    assert!(!strict.success, "{}", strict.stdout);
+    assert_contains(
+        &strict.stderr,
+        "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: \
+         unknown field \"spec.replica\", \
+         unknown field \"spec.template.spec.containers[0].imagePullPolic\"",
+    );
+    let missing = k.try_run(&["get", "deployment", "typo"]);
+    assert!(!missing.success, "nothing stored: {}", missing.stdout);
+
+    let warned = k.try_run_with_input(&["apply", "--validate=warn", "-f", "-"], Some(misspelt));
+    assert!(warned.success, "{}", warned.stderr);
+    assert_contains(&warned.stderr, "Warning: unknown field \"spec.replica\"");
+    let stored = k.run(&["get", "deployment", "typo", "-o", "json"]);
+    assert!(!stored.contains("replica\""), "dropped: {stored}");
+    assert!(!stored.contains("imagePullPolic\""), "dropped: {stored}");
+    assert_eq!(k.jsonpath("deployment", "typo", "{.spec.replicas}"), "1");
+
+    let numbers = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ports}\ndata: {port: 8080}\n";
+    for validate in ["--validate=strict", "--validate=false"] {
+        let typed = k.try_run_with_input(&["create", validate, "-f", "-"], Some(numbers));
+        assert!(!typed.success, "{}", typed.stdout);
+        assert_contains(
+            &typed.stderr,
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot \
+             unmarshal number into Go struct field ConfigMap.data of type string",
+        );
+    }
+}

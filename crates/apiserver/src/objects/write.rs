@@ -23,6 +23,7 @@ use crate::registry::ResourceType;
 use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
 use crate::schema;
 use crate::spec_rules;
+use crate::typed;
 use crate::update_rules;
 use crate::validation::{self, NameRule};
 use crate::webhook::admission::{self, Attributes, Operation};
@@ -325,23 +326,7 @@ impl ApiServer {
         }
         if let Some(schema) = &rt.schema {
             let unknown = schema::prune(obj, schema);
-            match opts.field_validation {
-                FieldValidation::Strict if !unknown.is_empty() => {
-                    let fields: Vec<String> = unknown
-                        .iter()
-                        .map(|f| format!("unknown field \"{f}\""))
-                        .collect();
-                    return Err(ApiError::bad_request(format!(
-                        "{} in body is invalid: strict decoding error: {}",
-                        rt.kind,
-                        fields.join(", ")
-                    )));
-                }
-                FieldValidation::Warn => {
-                    warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")))
-                }
-                _ => {}
-            }
+            report_unknown_fields(rt, &unknown, opts, warnings)?;
             schema::apply_defaults(obj, schema);
             let errors = rt
                 .validation
@@ -358,6 +343,15 @@ impl ApiServer {
         }
         if rt.builtin {
             quantities::canonicalize(&rt.group, &rt.plural, &rt.kind, &rt.version, obj)?;
+            if let Some(typed) = rt.typed {
+                let unknown = typed
+                    .unknown_fields(obj)
+                    .map_err(|e| cannot_be_handled(rt, e))?;
+                if !unknown.is_empty() {
+                    typed::drop_fields(obj, &unknown);
+                    report_unknown_fields(rt, &unknown, opts, warnings)?;
+                }
+            }
             let random_cluster_ip = || self.random_cluster_ip();
             defaults::builtin(&rt.group, &rt.plural, &rt.kind, old, obj, random_cluster_ip)?;
             if old.is_none() && rt.group.is_empty() && rt.plural == "pods" {
@@ -665,6 +659,39 @@ impl ApiServer {
         // Too deep with its managedFields, it loses them in `fit_for_storage`, which every
         // write ends with: one nesting walk per write.
         apply::apply(current, config, &writer, opts.force, shape(rt)).map_err(apply_error)
+    }
+}
+
+/// kube's 400 for a body its decoder cannot read as the kind.
+fn cannot_be_handled(rt: &ResourceType, why: impl std::fmt::Display) -> ApiError {
+    let (kind, version) = (&rt.kind, &rt.version);
+    ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}"
+    ))
+}
+
+/// What the request's `fieldValidation` asks for the fields decoding dropped: a 400
+/// (`Strict`), a Warning each (`Warn`, the default) or nothing (`Ignore`).
+fn report_unknown_fields(
+    rt: &ResourceType,
+    unknown: &[impl std::fmt::Display],
+    opts: &WriteOptions,
+    warnings: &mut Vec<String>,
+) -> ApiResult<()> {
+    let described = unknown.iter().map(|f| format!("unknown field \"{f}\""));
+    match opts.field_validation {
+        FieldValidation::Strict if !unknown.is_empty() => {
+            let fields: Vec<String> = described.collect();
+            Err(cannot_be_handled(
+                rt,
+                format_args!("strict decoding error: {}", fields.join(", ")),
+            ))
+        }
+        FieldValidation::Warn => {
+            warnings.extend(described);
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 
