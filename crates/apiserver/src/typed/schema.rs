@@ -31,22 +31,63 @@ pub(crate) type StructId = u16;
 pub(crate) struct Struct {
     /// Its name without kube's `io.k8s.` prefix: `api.core.v1.PodSpec`.
     pub name: &'static str,
-    /// Sorted by JSON name, for a binary search.
     pub fields: Vec<(&'static str, Shape)>,
+    /// An open-addressing table over `fields` (index + 1; 0 is empty): every write looks up
+    /// every key of its object here, and a binary search among strings was most of the walk.
+    slots: Box<[u16]>,
+    /// log2 of the table's size.
+    bits: u32,
 }
 
 impl Struct {
+    fn new(name: &'static str, fields: Vec<(&'static str, Shape)>) -> Struct {
+        // At most half full, so a probe sequence stays short.
+        let bits = (fields.len() * 2)
+            .next_power_of_two()
+            .max(2)
+            .trailing_zeros();
+        let mut slots = vec![0u16; 1 << bits].into_boxed_slice();
+        for (i, (field, _)) in fields.iter().enumerate() {
+            let mut at = slot(field, bits);
+            while slots[at] != 0 {
+                at = (at + 1) & (slots.len() - 1);
+            }
+            slots[at] = u16::try_from(i + 1).expect("fewer than 65,535 fields");
+        }
+        Struct {
+            name,
+            fields,
+            slots,
+            bits,
+        }
+    }
+
     pub fn field(&self, name: &str) -> Option<&Shape> {
-        self.fields
-            .binary_search_by(|(field, _)| (*field).cmp(name))
-            .ok()
-            .map(|i| &self.fields[i].1)
+        let mut at = slot(name, self.bits);
+        loop {
+            let index = usize::from(self.slots[at]).checked_sub(1)?;
+            let (field, shape) = &self.fields[index];
+            if *field == name {
+                return Some(shape);
+            }
+            at = (at + 1) & (self.slots.len() - 1);
+        }
     }
 
     /// How Go names the type in its messages: `v1.PodSpec`, `resource.Quantity`.
     pub fn go_name(&self) -> &'static str {
         go_name(self.name)
     }
+}
+
+/// A field name's slot in a table of `2^bits`: its length and three of its bytes, mixed.
+fn slot(name: &str, bits: u32) -> usize {
+    let bytes = name.as_bytes();
+    let byte = |i: usize| u32::from(bytes.get(i).copied().unwrap_or(0));
+    let len = bytes.len();
+    let key =
+        (len as u32) ^ (byte(0) << 7) ^ (byte(len / 2) << 14) ^ (byte(len.wrapping_sub(1)) << 21);
+    (key.wrapping_mul(0x9E37_79B1) >> (32 - bits)) as usize
 }
 
 pub(crate) fn go_name(name: &str) -> &str {
@@ -88,13 +129,7 @@ fn parse(text: &'static str) -> Schema {
             )
         })
         .collect();
-    let mut structs: Vec<Struct> = names
-        .iter()
-        .map(|name| Struct {
-            name,
-            fields: Vec::new(),
-        })
-        .collect();
+    let mut fields: Vec<Vec<(&'static str, Shape)>> = vec![Vec::new(); names.len()];
     let mut kinds = HashMap::new();
     let mut current: Option<usize> = None;
     for line in lines() {
@@ -106,14 +141,16 @@ fn parse(text: &'static str) -> Schema {
             ["struct", name] => current = Some(usize::from(ids[name])),
             [field, shape] if line.starts_with("  ") => {
                 let at = current.expect("a field inside a struct");
-                structs[at].fields.push((field, shape_of(shape, &ids)));
+                fields[at].push((field, shape_of(shape, &ids)));
             }
             _ => panic!("schema.txt: cannot read {line:?}"),
         }
     }
-    for s in &mut structs {
-        s.fields.sort_by(|a, b| a.0.cmp(b.0));
-    }
+    let structs = names
+        .into_iter()
+        .zip(fields)
+        .map(|(name, fields)| Struct::new(name, fields))
+        .collect();
     Schema { structs, kinds }
 }
 
@@ -165,6 +202,17 @@ mod tests {
             go_name("apimachinery.pkg.api.resource.Quantity"),
             "resource.Quantity"
         );
+    }
+
+    #[test]
+    fn every_field_is_found_and_no_other() {
+        for s in &SCHEMA.structs {
+            for (name, shape) in &s.fields {
+                assert_eq!(s.field(name), Some(shape), "{}.{name}", s.name);
+                assert_eq!(s.field(&format!("{name}x")), None);
+            }
+            assert_eq!(s.field(""), None);
+        }
     }
 
     #[test]
