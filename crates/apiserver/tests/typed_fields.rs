@@ -232,3 +232,45 @@ async fn secret_data_must_be_base64() {
     assert_eq!(data["password"].0, b"hunter2");
     assert_eq!(data["user"].0, b"admin");
 }
+
+/// What a kube-rs operator meets on a cluster: the empty lists and maps it sets read back
+/// absent, because kube-apiserver stores what Go encodes, and `omitempty` fields that are
+/// empty are not encoded. A reconciler comparing its desired object with what it reads
+/// must expect that here too.
+#[tokio::test]
+async fn empty_optional_lists_and_maps_read_back_absent() {
+    let s = server().await;
+    let deployments: Api<Deployment> = Api::namespaced(s.client(), "default");
+    let desired: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {}, "annotations": {"keep": "me"}},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [{"name": "web", "image": "nginx", "ports": [], "env": [],
+                        "securityContext": {"privileged": false}}],
+                    "volumes": [], "nodeSelector": {}
+                }
+            }
+        }
+    }))
+    .expect("a Deployment");
+    let stored = deployments
+        .create(&PostParams::default(), &desired)
+        .await
+        .expect("created");
+    assert_eq!(stored.metadata.labels, None);
+    assert_eq!(stored.metadata.annotations.map(|a| a.len()), Some(1));
+    let template = stored.spec.expect("spec").template.spec.expect("pod spec");
+    assert_eq!(template.volumes, None);
+    assert_eq!(template.node_selector, None);
+    let container = &template.containers[0];
+    assert_eq!((&container.ports, &container.env), (&None, &None));
+    // A pointer field keeps its zero value.
+    let privileged = container
+        .security_context
+        .as_ref()
+        .and_then(|c| c.privileged);
+    assert_eq!(privileged, Some(false));
+}

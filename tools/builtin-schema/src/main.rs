@@ -30,11 +30,12 @@ const HEADER: &str = "\
 #
 #   kind <apiVersion> <Kind> <struct>
 #   struct <name>
-#     <jsonName> <shape>
+#     <jsonName> <shape> [optional]
 #
 # shape: string | bool | int32 | int64 | float64 | time (RFC 3339) | bytes (base64)
 #        | int-or-string | quantity | any (any JSON) | <struct>
 #        | []<shape> (a list) | map[string]<shape> (an object of such values)
+# optional: not required by kube's OpenAPI, i.e. tagged `omitempty` in Go (or `+optional`).
 # A struct's name drops kube's `io.k8s.` prefix; Go names it by its last two parts.
 
 ";
@@ -160,8 +161,15 @@ fn main() {
             continue;
         };
         writeln!(out, "\nstruct {}", short(name)).unwrap();
+        let required = |field: &str| {
+            schema["required"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|f| f == field))
+        };
         for (field, property) in properties {
-            writeln!(out, "  {field} {}", definitions.shape(property)).unwrap();
+            let shape = definitions.shape(property);
+            let optional = if required(field) { "" } else { " optional" };
+            writeln!(out, "  {field} {shape}{optional}").unwrap();
         }
     }
     print!("{out}");

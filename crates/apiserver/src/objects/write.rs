@@ -23,7 +23,6 @@ use crate::registry::ResourceType;
 use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
 use crate::schema;
 use crate::spec_rules;
-use crate::typed;
 use crate::update_rules;
 use crate::validation::{self, NameRule};
 use crate::webhook::admission::{self, Attributes, Operation};
@@ -344,12 +343,10 @@ impl ApiServer {
         if rt.builtin {
             quantities::canonicalize(&rt.group, &rt.plural, &rt.kind, &rt.version, obj)?;
             if let Some(typed) = rt.typed {
-                let unknown = typed
-                    .unknown_fields(obj)
-                    .map_err(|e| cannot_be_handled(rt, e))?;
-                if !unknown.is_empty() {
-                    typed::drop_fields(obj, &unknown);
-                    report_unknown_fields(rt, &unknown, opts, warnings)?;
+                let reading = typed.read(obj).map_err(|e| cannot_be_handled(rt, e))?;
+                if !reading.is_clean() {
+                    report_unknown_fields(rt, &reading.unknown, opts, warnings)?;
+                    reading.drop_from(obj);
                 }
             }
             let random_cluster_ip = || self.random_cluster_ip();

@@ -82,22 +82,48 @@ impl fmt::Display for DecodeError {
     }
 }
 
-impl Root {
-    /// Checks `object` against the kind's struct: the paths of the fields it does not
-    /// have (in the object's key order), or the first value Go would not decode.
-    pub fn unknown_fields(self, object: &Value) -> Result<Vec<FieldPath>, DecodeError> {
-        let mut walk = Walk {
-            steps: Vec::new(),
-            unknown: Vec::new(),
-        };
-        let root = &SCHEMA.structs[usize::from(self.0)];
-        walk.value(object, &Shape::Struct(self.0), root)?;
-        Ok(walk.unknown)
+/// What reading an object as its Go struct found to drop.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Fields the struct does not have (in the object's key order), which the request's
+    /// `fieldValidation` decides how to report.
+    pub unknown: Vec<FieldPath>,
+    /// Optional fields Go would not encode back (null, `[]`, `{}`): dropped silently.
+    pub empty: Vec<FieldPath>,
+}
+
+impl Reading {
+    pub fn is_clean(&self) -> bool {
+        self.unknown.is_empty() && self.empty.is_empty()
+    }
+
+    /// Removes from `object` every field Go's decoder and encoder would not carry through.
+    pub fn drop_from(&self, object: &mut Value) {
+        drop_fields(object, &self.unknown);
+        drop_fields(object, &self.empty);
     }
 }
 
-/// Removes the fields at `paths` from `object`, as Go's decoder never reads them.
-pub fn drop_fields(object: &mut Value, paths: &[FieldPath]) {
+impl Root {
+    /// Reads `object` as the kind's struct: what to drop from it, or the first value Go
+    /// would not decode.
+    pub fn read(self, object: &Value) -> Result<Reading, DecodeError> {
+        let mut walk = Walk {
+            steps: Vec::new(),
+            unknown: Vec::new(),
+            empty: Vec::new(),
+        };
+        let root = &SCHEMA.structs[usize::from(self.0)];
+        walk.value(object, &Shape::Struct(self.0), root)?;
+        Ok(Reading {
+            unknown: walk.unknown,
+            empty: walk.empty,
+        })
+    }
+}
+
+/// Removes the fields at `paths` from `object`.
+fn drop_fields(object: &mut Value, paths: &[FieldPath]) {
     for FieldPath(segments) in paths {
         let Some((PathSegment::Key(last), parents)) = segments.split_last() else {
             continue;
@@ -117,6 +143,18 @@ pub fn drop_fields(object: &mut Value, paths: &[FieldPath]) {
 struct Walk<'a> {
     steps: Vec<Step<'a>>,
     unknown: Vec<FieldPath>,
+    empty: Vec<FieldPath>,
+}
+
+/// Whether Go, having decoded `value` into an `omitempty` field of this shape, encodes
+/// nothing: a null, or an empty list or map.
+fn encodes_as_nothing(value: &Value, shape: &Shape) -> bool {
+    match (value, shape) {
+        (Value::Null, _) => true,
+        (Value::Array(items), Shape::List(_)) => items.is_empty(),
+        (Value::Object(entries), Shape::Map(_)) => entries.is_empty(),
+        _ => false,
+    }
 }
 
 impl<'a> Walk<'a> {
@@ -145,9 +183,16 @@ impl<'a> Walk<'a> {
             (Shape::Bytes, Value::String(s)) => return self.base64(s),
             (Shape::Struct(id), Value::Object(fields)) => {
                 let inner = &SCHEMA.structs[usize::from(*id)];
-                for (name, field) in fields {
+                for (name, value) in fields {
                     match inner.field(name) {
-                        Some(shape) => self.nested(Step::Field(name), field, shape, inner)?,
+                        Some(field)
+                            if field.optional && encodes_as_nothing(value, &field.shape) =>
+                        {
+                            self.empty.push(FieldPath::of(&self.steps, name));
+                        }
+                        Some(field) => {
+                            self.nested(Step::Field(name), value, &field.shape, inner)?
+                        }
                         None => self.unknown.push(FieldPath::of(&self.steps, name)),
                     }
                 }
@@ -270,17 +315,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn unknown(api_version: &str, kind: &str, object: &Value) -> Vec<String> {
+    fn read(api_version: &str, kind: &str, object: &Value) -> Reading {
         let root = root(api_version, kind).expect("a built-in kind");
-        let found = root.unknown_fields(object).expect("decodes");
-        found.iter().map(ToString::to_string).collect()
+        root.read(object).expect("decodes")
+    }
+
+    fn unknown(api_version: &str, kind: &str, object: &Value) -> Vec<String> {
+        let reading = read(api_version, kind, object);
+        reading.unknown.iter().map(ToString::to_string).collect()
     }
 
     fn refused(api_version: &str, kind: &str, object: &Value) -> String {
         let root = root(api_version, kind).expect("a built-in kind");
-        root.unknown_fields(object)
-            .expect_err("refused")
-            .to_string()
+        root.read(object).expect_err("refused").to_string()
     }
 
     #[test]
@@ -296,9 +343,13 @@ mod tests {
             "bogus": true
         });
         // In the order of the object's keys, which serde_json keeps sorted.
-        let found = root("v1", "Pod").unwrap().unknown_fields(&pod).unwrap();
+        let found = read("v1", "Pod", &pod);
         assert_eq!(
-            found.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            found
+                .unknown
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
             [
                 "bogus",
                 "metadata.labelz",
@@ -306,7 +357,7 @@ mod tests {
                 "spec.containers[1].ports[0].hostPortt",
             ]
         );
-        drop_fields(&mut pod, &found);
+        found.drop_from(&mut pod);
         assert_eq!(
             pod,
             json!({
@@ -382,6 +433,37 @@ mod tests {
     }
 
     #[test]
+    fn empty_optional_lists_and_maps_are_not_encoded_back() {
+        let mut pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {}, "annotations": {"a": "b"}, "finalizers": []},
+            "spec": {
+                "containers": [{"name": "a", "image": "i", "ports": [], "args": [],
+                    "securityContext": {}, "stdin": false}],
+                "volumes": [], "nodeSelector": {}, "hostNetwork": false
+            }
+        });
+        let reading = read("v1", "Pod", &pod);
+        reading.drop_from(&mut pod);
+        // Only lists and maps: Go's pointers (`*bool`, `*SecurityContext`) keep a zero
+        // value, and which scalars are pointers the OpenAPI does not say.
+        assert_eq!(
+            pod,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "annotations": {"a": "b"}},
+                "spec": {
+                    "containers": [{"name": "a", "image": "i", "securityContext": {}, "stdin": false}],
+                    "hostNetwork": false
+                }
+            })
+        );
+        // A required list is encoded back even when empty.
+        let empty = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": []}});
+        assert!(read("v1", "Pod", &empty).is_clean());
+    }
+
+    #[test]
     fn nulls_free_form_values_and_missing_fields_decode_as_go_reads_them() {
         // Go leaves a field it reads as null at its zero value and requires nothing:
         // what is missing is validation's business, not the decoder's.
@@ -389,7 +471,17 @@ mod tests {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": null},
             "spec": {"containers": [{"image": "i", "ports": null}], "nodeName": null}
         });
-        assert!(unknown("v1", "Pod", &pod).is_empty());
+        let reading = read("v1", "Pod", &pod);
+        assert!(reading.unknown.is_empty());
+        let empty: Vec<String> = reading.empty.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            empty,
+            [
+                "metadata.labels",
+                "spec.containers[0].ports",
+                "spec.nodeName"
+            ]
+        );
         let revision = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
             "revision": 2, "data": {"anything": [1, {"goes": true}]}});
         assert!(unknown("apps/v1", "ControllerRevision", &revision).is_empty());

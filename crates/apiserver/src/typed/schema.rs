@@ -27,11 +27,20 @@ pub(crate) enum Shape {
 /// Index of a struct in [`Schema::structs`].
 pub(crate) type StructId = u16;
 
+/// One field of a struct.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Field {
+    pub shape: Shape,
+    /// Not required by kube's OpenAPI: `omitempty` in Go, so an empty list or map, or a
+    /// null, is not encoded back.
+    pub optional: bool,
+}
+
 #[derive(Debug)]
 pub(crate) struct Struct {
     /// Its name without kube's `io.k8s.` prefix: `api.core.v1.PodSpec`.
     pub name: &'static str,
-    pub fields: Vec<(&'static str, Shape)>,
+    pub fields: Vec<(&'static str, Field)>,
     /// An open-addressing table over `fields` (index + 1; 0 is empty): every write looks up
     /// every key of its object here, and a binary search among strings was most of the walk.
     slots: Box<[u16]>,
@@ -40,7 +49,7 @@ pub(crate) struct Struct {
 }
 
 impl Struct {
-    fn new(name: &'static str, fields: Vec<(&'static str, Shape)>) -> Struct {
+    fn new(name: &'static str, fields: Vec<(&'static str, Field)>) -> Struct {
         // At most half full, so a probe sequence stays short.
         let bits = (fields.len() * 2)
             .next_power_of_two()
@@ -62,13 +71,13 @@ impl Struct {
         }
     }
 
-    pub fn field(&self, name: &str) -> Option<&Shape> {
+    pub fn field(&self, name: &str) -> Option<&Field> {
         let mut at = slot(name, self.bits);
         loop {
             let index = usize::from(self.slots[at]).checked_sub(1)?;
-            let (field, shape) = &self.fields[index];
+            let (field, found) = &self.fields[index];
             if *field == name {
-                return Some(shape);
+                return Some(found);
             }
             at = (at + 1) & (self.slots.len() - 1);
         }
@@ -129,7 +138,7 @@ fn parse(text: &'static str) -> Schema {
             )
         })
         .collect();
-    let mut fields: Vec<Vec<(&'static str, Shape)>> = vec![Vec::new(); names.len()];
+    let mut fields: Vec<Vec<(&'static str, Field)>> = vec![Vec::new(); names.len()];
     let mut kinds = HashMap::new();
     let mut current: Option<usize> = None;
     for line in lines() {
@@ -139,9 +148,15 @@ fn parse(text: &'static str) -> Schema {
                 kinds.insert((*api_version, *kind), ids[name]);
             }
             ["struct", name] => current = Some(usize::from(ids[name])),
-            [field, shape] if line.starts_with("  ") => {
+            [field, shape, rest @ ..] if line.starts_with("  ") => {
                 let at = current.expect("a field inside a struct");
-                fields[at].push((field, shape_of(shape, &ids)));
+                let optional = match rest {
+                    [] => false,
+                    ["optional"] => true,
+                    _ => panic!("schema.txt: cannot read {line:?}"),
+                };
+                let shape = shape_of(shape, &ids);
+                fields[at].push((field, Field { shape, optional }));
             }
             _ => panic!("schema.txt: cannot read {line:?}"),
         }
@@ -190,13 +205,22 @@ mod tests {
         let pod = &schema.structs[usize::from(pod)];
         assert_eq!(pod.name, "api.core.v1.Pod");
         assert_eq!(pod.go_name(), "v1.Pod");
-        let Some(Shape::Struct(spec)) = pod.field("spec") else {
+        let Some(Field {
+            shape: Shape::Struct(spec),
+            optional: true,
+        }) = pod.field("spec")
+        else {
             panic!("a pod's spec is a struct");
         };
         let spec = &schema.structs[usize::from(*spec)];
         assert_eq!(spec.go_name(), "v1.PodSpec");
-        assert!(matches!(spec.field("containers"), Some(Shape::List(_))));
-        assert_eq!(spec.field("nodeName"), Some(&Shape::String));
+        let containers = spec.field("containers").expect("containers");
+        assert!(matches!(containers.shape, Shape::List(_)) && !containers.optional);
+        let node_name = spec.field("nodeName").expect("nodeName");
+        assert_eq!(
+            (&node_name.shape, node_name.optional),
+            (&Shape::String, true)
+        );
         assert_eq!(spec.field("nodename"), None);
         assert_eq!(
             go_name("apimachinery.pkg.api.resource.Quantity"),
@@ -207,8 +231,8 @@ mod tests {
     #[test]
     fn every_field_is_found_and_no_other() {
         for s in &SCHEMA.structs {
-            for (name, shape) in &s.fields {
-                assert_eq!(s.field(name), Some(shape), "{}.{name}", s.name);
+            for (name, field) in &s.fields {
+                assert_eq!(s.field(name), Some(field), "{}.{name}", s.name);
                 assert_eq!(s.field(&format!("{name}x")), None);
             }
             assert_eq!(s.field(""), None);
