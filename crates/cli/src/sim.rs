@@ -18,7 +18,7 @@ pub struct SimArgs {
     /// Which compiled-in scenario: cache, cache-quota (a pod quota refuses the scale-up
     /// until raised), cache-generate-name, cache-edge-triggered,
     /// cache-record-then-create, cache-status-every-reconcile, cache-status-counter,
-    /// cache-same-status-applied; web (an operator owning a Deployment, with the cluster's
+    /// cache-drift-on-dropped-field, cache-same-status-applied; web (an operator owning a Deployment, with the cluster's
     /// workload controllers), web-owns-all-annotations.
     #[arg(long, default_value = "cache")]
     pub scenario: String,

@@ -77,6 +77,10 @@ pub fn scenarios() -> Vec<Scenario> {
             wrong::status_counter_on_every_reconcile(),
         ),
         cache::scenario_with(
+            "cache-drift-on-dropped-field",
+            wrong::drift_check_on_a_dropped_field(),
+        ),
+        cache::scenario_with(
             "cache-same-status-applied",
             wrong::same_status_applied_every_reconcile(),
         ),

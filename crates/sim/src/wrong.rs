@@ -1,4 +1,4 @@
-//! Five deliberately wrong Cache reconcilers, each carrying one classic operator bug, and
+//! Six deliberately wrong Cache reconcilers, each carrying one classic operator bug, and
 //! one control that looks like a bug and is not.
 //!
 //! Three of them share a small "mini operator" (Service, pruning, status) written the
@@ -225,6 +225,59 @@ pub fn status_counter_on_every_reconcile() -> ReconcileFn {
         stamp
             .unwrap_or_default()
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    })
+}
+
+/// Bug 6 — drift detection on a field the server does not keep.
+///
+/// Before the reference reconciler runs, it keeps its Service the plain way: the Service it
+/// wants says `externalIPs: []` (its author spelt out "none"); it creates that Service when
+/// there is none, and when the live Service's `externalIPs` differ from it, deletes it so
+/// that the next reconcile creates it afresh. kube-apiserver stores what Go encodes, and
+/// an empty `omitempty` list is not encoded: the live Service never has `externalIPs: []`,
+/// so a reconcile deletes the Service the one before created. The runtime sees the
+/// recreated Service summarise as before and wakes nobody, so the churn shows at the fixed
+/// point: every resync deletes and recreates it (**idempotent**), without any fault.
+/// Before steady dropped such fields as kube does, it stored the empty list, the check
+/// passed every property, and this operator looked correct here and churned on a cluster.
+pub fn drift_check_on_a_dropped_field() -> ReconcileFn {
+    Arc::new(|cache, ctx| {
+        Box::pin(async move {
+            let (name, namespace) = names(&cache)?;
+            let mut desired = desired_service(&cache);
+            if let Some(spec) = desired.spec.as_mut() {
+                spec.external_ips = Some(Vec::new());
+            }
+            let external_ips = |s: &Service| s.spec.as_ref().and_then(|s| s.external_ips.clone());
+            let services = Api::<Service>::namespaced(ctx.client(), &namespace);
+            let live = services
+                .get_opt(&name)
+                .await
+                .map_err(|e| format!("reading the Service: {e}"))?;
+            let kept = match live {
+                None => services
+                    .create(&PostParams::default(), &desired)
+                    .await
+                    .map(drop),
+                Some(live) if external_ips(&live) != external_ips(&desired) => {
+                    // Its delete event brings the reconcile that creates it again.
+                    services
+                        .delete(&name, &DeleteParams::default())
+                        .await
+                        .map(drop)
+                }
+                Some(_) => Ok(()),
+            };
+            match kept {
+                Err(e) if !matches!(api_code(&e), Some(404 | 409)) => {
+                    return Err(format!("keeping the Service: {e}"));
+                }
+                _ => {}
+            }
+            steady_cache_operator::reconcile(cache, operator_context(&ctx))
+                .await
+                .map_err(|e| e.to_string())
+        })
     })
 }
 

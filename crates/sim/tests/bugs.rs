@@ -1,5 +1,7 @@
-//! Does the simulator catch real bugs? Five deliberately wrong Cache reconcilers (see
-//! `steady_sim::wrong` for each bug and why it is wrong), and for each:
+//! Does the simulator catch real bugs? Six deliberately wrong Cache reconcilers (see
+//! `steady_sim::wrong` for each bug and why it is wrong). The last three show without any
+//! fault (a write at the fixed point, a hot loop, a field the server does not keep); for
+//! each of the first three:
 //!
 //! - without faults it converges and passes every property (the bug is dormant, so the
 //!   simulator is not just flagging a different notion of "done");
@@ -177,4 +179,28 @@ fn the_same_apply_on_every_reconcile_writes_nothing() {
             simulation.failure(&control, &report, true)
         );
     }
+}
+
+/// Bug 6 needs no fault: the server drops the empty list the operator compares against,
+/// so at the fixed point every resync deletes the Service it created, and the next
+/// reconcile creates it again.
+#[test]
+fn a_drift_check_on_a_field_the_server_drops_is_not_idempotent() {
+    let bug = wrong("cache-drift-on-dropped-field");
+    let report = simulation(&[]).reference(&bug, 0);
+    assert_eq!(
+        report.properties(),
+        vec!["idempotent"],
+        "{:?}",
+        report.violations
+    );
+    let deletes = report
+        .trace
+        .iter()
+        .filter(|line| line.contains("DELETE") && line.contains("services/"))
+        .count();
+    assert!(
+        deletes >= 2,
+        "the Service is deleted again and again: {deletes}"
+    );
 }
