@@ -1,6 +1,12 @@
-//! Bearer-token authentication: every request but health and version probes must carry
-//! `Authorization: Bearer <token>` (the scheme in any case); anything else is 401
-//! `Unauthorized`.
+//! Authentication: who a request comes from. Every request but health and version probes
+//! must carry `Authorization: Bearer <token>` (the scheme in any case): the administrator's
+//! token (the kubeconfig's: `system:masters`), or a service-account token this server
+//! issued (TokenRequest, `kubectl create token`), for as long as the service account it
+//! names exists. Anything else is 401 `Unauthorized`. `Impersonate-*` headers then act as
+//! another user, if the requester may impersonate them (`kubectl --as`). The [`Identity`]
+//! rides in the request's extensions; what it may do is [`crate::rbac`]'s business.
+//! In-process clients (tests, the simulator, steady's own controllers) carry none and are
+//! trusted as the administrator.
 
 use std::sync::Arc;
 
@@ -8,31 +14,170 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use http::HeaderMap;
+use serde_json::{Value, json};
 
-use crate::error::ApiError;
+use crate::ApiServer;
+use crate::error::{ApiError, ApiResult};
+use crate::rbac;
 
-/// Wrap `router` so it only answers requests with the right token.
-pub fn require_token(router: Router, token: &str) -> Router {
-    let token: Arc<str> = Arc::from(token);
-    router.layer(axum::middleware::from_fn_with_state(token, check))
+/// The administrator, as kube-apiserver would name a kubeadm admin in `system:masters`.
+pub const ADMIN_USER: &str = "kubernetes-admin";
+const MASTERS: &str = "system:masters";
+const AUTHENTICATED: &str = "system:authenticated";
+
+/// Who a request comes from, as authentication and impersonation decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub user: String,
+    pub uid: Option<String>,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    pub fn admin() -> Identity {
+        Identity {
+            user: ADMIN_USER.into(),
+            uid: None,
+            groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+        }
+    }
+
+    pub fn service_account(namespace: &str, name: &str, uid: Option<String>) -> Identity {
+        Identity {
+            user: format!("system:serviceaccount:{namespace}:{name}"),
+            uid,
+            groups: service_account_groups(namespace),
+        }
+    }
+
+    /// `system:masters` may do anything: RBAC is not consulted (kube's superuser group).
+    pub fn is_master(&self) -> bool {
+        self.groups.iter().any(|g| g == MASTERS)
+    }
+
+    /// As a `userInfo` of the reviews and of admission requests.
+    pub fn user_info(&self) -> Value {
+        let mut info = json!({"username": self.user, "groups": self.groups});
+        if let Some(uid) = &self.uid {
+            info["uid"] = json!(uid);
+        }
+        info
+    }
+}
+
+fn service_account_groups(namespace: &str) -> Vec<String> {
+    vec![
+        "system:serviceaccounts".into(),
+        format!("system:serviceaccounts:{namespace}"),
+        AUTHENTICATED.into(),
+    ]
+}
+
+/// Wrap `router` so it only answers authenticated requests, each carrying its [`Identity`].
+pub fn authenticate(router: Router, server: &ApiServer, admin_token: &str) -> Router {
+    let state = Arc::new(Authenticator {
+        server: server.clone(),
+        admin_token: Arc::from(admin_token),
+    });
+    router.layer(axum::middleware::from_fn_with_state(state, check))
+}
+
+struct Authenticator {
+    server: ApiServer,
+    admin_token: Arc<str>,
 }
 
 fn is_public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/livez" | "/readyz")
 }
 
-async fn check(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {
+async fn check(
+    State(auth): State<Arc<Authenticator>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let presented = request
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
-    let authorized = presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes()));
-    if authorized || is_public(request.uri().path()) {
-        next.run(request).await
-    } else {
-        ApiError::unauthorized().into_response()
+    let identity = presented.and_then(|token| {
+        if constant_time_eq(token.as_bytes(), auth.admin_token.as_bytes()) {
+            Some(Identity::admin())
+        } else {
+            crate::review::service_account_identity(&auth.server, token)
+        }
+    });
+    match identity {
+        Some(identity) => match impersonated(&auth.server, identity, request.headers()) {
+            Ok(identity) => {
+                request.extensions_mut().insert(identity);
+                next.run(request).await
+            }
+            Err(e) => e.into_response(),
+        },
+        None if is_public(request.uri().path()) => next.run(request).await,
+        None => ApiError::unauthorized().into_response(),
     }
+}
+
+/// The identity `requester` acts as: itself, or whom its `Impersonate-*` headers name,
+/// once RBAC allows it to impersonate each of them (kube's impersonation filter).
+fn impersonated(
+    server: &ApiServer,
+    requester: Identity,
+    headers: &HeaderMap,
+) -> ApiResult<Identity> {
+    let all = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_string)
+            .collect()
+    };
+    let user = all("impersonate-user").into_iter().next();
+    let groups = all("impersonate-group");
+    let uid = all("impersonate-uid").into_iter().next();
+    let Some(user) = user else {
+        if groups.is_empty() && uid.is_none() {
+            return Ok(requester);
+        }
+        return Err(ApiError::internal(
+            "requested impersonation of groups or a uid without impersonating a user",
+        ));
+    };
+    let service_account = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    let user_target = match service_account {
+        Some((namespace, name)) => {
+            rbac::Target::named("", "serviceaccounts", name).in_namespace(namespace)
+        }
+        None => rbac::Target::named("", "users", &user),
+    };
+    rbac::authorize(server, &requester, "impersonate", &user_target)?;
+    for group in &groups {
+        rbac::authorize(
+            server,
+            &requester,
+            "impersonate",
+            &rbac::Target::named("", "groups", group),
+        )?;
+    }
+    if let Some(uid) = &uid {
+        let target = rbac::Target::named("authentication.k8s.io", "uids", uid);
+        rbac::authorize(server, &requester, "impersonate", &target)?;
+    }
+    let mut groups = match (service_account, groups.is_empty()) {
+        (Some((namespace, _)), true) => service_account_groups(namespace),
+        _ => groups,
+    };
+    if !groups.iter().any(|g| g == AUTHENTICATED) {
+        groups.push(AUTHENTICATED.into());
+    }
+    Ok(Identity { user, uid, groups })
 }
 
 /// The credentials of an `Authorization: Bearer <token>` value. The scheme is matched in any

@@ -1,6 +1,8 @@
 //! The objects every cluster has at start, created when missing (so restarts change
 //! nothing): the `default/kubernetes` Service, the default ClusterRoles `cluster-admin`,
-//! `admin`, `edit` and `view`, and the `cluster-admin` binding to `system:masters`. The
+//! `admin`, `edit` and `view`, the `cluster-admin` binding to `system:masters`, and the
+//! roles every authenticated client holds (`system:discovery`, `system:basic-user`,
+//! `system:public-info-viewer`, bound as kube binds them). The
 //! namespaces come first (`objects::ensure_default_namespaces`), then the `default`
 //! ServiceAccount of each namespace (the controllers create it in namespaces made later).
 //!
@@ -18,6 +20,7 @@ use crate::request::WriteOptions;
 /// The ClusterIP of `default/kubernetes`: the first address of kube's default service range.
 const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 const READ: &[&str] = &["get", "list", "watch"];
+const RBAC: &str = "rbac.authorization.k8s.io";
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
 
 /// What `view` reads and `edit` also writes, by API group.
@@ -173,13 +176,59 @@ fn cluster_admin() -> Value {
     )
 }
 
-fn cluster_admin_binding() -> Value {
+/// `system:discovery`: what every authenticated client reads before anything else.
+fn discovery_role() -> Value {
+    let urls = [
+        "/api",
+        "/api/*",
+        "/apis",
+        "/apis/*",
+        "/healthz",
+        "/livez",
+        "/openapi",
+        "/openapi/*",
+        "/readyz",
+        "/version",
+        "/version/",
+    ];
+    cluster_role(
+        "system:discovery",
+        vec![json!({"nonResourceURLs": urls, "verbs": ["get"]})],
+    )
+}
+
+/// `system:basic-user`: asking what one may do, and who one is.
+fn basic_user_role() -> Value {
+    cluster_role(
+        "system:basic-user",
+        vec![
+            json!({"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]}),
+            json!({"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}),
+        ],
+    )
+}
+
+/// `system:public-info-viewer`: health and version, for anyone.
+fn public_info_role() -> Value {
+    let urls = ["/healthz", "/livez", "/readyz", "/version", "/version/"];
+    cluster_role(
+        "system:public-info-viewer",
+        vec![json!({"nonResourceURLs": urls, "verbs": ["get"]})],
+    )
+}
+
+/// A bootstrap ClusterRoleBinding of the ClusterRole `name` to `groups`.
+fn binding_to_groups(name: &str, groups: &[&str]) -> Value {
+    let subjects: Vec<Value> = groups
+        .iter()
+        .map(|group| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}))
+        .collect();
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": bootstrap_metadata("cluster-admin"),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
+        "metadata": bootstrap_metadata(name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": subjects,
     })
 }
 
@@ -230,11 +279,35 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
             None,
             aggregated_role("view", view_rules()),
         ),
+        (RBAC, "clusterroles", None, discovery_role()),
+        (RBAC, "clusterroles", None, basic_user_role()),
+        (RBAC, "clusterroles", None, public_info_role()),
         (
-            "rbac.authorization.k8s.io",
+            RBAC,
             "clusterrolebindings",
             None,
-            cluster_admin_binding(),
+            binding_to_groups("cluster-admin", &["system:masters"]),
+        ),
+        (
+            RBAC,
+            "clusterrolebindings",
+            None,
+            binding_to_groups("system:discovery", &["system:authenticated"]),
+        ),
+        (
+            RBAC,
+            "clusterrolebindings",
+            None,
+            binding_to_groups("system:basic-user", &["system:authenticated"]),
+        ),
+        (
+            RBAC,
+            "clusterrolebindings",
+            None,
+            binding_to_groups(
+                "system:public-info-viewer",
+                &["system:authenticated", "system:unauthenticated"],
+            ),
         ),
         (
             "scheduling.k8s.io",

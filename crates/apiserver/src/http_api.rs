@@ -14,12 +14,14 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::ApiServer;
+use crate::auth::Identity;
 use crate::discovery::{self, DiscoveryRoot};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::negotiate::{self, Endpoint, Representation};
 use crate::objects::Target;
 use crate::patch::{self, PatchType};
+use crate::rbac;
 use crate::registry::ResourceType;
 use crate::request::{
     DeleteOptions, ObjectPath, Params, Route, WriteOptions, decode_json_object, decode_yaml_object,
@@ -35,17 +37,22 @@ pub fn router(server: ApiServer) -> Router {
 async fn handle(State(server): State<ApiServer>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let params = Params::parse(parts.uri.query());
+    // In-process clients carry no identity: they are the administrator.
+    let identity = parts
+        .extensions
+        .get::<Identity>()
+        .cloned()
+        .unwrap_or_else(Identity::admin);
     let result = match read_body(&server, body).await {
         Ok(body) => {
-            dispatch(
-                &server,
-                &parts.method,
-                parts.uri.path(),
-                &parts.headers,
-                &params,
-                body,
-            )
-            .await
+            let request = Incoming {
+                identity: &identity,
+                method: &parts.method,
+                path: parts.uri.path(),
+                headers: &parts.headers,
+                params: &params,
+            };
+            dispatch(&server, &request, body).await
         }
         Err(e) => Err(e),
     };
@@ -87,15 +94,25 @@ fn json_value(status: StatusCode, value: &impl Serialize) -> Response {
     json_response(status, serde_json::to_vec(value).unwrap_or_default())
 }
 
-async fn dispatch(
-    server: &ApiServer,
-    method: &Method,
-    path: &str,
-    headers: &HeaderMap,
-    params: &Params,
-    body: Bytes,
-) -> ApiResult<Response> {
+/// A request as the handlers read it: who sent it, and what it asks.
+struct Incoming<'a> {
+    identity: &'a Identity,
+    method: &'a Method,
+    path: &'a str,
+    headers: &'a HeaderMap,
+    params: &'a Params,
+}
+
+async fn dispatch(server: &ApiServer, request: &Incoming<'_>, body: Bytes) -> ApiResult<Response> {
+    let Incoming {
+        identity,
+        method,
+        path,
+        headers,
+        params,
+    } = *request;
     let route = crate::request::route(path)?;
+    authorize(server, request, &route)?;
     let registry = server.registry();
     let found = |doc: Option<Value>| {
         doc.map(|d| json_value(StatusCode::OK, &d))
@@ -121,7 +138,7 @@ async fn dispatch(
         )),
         Route::OpenApiV3 { path } => found(discovery::openapi_document(registry, &path)),
         Route::Object(target) => {
-            object_request(server, method, headers, params, &target, body).await
+            object_request(server, identity, method, headers, params, &target, body).await
         }
     }
 }
@@ -274,8 +291,43 @@ fn written_response(status: StatusCode, written: crate::objects::Written) -> Res
     response
 }
 
+/// RBAC for identities outside `system:masters`, with the attributes kube-apiserver's
+/// request info gives the authorizer (a namespace's own requests are in that namespace).
+fn authorize(server: &ApiServer, request: &Incoming<'_>, route: &Route) -> ApiResult<()> {
+    if request.identity.is_master() {
+        return Ok(());
+    }
+    let Route::Object(target) = route else {
+        let verb = request.method.as_str().to_ascii_lowercase();
+        return rbac::authorize(
+            server,
+            request.identity,
+            &verb,
+            &rbac::Target::path(request.path),
+        );
+    };
+    let name = target.name.as_deref();
+    let Some(verb) = request_verb(request.method, name, request.params) else {
+        return Ok(());
+    };
+    let mut namespace = target.namespace.as_deref().unwrap_or("");
+    if target.group.is_empty() && target.plural == "namespaces" {
+        namespace = name.unwrap_or(namespace);
+    }
+    let attributes = rbac::Target {
+        group: &target.group,
+        resource: &target.plural,
+        subresource: target.subresource.as_deref().unwrap_or(""),
+        name: name.unwrap_or(""),
+        namespace,
+        path: None,
+    };
+    rbac::authorize(server, request.identity, verb, &attributes)
+}
+
 async fn object_request(
     server: &ApiServer,
+    identity: &Identity,
     method: &Method,
     headers: &HeaderMap,
     params: &Params,
@@ -295,7 +347,8 @@ async fn object_request(
             &Method::POST if action.reads_body() => decode_body(headers, body).await?,
             _ => Value::Null,
         };
-        let (code, answer) = review::answer(server, action, method, &rt, ns, name, body).await?;
+        let (code, answer) =
+            review::answer(server, identity, action, method, &rt, ns, name, body).await?;
         return Ok(json_value(code, &answer));
     }
     if sub.is_none() {
@@ -433,13 +486,9 @@ async fn object_request(
 
 /// kube-apiserver answers 405 to a verb a resource does not serve (a list of reviews, a
 /// delete of all namespaces).
-fn check_verb(
-    rt: &ResourceType,
-    method: &Method,
-    name: Option<&str>,
-    params: &Params,
-) -> ApiResult<()> {
-    let verb = match (method.as_str(), name) {
+/// The API verb of a request on a resource, as kube's request info names it.
+fn request_verb(method: &Method, name: Option<&str>, params: &Params) -> Option<&'static str> {
+    Some(match (method.as_str(), name) {
         ("GET", _) if params.flag("watch") => "watch",
         ("GET", None) => "list",
         ("GET", Some(_)) => "get",
@@ -448,7 +497,18 @@ fn check_verb(
         ("PATCH", _) => "patch",
         ("DELETE", None) => "deletecollection",
         ("DELETE", Some(_)) => "delete",
-        _ => return Ok(()),
+        _ => return None,
+    })
+}
+
+fn check_verb(
+    rt: &ResourceType,
+    method: &Method,
+    name: Option<&str>,
+    params: &Params,
+) -> ApiResult<()> {
+    let Some(verb) = request_verb(method, name, params) else {
+        return Ok(());
     };
     if rt.verbs().contains(&verb) {
         return Ok(());

@@ -1,21 +1,21 @@
-//! RBAC evaluation for SubjectAccessReviews: whether the stored Roles, ClusterRoles and
-//! their bindings allow a subject an action, as kube-apiserver's RBAC authorizer decides
-//! it (bindings of the subject's user, groups or service account; rules matching verb,
-//! API group, resource/subresource and name, or a non-resource URL).
-//!
-//! steady itself does not enforce RBAC (one identity holds every request); this only
-//! answers reviews. Aggregation rules are not evaluated: a ClusterRole's own rules count.
+//! RBAC: whether the stored Roles, ClusterRoles and their bindings allow a subject an
+//! action, as kube-apiserver's RBAC authorizer decides it (bindings of the subject's user,
+//! groups or service account; rules matching verb, API group, resource/subresource and
+//! name, or a non-resource URL). It answers SubjectAccessReviews, and it authorizes every
+//! request of an identity outside `system:masters` (a service account's token, or a user
+//! impersonated with `kubectl --as`), refusing with kube's 403. Aggregation rules are not
+//! evaluated: a ClusterRole's own rules count.
 
 use crate::meta;
 use serde_json::Value;
 
 use crate::ApiServer;
+use crate::auth::Identity;
+use crate::error::{ApiError, ApiResult};
 
-/// What a SubjectAccessReview asks about: who, and what they want to do.
-pub struct Access<'a> {
-    pub user: &'a str,
-    pub groups: Vec<&'a str>,
-    pub verb: &'a str,
+/// What an action is on: a resource (or one of its subresources), or a non-resource path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Target<'a> {
     pub group: &'a str,
     pub resource: &'a str,
     pub subresource: &'a str,
@@ -23,6 +23,36 @@ pub struct Access<'a> {
     pub namespace: &'a str,
     /// Set for a non-resource request (`/healthz`, `/apis`).
     pub path: Option<&'a str>,
+}
+
+impl<'a> Target<'a> {
+    pub fn named(group: &'a str, resource: &'a str, name: &'a str) -> Target<'a> {
+        Target {
+            group,
+            resource,
+            name,
+            ..Target::default()
+        }
+    }
+
+    pub fn in_namespace(self, namespace: &'a str) -> Target<'a> {
+        Target { namespace, ..self }
+    }
+
+    pub fn path(path: &'a str) -> Target<'a> {
+        Target {
+            path: Some(path),
+            ..Target::default()
+        }
+    }
+}
+
+/// Who asks to do what, on what.
+pub struct Access<'a> {
+    pub user: &'a str,
+    pub groups: Vec<&'a str>,
+    pub verb: &'a str,
+    pub target: Target<'a>,
 }
 
 impl<'a> Access<'a> {
@@ -41,14 +71,79 @@ impl<'a> Access<'a> {
                 Some(_) => text("/nonResourceAttributes/verb"),
                 None => text("/resourceAttributes/verb"),
             },
-            group: text("/resourceAttributes/group"),
-            resource: text("/resourceAttributes/resource"),
-            subresource: text("/resourceAttributes/subresource"),
-            name: text("/resourceAttributes/name"),
-            namespace: text("/resourceAttributes/namespace"),
-            path: non_resource.map(|_| text("/nonResourceAttributes/path")),
+            target: Target {
+                group: text("/resourceAttributes/group"),
+                resource: text("/resourceAttributes/resource"),
+                subresource: text("/resourceAttributes/subresource"),
+                name: text("/resourceAttributes/name"),
+                namespace: text("/resourceAttributes/namespace"),
+                path: non_resource.map(|_| text("/nonResourceAttributes/path")),
+            },
         }
     }
+
+    /// `identity` doing `verb` on `target`.
+    pub fn of(identity: &'a Identity, verb: &'a str, target: Target<'a>) -> Access<'a> {
+        Access {
+            user: &identity.user,
+            groups: identity.groups.iter().map(String::as_str).collect(),
+            verb,
+            target,
+        }
+    }
+}
+
+/// Whether `identity` may do `verb` on `target`: `system:masters` always, anyone else as
+/// the stored RBAC objects allow; otherwise kube's 403 (`pods is forbidden: User "…"
+/// cannot list resource "pods" in API group "" in the namespace "default"`).
+pub fn authorize(
+    server: &ApiServer,
+    identity: &Identity,
+    verb: &str,
+    target: &Target,
+) -> ApiResult<()> {
+    if identity.is_master() || allowed_by(server, &Access::of(identity, verb, *target)).is_some() {
+        return Ok(());
+    }
+    Err(forbidden(identity, verb, target))
+}
+
+/// kube-apiserver's refusal of an unauthorized request (`responsewriters.Forbidden`).
+fn forbidden(identity: &Identity, verb: &str, target: &Target) -> ApiError {
+    let user = &identity.user;
+    if let Some(path) = target.path {
+        return ApiError::forbidden(format!(
+            "forbidden: User \"{user}\" cannot {verb} path \"{path}\""
+        ));
+    }
+    let resource = match target.subresource {
+        "" => target.resource.to_string(),
+        sub => format!("{}/{sub}", target.resource),
+    };
+    let group = target.group;
+    let scope = match target.namespace {
+        "" => "at the cluster scope".to_string(),
+        ns => format!("in the namespace \"{ns}\""),
+    };
+    let why = format!(
+        "User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}"
+    );
+    let qualified = match group {
+        "" => target.resource.to_string(),
+        group => format!("{}.{group}", target.resource),
+    };
+    let refused = match target.name {
+        "" => format!("{qualified} is forbidden: {why}"),
+        name => format!("{qualified} \"{name}\" is forbidden: {why}"),
+    };
+    let mut details = serde_json::json!({"kind": target.resource});
+    if !group.is_empty() {
+        details["group"] = serde_json::json!(group);
+    }
+    if !target.name.is_empty() {
+        details["name"] = serde_json::json!(target.name);
+    }
+    ApiError::forbidden(refused).with_details(details)
 }
 
 fn strings(value: &Value, field: &str) -> Vec<String> {
@@ -63,19 +158,33 @@ fn rule_allows(rule: &Value, access: &Access) -> bool {
     if !allows_value(&strings(rule, "verbs"), access.verb) {
         return false;
     }
-    if let Some(path) = access.path {
+    let target = &access.target;
+    if let Some(path) = target.path {
         return strings(rule, "nonResourceURLs").iter().any(|url| {
             url == "*" || url == path || url.strip_suffix('*').is_some_and(|p| path.starts_with(p))
         });
     }
-    let resource = match access.subresource {
-        "" => access.resource.to_string(),
-        sub => format!("{}/{sub}", access.resource),
-    };
     let names = strings(rule, "resourceNames");
-    allows_value(&strings(rule, "apiGroups"), access.group)
-        && allows_value(&strings(rule, "resources"), &resource)
-        && (names.is_empty() || names.iter().any(|n| n == access.name))
+    allows_value(&strings(rule, "apiGroups"), target.group)
+        && strings(rule, "resources")
+            .iter()
+            .any(|allowed| resource_matches(allowed, target))
+        && (names.is_empty() || names.iter().any(|n| n == target.name))
+}
+
+/// kube's `ResourceMatches`: `*`, the resource (with its subresource, if any), or
+/// `*/<subresource>` for that subresource of every resource.
+fn resource_matches(allowed: &str, target: &Target) -> bool {
+    match (allowed, target.subresource) {
+        ("*", _) => true,
+        (allowed, "") => allowed == target.resource,
+        (allowed, sub) => match allowed.split_once('/') {
+            Some((resource, allowed_sub)) => {
+                allowed_sub == sub && (resource == "*" || resource == target.resource)
+            }
+            None => false,
+        },
+    }
 }
 
 /// Whether `subject` (an RBAC subject of a binding in `binding_ns`) is the one asking.
@@ -112,54 +221,141 @@ fn find_named<'v>(objects: &'v [Value], name: &str) -> Option<&'v Value> {
         .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
 }
 
-/// The reason the stored RBAC objects allow `access`, or None when they do not.
-pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
-    let cluster_roles = stored(server, "clusterroles", None);
-    let mut bindings: Vec<(Value, Vec<Value>)> = stored(server, "clusterrolebindings", None)
-        .into_iter()
-        .map(|b| (b, Vec::new()))
-        .collect();
-    if !access.namespace.is_empty() && access.path.is_none() {
-        let roles = stored(server, "roles", Some(access.namespace));
-        bindings.extend(
-            stored(server, "rolebindings", Some(access.namespace))
-                .into_iter()
-                .map(|b| (b, roles.clone())),
-        );
-    }
-    for (binding, roles) in &bindings {
-        let binding_ns = meta::str_at(binding, "/metadata/namespace").unwrap_or("");
-        let Some(subject) = binding["subjects"]
-            .as_array()
+/// One binding that names the subject asking, with the role it grants.
+struct Grant<'v> {
+    binding: &'v Value,
+    subject: &'v Value,
+    role: Option<&'v Value>,
+}
+
+impl Grant<'_> {
+    fn rules(&self) -> impl Iterator<Item = &Value> {
+        self.role
+            .and_then(|r| r["rules"].as_array())
             .into_iter()
             .flatten()
-            .find(|s| subject_matches(s, binding_ns, access))
-        else {
-            continue;
-        };
+    }
+
+    /// kube's reason for an allowed review: which binding of which role to whom.
+    fn reason(&self) -> String {
+        let binding = self.binding;
+        let binding_kind = binding["kind"].as_str().unwrap_or("RoleBinding");
+        let binding_name = meta::str_at(binding, "/metadata/name").unwrap_or("");
         let role_kind = meta::str_at(binding, "/roleRef/kind").unwrap_or("");
         let role_name = meta::str_at(binding, "/roleRef/name").unwrap_or("");
-        let role = match role_kind {
-            "ClusterRole" => find_named(&cluster_roles, role_name),
-            "Role" => find_named(roles, role_name),
-            _ => None,
+        let subject_kind = self.subject["kind"].as_str().unwrap_or("");
+        let subject_name = self.subject["name"].as_str().unwrap_or("");
+        let scope = match meta::str_at(binding, "/metadata/namespace").unwrap_or("") {
+            "" => String::new(),
+            ns => format!(" in namespace \"{ns}\""),
         };
-        let allows = role
-            .and_then(|r| r["rules"].as_array())
-            .is_some_and(|rules| rules.iter().any(|rule| rule_allows(rule, access)));
-        if allows {
-            let binding_kind = binding["kind"].as_str().unwrap_or("RoleBinding");
-            let binding_name = meta::str_at(binding, "/metadata/name").unwrap_or("");
-            let subject_kind = subject["kind"].as_str().unwrap_or("");
-            let subject_name = subject["name"].as_str().unwrap_or("");
-            let scope = match binding_ns {
-                "" => String::new(),
-                ns => format!(" in namespace \"{ns}\""),
-            };
-            return Some(format!(
-                "RBAC: allowed by {binding_kind} \"{binding_name}\"{scope} of {role_kind} \"{role_name}\" to {subject_kind} \"{subject_name}\""
-            ));
+        format!(
+            "RBAC: allowed by {binding_kind} \"{binding_name}\"{scope} of {role_kind} \"{role_name}\" to {subject_kind} \"{subject_name}\""
+        )
+    }
+}
+
+/// The RBAC objects that can apply in one namespace (or cluster-wide, for `""`).
+struct Stored {
+    cluster_roles: Vec<Value>,
+    cluster_bindings: Vec<Value>,
+    roles: Vec<Value>,
+    bindings: Vec<Value>,
+}
+
+impl Stored {
+    fn read(server: &ApiServer, namespace: &str) -> Stored {
+        let (roles, bindings) = match namespace {
+            "" => (Vec::new(), Vec::new()),
+            ns => (
+                stored(server, "roles", Some(ns)),
+                stored(server, "rolebindings", Some(ns)),
+            ),
+        };
+        Stored {
+            cluster_roles: stored(server, "clusterroles", None),
+            cluster_bindings: stored(server, "clusterrolebindings", None),
+            roles,
+            bindings,
         }
     }
-    None
+
+    /// Every binding naming the asking subject, cluster-wide ones first.
+    fn grants<'v>(&'v self, access: &'v Access<'v>) -> impl Iterator<Item = Grant<'v>> {
+        let cluster = self
+            .cluster_bindings
+            .iter()
+            .map(|b| (b, &self.cluster_roles));
+        let local = self.bindings.iter().map(|b| (b, &self.roles));
+        cluster.chain(local).filter_map(move |(binding, roles)| {
+            let binding_ns = meta::str_at(binding, "/metadata/namespace").unwrap_or("");
+            let subject = binding["subjects"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| subject_matches(s, binding_ns, access))?;
+            let role_name = meta::str_at(binding, "/roleRef/name").unwrap_or("");
+            let role = match meta::str_at(binding, "/roleRef/kind").unwrap_or("") {
+                "ClusterRole" => find_named(&self.cluster_roles, role_name),
+                "Role" => find_named(roles, role_name),
+                _ => None,
+            };
+            Some(Grant {
+                binding,
+                subject,
+                role,
+            })
+        })
+    }
+}
+
+/// The reason the stored RBAC objects allow `access`, or None when they do not.
+pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
+    let namespace = match access.target.path {
+        Some(_) => "",
+        None => access.target.namespace,
+    };
+    let stored = Stored::read(server, namespace);
+    stored
+        .grants(access)
+        .find(|grant| grant.rules().any(|rule| rule_allows(rule, access)))
+        .map(|grant| grant.reason())
+}
+
+/// A SelfSubjectRulesReview's status: every rule granted to `identity` in `namespace`.
+pub fn rules_review(server: &ApiServer, identity: &Identity, namespace: &str) -> Value {
+    if identity.is_master() {
+        return serde_json::json!({
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false,
+        });
+    }
+    let access = Access::of(identity, "", Target::default().in_namespace(namespace));
+    let stored = Stored::read(server, namespace);
+    let (mut resource_rules, mut non_resource_rules) = (Vec::new(), Vec::new());
+    for grant in stored.grants(&access) {
+        for rule in grant.rules() {
+            let field = |name: &str| rule.get(name).cloned();
+            if let Some(urls) = field("nonResourceURLs") {
+                non_resource_rules
+                    .push(serde_json::json!({"verbs": field("verbs"), "nonResourceURLs": urls}));
+            } else {
+                let mut granted = serde_json::json!({
+                    "verbs": field("verbs"),
+                    "apiGroups": field("apiGroups"),
+                    "resources": field("resources"),
+                });
+                if let Some(names) = field("resourceNames") {
+                    granted["resourceNames"] = names;
+                }
+                resource_rules.push(granted);
+            }
+        }
+    }
+    serde_json::json!({
+        "resourceRules": resource_rules,
+        "nonResourceRules": non_resource_rules,
+        "incomplete": false,
+    })
 }

@@ -2,11 +2,12 @@
 //! reviews, TokenRequest (`serviceaccounts/<name>/token`), pod eviction and binding, and
 //! the clear refusal of exec / attach / portforward (no container runs on steady's node).
 //!
-//! steady has one identity: the administrator holding the data directory's token (and the
-//! in-process client). Every review about it is allowed, a SubjectAccessReview about anyone
-//! else is judged by the stored RBAC objects ([`rbac`]); service-account tokens steady
-//! issues are HMAC-SHA256-signed JWTs that a TokenReview verifies. This module knows the
-//! object operations, not HTTP.
+//! The administrator (`system:masters`) may do anything; any other identity — a service
+//! account's token, a user impersonated with `kubectl --as`, the subject of a
+//! SubjectAccessReview — is judged by the stored RBAC objects ([`rbac`]). Service-account
+//! tokens steady issues are HMAC-SHA256-signed JWTs that a TokenReview, and the API's
+//! authentication ([`crate::auth`]), verify. This module knows the object operations, not
+//! HTTP.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -15,6 +16,7 @@ use ring::hmac;
 use serde_json::{Value, json};
 
 use crate::ApiServer;
+use crate::auth::Identity;
 use crate::error::{ApiError, ApiResult};
 use crate::eviction;
 use crate::meta;
@@ -24,9 +26,6 @@ use crate::registry::ResourceType;
 use crate::request::WriteOptions;
 use crate::schema::{FieldError, FieldErrorReason};
 
-/// The administrator, as kube-apiserver would name a kubeadm admin in `system:masters`.
-pub const ADMIN_USER: &str = "kubernetes-admin";
-const ADMIN_GROUPS: &[&str] = &["system:masters", "system:authenticated"];
 /// The issuer and default audience of the service-account tokens steady signs.
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 const DEFAULT_TOKEN_SECONDS: i64 = 3600;
@@ -125,6 +124,7 @@ impl TokenKeys {
 #[allow(clippy::too_many_arguments)]
 pub async fn answer(
     server: &ApiServer,
+    identity: &Identity,
     action: Action,
     method: &Method,
     rt: &ResourceType,
@@ -139,7 +139,7 @@ pub async fn answer(
                 "the server does not allow this method on the requested resource ({method})"
             )));
         }
-        Action::Review => review(server, rt, ns, body)?,
+        Action::Review => review(server, identity, rt, ns, body)?,
         Action::Eviction => eviction::evict(server, ns, required(name)?, &body).await?,
         Action::Binding => bind(server, ns, name, &body).await?,
         Action::Token => token_request(server, ns, required(name)?, body)?,
@@ -179,14 +179,11 @@ fn reviewed(mut body: Value, rt: &ResourceType, status: Value) -> Value {
     body
 }
 
-fn admin_user_info() -> Value {
-    json!({"username": ADMIN_USER, "groups": ADMIN_GROUPS})
-}
-
-const ALLOWED_BY_RBAC: &str = "RBAC: allowed by ClusterRoleBinding \"cluster-admin\" of ClusterRole \"cluster-admin\" to Group \"system:masters\"";
+const ALLOWED_AS_MASTER: &str = "RBAC: allowed by ClusterRoleBinding \"cluster-admin\" of ClusterRole \"cluster-admin\" to Group \"system:masters\"";
 
 fn review(
     server: &ApiServer,
+    identity: &Identity,
     rt: &ResourceType,
     ns: Option<&str>,
     body: Value,
@@ -198,7 +195,12 @@ fn review(
         )));
     }
     let status = match rt.plural.as_str() {
-        "selfsubjectaccessreviews" => json!({"allowed": true, "reason": ALLOWED_BY_RBAC}),
+        "selfsubjectaccessreviews" => {
+            let mut asked = body["spec"].clone();
+            asked["user"] = json!(identity.user);
+            asked["groups"] = json!(identity.groups);
+            subject_access(server, &asked)
+        }
         "subjectaccessreviews" | "localsubjectaccessreviews" => {
             if let (Some(ns), Some(asked)) = (
                 ns,
@@ -212,14 +214,14 @@ fn review(
             }
             subject_access(server, &body["spec"])
         }
-        "selfsubjectrulesreviews" => json!({
-            "resourceRules": [
-                {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
-            ],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            "incomplete": false,
-        }),
-        "selfsubjectreviews" => json!({"userInfo": admin_user_info()}),
+        "selfsubjectrulesreviews" => {
+            let namespace = body
+                .pointer("/spec/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            rbac::rules_review(server, identity, namespace)
+        }
+        "selfsubjectreviews" => json!({"userInfo": identity.user_info()}),
         "tokenreviews" => token_review(server, &body["spec"]),
         other => {
             return Err(ApiError::method_not_allowed(format!(
@@ -230,12 +232,11 @@ fn review(
     Ok(reviewed(body, rt, status))
 }
 
-/// The administrator (and `system:masters`) may do anything; anyone else is judged by the
-/// stored RBAC objects.
+/// `system:masters` may do anything; anyone else is judged by the stored RBAC objects.
 fn subject_access(server: &ApiServer, spec: &Value) -> Value {
     let access = rbac::Access::of_spec(spec);
-    if access.user == ADMIN_USER || access.groups.contains(&"system:masters") {
-        return json!({"allowed": true, "reason": ALLOWED_BY_RBAC});
+    if access.groups.contains(&"system:masters") {
+        return json!({"allowed": true, "reason": ALLOWED_AS_MASTER});
     }
     match rbac::allowed_by(server, &access) {
         Some(reason) => json!({"allowed": true, "reason": reason}),
@@ -243,30 +244,55 @@ fn subject_access(server: &ApiServer, spec: &Value) -> Value {
     }
 }
 
-fn token_review(server: &ApiServer, spec: &Value) -> Value {
-    let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
+/// Who a token is, or why it is refused: the administrator's, or a service-account token
+/// this server signed that has not expired and names a service account that still exists.
+fn authenticate_token(
+    server: &ApiServer,
+    token: &str,
+) -> Result<(Identity, Vec<Value>), &'static str> {
     let keys = server.token_keys();
     if keys.is_admin_token(token) {
-        return json!({"authenticated": true, "user": admin_user_info(), "audiences": [ISSUER]});
+        return Ok((Identity::admin(), vec![json!(ISSUER)]));
     }
-    let unauthenticated = |why: &str| json!({"authenticated": false, "user": {}, "error": why});
-    let Some(claims) = keys.verify(token) else {
-        return unauthenticated("invalid bearer token");
-    };
+    let claims = keys.verify(token).ok_or("invalid bearer token")?;
     let expires = claims.get("exp").and_then(Value::as_i64).unwrap_or(0);
     if expires <= server.now().timestamp() {
-        return unauthenticated("service account token has expired");
+        return Err("service account token has expired");
     }
-    let token_audiences: Vec<&Value> = claims["aud"]
-        .as_array()
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
-    let asked: Vec<&Value> = spec
+    let sa = &claims["kubernetes.io"]["serviceaccount"];
+    let ns = claims["kubernetes.io"]["namespace"].as_str().unwrap_or("");
+    let name = sa["name"].as_str().unwrap_or("");
+    let uid = sa["uid"].as_str().unwrap_or("");
+    if service_account_uid(server, ns, name).as_deref() != Some(uid) {
+        return Err("service account token has been invalidated");
+    }
+    let audiences = claims["aud"].as_array().cloned().unwrap_or_default();
+    Ok((
+        Identity::service_account(ns, name, Some(uid.to_string())),
+        audiences,
+    ))
+}
+
+/// The service account a bearer token on the API stands for: a token steady issued for
+/// the API's audience (the default), still valid.
+pub(crate) fn service_account_identity(server: &ApiServer, token: &str) -> Option<Identity> {
+    let (identity, audiences) = authenticate_token(server, token).ok()?;
+    audiences.contains(&json!(ISSUER)).then_some(identity)
+}
+
+fn token_review(server: &ApiServer, spec: &Value) -> Value {
+    let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
+    let unauthenticated = |why: &str| json!({"authenticated": false, "user": {}, "error": why});
+    let (identity, token_audiences) = match authenticate_token(server, token) {
+        Ok(found) => found,
+        Err(why) => return unauthenticated(why),
+    };
+    let asked: Vec<Value> = spec
         .get("audiences")
         .and_then(Value::as_array)
-        .map(|a| a.iter().collect())
+        .cloned()
         .unwrap_or_default();
-    let audiences: Vec<&Value> = if asked.is_empty() {
+    let audiences: Vec<Value> = if asked.is_empty() {
         token_audiences
     } else {
         asked
@@ -277,22 +303,7 @@ fn token_review(server: &ApiServer, spec: &Value) -> Value {
     if audiences.is_empty() {
         return unauthenticated("token audiences is invalid for the target audiences");
     }
-    let sa = &claims["kubernetes.io"]["serviceaccount"];
-    let ns = claims["kubernetes.io"]["namespace"].as_str().unwrap_or("");
-    let name = sa["name"].as_str().unwrap_or("");
-    let uid = sa["uid"].as_str().unwrap_or("");
-    if service_account_uid(server, ns, name).as_deref() != Some(uid) {
-        return unauthenticated("service account token has been invalidated");
-    }
-    json!({
-        "authenticated": true,
-        "user": {
-            "username": format!("system:serviceaccount:{ns}:{name}"),
-            "uid": uid,
-            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
-        },
-        "audiences": audiences,
-    })
+    json!({"authenticated": true, "user": identity.user_info(), "audiences": audiences})
 }
 
 fn service_account_uid(server: &ApiServer, ns: &str, name: &str) -> Option<String> {

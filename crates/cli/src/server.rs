@@ -284,8 +284,12 @@ impl ControlPlane {
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let token = self.credentials.token.clone();
-        self.serve_composed(|api| auth::require_token(wrap(api), &token), shutdown)
-            .await
+        let server = self.api.clone();
+        self.serve_composed(
+            |api| auth::authenticate(wrap(api), &server, &token),
+            shutdown,
+        )
+        .await
     }
 
     /// The admin bearer token (what the kubeconfig holds).
@@ -301,8 +305,9 @@ impl ControlPlane {
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> anyhow::Result<()> {
         let token = self.credentials.token.clone();
+        let server = self.api.clone();
         self.serve_composed(
-            |api| beside.fallback_service(auth::require_token(api, &token)),
+            |api| beside.fallback_service(auth::authenticate(api, &server, &token)),
             shutdown,
         )
         .await

@@ -1167,3 +1167,68 @@ async fn kubectl_unknown_fields_and_wrong_types_are_handled_as_in_kube() {
         );
     }
 }
+
+/// RBAC as a cluster enforces it: a service account's token (`kubectl create token`) and a
+/// user impersonated with `--as` may do what their roles allow, and are refused with
+/// kube's message otherwise; `auth can-i --as` answers for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rbac_holds_service_accounts_and_impersonated_users_to_their_roles() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let account = "system:serviceaccount:default:operator";
+    let as_operator = format!("--as={account}");
+    k.run(&["create", "serviceaccount", "operator"]);
+    let refused = k.try_run(&["get", "pods", &as_operator]);
+    assert!(!refused.success, "{}", refused.stdout);
+    assert_contains(
+        &refused.stderr,
+        &format!(
+            "Error from server (Forbidden): pods is forbidden: User \"{account}\" cannot list \
+             resource \"pods\" in API group \"\" in the namespace \"default\""
+        ),
+    );
+    let can_i = k.try_run(&["auth", "can-i", "list", "pods", &as_operator]);
+    assert_eq!((can_i.success, can_i.stdout.trim()), (false, "no"));
+
+    k.run(&[
+        "create",
+        "role",
+        "pod-reader",
+        "--verb=get,list,watch",
+        "--resource=pods",
+    ]);
+    k.run(&[
+        "create",
+        "rolebinding",
+        "operator-reads-pods",
+        "--role=pod-reader",
+        "--serviceaccount=default:operator",
+    ]);
+    assert_eq!(
+        k.run(&["auth", "can-i", "list", "pods", &as_operator])
+            .trim(),
+        "yes"
+    );
+    k.run(&["get", "pods", &as_operator]);
+
+    // The service account's own token, as the operator would hold it in a cluster.
+    let token = k.run(&["create", "token", "operator"]);
+    let with_token = format!("--token={}", token.trim());
+    k.run(&["get", "pods", &with_token]);
+    let nodes = k.try_run(&["get", "nodes", &with_token]);
+    assert!(!nodes.success, "{}", nodes.stdout);
+    assert_contains(
+        &nodes.stderr,
+        &format!(
+            "nodes is forbidden: User \"{account}\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
+        ),
+    );
+    let whoami = k.run(&[
+        "auth",
+        "whoami",
+        &with_token,
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]);
+    assert_eq!(whoami, account);
+}

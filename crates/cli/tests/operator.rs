@@ -513,3 +513,54 @@ async fn with_leader_election_one_operator_reconciles_and_the_survivor_takes_ove
         "released on the way out, so a successor need not wait it out"
     );
 }
+
+/// The least-privilege RBAC `steady manifests` ships is enough, and nothing more is
+/// assumed: applied for real, the operator runs with its service account's own token
+/// (RBAC enforced as on a cluster), elects itself leader and converges a Cache. A rule
+/// missing from the manifests fails this test, not a user's first deploy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_runs_with_only_the_rbac_its_manifests_grant() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (server, kubeconfig) = start_server(dir.path()).await;
+    let client = server.client().await;
+    let manifests = common::stdout_of(&mut common::steady(&["manifests"]));
+    let file = dir.path().join("manifests.yaml");
+    std::fs::write(&file, manifests).expect("write");
+    let cache_dir = dir.path().join("kube-cache");
+    let path = file.to_str().expect("path");
+    let (ok, _, stderr) = kubectl(&kubeconfig, &cache_dir, &["apply", "-f", path]);
+    assert!(ok, "{stderr}");
+    let args = [
+        "-n",
+        "steady-system",
+        "create",
+        "token",
+        "steady-cache-operator",
+    ];
+    let (ok, token, stderr) = kubectl(&kubeconfig, &cache_dir, &args);
+    assert!(ok, "{stderr}");
+    let admin = std::fs::read_to_string(&kubeconfig).expect("kubeconfig");
+    assert!(
+        admin.contains(&server.token()),
+        "the kubeconfig holds the admin token"
+    );
+    let as_operator = dir.path().join("operator-kubeconfig");
+    std::fs::write(&as_operator, admin.replace(&server.token(), token.trim())).expect("write");
+    // RBAC holds this identity: what the manifests do not grant is refused.
+    let (ok, _, stderr) = kubectl(&as_operator, &cache_dir, &["get", "nodes"]);
+    assert!(
+        !ok && stderr.contains(
+            "nodes is forbidden: User \"system:serviceaccount:steady-system:steady-cache-operator\""
+        ),
+        "{stderr}"
+    );
+
+    let mut operator = Operator::start(&as_operator, &["--leader-elect"]);
+    assert!(
+        operator.wait_for("became leader", WAIT).await,
+        "the operator may keep its Lease"
+    );
+    apply_cache(&kubeconfig, dir.path(), "kv", 2);
+    ready_cache(&client, "kv", 2).await;
+    operator.kill().await;
+}

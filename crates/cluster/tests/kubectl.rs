@@ -19,7 +19,7 @@ async fn serve_https(server: &steady_apiserver::ApiServer, dir: &Path) -> std::p
         .await
         .expect("bind");
     let url = format!("https://{}", listener.local_addr().expect("address"));
-    let app = steady_apiserver::auth::require_token(server.router(), &credentials.token);
+    let app = steady_apiserver::auth::authenticate(server.router(), server, &credentials.token);
     tokio::spawn(async move {
         let config = serve::ServingConfig::default();
         serve::serve(listener, app, tls_config, &config, std::future::pending()).await;

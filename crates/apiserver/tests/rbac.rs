@@ -1,0 +1,297 @@
+//! RBAC enforced as kube-apiserver enforces it, for every identity outside `system:masters`:
+//! a service account's token (what an operator runs with in a cluster) and a user
+//! impersonated by `Impersonate-*` headers (`kubectl --as`). Each is refused with kube's
+//! 403 until a Role or ClusterRole bound to it allows the request; the administrator is
+//! never asked. Driven through kube-rs, with the server's authentication in front.
+
+mod common;
+
+use common::{post_json, server};
+use http::HeaderValue;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
+use kube::core::Status;
+use serde_json::{Value, json};
+use steady_apiserver::ApiServer;
+use steady_apiserver::auth;
+
+const ADMIN_TOKEN: &str = "the-admin-token";
+const OPERATOR: &str = "system:serviceaccount:default:operator";
+
+/// A kube-rs client that sends `headers` with every request, through the server's
+/// authentication as an HTTPS client would reach it.
+fn client_with(server: &ApiServer, headers: &[(&'static str, String)]) -> kube::Client {
+    let headers: Vec<(&'static str, HeaderValue)> = headers
+        .iter()
+        .map(|(name, value)| (*name, HeaderValue::from_str(value).expect("a header value")))
+        .collect();
+    let service = tower::ServiceBuilder::new()
+        .map_request(move |mut r: http::Request<kube::client::Body>| {
+            for (name, value) in &headers {
+                r.headers_mut().append(*name, value.clone());
+            }
+            r.map(axum::body::Body::new)
+        })
+        .service(auth::authenticate(server.router(), server, ADMIN_TOKEN));
+    kube::Client::new(service, "default")
+}
+
+fn bearer(token: &str) -> (&'static str, String) {
+    ("authorization", format!("Bearer {token}"))
+}
+
+fn admin(server: &ApiServer) -> kube::Client {
+    client_with(server, &[bearer(ADMIN_TOKEN)])
+}
+
+/// The admin impersonating `user` (and `groups`), as `kubectl --as` sends it.
+fn impersonating(server: &ApiServer, user: &str, groups: &[&str]) -> kube::Client {
+    let mut headers = vec![bearer(ADMIN_TOKEN), ("impersonate-user", user.to_string())];
+    headers.extend(groups.iter().map(|g| ("impersonate-group", g.to_string())));
+    client_with(server, &headers)
+}
+
+/// A token for the service account `name` in `default`, from TokenRequest.
+async fn token_for(server: &ApiServer, name: &str, audiences: Option<&[&str]>) -> String {
+    let uri = format!("/api/v1/namespaces/default/serviceaccounts/{name}/token");
+    let mut spec = json!({});
+    if let Some(audiences) = audiences {
+        spec["audiences"] = json!(audiences);
+    }
+    let body =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+    let issued = post_json(server, &uri, &body).await;
+    assert_eq!(issued.status, 201, "{:?}", issued.json());
+    issued.json()["status"]["token"]
+        .as_str()
+        .expect("a token")
+        .to_string()
+}
+
+async fn create(server: &ApiServer, uri: &str, object: Value) {
+    let created = post_json(server, uri, &object).await;
+    assert_eq!(created.status, 201, "{uri}: {:?}", created.json());
+}
+
+/// A Role in `default` with `rules`, bound to the `operator` service account.
+async fn grant(server: &ApiServer, name: &str, rules: Value) {
+    let rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default";
+    create(
+        server,
+        &format!("{rbac}/roles"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name}, "rules": rules}),
+    )
+    .await;
+    create(
+        server,
+        &format!("{rbac}/rolebindings"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": "default"}]}),
+    )
+    .await;
+}
+
+/// The Status of a refused request.
+fn refused<T: std::fmt::Debug>(result: kube::Result<T>) -> Box<Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn forbidden<T: std::fmt::Debug>(result: kube::Result<T>) -> String {
+    let status = refused(result);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (403, "Forbidden"),
+        "{status:?}"
+    );
+    status.message
+}
+
+async fn operator(server: &ApiServer) -> kube::Client {
+    let accounts: Api<ServiceAccount> = Api::default_namespaced(admin(server));
+    let account = serde_json::from_value(json!({"metadata": {"name": "operator"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("created");
+    let token = token_for(server, "operator", None).await;
+    client_with(server, &[bearer(&token)])
+}
+
+#[tokio::test]
+async fn a_service_account_may_do_only_what_its_roles_allow() {
+    let s = server().await;
+    let client = operator(&s).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    assert_eq!(
+        forbidden(pods.list(&ListParams::default()).await),
+        format!(
+            "pods is forbidden: User \"{OPERATOR}\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
+        )
+    );
+    // Discovery needs no grant: every authenticated client holds `system:discovery`.
+    kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+
+    grant(
+        &s,
+        "read-pods",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
+    )
+    .await;
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("listed")
+            .items
+            .is_empty()
+    );
+    let watched = pods.watch(&WatchParams::default(), "0").await.map(drop);
+    assert!(forbidden(watched).contains("cannot watch resource \"pods\""));
+    let pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    .unwrap();
+    assert_eq!(
+        forbidden(pods.create(&PostParams::default(), &pod).await),
+        format!(
+            "pods is forbidden: User \"{OPERATOR}\" cannot create resource \"pods\" in API group \"\" in the namespace \"default\""
+        )
+    );
+    // Named requests and subresources are named as kube names them.
+    let status_patch = Patch::Merge(json!({"status": {"phase": "Running"}}));
+    let message = forbidden(
+        pods.patch_status("p", &PatchParams::default(), &status_patch)
+            .await,
+    );
+    assert_eq!(
+        message,
+        format!(
+            "pods \"p\" is forbidden: User \"{OPERATOR}\" cannot patch resource \"pods/status\" in API group \"\" in the namespace \"default\""
+        )
+    );
+    // Other namespaces and cluster-scoped kinds stay closed.
+    let elsewhere: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    assert!(
+        forbidden(elsewhere.list(&ListParams::default()).await)
+            .ends_with("in the namespace \"kube-system\"")
+    );
+    let nodes: Api<Node> = Api::all(client.clone());
+    assert!(forbidden(nodes.list(&ListParams::default()).await).ends_with("at the cluster scope"));
+}
+
+#[tokio::test]
+async fn wildcards_subresources_and_names_match_as_in_kube() {
+    let s = server().await;
+    let client = operator(&s).await;
+    grant(
+        &s,
+        "some",
+        json!([
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["mine"], "verbs": ["*"]},
+            {"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get"]},
+        ]),
+    )
+    .await;
+    let admin_maps: Api<ConfigMap> = Api::default_namespaced(admin(&s));
+    for name in ["mine", "theirs"] {
+        let map = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        admin_maps
+            .create(&PostParams::default(), &map)
+            .await
+            .expect("created");
+    }
+    let maps: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    maps.get("mine").await.expect("named in the rule");
+    maps.delete("mine", &DeleteParams::default())
+        .await
+        .expect("any verb on it");
+    assert!(forbidden(maps.get("theirs").await).starts_with("configmaps \"theirs\" is forbidden"));
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let missing = refused(pods.get_status("nothing").await);
+    assert_eq!(missing.code, 404, "allowed, then not found: {missing:?}");
+}
+
+#[tokio::test]
+async fn tokens_stop_working_with_their_service_account_and_outside_their_audience() {
+    let s = server().await;
+    let client = operator(&s).await;
+    let vault = token_for(&s, "operator", Some(&["vault"])).await;
+    let elsewhere = client_with(&s, &[bearer(&vault)]);
+    let maps: Api<ConfigMap> = Api::default_namespaced(elsewhere);
+    assert_eq!(refused(maps.list(&ListParams::default()).await).code, 401);
+
+    let accounts: Api<ServiceAccount> = Api::default_namespaced(admin(&s));
+    accounts
+        .delete("operator", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let maps: Api<ConfigMap> = Api::default_namespaced(client);
+    assert_eq!(refused(maps.list(&ListParams::default()).await).code, 401);
+}
+
+#[tokio::test]
+async fn impersonation_acts_as_the_user_and_needs_permission() {
+    let s = server().await;
+    let alice = impersonating(&s, "alice", &[]);
+    let pods: Api<Pod> = Api::default_namespaced(alice.clone());
+    assert_eq!(
+        forbidden(pods.list(&ListParams::default()).await),
+        "pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
+    );
+    // Who alice is, as the server sees her.
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let request = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&review).unwrap())
+        .unwrap();
+    let seen: Value = alice.request(request).await.expect("a review");
+    assert_eq!(seen["status"]["userInfo"]["username"], "alice");
+    assert_eq!(
+        seen["status"]["userInfo"]["groups"],
+        json!(["system:authenticated"])
+    );
+    // A group she is impersonated into brings its grants.
+    let admins = impersonating(&s, "alice", &["system:masters"]);
+    let pods: Api<Pod> = Api::default_namespaced(admins);
+    pods.list(&ListParams::default())
+        .await
+        .expect("as a master");
+
+    // A service account may impersonate only with the `impersonate` verb.
+    let operator = operator(&s).await;
+    let token = token_for(&s, "operator", None).await;
+    let sneaky = client_with(&s, &[bearer(&token), ("impersonate-user", "alice".into())]);
+    assert_eq!(
+        forbidden(
+            Api::<Pod>::default_namespaced(sneaky)
+                .list(&ListParams::default())
+                .await
+        ),
+        format!(
+            "users \"alice\" is forbidden: User \"{OPERATOR}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        )
+    );
+    // Impersonating a service account takes on its groups.
+    let as_operator = impersonating(&s, OPERATOR, &[]);
+    let request = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&review).unwrap())
+        .unwrap();
+    let seen: Value = as_operator.request(request).await.expect("a review");
+    assert_eq!(
+        seen["status"]["userInfo"]["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ])
+    );
+    drop(operator);
+}
