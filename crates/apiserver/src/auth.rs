@@ -8,7 +8,7 @@
 //! In-process clients (tests, the simulator, steady's own controllers) carry none and are
 //! trusted as the administrator.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -25,6 +25,9 @@ use crate::rbac;
 pub const ADMIN_USER: &str = "kubernetes-admin";
 const MASTERS: &str = "system:masters";
 const AUTHENTICATED: &str = "system:authenticated";
+
+/// The administrator: whom the kubeconfig's token, and every in-process client, act as.
+pub static ADMIN: LazyLock<Identity> = LazyLock::new(Identity::admin);
 
 /// Who a request comes from, as authentication and impersonation decided.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::ApiServer;
-use crate::auth::Identity;
+use crate::auth::{ADMIN, Identity};
 use crate::discovery::{self, DiscoveryRoot};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
@@ -38,15 +38,11 @@ async fn handle(State(server): State<ApiServer>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let params = Params::parse(parts.uri.query());
     // In-process clients carry no identity: they are the administrator.
-    let identity = parts
-        .extensions
-        .get::<Identity>()
-        .cloned()
-        .unwrap_or_else(Identity::admin);
+    let identity = parts.extensions.get::<Identity>().unwrap_or(&ADMIN);
     let result = match read_body(&server, body).await {
         Ok(body) => {
             let request = Incoming {
-                identity: &identity,
+                identity,
                 method: &parts.method,
                 path: parts.uri.path(),
                 headers: &parts.headers,
@@ -341,7 +337,10 @@ async fn object_request(
     let user_agent = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok());
-    let write_options = || WriteOptions::from_params(params).map(|o| o.with_user_agent(user_agent));
+    let write_options = || {
+        WriteOptions::from_params(params)
+            .map(|o| o.with_user_agent(user_agent).with_requester(identity))
+    };
     if let Some(action) = review::Action::of(&rt, sub) {
         let body = match method {
             &Method::POST if action.reads_body() => decode_body(headers, body).await?,
@@ -450,7 +449,10 @@ async fn object_request(
             } else {
                 Some(parse_body(body, PARSE_INLINE_LIMIT, decode_json_object).await??)
             };
-            let options = DeleteOptions::parse(options_body.as_ref(), params)?;
+            let options = DeleteOptions {
+                requester: crate::request::requester(identity),
+                ..DeleteOptions::parse(options_body.as_ref(), params)?
+            };
             match name {
                 None => Ok(json_response(
                     StatusCode::OK,

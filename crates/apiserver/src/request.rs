@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::auth::Identity;
 use crate::error::{ApiError, ApiResult};
 
 /// What a URL path addresses.
@@ -464,6 +465,8 @@ pub struct WriteOptions {
     pub force: bool,
     /// The manager of a write that names none: the User-Agent up to its first '/'.
     pub user_agent_manager: String,
+    /// Who asks, when not the administrator (admission webhooks see it).
+    pub requester: Option<Identity>,
 }
 
 impl Default for WriteOptions {
@@ -474,6 +477,7 @@ impl Default for WriteOptions {
             field_manager: None,
             force: false,
             user_agent_manager: String::new(),
+            requester: None,
         }
     }
 }
@@ -495,6 +499,7 @@ impl WriteOptions {
             field_manager: params.non_empty("fieldManager").map(str::to_string),
             force: params.flag("force"),
             user_agent_manager: String::new(),
+            requester: None,
         })
     }
 
@@ -506,6 +511,12 @@ impl WriteOptions {
             .find(|i| prefix.is_char_boundary(*i))
             .unwrap_or(0);
         self.user_agent_manager = prefix[..end].to_owned();
+        self
+    }
+
+    /// The request's identity, kept only when it is not the administrator.
+    pub fn with_requester(mut self, identity: &Identity) -> Self {
+        self.requester = requester(identity);
         self
     }
 
@@ -525,6 +536,11 @@ pub enum Propagation {
     Orphan,
 }
 
+/// `identity`, unless it is the administrator (the default: nothing to keep).
+pub fn requester(identity: &Identity) -> Option<Identity> {
+    (*identity != *crate::auth::ADMIN).then(|| identity.clone())
+}
+
 /// `DeleteOptions`, from the body or, when there is none, from the query.
 #[derive(Debug, Clone, Default)]
 pub struct DeleteOptions {
@@ -537,6 +553,8 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
     pub dry_run: bool,
+    /// Who asks, when not the administrator (admission webhooks see it).
+    pub requester: Option<Identity>,
 }
 
 impl DeleteOptions {
@@ -608,6 +626,7 @@ impl DeleteOptions {
             precondition_uid: precondition("uid"),
             precondition_resource_version: precondition("resourceVersion"),
             dry_run,
+            requester: None,
         })
     }
 }

@@ -6,34 +6,17 @@
 
 mod common;
 
-use common::{post_json, server};
-use http::HeaderValue;
+use common::{ADMIN_TOKEN, authenticated_client, post_json, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::Status;
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
-use steady_apiserver::auth;
 
-const ADMIN_TOKEN: &str = "the-admin-token";
 const OPERATOR: &str = "system:serviceaccount:default:operator";
 
-/// A kube-rs client that sends `headers` with every request, through the server's
-/// authentication as an HTTPS client would reach it.
 fn client_with(server: &ApiServer, headers: &[(&'static str, String)]) -> kube::Client {
-    let headers: Vec<(&'static str, HeaderValue)> = headers
-        .iter()
-        .map(|(name, value)| (*name, HeaderValue::from_str(value).expect("a header value")))
-        .collect();
-    let service = tower::ServiceBuilder::new()
-        .map_request(move |mut r: http::Request<kube::client::Body>| {
-            for (name, value) in &headers {
-                r.headers_mut().append(*name, value.clone());
-            }
-            r.map(axum::body::Body::new)
-        })
-        .service(auth::authenticate(server.router(), server, ADMIN_TOKEN));
-    kube::Client::new(service, "default")
+    authenticated_client(server, headers)
 }
 
 fn bearer(token: &str) -> (&'static str, String) {

@@ -280,7 +280,7 @@ async fn setup() -> (ApiServer, Client, WebhookServer) {
 
 #[tokio::test]
 async fn a_validating_webhook_denies_with_its_own_status() {
-    let (_server, client, hooks) = setup().await;
+    let (server, client, hooks) = setup().await;
     let hook = configmap_webhook("deny.steady.dev", hooks.at("/deny"), &["CREATE", "DELETE"]);
     configure(&client, VALIDATING, "deny", json!([hook])).await;
     let configmaps = default_configmaps(&client);
@@ -322,13 +322,34 @@ async fn a_validating_webhook_denies_with_its_own_status() {
     assert_eq!(create["object"]["data"]["k"], "v");
     assert_eq!(create["oldObject"], Value::Null);
     assert_eq!(create["options"]["kind"], "CreateOptions");
-    assert_eq!(create["userInfo"]["username"], "system:admin");
+    assert_eq!(create["userInfo"]["username"], "kubernetes-admin");
     let delete = seen
         .iter()
         .find(|r| r["operation"] == "DELETE")
         .expect("delete reviewed");
     assert_eq!(delete["oldObject"]["metadata"]["name"], "keep-me");
     assert_eq!(delete["object"], Value::Null);
+
+    // Webhooks see who asks: here a user the administrator impersonates.
+    let alice = common::authenticated_client(
+        &server,
+        &[
+            ("authorization", format!("Bearer {}", common::ADMIN_TOKEN)),
+            ("impersonate-user", "alice".into()),
+            ("impersonate-group", "system:masters".into()),
+        ],
+    );
+    let refused = api_error(create_configmap(&default_configmaps(&alice), "bad-alice").await);
+    assert_eq!(refused.code, 403);
+    let seen = hooks.seen.lock().unwrap().clone();
+    let by_alice = seen
+        .iter()
+        .find(|r| r["name"] == "bad-alice")
+        .expect("alice's create reviewed");
+    assert_eq!(
+        by_alice["userInfo"],
+        json!({"username": "alice", "groups": ["system:masters", "system:authenticated"]})
+    );
 }
 
 #[tokio::test]

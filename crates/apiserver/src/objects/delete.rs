@@ -46,7 +46,7 @@ impl ApiServer {
             let stored = self.get_stored(rt, ns, name)?;
             let mut obj = self.decoded_for_write(&stored)?;
             check_preconditions(rt, name, &obj, stored.revision, opts)?;
-            let attrs = Attributes::delete(rt, ns, name, opts.dry_run);
+            let attrs = Attributes::delete(rt, ns, name, opts);
             self.admit_delete_by_webhooks(&attrs, &obj).await?;
             if opts.dry_run {
                 return Ok((self.present_converted(rt, stored.value).await?, false));

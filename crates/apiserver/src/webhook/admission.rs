@@ -15,10 +15,11 @@ use steady_store::ListOptions;
 
 use super::client::{self, CallError};
 use crate::ApiServer;
+use crate::auth::{ADMIN, Identity};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::registry::ResourceType;
-use crate::request::{FieldValidation, WriteOptions};
+use crate::request::{DeleteOptions, FieldValidation, WriteOptions};
 use crate::schema::{FieldError, FieldErrorReason};
 use crate::selector::LabelSelector;
 
@@ -45,12 +46,6 @@ const VALIDATING_CONFIGS: Configurations = Configurations {
 /// kube-apiserver's default and largest `timeoutSeconds`.
 const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
 const MAX_TIMEOUT_SECONDS: u64 = 30;
-
-/// steady authenticates one administrator; webhooks see it as kube-apiserver shows a
-/// cluster-admin client certificate.
-fn user_info() -> Value {
-    json!({"username": "system:admin", "groups": ["system:masters", "system:authenticated"]})
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
@@ -86,6 +81,8 @@ pub struct Attributes<'a> {
     pub name: &'a str,
     pub dry_run: bool,
     pub field_manager: Option<&'a str>,
+    /// Who asks (the `userInfo` webhooks see).
+    pub user: &'a Identity,
 }
 
 impl<'a> Attributes<'a> {
@@ -104,6 +101,7 @@ impl<'a> Attributes<'a> {
             name,
             dry_run: opts.dry_run,
             field_manager: opts.field_manager.as_deref(),
+            user: opts.requester.as_ref().unwrap_or(&ADMIN),
         }
     }
 
@@ -111,7 +109,7 @@ impl<'a> Attributes<'a> {
         rt: &'a ResourceType,
         namespace: Option<&'a str>,
         name: &'a str,
-        dry_run: bool,
+        opts: &'a DeleteOptions,
     ) -> Self {
         Attributes {
             rt,
@@ -119,8 +117,9 @@ impl<'a> Attributes<'a> {
             operation: Operation::Delete,
             namespace,
             name,
-            dry_run,
+            dry_run: opts.dry_run,
             field_manager: None,
+            user: opts.requester.as_ref().unwrap_or(&ADMIN),
         }
     }
 
@@ -643,7 +642,7 @@ fn review(
         "requestResource": resource(attrs.rt),
         "name": attrs.name,
         "operation": attrs.operation.as_str(),
-        "userInfo": user_info(),
+        "userInfo": attrs.user.user_info(),
         "object": object.cloned().unwrap_or(Value::Null),
         "oldObject": old.cloned().unwrap_or(Value::Null),
         "dryRun": attrs.dry_run,

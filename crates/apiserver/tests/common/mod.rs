@@ -282,3 +282,36 @@ where
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+/// The administrator's token of [`authenticated_client`]'s servers.
+pub const ADMIN_TOKEN: &str = "the-admin-token";
+
+/// A kube-rs client that sends `headers` with every request (a bearer token, impersonation),
+/// through the server's authentication as an HTTPS client would reach it.
+pub fn authenticated_client(
+    server: &ApiServer,
+    headers: &[(&'static str, String)],
+) -> kube::Client {
+    let headers: Vec<(&'static str, http::HeaderValue)> = headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                *name,
+                http::HeaderValue::from_str(value).expect("a header value"),
+            )
+        })
+        .collect();
+    let service = tower::ServiceBuilder::new()
+        .map_request(move |mut r: http::Request<kube::client::Body>| {
+            for (name, value) in &headers {
+                r.headers_mut().append(*name, value.clone());
+            }
+            r.map(axum::body::Body::new)
+        })
+        .service(steady_apiserver::auth::authenticate(
+            server.router(),
+            server,
+            ADMIN_TOKEN,
+        ));
+    kube::Client::new(service, "default")
+}
