@@ -27,7 +27,8 @@ impl Default for ManifestOptions {
     }
 }
 
-const NAME: &str = "steady-cache-operator";
+/// The operator's name: its ServiceAccount, ClusterRole, binding and Deployment.
+pub const NAME: &str = "steady-cache-operator";
 
 /// The rules the operator needs, and no more.
 pub fn cluster_role_rules() -> Value {

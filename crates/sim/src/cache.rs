@@ -52,7 +52,25 @@ pub fn operator_context(ctx: &Arc<Context<Subject>>) -> Arc<Context<OperatorCont
 
 /// The Cache scenario with steady's own reconciler, wired as `steady operator` wires it.
 pub fn scenario() -> Scenario {
-    script(Scenario::new("cache")).controller(|client, launch| async move {
+    with_the_operator(script(Scenario::new("cache")))
+}
+
+/// The Cache scenario with the operator running as its service account, held by RBAC to
+/// `rules` — by default the ClusterRole `steady manifests` ships, so every seed proves
+/// those rules suffice under faults (a rule taken out shows as 403s and a broken property).
+pub fn rbac_scenario(rules: serde_json::Value) -> Scenario {
+    let manifests = steady_cache_operator::manifests::ManifestOptions::default();
+    let scenario = script(Scenario::new("cache-rbac")).service_account(
+        &manifests.namespace,
+        steady_cache_operator::manifests::NAME,
+        rules,
+    );
+    with_the_operator(scenario)
+}
+
+/// `scenario` with steady's own reconciler as its controller.
+fn with_the_operator(scenario: Scenario) -> Scenario {
+    scenario.controller(|client, launch| async move {
         let (controller, data) =
             steady_cache_operator::controller(client, shipped(&launch), launch.clock());
         let _ = launch
@@ -75,18 +93,10 @@ pub fn quota_scenario() -> Scenario {
         Some(quota) => Scenario::new("cache-quota").create(quota),
         None => Scenario::new("cache-quota"),
     };
-    script(scenario)
-        .at(
-            Duration::from_secs(9),
-            Step::patch::<ResourceQuota>(NAMESPACE, "pods", raised),
-        )
-        .controller(|client, launch| async move {
-            let (controller, data) =
-                steady_cache_operator::controller(client, shipped(&launch), launch.clock());
-            let _ = launch
-                .run(controller, steady_cache_operator::reconcile, data)
-                .await;
-        })
+    with_the_operator(script(scenario).at(
+        Duration::from_secs(9),
+        Step::patch::<ResourceQuota>(NAMESPACE, "pods", raised),
+    ))
 }
 
 /// The Cache operator's settings as `steady operator` runs it (its debounce included),

@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
+use steady_apiserver::auth::Identity;
 use steady_runtime::observe::{ReconcileRecord, Recorder, StartHook};
 use steady_runtime::{Action, Context, Controller, ObjectKey};
 
@@ -68,6 +70,8 @@ pub struct Scenario {
     pub(crate) goals: Vec<(String, Check)>,
     pub(crate) workloads: bool,
     pub(crate) node_events: bool,
+    /// Whom the controller's requests act as (None: the administrator).
+    pub(crate) identity: Option<Identity>,
 }
 
 impl Scenario {
@@ -83,6 +87,7 @@ impl Scenario {
             goals: Vec::new(),
             workloads: false,
             node_events: true,
+            identity: None,
         }
     }
 
@@ -160,6 +165,30 @@ impl Scenario {
     /// scenario whose controller reads no Events runs faster without them.
     pub fn without_node_events(mut self) -> Scenario {
         self.node_events = false;
+        self
+    }
+
+    /// Run the controller as the service account `namespace/name`, bound to a ClusterRole
+    /// granting `rules` (what the operator's RBAC manifests grant, as JSON
+    /// `PolicyRule`s): each of its requests is authorized as on a cluster, and a rule it
+    /// lacks shows as 403 Forbidden in the trace and in the properties it breaks. Without
+    /// this the controller acts as the administrator, whom RBAC never refuses.
+    pub fn service_account(mut self, namespace: &str, name: &str, rules: Value) -> Scenario {
+        let role = format!("{name}-simulated");
+        let cluster_role: Result<ClusterRole, _> = serde_json::from_value(json!({
+            "metadata": {"name": role}, "rules": rules,
+        }));
+        let binding: Result<ClusterRoleBinding, _> = serde_json::from_value(json!({
+            "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        }));
+        // Rules that are not PolicyRules bind nothing: the controller then meets its 403s.
+        if let (Ok(cluster_role), Ok(binding)) = (cluster_role, binding) {
+            self.setup.push(Step::create(&cluster_role));
+            self.setup.push(Step::create(&binding));
+        }
+        self.identity = Some(Identity::service_account(namespace, name, None));
         self
     }
 

@@ -531,7 +531,11 @@ impl<'a> Run<'a> {
             return;
         };
         self.faults.thaw();
-        let client = FaultService::client(self.server.router(), self.faults.clone());
+        let mut router = self.server.router();
+        if let Some(identity) = &self.scenario.identity {
+            router = router.layer(axum::Extension(identity.clone()));
+        }
+        let client = FaultService::client(router, self.faults.clone());
         self.controller = Some(tokio::spawn(start(client, self.launch.clone())));
     }
 

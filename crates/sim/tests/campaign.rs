@@ -81,3 +81,32 @@ fn a_quota_refusal_lifted_without_an_event_still_converges() {
         .count();
     assert!(refused > 0, "no refused pod create in the reference run");
 }
+
+/// The operator runs as its service account, held by RBAC to the ClusterRole its manifests
+/// ship: under every fault it converges, so the shipped rules are enough.
+#[test]
+fn the_operator_converges_with_only_the_rbac_its_manifests_grant() {
+    let rules = steady_cache_operator::manifests::cluster_role_rules();
+    Simulation::default().check(&cache::rbac_scenario(rules), 0..10);
+}
+
+/// Take one rule out (writing the Cache's status) and the simulator says so: the fault-free
+/// run already breaks the Cache's goal, and the trace shows the 403s that broke it.
+#[test]
+fn a_rule_missing_from_the_operators_rbac_is_caught() {
+    let mut rules = steady_cache_operator::manifests::cluster_role_rules();
+    let rules_list = rules.as_array_mut().expect("a list of rules");
+    rules_list.retain(|rule| rule["resources"] != serde_json::json!(["caches/status"]));
+    let scenario = cache::rbac_scenario(rules);
+    let report = Simulation::default().reference(&scenario, 0);
+    assert!(!report.passed(), "the missing rule went unnoticed");
+    assert!(
+        report.properties().contains(&cache::CONVERGED),
+        "{:?}",
+        report.violations
+    );
+    assert!(
+        report.trace.iter().any(|line| line.contains("→ 403")),
+        "the refusals are in the trace"
+    );
+}
