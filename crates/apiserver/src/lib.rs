@@ -140,6 +140,8 @@ struct Inner {
     /// Which namespace-wide admission objects (ResourceQuotas, LimitRanges) this server
     /// has stored: until one kind has, no write looks for it in its namespace.
     admission_objects: admission_objects::AdmissionObjects,
+    /// RBAC objects decoded once per revision, for the authorizer.
+    rbac_objects: rbac::DecodedObjects,
 }
 
 impl ApiServer {
@@ -164,6 +166,7 @@ impl ApiServer {
                 recent_writes: keep_recent_writes.then(objects::RecentWrites::default),
                 quota_turns: Default::default(),
                 admission_objects: Default::default(),
+                rbac_objects: Default::default(),
             }),
         };
         server.inner.admission_objects.find_stored(server.store());

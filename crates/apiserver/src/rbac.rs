@@ -6,6 +6,9 @@
 //! impersonated with `kubectl --as`), refusing with kube's 403. Aggregation rules are not
 //! evaluated: a ClusterRole's own rules count.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use crate::meta;
 use serde_json::Value;
 
@@ -205,19 +208,66 @@ fn subject_matches(subject: &Value, binding_ns: &str, access: &Access) -> bool {
     }
 }
 
-fn stored(server: &ApiServer, plural: &str, ns: Option<&str>) -> Vec<Value> {
+/// RBAC objects decoded once per revision, by store key: every request of an identity
+/// outside `system:masters` reads every role and binding that can apply to it, and
+/// decoding them each time would cost more than most requests. The store is still read
+/// at every request, so a grant or a revocation applies to the very next one.
+#[derive(Debug, Default)]
+pub(crate) struct DecodedObjects(Mutex<HashMap<Arc<str>, Decoded>>);
+
+/// An object's revision and its decoded value.
+type Decoded = (u64, Arc<Value>);
+
+/// Past this many entries beyond what one read needs, entries of deleted objects are
+/// dropped (the map is rebuilt from the next read).
+const DECODED_SLACK: usize = 1024;
+
+impl DecodedObjects {
+    fn of(&self, objects: &[steady_store::Object]) -> Vec<Arc<Value>> {
+        let Ok(mut decoded) = self.0.lock() else {
+            return Vec::new();
+        };
+        if decoded.len() > objects.len() + DECODED_SLACK {
+            decoded.clear();
+        }
+        objects
+            .iter()
+            .filter_map(|object| {
+                let revision = object.revision;
+                match decoded.get(&object.key) {
+                    Some((at, value)) if *at == revision => Some(value.clone()),
+                    _ => {
+                        let value: Arc<Value> =
+                            Arc::new(serde_json::from_slice(&object.value).ok()?);
+                        decoded.insert(object.key.clone(), (revision, value.clone()));
+                        Some(value)
+                    }
+                }
+            })
+            .collect()
+    }
+}
+
+fn stored(server: &ApiServer, plural: &str, ns: Option<&str>) -> Vec<Arc<Value>> {
     let Some(rt) = server
         .registry()
         .builtin("rbac.authorization.k8s.io", plural)
     else {
         return Vec::new();
     };
-    server.current_builtin_objects(&rt, ns).unwrap_or_default()
+    let listed = server
+        .store()
+        .list(&rt.list_prefix(ns), &Default::default(), &|_| true);
+    match listed {
+        Ok(page) => server.rbac_objects().of(&page.items),
+        Err(_) => Vec::new(),
+    }
 }
 
-fn find_named<'v>(objects: &'v [Value], name: &str) -> Option<&'v Value> {
+fn find_named<'v>(objects: &'v [Arc<Value>], name: &str) -> Option<&'v Value> {
     objects
         .iter()
+        .map(|o| &**o)
         .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
 }
 
@@ -257,10 +307,10 @@ impl Grant<'_> {
 
 /// The RBAC objects that can apply in one namespace (or cluster-wide, for `""`).
 struct Stored {
-    cluster_roles: Vec<Value>,
-    cluster_bindings: Vec<Value>,
-    roles: Vec<Value>,
-    bindings: Vec<Value>,
+    cluster_roles: Vec<Arc<Value>>,
+    cluster_bindings: Vec<Arc<Value>>,
+    roles: Vec<Arc<Value>>,
+    bindings: Vec<Arc<Value>>,
 }
 
 impl Stored {
@@ -288,6 +338,7 @@ impl Stored {
             .map(|b| (b, &self.cluster_roles));
         let local = self.bindings.iter().map(|b| (b, &self.roles));
         cluster.chain(local).filter_map(move |(binding, roles)| {
+            let binding: &Value = binding;
             let binding_ns = meta::str_at(binding, "/metadata/namespace").unwrap_or("");
             let subject = binding["subjects"]
                 .as_array()
@@ -358,4 +409,10 @@ pub fn rules_review(server: &ApiServer, identity: &Identity, namespace: &str) ->
         "nonResourceRules": non_resource_rules,
         "incomplete": false,
     })
+}
+
+impl ApiServer {
+    fn rbac_objects(&self) -> &DecodedObjects {
+        &self.inner.rbac_objects
+    }
 }

@@ -8,6 +8,7 @@ mod common;
 
 use common::{ADMIN_TOKEN, authenticated_client, post_json, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::Status;
 use serde_json::{Value, json};
@@ -167,6 +168,14 @@ async fn a_service_account_may_do_only_what_its_roles_allow() {
     );
     let nodes: Api<Node> = Api::all(client.clone());
     assert!(forbidden(nodes.list(&ListParams::default()).await).ends_with("at the cluster scope"));
+
+    // A revoked grant stops the very next request.
+    let bindings: Api<RoleBinding> = Api::default_namespaced(admin(&s));
+    bindings
+        .delete("read-pods", &DeleteParams::default())
+        .await
+        .expect("revoked");
+    assert!(forbidden(pods.list(&ListParams::default()).await).contains("cannot list"));
 }
 
 #[tokio::test]
