@@ -718,6 +718,45 @@ def test_unknown_fields_and_wrong_types(api_client, namespace, unique):
     expect_status(404, configmaps.get, name=f"n-{unique}", namespace=namespace)
 
 
+def test_a_service_account_token_is_held_to_its_roles(api_client, core, unique):
+    """An operator's own token, as it would run in a cluster: refused with kube's 403
+    until a Role bound to its service account allows the request."""
+    import copy
+
+    ns = f"rbac-{unique}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    try:
+        core.create_namespaced_service_account(
+            ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="operator")))
+        token = core.create_namespaced_service_account_token(
+            "operator", ns, client.AuthenticationV1TokenRequest(
+                spec=client.V1TokenRequestSpec(audiences=[]))).status.token
+        configuration = copy.copy(api_client.configuration)
+        configuration.api_key = {"BearerToken": f"Bearer {token}"}
+        configuration.refresh_api_key_hook = None
+        with client.ApiClient(configuration) as as_operator:
+            pods = client.CoreV1Api(as_operator)
+            refused = expect_status(403, pods.list_namespaced_pod, ns)
+            assert json.loads(refused.body)["message"] == (
+                f'pods is forbidden: User "system:serviceaccount:{ns}:operator" cannot list '
+                f'resource "pods" in API group "" in the namespace "{ns}"')
+            rbac = client.RbacAuthorizationV1Api(api_client)
+            rbac.create_namespaced_role(ns, client.V1Role(
+                metadata=client.V1ObjectMeta(name="pods"),
+                rules=[client.V1PolicyRule(api_groups=[""], resources=["pods"],
+                                           verbs=["list"])]))
+            rbac.create_namespaced_role_binding(ns, client.V1RoleBinding(
+                metadata=client.V1ObjectMeta(name="pods"),
+                role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io",
+                                          kind="Role", name="pods"),
+                subjects=[client.RbacV1Subject(kind="ServiceAccount", name="operator",
+                                               namespace=ns)]))
+            assert pods.list_namespaced_pod(ns).items == []
+            expect_status(403, pods.list_namespaced_pod, "default")
+    finally:
+        core.delete_namespace(ns)
+
+
 def test_quantities_and_quota(core, unique):
     """Quantities the client sends read back in kube's canonical form; a
     namespace's ResourceQuota charges pods and refuses one over it with kube's 403."""
