@@ -48,7 +48,9 @@ async fn handle(State(server): State<ApiServer>, request: Request) -> Response {
                 headers: &parts.headers,
                 params: &params,
             };
-            dispatch(&server, &request, body).await
+            // Boxed: the request's state lives in one place instead of being copied with
+            // every layer's future that wraps this one.
+            Box::pin(dispatch(&server, &request, body)).await
         }
         Err(e) => Err(e),
     };
