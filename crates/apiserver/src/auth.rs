@@ -135,17 +135,22 @@ fn impersonated(
     requester: Identity,
     headers: &HeaderMap,
 ) -> ApiResult<Identity> {
-    let all = |name: &str| -> Vec<String> {
+    let all = |name: &str| -> ApiResult<Vec<String>> {
         headers
             .get_all(name)
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_string)
+            .map(|v| match v.to_str() {
+                Ok(value) => Ok(value.to_string()),
+                // Acting as nobody in particular would be acting as the requester.
+                Err(_) => Err(ApiError::bad_request(format!(
+                    "the {name} header is not text"
+                ))),
+            })
             .collect()
     };
-    let user = all("impersonate-user").into_iter().next();
-    let groups = all("impersonate-group");
-    let uid = all("impersonate-uid").into_iter().next();
+    let user = all("impersonate-user")?.into_iter().next();
+    let groups = all("impersonate-group")?;
+    let uid = all("impersonate-uid")?.into_iter().next();
     let Some(user) = user else {
         if groups.is_empty() && uid.is_none() {
             return Ok(requester);

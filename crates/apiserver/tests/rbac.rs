@@ -287,3 +287,21 @@ async fn impersonation_acts_as_the_user_and_needs_permission() {
     );
     drop(operator);
 }
+
+/// An impersonation header that is not text is refused, never read as "no one".
+#[tokio::test]
+async fn an_unreadable_impersonation_header_is_refused() {
+    use tower::ServiceExt;
+    let s = server().await;
+    let app = steady_apiserver::auth::authenticate(s.router(), &s, ADMIN_TOKEN);
+    let request = http::Request::get("/api/v1/namespaces/default/pods")
+        .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+        .header(
+            "impersonate-user",
+            http::HeaderValue::from_bytes(b"al\xffce").expect("obs-text is a valid header value"),
+        )
+        .body(axum::body::Body::empty())
+        .expect("a request");
+    let response = app.oneshot(request).await.expect("a response");
+    assert_eq!(response.status(), 400);
+}
