@@ -304,10 +304,22 @@ fn authorize(server: &ApiServer, request: &Incoming<'_>, route: &Route) -> ApiRe
             &rbac::Target::path(request.path),
         );
     };
-    let name = target.name.as_deref();
-    let Some(verb) = request_verb(request.method, name, request.params) else {
+    let Some(verb) = request_verb(request.method, target.name.as_deref(), request.params) else {
         return Ok(());
     };
+    // A list or watch of one object by `metadata.name` is about that name, as kube's
+    // request info has it (a role limited to `resourceNames` allows it).
+    let selected = || {
+        let selector = request.params.get("fieldSelector")?;
+        selector.split(',').find_map(|term| {
+            let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
+            (field.trim() == "metadata.name").then(|| value.trim())
+        })
+    };
+    let name = target
+        .name
+        .as_deref()
+        .or_else(|| matches!(verb, "list" | "watch").then(selected).flatten());
     let mut namespace = target.namespace.as_deref().unwrap_or("");
     if target.group.is_empty() && target.plural == "namespaces" {
         namespace = name.unwrap_or(namespace);

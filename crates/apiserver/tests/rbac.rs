@@ -201,6 +201,13 @@ async fn wildcards_subresources_and_names_match_as_in_kube() {
     }
     let maps: Api<ConfigMap> = Api::default_namespaced(client.clone());
     maps.get("mine").await.expect("named in the rule");
+    // A list of that one name is about the name; a list of all is not.
+    let one = ListParams::default().fields("metadata.name=mine");
+    assert_eq!(
+        maps.list(&one).await.expect("listed by name").items.len(),
+        1
+    );
+    assert!(forbidden(maps.list(&ListParams::default()).await).contains("cannot list"));
     maps.delete("mine", &DeleteParams::default())
         .await
         .expect("any verb on it");
