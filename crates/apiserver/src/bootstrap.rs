@@ -127,11 +127,7 @@ fn edit_rules() -> Vec<Value> {
 fn admin_rules() -> Vec<Value> {
     let mut rules = edit_rules();
     let all: Vec<&str> = READ.iter().chain(WRITE).copied().collect();
-    rules.push(rule(
-        "rbac.authorization.k8s.io",
-        &["rolebindings", "roles"],
-        &all,
-    ));
+    rules.push(rule(RBAC, &["rolebindings", "roles"], &all));
     rules.push(rule(
         "authorization.k8s.io",
         &["localsubjectaccessreviews"],
@@ -255,26 +251,21 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
     let port = server.config().api_port.unwrap_or(6443);
     reconcile_kubernetes_service(server, kubernetes_service(port)).await?;
     let objects = [
+        (RBAC, "clusterroles", None, cluster_admin()),
         (
-            "rbac.authorization.k8s.io",
-            "clusterroles",
-            None,
-            cluster_admin(),
-        ),
-        (
-            "rbac.authorization.k8s.io",
+            RBAC,
             "clusterroles",
             None,
             aggregated_role("admin", admin_rules()),
         ),
         (
-            "rbac.authorization.k8s.io",
+            RBAC,
             "clusterroles",
             None,
             aggregated_role("edit", edit_rules()),
         ),
         (
-            "rbac.authorization.k8s.io",
+            RBAC,
             "clusterroles",
             None,
             aggregated_role("view", view_rules()),

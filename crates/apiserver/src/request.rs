@@ -538,7 +538,7 @@ pub enum Propagation {
 
 /// `identity`, unless it is the administrator (the default: nothing to keep).
 pub fn requester(identity: &Identity) -> Option<Identity> {
-    (*identity != *crate::auth::ADMIN).then(|| identity.clone())
+    (!identity.is_administrator()).then(|| identity.clone())
 }
 
 /// `DeleteOptions`, from the body or, when there is none, from the query.
