@@ -1,13 +1,16 @@
 //! The objects every cluster has at start, created when missing (so restarts change
 //! nothing): the `default/kubernetes` Service, the default ClusterRoles `cluster-admin`,
-//! `admin`, `edit` and `view`, the `cluster-admin` binding to `system:masters`, and the
+//! `admin`, `edit`, `view`, the `system:aggregate-to-*` roles and
+//! `system:auth-delegator`, the `cluster-admin` binding to `system:masters`, and the
 //! roles every authenticated client holds (`system:discovery`, `system:basic-user`,
 //! `system:public-info-viewer`, bound as kube binds them). The
 //! namespaces come first (`objects::ensure_default_namespaces`), then the `default`
 //! ServiceAccount of each namespace (the controllers create it in namespaces made later).
 //!
-//! The rules of `admin`, `edit` and `view` are those of kube-apiserver 1.32 for the kinds
-//! steady serves, abbreviated: enough for `kubectl auth can-i` and clients that read them.
+//! `admin`, `edit` and `view` are kube-apiserver 1.32's: created without rules, with the
+//! aggregation rule that gathers the `system:aggregate-to-*` roles (also kube's, every
+//! rule) and any other role so labelled; the aggregation controller
+//! (`controllers::aggregation`) fills them in before the server answers.
 
 use serde_json::{Value, json};
 
@@ -21,119 +24,246 @@ use crate::request::WriteOptions;
 const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 const READ: &[&str] = &["get", "list", "watch"];
 const RBAC: &str = "rbac.authorization.k8s.io";
-const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
 
-/// What `view` reads and `edit` also writes, by API group.
-const WORKLOADS: &[(&str, &[&str])] = &[
+/// `create delete deletecollection patch update`: what `edit` adds to what it reads.
+const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+const READ_WRITE: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// One policy rule of a bootstrap role: API group, resources, verbs.
+type Rule = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+/// `system:aggregate-to-view`, as kube-apiserver 1.32 bootstraps it (its bootstrap
+/// policy's `cluster-roles.yaml`), `extensions` included though neither serves it.
+const AGGREGATE_TO_VIEW: &[Rule] = &[
     (
         "",
         &[
             "configmaps",
             "endpoints",
             "persistentvolumeclaims",
+            "persistentvolumeclaims/status",
             "pods",
             "replicationcontrollers",
             "replicationcontrollers/scale",
             "serviceaccounts",
             "services",
+            "services/status",
         ],
+        READ,
     ),
+    (
+        "",
+        &[
+            "bindings",
+            "events",
+            "limitranges",
+            "namespaces/status",
+            "pods/log",
+            "pods/status",
+            "replicationcontrollers/status",
+            "resourcequotas",
+            "resourcequotas/status",
+        ],
+        READ,
+    ),
+    ("", &["namespaces"], READ),
+    ("discovery.k8s.io", &["endpointslices"], READ),
     (
         "apps",
         &[
+            "controllerrevisions",
             "daemonsets",
+            "daemonsets/status",
             "deployments",
             "deployments/scale",
+            "deployments/status",
             "replicasets",
             "replicasets/scale",
+            "replicasets/status",
             "statefulsets",
             "statefulsets/scale",
+            "statefulsets/status",
         ],
+        READ,
     ),
-    ("autoscaling", &["horizontalpodautoscalers"]),
-    ("batch", &["cronjobs", "jobs"]),
-    ("policy", &["poddisruptionbudgets"]),
-    ("networking.k8s.io", &["ingresses", "networkpolicies"]),
-    ("discovery.k8s.io", &["endpointslices"]),
-];
-/// Read-only for `view`, `edit` and `admin` alike.
-const OBSERVED: &[&str] = &[
-    "bindings",
-    "events",
-    "limitranges",
-    "namespaces",
-    "namespaces/status",
-    "pods/log",
-    "pods/status",
-    "replicationcontrollers/status",
-    "resourcequotas",
-    "resourcequotas/status",
-];
-
-fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> Value {
-    json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
-}
-
-fn view_rules() -> Vec<Value> {
-    let mut rules: Vec<Value> = WORKLOADS
-        .iter()
-        .map(|(group, resources)| rule(group, resources, READ))
-        .collect();
-    rules.push(rule("", OBSERVED, READ));
-    rules
-}
-
-fn edit_rules() -> Vec<Value> {
-    let mut rules = view_rules();
-    rules.extend(
-        WORKLOADS
-            .iter()
-            .map(|(group, resources)| rule(group, resources, WRITE)),
-    );
-    rules.push(rule(
-        "",
-        &["secrets"],
+    (
+        "autoscaling",
         &[
-            "get",
-            "list",
-            "watch",
-            "create",
-            "delete",
-            "deletecollection",
-            "patch",
-            "update",
+            "horizontalpodautoscalers",
+            "horizontalpodautoscalers/status",
         ],
-    ));
-    rules.push(rule(
+        READ,
+    ),
+    (
+        "batch",
+        &["cronjobs", "cronjobs/status", "jobs", "jobs/status"],
+        READ,
+    ),
+    (
+        "extensions",
+        &[
+            "daemonsets",
+            "daemonsets/status",
+            "deployments",
+            "deployments/scale",
+            "deployments/status",
+            "ingresses",
+            "ingresses/status",
+            "networkpolicies",
+            "replicasets",
+            "replicasets/scale",
+            "replicasets/status",
+            "replicationcontrollers/scale",
+        ],
+        READ,
+    ),
+    (
+        "policy",
+        &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+        READ,
+    ),
+    (
+        "networking.k8s.io",
+        &["ingresses", "ingresses/status", "networkpolicies"],
+        READ,
+    ),
+];
+
+/// `system:aggregate-to-edit` (kube 1.32).
+const AGGREGATE_TO_EDIT: &[Rule] = &[
+    (
         "",
         &[
             "pods/attach",
             "pods/exec",
             "pods/portforward",
             "pods/proxy",
+            "secrets",
             "services/proxy",
         ],
-        &["get", "create"],
-    ));
-    rules.push(rule(
+        READ,
+    ),
+    ("", &["serviceaccounts"], &["impersonate"]),
+    (
         "",
-        &["pods/eviction", "serviceaccounts/token"],
-        &["create"],
-    ));
-    rules.push(rule("", &["serviceaccounts"], &["impersonate"]));
-    rules
-}
+        &[
+            "pods",
+            "pods/attach",
+            "pods/exec",
+            "pods/portforward",
+            "pods/proxy",
+        ],
+        WRITE,
+    ),
+    ("", &["pods/eviction"], &["create"]),
+    (
+        "",
+        &[
+            "configmaps",
+            "events",
+            "persistentvolumeclaims",
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "secrets",
+            "serviceaccounts",
+            "services",
+            "services/proxy",
+        ],
+        WRITE,
+    ),
+    ("", &["serviceaccounts/token"], &["create"]),
+    (
+        "apps",
+        &[
+            "daemonsets",
+            "deployments",
+            "deployments/rollback",
+            "deployments/scale",
+            "replicasets",
+            "replicasets/scale",
+            "statefulsets",
+            "statefulsets/scale",
+        ],
+        WRITE,
+    ),
+    ("autoscaling", &["horizontalpodautoscalers"], WRITE),
+    ("batch", &["cronjobs", "jobs"], WRITE),
+    (
+        "extensions",
+        &[
+            "daemonsets",
+            "deployments",
+            "deployments/rollback",
+            "deployments/scale",
+            "ingresses",
+            "networkpolicies",
+            "replicasets",
+            "replicasets/scale",
+            "replicationcontrollers/scale",
+        ],
+        WRITE,
+    ),
+    ("policy", &["poddisruptionbudgets"], WRITE),
+    (
+        "networking.k8s.io",
+        &["ingresses", "networkpolicies"],
+        WRITE,
+    ),
+    ("coordination.k8s.io", &["leases"], READ_WRITE),
+];
 
-fn admin_rules() -> Vec<Value> {
-    let mut rules = edit_rules();
-    let all: Vec<&str> = READ.iter().chain(WRITE).copied().collect();
-    rules.push(rule(RBAC, &["rolebindings", "roles"], &all));
-    rules.push(rule(
+/// `system:aggregate-to-admin` (kube 1.32).
+const AGGREGATE_TO_ADMIN: &[Rule] = &[
+    (
         "authorization.k8s.io",
         &["localsubjectaccessreviews"],
         &["create"],
-    ));
+    ),
+    (RBAC, &["rolebindings", "roles"], READ_WRITE),
+];
+
+/// `system:auth-delegator`: what a server that delegates authentication and authorization
+/// to the API (an aggregated API server, kube-rbac-proxy) is bound to.
+const AUTH_DELEGATOR: &[Rule] = &[
+    ("authentication.k8s.io", &["tokenreviews"], &["create"]),
+    (
+        "authorization.k8s.io",
+        &["subjectaccessreviews"],
+        &["create"],
+    ),
+];
+
+fn rules(rules: &[Rule]) -> Vec<Value> {
     rules
+        .iter()
+        .map(|(group, resources, verbs)| {
+            json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
+        })
+        .collect()
+}
+
+/// The label that gathers a role into the aggregated role `into`.
+fn aggregate_to(into: &str) -> String {
+    format!("rbac.authorization.k8s.io/aggregate-to-{into}")
+}
+
+/// A ClusterRole whose rules are aggregated into the role `into`.
+fn aggregated_into(mut role: Value, into: &str) -> Value {
+    role["metadata"]["labels"][aggregate_to(into)] = json!("true");
+    role
 }
 
 fn bootstrap_metadata(name: &str) -> Value {
@@ -153,11 +283,13 @@ fn cluster_role(name: &str, rules: Vec<Value>) -> Value {
     })
 }
 
-/// A user-facing role that kube aggregates from `aggregate-to-<name>` roles.
-fn aggregated_role(name: &str, rules: Vec<Value>) -> Value {
-    let mut role = cluster_role(name, rules);
+/// A user-facing role whose rules the aggregation controller gathers from the roles
+/// labelled `aggregate-to-<name>`; kube bootstraps it without rules.
+fn aggregated_role(name: &str) -> Value {
+    let mut role = cluster_role(name, Vec::new());
+    role.as_object_mut().map(|role| role.remove("rules"));
     role["aggregationRule"] = json!({"clusterRoleSelectors": [
-        {"matchLabels": {format!("rbac.authorization.k8s.io/aggregate-to-{name}"): "true"}}
+        {"matchLabels": {aggregate_to(name): "true"}}
     ]});
     role
 }
@@ -252,23 +384,51 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
     reconcile_kubernetes_service(server, kubernetes_service(port)).await?;
     let objects = [
         (RBAC, "clusterroles", None, cluster_admin()),
+        (RBAC, "clusterroles", None, aggregated_role("admin")),
         (
             RBAC,
             "clusterroles",
             None,
-            aggregated_role("admin", admin_rules()),
+            aggregated_into(aggregated_role("edit"), "admin"),
         ),
         (
             RBAC,
             "clusterroles",
             None,
-            aggregated_role("edit", edit_rules()),
+            aggregated_into(aggregated_role("view"), "edit"),
         ),
         (
             RBAC,
             "clusterroles",
             None,
-            aggregated_role("view", view_rules()),
+            aggregated_into(
+                cluster_role("system:aggregate-to-admin", rules(AGGREGATE_TO_ADMIN)),
+                "admin",
+            ),
+        ),
+        (
+            RBAC,
+            "clusterroles",
+            None,
+            aggregated_into(
+                cluster_role("system:aggregate-to-edit", rules(AGGREGATE_TO_EDIT)),
+                "edit",
+            ),
+        ),
+        (
+            RBAC,
+            "clusterroles",
+            None,
+            aggregated_into(
+                cluster_role("system:aggregate-to-view", rules(AGGREGATE_TO_VIEW)),
+                "view",
+            ),
+        ),
+        (
+            RBAC,
+            "clusterroles",
+            None,
+            cluster_role("system:auth-delegator", rules(AUTH_DELEGATOR)),
         ),
         (RBAC, "clusterroles", None, discovery_role()),
         (RBAC, "clusterroles", None, basic_user_role()),

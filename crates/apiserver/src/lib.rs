@@ -173,7 +173,7 @@ impl ApiServer {
         crd::register_stored(&server)?;
         objects::ensure_default_namespaces(&server).await?;
         bootstrap::ensure(&server).await?;
-        let tasks = controllers::spawn_all(&server);
+        let tasks = controllers::spawn_all(&server).await;
         server.tasks().extend(tasks);
         Ok(server)
     }

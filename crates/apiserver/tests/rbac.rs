@@ -6,15 +6,16 @@
 
 mod common;
 
-use common::{ADMIN_TOKEN, authenticated_client, post_json, server};
+use common::{ADMIN_TOKEN, authenticated_client, eventually, post_json, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::Status;
 use serde_json::{Value, json};
 use steady_apiserver::ApiServer;
 
 const OPERATOR: &str = "system:serviceaccount:default:operator";
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 fn client_with(server: &ApiServer, headers: &[(&'static str, String)]) -> kube::Client {
     authenticated_client(server, headers)
@@ -311,4 +312,127 @@ async fn an_unreadable_impersonation_header_is_refused() {
         .expect("a request");
     let response = app.oneshot(request).await.expect("a response");
     assert_eq!(response.status(), 400);
+}
+
+fn has_rule(role: &ClusterRole, group: &str, resource: &str, verb: &str) -> bool {
+    role.rules.iter().flatten().any(|rule| {
+        let has = |list: &Option<Vec<String>>, wanted: &str| {
+            list.iter().flatten().any(|item| item == wanted)
+        };
+        has(&rule.api_groups, group)
+            && has(&rule.resources, resource)
+            && rule.verbs.iter().any(|v| v == verb)
+    })
+}
+
+/// Wait until the ClusterRole `name` does (or does not) hold `group/resource: verb`.
+async fn eventually_rule(
+    roles: &Api<ClusterRole>,
+    name: &str,
+    rule: (&str, &str, &str),
+    held: bool,
+) -> ClusterRole {
+    let (group, resource, verb) = rule;
+    eventually(&format!("{name} to hold {rule:?}: {held}"), || async move {
+        let role = roles.get(name).await.expect("the role");
+        (has_rule(&role, group, resource, verb) == held).then_some(role)
+    })
+    .await
+}
+
+/// `admin`, `edit` and `view` are aggregated as kube-controller-manager aggregates them:
+/// kube's `system:aggregate-to-*` rules at start, then any ClusterRole labelled
+/// `aggregate-to-<role>` (what an operator ships so namespace users may read its custom
+/// resources), kept as the labelled roles come, change and go.
+#[tokio::test]
+async fn aggregated_cluster_roles_gather_the_labelled_roles() {
+    let s = server().await;
+    let roles: Api<ClusterRole> = Api::all(admin(&s));
+    // At start, before anything else: view reads, edit writes, admin grants.
+    let view = roles.get("view").await.expect("view");
+    assert!(
+        has_rule(&view, "", "pods", "list")
+            && has_rule(&view, "discovery.k8s.io", "endpointslices", "watch")
+    );
+    assert!(
+        !has_rule(&view, "", "secrets", "get"),
+        "view reads no secrets"
+    );
+    let edit = roles.get("edit").await.expect("edit");
+    assert!(has_rule(&edit, "", "pods", "list") && has_rule(&edit, "", "secrets", "create"));
+    let admin_role = roles.get("admin").await.expect("admin");
+    assert!(
+        has_rule(&admin_role, "apps", "deployments", "update")
+            && has_rule(&admin_role, RBAC_GROUP, "rolebindings", "create")
+    );
+    let managers: Vec<_> = view
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| (m.manager.as_deref(), m.operation.as_deref()))
+        .collect();
+    assert!(
+        managers.contains(&(Some("clusterrole-aggregation-controller"), Some("Apply"))),
+        "{managers:?}"
+    );
+
+    // An operator's role for its widgets, aggregated into view, and so edit and admin.
+    let widgets = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "widgets-view", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "list", "watch"]}]});
+    create(
+        &s,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        widgets,
+    )
+    .await;
+    for name in ["view", "edit", "admin"] {
+        eventually_rule(&roles, name, ("example.com", "widgets", "list"), true).await;
+    }
+    // A service account bound to view in its namespace may now list widgets there.
+    let client = operator(&s).await;
+    create(
+        &s,
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "operator-view"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": "default"}]}),
+    )
+    .await;
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"group": "example.com", "resource": "widgets", "verb": "list", "namespace": "default"}}});
+    let request = http::Request::post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&review).unwrap())
+        .unwrap();
+    let answer: Value = client.request(request).await.expect("a review");
+    assert_eq!(answer["status"]["allowed"], true, "{answer}");
+
+    // Someone edits view by hand: the controller puts its rules back.
+    roles
+        .patch(
+            "view",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"rules": [{"apiGroups": [""], "resources": ["nothing"], "verbs": ["get"]}]}),
+            ),
+        )
+        .await
+        .expect("patched");
+    eventually_rule(&roles, "view", ("example.com", "widgets", "list"), true).await;
+
+    // The operator's role goes: so do its rules, in every role that gathered them.
+    roles
+        .delete("widgets-view", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    for name in ["view", "edit", "admin"] {
+        let role = eventually_rule(&roles, name, ("example.com", "widgets", "list"), false).await;
+        assert!(
+            has_rule(&role, "", "pods", "list"),
+            "{name} keeps kube's rules"
+        );
+    }
 }

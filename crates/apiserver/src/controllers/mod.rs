@@ -1,6 +1,7 @@
 //! Controllers that live inside the server: the garbage collector (ownerReferences,
 //! Background / Foreground / Orphan), namespace termination, CRD cleanup and the `default`
-//! ServiceAccount of every namespace.
+//! ServiceAccount of every namespace; and ClusterRole aggregation ([`aggregation`]), which
+//! RBAC needs under `steady server` as much as under `steady up`.
 //!
 //! One task follows every change in the store (a [`steady_store::Follow`]: a snapshot,
 //! then its changes, and a new snapshot whenever its position is compacted away),
@@ -38,9 +39,14 @@ const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 const NAMESPACE_PREFIX: &str = "/core/namespaces/";
 
-pub fn spawn_all(server: &ApiServer) -> Vec<JoinHandle<()>> {
+/// Start the in-server controllers; aggregated ClusterRoles are up to date on return.
+pub async fn spawn_all(server: &ApiServer) -> Vec<JoinHandle<()>> {
     let gc = GarbageCollector::new(server.clone());
-    vec![tokio::spawn(gc.run())]
+    let mut tasks = vec![tokio::spawn(gc.run())];
+    if let Some((aggregator, follow)) = aggregation::RoleAggregator::start(server.clone()).await {
+        tasks.push(tokio::spawn(aggregator.run(follow)));
+    }
+    tasks
 }
 
 const CRD_PREFIX: &str = "/apiextensions.k8s.io/customresourcedefinitions/";
@@ -905,5 +911,6 @@ fn remove_finalizer(obj: &mut Value, finalizer: &str) {
     meta::set_finalizers(obj, &finalizers);
 }
 
+pub(crate) mod aggregation;
 #[cfg(test)]
 mod tests;
