@@ -18,12 +18,12 @@ use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::Target;
+use crate::rbac::RBAC_GROUP as RBAC;
 use crate::request::WriteOptions;
 
 /// The ClusterIP of `default/kubernetes`: the first address of kube's default service range.
 const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 const READ: &[&str] = &["get", "list", "watch"];
-const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// `create delete deletecollection patch update`: what `edit` adds to what it reads.
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];

@@ -16,6 +16,9 @@ use crate::ApiServer;
 use crate::auth::Identity;
 use crate::error::{ApiError, ApiResult};
 
+/// The RBAC API group.
+pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
 /// What an action is on: a resource (or one of its subresources), or a non-resource path.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Target<'a> {
@@ -249,10 +252,7 @@ impl DecodedObjects {
 }
 
 fn stored(server: &ApiServer, plural: &str, ns: Option<&str>) -> Vec<Arc<Value>> {
-    let Some(rt) = server
-        .registry()
-        .builtin("rbac.authorization.k8s.io", plural)
-    else {
+    let Some(rt) = server.registry().builtin(RBAC_GROUP, plural) else {
         return Vec::new();
     };
     let listed = server
@@ -279,6 +279,16 @@ struct Grant<'v> {
 }
 
 impl Grant<'_> {
+    /// kube's resolution error for a binding whose role does not exist.
+    fn missing_role(&self) -> String {
+        let name = meta::str_at(self.binding, "/roleRef/name").unwrap_or("");
+        let plural = match meta::str_at(self.binding, "/roleRef/kind") {
+            Some("Role") => "roles",
+            _ => "clusterroles",
+        };
+        format!("{plural}.{RBAC_GROUP} \"{name}\" not found")
+    }
+
     fn rules(&self) -> impl Iterator<Item = &Value> {
         self.role
             .and_then(|r| r["rules"].as_array())
@@ -371,6 +381,45 @@ pub fn allowed_by(server: &ApiServer, access: &Access) -> Option<String> {
         .grants(access)
         .find(|grant| grant.rules().any(|rule| rule_allows(rule, access)))
         .map(|grant| grant.reason())
+}
+
+/// The rules an identity holds in one namespace (cluster-wide ones included), and the
+/// bindings whose role could not be found, as kube's rule resolver reports them.
+pub(crate) struct Held {
+    pub rules: Vec<Value>,
+    pub unresolved: Vec<String>,
+}
+
+/// What `identity`'s bindings grant it in `namespace` ("" for cluster-wide only).
+pub(crate) fn rules_held(server: &ApiServer, identity: &Identity, namespace: &str) -> Held {
+    let access = Access::of(identity, "", Target::default().in_namespace(namespace));
+    let stored = Stored::read(server, namespace);
+    let mut held = Held {
+        rules: Vec::new(),
+        unresolved: Vec::new(),
+    };
+    for grant in stored.grants(&access) {
+        if grant.role.is_none() {
+            held.unresolved.push(grant.missing_role());
+        }
+        held.rules.extend(grant.rules().cloned());
+    }
+    held
+}
+
+/// The rules of the role a binding in `namespace` names (`roles` or `clusterroles`);
+/// kube's 404 when it does not exist.
+pub(crate) fn role_rules(
+    server: &ApiServer,
+    plural: &str,
+    name: &str,
+    namespace: &str,
+) -> ApiResult<Vec<Value>> {
+    let namespace = (plural == "roles").then_some(namespace);
+    let roles = stored(server, plural, namespace);
+    let role = find_named(&roles, name)
+        .ok_or_else(|| ApiError::not_found(&format!("{plural}.{RBAC_GROUP}"), name))?;
+    Ok(role["rules"].as_array().cloned().unwrap_or_default())
 }
 
 /// A SelfSubjectRulesReview's status: every rule granted to `identity` in `namespace`.

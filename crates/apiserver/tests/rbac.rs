@@ -8,7 +8,7 @@ mod common;
 
 use common::{ADMIN_TOKEN, authenticated_client, eventually, post_json, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::Status;
 use serde_json::{Value, json};
@@ -435,4 +435,152 @@ async fn aggregated_cluster_roles_gather_the_labelled_roles() {
             "{name} keeps kube's rules"
         );
     }
+}
+
+const OPERATOR_GROUPS: &str =
+    r#"["system:serviceaccounts" "system:serviceaccounts:default" "system:authenticated"]"#;
+
+/// A service account may grant only what it holds, as kube-apiserver's escalation check
+/// has it: a Role's rules, the rules of the role a binding names, an aggregation rule
+/// (cluster-admin only); unless it may `escalate` the role or `bind` the role it names.
+#[tokio::test]
+async fn a_service_account_grants_only_what_it_holds() {
+    let s = server().await;
+    let client = operator(&s).await;
+    grant(
+        &s,
+        "rbac-writer",
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create", "update", "get"]},
+               {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]),
+    )
+    .await;
+    let roles: Api<Role> = Api::default_namespaced(client.clone());
+    let pod_reader = |verbs: Value| -> Role {
+        serde_json::from_value(json!({"metadata": {"name": "pod-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}]}))
+        .unwrap()
+    };
+    let message = forbidden(
+        roles
+            .create(
+                &PostParams::default(),
+                &pod_reader(json!(["get", "list", "watch"])),
+            )
+            .await,
+    );
+    assert_eq!(
+        message,
+        format!(
+            "roles.rbac.authorization.k8s.io \"pod-reader\" is forbidden: user \"{OPERATOR}\" (groups={OPERATOR_GROUPS}) is attempting to grant RBAC permissions not currently held:\n{{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"list\" \"watch\"]}}"
+        )
+    );
+    // What it holds it may hand on; then not widen by an update.
+    let created = roles
+        .create(&PostParams::default(), &pod_reader(json!(["get"])))
+        .await
+        .expect("holds get pods");
+    let mut wider = pod_reader(json!(["get", "delete"]));
+    wider.metadata.resource_version = created.metadata.resource_version;
+    assert!(
+        forbidden(
+            roles
+                .replace("pod-reader", &PostParams::default(), &wider)
+                .await
+        )
+        .ends_with("{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}")
+    );
+
+    // A binding needs the bound role's rules, or `bind` on that role.
+    let bindings: Api<RoleBinding> = Api::default_namespaced(client.clone());
+    let binding_to = |kind: &str, role: &str| -> RoleBinding {
+        serde_json::from_value(json!({"metadata": {"name": format!("to-{role}")},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": kind, "name": role},
+            "subjects": [{"kind": "User", "name": "bob", "apiGroup": RBAC_GROUP}]}))
+        .unwrap()
+    };
+    bindings
+        .create(&PostParams::default(), &binding_to("Role", "pod-reader"))
+        .await
+        .expect("holds what pod-reader grants");
+    let message = forbidden(
+        bindings
+            .create(&PostParams::default(), &binding_to("ClusterRole", "view"))
+            .await,
+    );
+    assert!(
+        message.starts_with(&format!(
+            "rolebindings.rbac.authorization.k8s.io \"to-view\" is forbidden: user \"{OPERATOR}\" (groups={OPERATOR_GROUPS}) is attempting to grant RBAC permissions not currently held:\n{{APIGroups:[\"\"], Resources:[\"bindings\"], Verbs:[\"get\" \"list\" \"watch\"]}}\n"
+        )) && message.contains("\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"list\" \"watch\"]}\n"),
+        "one line per missing resource, in byte order, only what is not held: {message}"
+    );
+    let missing = refused(
+        bindings
+            .create(&PostParams::default(), &binding_to("ClusterRole", "nope"))
+            .await,
+    );
+    assert_eq!(
+        (missing.code, missing.message.as_str()),
+        (
+            404,
+            "clusterroles.rbac.authorization.k8s.io \"nope\" not found"
+        )
+    );
+    grant(
+        &s,
+        "bind-view",
+        json!([{"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "resourceNames": ["view"], "verbs": ["bind"]}]),
+    )
+    .await;
+    bindings
+        .create(&PostParams::default(), &binding_to("ClusterRole", "view"))
+        .await
+        .expect("may bind view");
+
+    // `escalate` on roles lifts the check for Roles.
+    grant(
+        &s,
+        "escalate",
+        json!([{"apiGroups": [RBAC_GROUP], "resources": ["roles"], "verbs": ["escalate"]}]),
+    )
+    .await;
+    roles
+        .replace("pod-reader", &PostParams::default(), &{
+            let mut wider = wider.clone();
+            wider.metadata.resource_version = None;
+            wider
+        })
+        .await
+        .expect("may escalate");
+}
+
+/// Only cluster-admin may give a ClusterRole an aggregation rule: it gathers anything.
+#[tokio::test]
+async fn only_cluster_admin_may_aggregate() {
+    let s = server().await;
+    let client = operator(&s).await;
+    create(
+        &s,
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "operator-roles"},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "operator-roles"},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": "default"}]}),
+    )
+    .await;
+    create(
+        &s,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "operator-roles"},
+            "rules": [{"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["create"]}]}),
+    )
+    .await;
+    let roles: Api<ClusterRole> = Api::all(client);
+    let aggregating: ClusterRole = serde_json::from_value(json!({"metadata": {"name": "gatherer"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"gather": "me"}}]}}))
+    .unwrap();
+    assert_eq!(
+        forbidden(roles.create(&PostParams::default(), &aggregating).await),
+        "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+    );
 }

@@ -21,6 +21,7 @@ use super::RETRY_INTERVAL;
 use crate::ApiServer;
 use crate::objects::Target;
 use crate::patch::DecodedPatch;
+use crate::rbac::RBAC_GROUP;
 use crate::request::WriteOptions;
 use crate::selector::LabelSelector;
 
@@ -202,11 +203,7 @@ impl RoleAggregator {
         revision: Revision,
         rules: Vec<Value>,
     ) -> crate::error::ApiResult<()> {
-        let Some(rt) = self
-            .server
-            .registry()
-            .builtin("rbac.authorization.k8s.io", "clusterroles")
-        else {
+        let Some(rt) = self.server.registry().builtin(RBAC_GROUP, "clusterroles") else {
             return Ok(());
         };
         let mut applied = json!({

@@ -16,6 +16,7 @@ use crate::controllers::derived_for_collector;
 use crate::crd;
 use crate::defaults;
 use crate::error::{ApiError, ApiResult};
+use crate::escalation;
 use crate::meta;
 use crate::patch::{DecodedPatch, PatchError, PatchType};
 use crate::quantities;
@@ -217,6 +218,13 @@ impl ApiServer {
         }
         let mut warnings = Vec::new();
         self.admit(rt, None, &mut obj, opts, &mut warnings)?;
+        // A POST names no object in its URL; an apply that creates does.
+        let url_name = match ownership {
+            Ownership::Applied => name.as_str(),
+            _ => "",
+        };
+        let requester = opts.requester.as_ref();
+        escalation::check_write(self, rt, ns.as_deref(), url_name, &obj, None, requester)?;
         check_builtin_rules(rt, None, &obj)?;
         let attrs = Attributes::new(rt, Operation::Create, ns.as_deref(), &name, opts);
         self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
@@ -497,6 +505,8 @@ impl ApiServer {
         let mut warnings = Vec::new();
         self.admit(rt, Some(old), &mut new, opts, &mut warnings)?;
         if sub.is_none() {
+            let requester = opts.requester.as_ref();
+            escalation::check_write(self, rt, ns, name, &new, Some(old), requester)?;
             check_builtin_rules(rt, Some(old), &new)?;
         }
         let attrs = Attributes::new(rt, Operation::Update, ns, name, opts).on_subresource(sub);

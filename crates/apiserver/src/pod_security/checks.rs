@@ -341,39 +341,6 @@ fn setters_phrase(pod: bool, names: &[String]) -> String {
     setters.join(" and ")
 }
 
-/// Go's `%q` of a string (strconv.Quote), for annotation values.
-fn go_quote(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
-    for ch in text.chars() {
-        match ch {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            '\u{7}' => quoted.push_str("\\a"),
-            '\u{8}' => quoted.push_str("\\b"),
-            '\u{c}' => quoted.push_str("\\f"),
-            '\n' => quoted.push_str("\\n"),
-            '\r' => quoted.push_str("\\r"),
-            '\t' => quoted.push_str("\\t"),
-            '\u{b}' => quoted.push_str("\\v"),
-            ch if (ch as u32) < 0x20 || ch == '\u{7f}' => {
-                quoted.push_str(&format!("\\x{:02x}", ch as u32));
-            }
-            ch if ch.is_control() || (ch.is_whitespace() && ch != ' ') => {
-                let code = ch as u32;
-                if code < 0x10000 {
-                    quoted.push_str(&format!("\\u{code:04x}"));
-                } else {
-                    quoted.push_str(&format!("\\U{code:08x}"));
-                }
-            }
-            ch => quoted.push(ch),
-        }
-    }
-    quoted.push('"');
-    quoted
-}
-
 // ---------------------------------------------------------------------------------------
 // Fields settable on the pod and overridable per container.
 
@@ -483,7 +450,7 @@ fn app_armor_profile(metadata: &Value, spec: &Value) -> Outcome {
         .filter(|(_, value)| {
             !(value.is_empty() || *value == "runtime/default" || value.starts_with("localhost/"))
         })
-        .map(|(key, value)| format!("{key}={}", go_quote(value)))
+        .map(|(key, value)| format!("{key}={}", crate::go_text::quote(value)))
         .collect();
     if !annotations.is_empty() {
         annotations.sort();
@@ -1350,11 +1317,5 @@ mod tests {
         let failures = [Failure::new("a", ""), Failure::new("b", "x")];
         assert_eq!(describe(&failures), "a, b (x)");
         assert_eq!(describe(&[]), "");
-    }
-
-    #[test]
-    fn go_quote_escapes_like_strconv_quote() {
-        assert_eq!(go_quote("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\x01\"");
-        assert_eq!(go_quote("héllo"), "\"héllo\"");
     }
 }
