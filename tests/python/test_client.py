@@ -744,7 +744,9 @@ def test_a_service_account_token_is_held_to_its_roles(api_client, core, unique):
             rbac.create_namespaced_role(ns, client.V1Role(
                 metadata=client.V1ObjectMeta(name="pods"),
                 rules=[client.V1PolicyRule(api_groups=[""], resources=["pods"],
-                                           verbs=["list"])]))
+                                           verbs=["list"]),
+                       client.V1PolicyRule(api_groups=["rbac.authorization.k8s.io"],
+                                           resources=["rolebindings"], verbs=["create"])]))
             rbac.create_namespaced_role_binding(ns, client.V1RoleBinding(
                 metadata=client.V1ObjectMeta(name="pods"),
                 role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io",
@@ -753,6 +755,24 @@ def test_a_service_account_token_is_held_to_its_roles(api_client, core, unique):
                                                namespace=ns)]))
             assert pods.list_namespaced_pod(ns).items == []
             expect_status(403, pods.list_namespaced_pod, "default")
+            # It may write bindings, but grant only what it holds (kube's escalation check).
+            binding = client.V1RoleBinding(
+                metadata=client.V1ObjectMeta(name="edit"),
+                role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io",
+                                          kind="ClusterRole", name="edit"),
+                subjects=[client.RbacV1Subject(kind="ServiceAccount", name="operator",
+                                               namespace=ns)])
+            refused = expect_status(
+                403, client.RbacAuthorizationV1Api(as_operator).create_namespaced_role_binding,
+                ns, binding)
+            message = json.loads(refused.body)["message"]
+            assert message.startswith(
+                f'rolebindings.rbac.authorization.k8s.io "edit" is forbidden: user '
+                f'"system:serviceaccount:{ns}:operator" (groups=["system:serviceaccounts" '
+                f'"system:serviceaccounts:{ns}" "system:authenticated"]) is attempting to '
+                f'grant RBAC permissions not currently held:\n'), message
+            assert ('{APIGroups:[""], Resources:["secrets"], '
+                    'Verbs:["get" "list" "watch" "create" "delete"') in message
     finally:
         core.delete_namespace(ns)
 

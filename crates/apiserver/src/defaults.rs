@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
+use crate::rbac::RBAC_GROUP;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
@@ -526,9 +527,34 @@ pub(crate) fn builtin(
         ("", "namespaces") => default_namespace(obj, old.is_none()),
         ("", "secrets") => default_secret(obj),
         ("", "limitranges") => default_limit_range(obj),
+        (RBAC_GROUP, "rolebindings" | "clusterrolebindings") => default_binding(obj),
         _ => {}
     }
     Ok(())
+}
+
+/// rbac/v1's defaults: a roleRef's API group, and a User's or Group's.
+fn default_binding(binding: &mut Value) {
+    let unset = |v: &Value, field: &str| {
+        v.get(field)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+    };
+    // Go's roleRef is a struct, never absent: an empty one still gets the group.
+    if !binding.get("roleRef").is_some_and(Value::is_object) {
+        binding["roleRef"] = json!({});
+    }
+    if unset(&binding["roleRef"], "apiGroup") {
+        binding["roleRef"]["apiGroup"] = json!(RBAC_GROUP);
+    }
+    let subjects = binding.get_mut("subjects").and_then(Value::as_array_mut);
+    for subject in subjects.into_iter().flatten().filter(|s| s.is_object()) {
+        let kind = subject.get("kind").and_then(Value::as_str);
+        if matches!(kind, Some("User" | "Group")) && unset(subject, "apiGroup") {
+            subject["apiGroup"] = json!(RBAC_GROUP);
+        }
+    }
 }
 
 fn default_pod(pod: &mut Value, creating: bool) {

@@ -1,5 +1,6 @@
 //! Go's formatting of values where kube's messages print them with `%q`: strings as
-//! `strconv.Quote` writes them, string slices as `["a" "b"]`.
+//! `strconv.Quote` writes them, string slices as `["a" "b"]` (and with `%#v`, as
+//! `[]string{"a", "b"}`).
 
 /// Go's `%q` of a string (strconv.Quote).
 pub(crate) fn quote(text: &str) -> String {
@@ -40,6 +41,12 @@ pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
     format!("[{}]", quoted.join(" "))
 }
 
+/// Go's `%#v` of a `[]string`, as `field.Invalid` prints one: `[]string{"a", "b"}`.
+pub(crate) fn go_string_slice<S: AsRef<str>>(items: &[S]) -> String {
+    let quoted: Vec<String> = items.iter().map(|item| quote(item.as_ref())).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +61,6 @@ mod tests {
     fn quote_list_is_space_separated() {
         assert_eq!(quote_list(&["a", "b c"]), "[\"a\" \"b c\"]");
         assert_eq!(quote_list::<&str>(&[]), "[]");
+        assert_eq!(go_string_slice(&["/a", "/b"]), "[]string{\"/a\", \"/b\"}");
     }
 }

@@ -78,6 +78,9 @@ fn minimal_body(kind: &str) -> Value {
         "PodTemplate" => json!({"template": pod_template(labels, "Always")}),
         "Pod" => json!({"spec": pod_template(labels, "Always")["spec"]}),
         "Service" => json!({"spec": {"ports": [{"port": 80}]}}),
+        "RoleBinding" | "ClusterRoleBinding" => {
+            json!({"roleRef": {"kind": "ClusterRole", "name": "view"}})
+        }
         _ => json!({}),
     }
 }

@@ -8,7 +8,7 @@ mod common;
 
 use common::{ADMIN_TOKEN, authenticated_client, eventually, post_json, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use kube::core::Status;
 use serde_json::{Value, json};
@@ -582,5 +582,71 @@ async fn only_cluster_admin_may_aggregate() {
     assert_eq!(
         forbidden(roles.create(&PostParams::default(), &aggregating).await),
         "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+    );
+}
+
+/// RBAC objects are validated as kube validates them, for the administrator too: rules
+/// that name no verbs, bindings to roles of the wrong kind or with malformed subjects, and
+/// a binding's roleRef changed in place are refused with kube's 422.
+#[tokio::test]
+async fn rbac_objects_are_validated_as_in_kube() {
+    let s = server().await;
+    let roles: Api<Role> = Api::default_namespaced(admin(&s));
+    let no_verbs: Role = serde_json::from_value(json!({"metadata": {"name": "r"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": []},
+                  {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}))
+    .unwrap();
+    let status = refused(roles.create(&PostParams::default(), &no_verbs).await);
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (
+            422,
+            "Role.rbac.authorization.k8s.io \"r\" is invalid: [rules[0].verbs: Required value: verbs must contain at least one value, rules[1].nonResourceURLs: Invalid value: []string{\"/metrics\"}: namespaced rules cannot apply to non-resource URLs]"
+        )
+    );
+
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin(&s));
+    let binding = |role_kind: &str, role: &str| -> ClusterRoleBinding {
+        serde_json::from_value(json!({"metadata": {"name": "b"},
+            "roleRef": {"kind": role_kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator"}, {"kind": "User", "name": "bob"}]}))
+        .unwrap()
+    };
+    let status = refused(
+        bindings
+            .create(&PostParams::default(), &binding("Role", "view"))
+            .await,
+    );
+    assert_eq!(
+        status.message,
+        "ClusterRoleBinding.rbac.authorization.k8s.io \"b\" is invalid: [roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\", subjects[0].namespace: Required value]"
+    );
+    // Defaulted as kube defaults rbac/v1: the roleRef's group, a User's group.
+    let mut valid = binding("ClusterRole", "view");
+    valid.subjects.as_mut().expect("subjects")[0].namespace = Some("default".into());
+    let created = bindings
+        .create(&PostParams::default(), &valid)
+        .await
+        .expect("valid");
+    assert_eq!(created.role_ref.api_group, RBAC_GROUP);
+    assert_eq!(
+        created.subjects.expect("subjects")[1].api_group.as_deref(),
+        Some(RBAC_GROUP)
+    );
+    let status = refused(
+        bindings
+            .patch(
+                "b",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"roleRef": {"name": "edit"}})),
+            )
+            .await,
+    );
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (
+            422,
+            "ClusterRoleBinding.rbac.authorization.k8s.io \"b\" is invalid: roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"
+        )
     );
 }

@@ -1231,4 +1231,52 @@ async fn kubectl_rbac_holds_service_accounts_and_impersonated_users_to_their_rol
         "jsonpath={.status.userInfo.username}",
     ]);
     assert_eq!(whoami, account);
+
+    // Allowed to write Roles, it still grants only what it holds (kube's escalation check),
+    // and `kubectl create clusterrolebinding` to `view` needs view's rules, aggregated.
+    k.run(&[
+        "create",
+        "role",
+        "role-writer",
+        "--verb=create",
+        "--resource=roles,rolebindings",
+    ]);
+    k.run(&[
+        "create",
+        "rolebinding",
+        "operator-writes-roles",
+        "--role=role-writer",
+        "--serviceaccount=default:operator",
+    ]);
+    let widened = k.try_run(&[
+        "create",
+        "role",
+        "pod-admin",
+        "--verb=get,delete",
+        "--resource=pods",
+        &with_token,
+    ]);
+    assert!(!widened.success, "{}", widened.stdout);
+    assert_contains(
+        &widened.stderr,
+        &format!(
+            "roles.rbac.authorization.k8s.io \"pod-admin\" is forbidden: user \"{account}\" (groups=[\"system:serviceaccounts\" \"system:serviceaccounts:default\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}}"
+        ),
+    );
+    k.run(&[
+        "create",
+        "role",
+        "pod-getter",
+        "--verb=get",
+        "--resource=pods",
+        &with_token,
+    ]);
+    let view = k.run(&[
+        "get",
+        "clusterrole",
+        "view",
+        "-o",
+        "jsonpath={.rules[*].resources}",
+    ]);
+    assert_contains(&view, "endpointslices");
 }

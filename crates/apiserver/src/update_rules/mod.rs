@@ -1,8 +1,8 @@
 //! What an update may not change in a built-in object, as kube-apiserver's
 //! `Validate*Update` functions decide: a pod's spec (`pods.rs`), the selector of a
 //! Deployment, ReplicaSet or DaemonSet, most of a StatefulSet's spec, a Job's selector and
-//! template, a Service's cluster IP, and the data of a ConfigMap or Secret marked
-//! `immutable`. An operator that changes these in place must fail on steady as it would
+//! template, a Service's cluster IP, the data of a ConfigMap or Secret marked
+//! `immutable`, and a binding's `roleRef`. An operator that changes these in place must fail on steady as it would
 //! on a cluster, with kube's messages.
 //!
 //! Runs on the main resource only (subresources write what they own). Only JSON (the
@@ -12,6 +12,8 @@ mod pods;
 
 use serde_json::{Map, Value};
 
+use crate::go_text::quote;
+use crate::rbac::RBAC_GROUP;
 use crate::schema::{FieldError, FieldErrorReason};
 
 /// The errors of updating `old` to `new`, an object of the built-in `group`/`plural`.
@@ -25,6 +27,9 @@ pub(crate) fn validate(group: &str, plural: &str, old: &Value, new: &Value) -> V
         ("batch", "jobs") => job(old, new),
         ("", "services") => service_cluster_ip(old, new).into_iter().collect(),
         ("", "configmaps") => immutable_data(old, new, &["data", "binaryData"]),
+        (RBAC_GROUP, "rolebindings" | "clusterrolebindings") => {
+            immutable_role_ref(old, new).into_iter().collect()
+        }
         ("", "secrets") => {
             let mut errors = immutable_type(old, new);
             errors.extend(immutable_data(old, new, &["data"]));
@@ -32,6 +37,29 @@ pub(crate) fn validate(group: &str, plural: &str, old: &Value, new: &Value) -> V
         }
         _ => Vec::new(),
     }
+}
+
+/// A binding's `roleRef` never changes; kube names the new one as Go prints its struct.
+fn immutable_role_ref(old: &Value, new: &Value) -> Option<FieldError> {
+    let role_ref = |obj: &Value| {
+        ["apiGroup", "kind", "name"].map(|field| {
+            at(obj, &format!("/roleRef/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        })
+    };
+    let [group, kind, name] = role_ref(new);
+    (role_ref(old) != [group.clone(), kind.clone(), name.clone()]).then(|| FieldError {
+        field: "roleRef".into(),
+        reason: FieldErrorReason::Invalid,
+        message: format!(
+            "Invalid value: rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}: cannot change roleRef",
+            quote(&group),
+            quote(&kind),
+            quote(&name)
+        ),
+    })
 }
 
 fn forbidden(field: &str, message: &str) -> FieldError {

@@ -7,6 +7,8 @@
 //! builds an object kube refuses must be refused here too, with kube's messages (one
 //! cause per problem).
 //!
+//! RBAC objects are checked as kube checks them all (`rbac.rs`).
+//!
 //! Only JSON (the defaulted object): knows nothing of storage or HTTP.
 
 use std::collections::BTreeSet;
@@ -14,7 +16,10 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 use steady_quota::Quantity;
 
+mod rbac;
+
 use crate::defaults::pod_template_of;
+use crate::rbac::RBAC_GROUP;
 use crate::schema::{FieldError, FieldErrorReason, Path};
 use crate::validation::dns1123_label_problems;
 
@@ -39,9 +44,24 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
         ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), ANY_RESTART, &mut errors),
         ("", "services") => service_ports(obj, &mut errors),
         ("", "resourcequotas") => quota_spec(obj, &mut errors),
+        (RBAC_GROUP, "roles") => rbac::role(obj, true, &mut errors),
+        (RBAC_GROUP, "clusterroles") => rbac::role(obj, false, &mut errors),
+        (RBAC_GROUP, "rolebindings") => rbac::binding(obj, false, &mut errors),
+        (RBAC_GROUP, "clusterrolebindings") => rbac::binding(obj, true, &mut errors),
         _ => {}
     }
     errors
+}
+
+/// Whether an update changed what [`validate`] checks: a kind's `spec`, or the top-level
+/// fields RBAC objects keep instead of one. An object whose checked fields an update
+/// leaves alone is not checked again, so one stored before a rule existed stays writable.
+pub(crate) fn checked_fields_changed(group: &str, old: &Value, new: &Value) -> bool {
+    let fields: &[&str] = match group {
+        RBAC_GROUP => &["rules", "aggregationRule", "roleRef", "subjects"],
+        _ => &["spec"],
+    };
+    fields.iter().any(|field| old.get(field) != new.get(field))
 }
 
 fn error(field: &Path, reason: FieldErrorReason, message: String) -> FieldError {
