@@ -528,9 +528,32 @@ pub(crate) fn builtin(
         ("", "secrets") => default_secret(obj),
         ("", "limitranges") => default_limit_range(obj),
         (RBAC_GROUP, "rolebindings" | "clusterrolebindings") => default_binding(obj),
+        ("", "persistentvolumeclaims") => default_volume(obj, None),
+        ("", "persistentvolumes") => default_volume(obj, Some("Retain")),
         _ => {}
     }
     Ok(())
+}
+
+/// core/v1's defaults of a claim or (with its default reclaim policy) a volume: a
+/// Filesystem volume mode, and the Pending phase until the binder says otherwise.
+fn default_volume(obj: &mut Value, reclaim_policy: Option<&str>) {
+    let spec = meta::object_mut(obj, "spec");
+    spec.entry("volumeMode")
+        .or_insert_with(|| json!("Filesystem"));
+    if let Some(policy) = reclaim_policy {
+        spec.entry("persistentVolumeReclaimPolicy")
+            .or_insert_with(|| json!(policy));
+    }
+    let status = meta::object_mut(obj, "status");
+    if status
+        .get("phase")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        status.insert("phase".into(), json!("Pending"));
+    }
 }
 
 /// rbac/v1's defaults: a roleRef's API group, and a User's or Group's.

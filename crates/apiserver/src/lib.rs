@@ -18,6 +18,7 @@ mod bootstrap;
 mod builtin;
 mod controllers;
 mod crd;
+mod default_storage_class;
 mod defaults;
 mod discovery;
 mod error;

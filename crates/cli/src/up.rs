@@ -32,6 +32,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signal();
     let client = plane.api.client();
     crate::operator::ensure_crd(&client).await?;
+    steady_cluster::volumes::ensure_default_class(&client).await?;
     let operator = Switched::new();
     let ui = (!args.no_ui).then(|| operator.view(&client, plane.admin_token()));
     let mut out = std::io::stdout().lock();

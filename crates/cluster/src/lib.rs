@@ -1,6 +1,7 @@
 //! The simulated cluster's controllers: what kube-controller-manager runs so that
 //! workloads come alive (Deployment → ReplicaSet → Pods, Job, CronJob, StatefulSet,
-//! DaemonSet, Endpoints and EndpointSlices of Services, PodDisruptionBudgets' status), each a controller on steady's own
+//! DaemonSet, Endpoints and EndpointSlices of Services, PodDisruptionBudgets' status,
+//! PersistentVolumeClaims bound and provisioned), each a controller on steady's own
 //! runtime, each writing the status fields and conditions kube-controller-manager 1.32
 //! writes, so `kubectl get/wait/rollout` read them as on a real cluster.
 //!
@@ -38,6 +39,7 @@ pub mod pod_template;
 pub mod replicaset;
 mod revision;
 pub mod statefulset;
+pub mod volumes;
 
 pub use clock::Clock;
 
@@ -92,6 +94,7 @@ pub const CONTROLLERS: &[(&str, Start)] = &[
     ("cronjob", cronjob::start),
     ("endpoints", endpoints::start),
     ("disruption", disruption::start),
+    ("persistentvolume-binder", volumes::start),
 ];
 
 /// Why the cluster's controllers stopped other than by shutdown.

@@ -20,8 +20,7 @@ use k8s_openapi::api::apps::v1::{
     ControllerRevision, StatefulSet, StatefulSetSpec, StatefulSetStatus,
 };
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimStatus, PersistentVolumeClaimVolumeSource, Pod,
-    PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::jiff::Timestamp;
@@ -374,8 +373,8 @@ async fn create_pod(ctx: &Context<SetData>, set: &Set<'_>, ordinal: i32) -> Resu
     Ok(())
 }
 
-/// Each claim of `ordinal` that does not exist yet, created and marked Bound (steady has
-/// no volume provisioner: a claim is bound as soon as it exists).
+/// Each claim of `ordinal` that does not exist yet, created (the volume controller binds
+/// it, `crate::volumes`).
 async fn create_claims(ctx: &Context<SetData>, set: &Set<'_>, ordinal: i32) -> Result<(), Error> {
     let api = ctx.api::<PersistentVolumeClaim>(&set.namespace);
     for template in set.spec.volume_claim_templates.iter().flatten() {
@@ -406,16 +405,6 @@ async fn create_claims(ctx: &Context<SetData>, set: &Set<'_>, ordinal: i32) -> R
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
-        let spec = template.spec.clone().unwrap_or_default();
-        let bound = PersistentVolumeClaimStatus {
-            phase: Some("Bound".into()),
-            access_modes: spec.access_modes,
-            capacity: spec.resources.and_then(|r| r.requests),
-            ..PersistentVolumeClaimStatus::default()
-        };
-        let patch = Patch::Merge(json!({ "status": bound }));
-        api.patch_status(&name, &PatchParams::default(), &patch)
-            .await?;
         let message = format!(
             "create Claim {name} Pod {} in StatefulSet {} success",
             set.pod_name(ordinal),

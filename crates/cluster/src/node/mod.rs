@@ -23,6 +23,7 @@ mod kubelet;
 mod lifecycle;
 mod scheduler;
 mod taints;
+mod volumes;
 
 pub use lifecycle::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT, is_ready, set_ready};
 

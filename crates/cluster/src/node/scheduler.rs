@@ -3,7 +3,8 @@
 //! matched, `NoSchedule`/`NoExecute` taints tolerated) and spread pods (the node with the
 //! fewest, then the first). A pod no node fits stays Pending with `PodScheduled=False`
 //! (reason `Unschedulable`) and a `FailedScheduling` event, and is tried again when a
-//! Node changes.
+//! Node changes. A pod's PersistentVolumeClaims are checked as kube's VolumeBinding
+//! plugin checks them (`volumes`).
 //!
 //! Must not know: how a bound pod runs (the kubelet).
 
@@ -19,7 +20,7 @@ use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::daemonset::tolerates;
 
-use super::{ByUid, Nodes, Source, tolerate_races};
+use super::{ByUid, Nodes, Source, tolerate_races, volumes};
 
 /// Pods bound but not yet seen bound in the cache, by uid (their node), so a burst of
 /// bindings spreads instead of piling onto the node that looked emptiest.
@@ -113,6 +114,15 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
     let Some((pod_cache, node_cache)) = nodes.caches.get() else {
         return Ok(Action::done());
     };
+    let total = nodes.names.len();
+    let claims = match volumes::claims_of(pod, &ctx.client()).await? {
+        Ok(claims) => claims,
+        Err(unresolvable) => {
+            let message = unschedulable_message(&unresolvable, &BTreeMap::new(), total);
+            tolerate_races(report_unschedulable(pod, message, ctx).await)?;
+            return Ok(Action::requeue_after(volumes::CLAIM_RETRY));
+        }
+    };
     let mut fitting = Vec::new();
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for name in &nodes.names {
@@ -121,16 +131,26 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
             *reasons.entry("node(s) were not found".into()).or_default() += 1;
             continue;
         };
-        match unfit(pod, &node) {
+        match unfit(pod, &node).or_else(|| claims.unfit(name)) {
             None => fitting.push(name.clone()),
             Some(reason) => *reasons.entry(reason).or_default() += 1,
         }
     }
-    let Some(chosen) = least_loaded(&fitting, pod_cache, nodes) else {
-        let result = report_unschedulable(pod, &reasons, nodes.names.len(), ctx).await;
-        tolerate_races(result)?;
+    let chosen = claims
+        .selected_node(&fitting)
+        .or_else(|| least_loaded(&fitting, pod_cache, nodes));
+    let Some(chosen) = chosen else {
+        let message = unschedulable_message("", &reasons, total);
+        tolerate_races(report_unschedulable(pod, message, ctx).await)?;
         return Ok(Action::done());
     };
+    let namespace = pod.namespace().unwrap_or_default();
+    if claims
+        .wait_for_binding(&chosen, &ctx.client(), &namespace)
+        .await?
+    {
+        return Ok(Action::requeue_after(volumes::CLAIM_RETRY));
+    }
     bind(pod, &chosen, ctx).await?;
     Ok(Action::done())
 }
@@ -212,16 +232,25 @@ fn scheduler_source() -> Source<'static> {
     }
 }
 
-/// kube-scheduler's summary of why no node fits: `0/3 nodes are available: …`.
-fn unschedulable_message(reasons: &BTreeMap<String, usize>, total: usize) -> String {
-    let why: Vec<String> = reasons
-        .iter()
-        .map(|(reason, count)| format!("{count} {reason}"))
-        .collect();
+/// kube-scheduler's summary of why no node fits: `0/3 nodes are available: …`, from a
+/// reason that rules out every node at once (a pre-filter's) or the count of nodes each
+/// reason ruled out.
+fn unschedulable_message(
+    unresolvable: &str,
+    reasons: &BTreeMap<String, usize>,
+    total: usize,
+) -> String {
+    let why = match unresolvable {
+        "" => reasons
+            .iter()
+            .map(|(reason, count)| format!("{count} {reason}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        reason => reason.to_string(),
+    };
     format!(
-        "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: \
-         {total} Preemption is not helpful for scheduling.",
-        why.join(", ")
+        "0/{total} nodes are available: {why}. preemption: 0/{total} nodes are available: \
+         {total} Preemption is not helpful for scheduling."
     )
 }
 
@@ -229,11 +258,9 @@ fn unschedulable_message(reasons: &BTreeMap<String, usize>, total: usize) -> Str
 /// new message (a pod retried on every Node change does not write each time).
 async fn report_unschedulable(
     pod: &Pod,
-    reasons: &BTreeMap<String, usize>,
-    total: usize,
+    message: String,
     ctx: &Context<Nodes>,
 ) -> Result<(), kube::Error> {
-    let message = unschedulable_message(reasons, total);
     let current = pod
         .status
         .as_ref()

@@ -1,0 +1,259 @@
+//! PersistentVolumeClaims bound as on a kind cluster, driven through kube-rs against
+//! steady's API server, the simulated node (its scheduler) and the volume controller:
+//! the default class waits for the first pod and provisions on its node, an `Immediate`
+//! class provisions at once, a static volume is bound by size, and a volume whose claim
+//! is gone is deleted or Released as its reclaim policy says.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::json;
+use steady_test_support::{create_json, eventually};
+
+async fn volume_cluster() -> Cluster {
+    let cluster =
+        controller_cluster(steady_cluster::volumes::start, "persistentvolume-binder").await;
+    steady_cluster::volumes::ensure_default_class(&cluster.client)
+        .await
+        .expect("the default class");
+    cluster
+}
+
+fn claim(name: &str, class: Option<&str>, size: &str) -> serde_json::Value {
+    let mut claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}});
+    if let Some(class) = class {
+        claim["spec"]["storageClassName"] = json!(class);
+    }
+    claim
+}
+
+fn pod_using(name: &str, claim: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "db", "image": "postgres:17"}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}})
+}
+
+fn phase_of(claim: &PersistentVolumeClaim) -> &str {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn volume_phase(volume: &PersistentVolume) -> &str {
+    volume
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+async fn events_of(cluster: &Cluster, name: &str) -> Vec<Event> {
+    let events: Api<Event> = cluster.api();
+    let listed = events.list(&ListParams::default()).await.expect("events");
+    listed
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .collect()
+}
+
+async fn volume_eventually(cluster: &Cluster, name: &str, phase: &str) -> PersistentVolume {
+    let volumes: Api<PersistentVolume> = Api::all(cluster.client.clone());
+    eventually(&format!("volume {name} {phase}"), LIMIT, || async {
+        let volume = volumes.get_opt(name).await.ok()??;
+        (volume_phase(&volume) == phase).then_some(volume)
+    })
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_class_waits_for_the_first_pod_and_provisions_on_its_node() {
+    let cluster = volume_cluster().await;
+    let claims: Api<PersistentVolumeClaim> = cluster.api();
+    let created: PersistentVolumeClaim = create_json(&claims, claim("data", None, "1Gi")).await;
+    let spec = created.spec.clone().expect("spec");
+    assert_eq!(
+        spec.storage_class_name.as_deref(),
+        Some("standard"),
+        "the default class, by admission"
+    );
+    let waiting = event_with_reason(&cluster.client, "WaitForFirstConsumer").await;
+    assert_eq!(
+        waiting.message.as_deref(),
+        Some("waiting for first consumer to be created before binding")
+    );
+    assert_eq!(
+        phase_of(&claims.get("data").await.expect("claim")),
+        "Pending"
+    );
+
+    let _: Pod = create_json(&cluster.api(), pod_using("db", "data")).await;
+    let bound = cluster
+        .wait_for::<PersistentVolumeClaim>("data", "bound", |c| phase_of(c) == "Bound")
+        .await;
+    let pod = cluster
+        .wait_for::<Pod>("db", "running", |p| phase(p) == "Running")
+        .await;
+    let node = pod.spec.and_then(|s| s.node_name).expect("scheduled");
+    let annotations = bound.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations["volume.kubernetes.io/selected-node"], node);
+    assert_eq!(annotations["pv.kubernetes.io/bind-completed"], "yes");
+    assert_eq!(
+        annotations["volume.kubernetes.io/storage-provisioner"],
+        "steady.dev/simulated"
+    );
+    let volume_name = bound.spec.and_then(|s| s.volume_name).expect("volumeName");
+    assert_eq!(
+        volume_name,
+        format!("pvc-{}", bound.metadata.uid.clone().expect("uid"))
+    );
+    let status = bound.status.expect("status");
+    assert_eq!(status.capacity.expect("capacity")["storage"].0, "1Gi");
+    let volume = volume_eventually(&cluster, &volume_name, "Bound").await;
+    let volume_spec = volume.spec.expect("spec");
+    assert_eq!(
+        volume_spec.persistent_volume_reclaim_policy.as_deref(),
+        Some("Delete")
+    );
+    let pinned = serde_json::to_value(&volume_spec.node_affinity).expect("json");
+    assert_eq!(
+        pinned["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"],
+        json!([node])
+    );
+    assert!(
+        events_of(&cluster, "data")
+            .await
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("ProvisioningSucceeded"))
+    );
+
+    // Pod and claim gone: the provisioned volume goes with them (reclaim policy Delete).
+    cluster
+        .api::<Pod>()
+        .delete("db", &DeleteParams::default())
+        .await
+        .expect("pod deleted");
+    eventually("the pod gone", LIMIT, || async {
+        cluster
+            .api::<Pod>()
+            .get_opt("db")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .expect("claim deleted");
+    let volumes: Api<PersistentVolume> = Api::all(cluster.client.clone());
+    eventually("the volume deleted", LIMIT, || async {
+        volumes
+            .get_opt(&volume_name)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    cluster.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn immediate_classes_static_volumes_and_claims_that_cannot_bind() {
+    let cluster = volume_cluster().await;
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> =
+        Api::all(cluster.client.clone());
+    let _: k8s_openapi::api::storage::v1::StorageClass = create_json(
+        &classes,
+        json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"},
+        "provisioner": "steady.dev/simulated", "volumeBindingMode": "Immediate"}),
+    )
+    .await;
+    let claims: Api<PersistentVolumeClaim> = cluster.api();
+    let _: PersistentVolumeClaim = create_json(&claims, claim("fast", Some("fast"), "2Gi")).await;
+    let bound = cluster
+        .wait_for::<PersistentVolumeClaim>("fast", "bound without a pod", |c| {
+            phase_of(c) == "Bound"
+        })
+        .await;
+    assert!(
+        !bound
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("volume.kubernetes.io/selected-node")
+    );
+
+    // A static volume, no class: the smallest that fits is bound; Retain keeps it, Released.
+    let volumes: Api<PersistentVolume> = Api::all(cluster.client.clone());
+    for (name, size) in [("big", "100Gi"), ("small", "10Gi"), ("tiny", "1Gi")] {
+        let _: PersistentVolume = create_json(&volumes, json!({"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": format!("/data/{name}")}}})).await;
+    }
+    volume_eventually(&cluster, "small", "Available").await;
+    let _: PersistentVolumeClaim = create_json(&claims, claim("static", Some(""), "5Gi")).await;
+    let bound = cluster
+        .wait_for::<PersistentVolumeClaim>("static", "bound", |c| phase_of(c) == "Bound")
+        .await;
+    assert_eq!(
+        bound.spec.and_then(|s| s.volume_name).as_deref(),
+        Some("small")
+    );
+    volume_eventually(&cluster, "small", "Bound").await;
+    claims
+        .delete("static", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    volume_eventually(&cluster, "small", "Released").await;
+
+    // What cannot bind says why, and a pod of a missing claim stays Pending.
+    let _: PersistentVolumeClaim = create_json(&claims, claim("gold", Some("gold"), "1Gi")).await;
+    let failed = event_with_reason(&cluster.client, "ProvisioningFailed").await;
+    assert_eq!(
+        failed.message.as_deref(),
+        Some("storageclass.storage.k8s.io \"gold\" not found")
+    );
+    let _: Pod = create_json(&cluster.api(), pod_using("orphan", "nope")).await;
+    let pending = cluster
+        .wait_for::<Pod>("orphan", "unschedulable", |p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .any(|c| c.reason.as_deref() == Some("Unschedulable"))
+        })
+        .await;
+    let condition = pending
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default();
+    let message = condition
+        .iter()
+        .find_map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("0/1 nodes are available: persistentvolumeclaim \"nope\" not found."),
+        "{message}"
+    );
+    let _: Pod = create_json(&cluster.api(), pod_using("waiting", "gold")).await;
+    let pending = cluster
+        .wait_for::<Pod>("waiting", "unschedulable", |p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .any(|c| c.reason.as_deref() == Some("Unschedulable"))
+        })
+        .await;
+    assert_eq!(phase(&pending), "Pending");
+    cluster.stop().await;
+}
