@@ -147,6 +147,10 @@ async fn start(dir: &Path) -> Running {
 async fn start_with_nodes(dir: &Path, nodes: usize) -> Running {
     let server = common::nodes_server(nodes).await;
     serve_https(&server, dir).await;
+    // As `steady up` starts: kind's default StorageClass.
+    steady_cluster::volumes::ensure_default_class(&server.client())
+        .await
+        .expect("the default class");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(steady_cluster::run(server.client(), async move {
         let _ = stopped.await;
@@ -401,5 +405,54 @@ async fn kubectl_shows_quantities_and_a_deployment_past_its_quota() {
     })
     .await;
     assert_eq!(ready, "3");
+    running.stop().await;
+}
+
+const DATABASE: &str = r#"
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 5Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db}
+spec:
+  containers: [{name: postgres, image: "postgres:17"}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+"#;
+
+/// A claim of the default class waits for its pod, as on kind, then binds to a volume
+/// provisioned on the pod's node; `kubectl wait` and `get pv` read it as on a cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_a_claim_bound_for_its_first_pod() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path()).await;
+    let classes = kubectl(dir.path(), &["get", "storageclass"], None).await;
+    assert!(classes.contains("standard (default)"), "{classes}");
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(DATABASE)).await;
+    let bound = kubectl(
+        dir.path(),
+        &[
+            "wait",
+            "--for=jsonpath={.status.phase}=Bound",
+            "pvc/data",
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .await;
+    assert!(bound.contains("condition met"), "{bound}");
+    wait_for_condition(dir.path(), "Ready", "pod/db").await;
+    let volume = get_jsonpath(dir.path(), &["pvc", "data"], "{.spec.volumeName}").await;
+    let listed = kubectl(dir.path(), &["get", "pv", &volume, "--no-headers"], None).await;
+    let columns: Vec<&str> = listed.split_whitespace().collect();
+    assert_eq!(
+        &columns[1..7],
+        ["5Gi", "RWO", "Delete", "Bound", "default/data", "standard"],
+        "{listed}"
+    );
     running.stop().await;
 }
