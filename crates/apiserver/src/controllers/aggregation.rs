@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use steady_store::{Change, ChangeKind, Follow, Followed, Labels, Revision, Snapshot};
 use tokio::time::Instant;
@@ -30,59 +31,113 @@ pub const FIELD_MANAGER: &str = "clusterrole-aggregation-controller";
 /// Aggregation levels settled before the server answers (bootstrap has three).
 const START_PASSES: usize = 4;
 
+/// One policy rule, compared as kube's `Semantic.DeepEqual` compares them (a missing
+/// list and an empty one are the same), written in kube's field order.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PolicyRule {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    verbs: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    api_groups: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    resources: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    resource_names: Vec<String>,
+    #[serde(
+        default,
+        rename = "nonResourceURLs",
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    non_resource_urls: Vec<String>,
+}
+
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// The fields of a stored ClusterRole aggregation reads; everything else is skipped
+/// unread (each server start reads every ClusterRole).
+#[derive(Deserialize)]
+struct StoredRole {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    rules: Vec<PolicyRule>,
+    #[serde(default, rename = "aggregationRule")]
+    aggregation_rule: Option<StoredAggregation>,
+}
+
+#[derive(Deserialize)]
+struct StoredAggregation {
+    #[serde(
+        default,
+        rename = "clusterRoleSelectors",
+        deserialize_with = "null_as_empty"
+    )]
+    selectors: Vec<Value>,
+}
+
 /// What aggregation reads of one ClusterRole.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Role {
     revision: Revision,
     labels: Labels,
-    rules: Vec<Value>,
+    rules: Vec<PolicyRule>,
     /// The `aggregationRule`'s selectors, when the role has one.
     selectors: Option<Vec<LabelSelector>>,
 }
 
 impl Role {
     fn read(revision: Revision, labels: &Labels, bytes: &[u8]) -> Option<Role> {
-        let object: Value = serde_json::from_slice(bytes).ok()?;
-        Some(Role::of(revision, labels.clone(), &object))
-    }
-
-    pub(crate) fn of(revision: Revision, labels: Labels, object: &Value) -> Role {
-        let rules = object
-            .get("rules")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let selectors = object.get("aggregationRule").map(|rule| {
-            let selectors = rule.get("clusterRoleSelectors").and_then(Value::as_array);
-            selectors
-                .into_iter()
-                .flatten()
+        let stored: StoredRole = serde_json::from_slice(bytes).ok()?;
+        let selectors = stored.aggregation_rule.map(|rule| {
+            rule.selectors
+                .iter()
                 // Validation refuses a selector that does not parse; one stored before
                 // that selects nothing rather than everything.
                 .filter_map(|s| LabelSelector::from_label_selector_json(s).ok())
                 .collect()
         });
-        Role {
+        Some(Role {
             revision,
-            labels,
-            rules,
+            labels: labels.clone(),
+            rules: stored.rules,
             selectors,
-        }
+        })
     }
 }
 
 /// The rules `name`'s aggregation rule gathers from `roles`, or `None` when it has none.
-pub(crate) fn aggregated_rules(roles: &BTreeMap<String, Role>, name: &str) -> Option<Vec<Value>> {
+fn aggregated_rules<'r>(
+    roles: &'r BTreeMap<String, Role>,
+    name: &str,
+) -> Option<Vec<&'r PolicyRule>> {
     let selectors = roles.get(name)?.selectors.as_ref()?;
-    let mut rules: Vec<Value> = Vec::new();
+    let mut rules: Vec<&PolicyRule> = Vec::new();
     for selector in selectors {
         let selected = roles
             .iter()
             .filter(|(other, role)| *other != name && selector.matches(&role.labels));
         for (_, role) in selected {
             for rule in &role.rules {
-                if !rules.contains(rule) {
-                    rules.push(rule.clone());
+                if !rules.contains(&rule) {
+                    rules.push(rule);
                 }
             }
         }
@@ -92,12 +147,14 @@ pub(crate) fn aggregated_rules(roles: &BTreeMap<String, Role>, name: &str) -> Op
 
 /// Every aggregated role whose rules are not what its selectors gather, with the rules it
 /// should hold, in name order.
-pub(crate) fn outdated(roles: &BTreeMap<String, Role>) -> Vec<(String, Vec<Value>)> {
+fn outdated(roles: &BTreeMap<String, Role>) -> Vec<(String, Vec<PolicyRule>)> {
     roles
         .iter()
         .filter_map(|(name, role)| {
             let wanted = aggregated_rules(roles, name)?;
-            (wanted != role.rules).then(|| (name.clone(), wanted))
+            let current = role.rules.iter();
+            (!wanted.iter().copied().eq(current))
+                .then(|| (name.clone(), wanted.into_iter().cloned().collect()))
         })
         .collect()
 }
@@ -201,7 +258,7 @@ impl RoleAggregator {
         &self,
         name: &str,
         revision: Revision,
-        rules: Vec<Value>,
+        rules: Vec<PolicyRule>,
     ) -> crate::error::ApiResult<()> {
         let Some(rt) = self.server.registry().builtin(RBAC_GROUP, "clusterroles") else {
             return Ok(());
@@ -212,7 +269,7 @@ impl RoleAggregator {
             "metadata": {"name": name, "resourceVersion": revision.to_string()},
         });
         if !rules.is_empty() {
-            applied["rules"] = Value::Array(rules);
+            applied["rules"] = json!(rules);
         }
         let options = WriteOptions {
             field_manager: Some(FIELD_MANAGER.to_string()),
@@ -245,20 +302,23 @@ mod tests {
             object["aggregationRule"] =
                 json!({"clusterRoleSelectors": [{"matchLabels": {label: "true"}}]});
         }
-        let labels = Labels::of_json_bytes(&serde_json::to_vec(&object).expect("json"));
-        Role::of(1, labels, &object)
+        let bytes = serde_json::to_vec(&object).expect("json");
+        Role::read(1, &Labels::of_json_bytes(&bytes), &bytes).expect("a role")
     }
 
-    fn resources(rules: &[Value]) -> Vec<&str> {
-        rules
-            .iter()
-            .filter_map(|r| r["resources"][0].as_str())
+    fn resources(rules: &[&PolicyRule]) -> Vec<String> {
+        rules.iter().map(|r| r.resources.join(",")).collect()
+    }
+
+    fn roles(list: Vec<(&str, Role)>) -> BTreeMap<String, Role> {
+        list.into_iter()
+            .map(|(name, role)| (name.to_string(), role))
             .collect()
     }
 
     #[test]
     fn gathers_selected_roles_in_name_order_each_rule_once_never_itself() {
-        let roles: BTreeMap<String, Role> = [
+        let roles = roles(vec![
             (
                 "b-second",
                 role(&[("agg", "true")], &["pods", "secrets"], None),
@@ -273,25 +333,32 @@ mod tests {
                 "z-gatherer",
                 role(&[("agg", "true")], &["stale"], Some("agg")),
             ),
-        ]
-        .into_iter()
-        .map(|(name, role)| (name.to_string(), role))
-        .collect();
+        ]);
         let wanted = aggregated_rules(&roles, "z-gatherer").expect("aggregated");
         assert_eq!(resources(&wanted), ["pods", "nodes", "secrets"]);
-        assert_eq!(aggregated_rules(&roles, "a-first"), None);
+        assert!(aggregated_rules(&roles, "a-first").is_none());
         let outdated = outdated(&roles);
         assert_eq!(outdated.len(), 1);
         assert_eq!(outdated[0].0, "z-gatherer");
+        // Written as kube writes a rule: verbs first, empty lists left out.
+        assert_eq!(
+            serde_json::to_string(&outdated[0].1[0]).expect("json"),
+            r#"{"verbs":["get"],"resources":["pods"]}"#
+        );
     }
 
     #[test]
     fn an_aggregated_role_that_holds_its_gathered_rules_is_not_outdated() {
-        let mut roles: BTreeMap<String, Role> = BTreeMap::new();
-        roles.insert("edit".into(), role(&[], &["pods"], Some("to-edit")));
-        roles.insert("pods".into(), role(&[("to-edit", "true")], &["pods"], None));
+        let mut roles = roles(vec![
+            ("edit", role(&[], &["pods"], Some("to-edit"))),
+            ("pods", role(&[("to-edit", "true")], &["pods"], None)),
+        ]);
         assert!(outdated(&roles).is_empty());
         roles.insert("none".into(), role(&[], &[], Some("to-nothing")));
         assert!(outdated(&roles).is_empty(), "no rules gathered, none held");
+        // A missing list and an empty one are the same rule.
+        let bytes = br#"{"rules": [{"verbs": ["get"], "resources": ["pods"], "apiGroups": null}]}"#;
+        let read = Role::read(1, &Labels::default(), bytes).expect("a role");
+        assert_eq!(read.rules, roles["pods"].rules);
     }
 }
