@@ -11,14 +11,14 @@
 //! write's namespace and cluster-wide, compared rule piece by rule piece as kube's
 //! `Covers` does; the refusal lists what is missing as kube prints it.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::ApiServer;
 use crate::auth::Identity;
 use crate::error::{ApiError, ApiResult};
 use crate::go_text::{quote, quote_list};
 use crate::meta;
-use crate::rbac::{self, Access, RBAC_GROUP, Target};
+use crate::rbac::{self, Access, PolicyRule, RBAC_GROUP, Target};
 use crate::registry::ResourceType;
 
 /// Refuse a write of `new` (replacing `old`, on an update) that would grant `requester`
@@ -105,11 +105,9 @@ fn only_collector_fields_differ(old: &Value, new: &Value) -> bool {
     meta::same_content(old, &new)
 }
 
-fn rules_of(role: &Value) -> Vec<Value> {
-    role.get("rules")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
+fn rules_of(role: &Value) -> Vec<PolicyRule> {
+    let rules = role.get("rules").and_then(Value::as_array);
+    rules.into_iter().flatten().map(PolicyRule::of).collect()
 }
 
 fn aggregates(role: &Value) -> bool {
@@ -119,26 +117,58 @@ fn aggregates(role: &Value) -> bool {
 }
 
 /// Everything: what only `cluster-admin` holds.
-fn full_authority() -> Vec<Value> {
+fn full_authority() -> Vec<PolicyRule> {
+    let all = || vec!["*".to_string()];
     vec![
-        json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
-        json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
+        PolicyRule {
+            verbs: all(),
+            api_groups: all(),
+            resources: all(),
+            ..PolicyRule::default()
+        },
+        PolicyRule {
+            verbs: all(),
+            non_resource_urls: all(),
+            ..PolicyRule::default()
+        },
     ]
 }
 
 /// kube's `ConfirmNoEscalation`: every piece of `rules` is covered by one rule `identity`
 /// holds in `namespace`; otherwise kube's message naming what is missing.
+///
+/// Bounded where kube is not: a write whose rules break down into more than
+/// [`MAX_PIECES`] permissions is refused unexamined (one body could otherwise hold a
+/// product of lists big enough to stall the server), and at most [`MAX_LINES`] missing
+/// permissions are listed.
 fn confirm_no_escalation(
     server: &ApiServer,
     identity: &Identity,
     namespace: &str,
-    rules: &[Value],
+    rules: &[PolicyRule],
 ) -> Result<(), String> {
+    let granting = |why: String| {
+        format!(
+            "user {} (groups={}) is attempting to grant RBAC permissions not currently held:\n{why}",
+            quote(&identity.user),
+            quote_list(&identity.groups),
+        )
+    };
+    let pieces: usize = rules
+        .iter()
+        .map(Piece::count)
+        .fold(0, usize::saturating_add);
+    if pieces > MAX_PIECES {
+        return Err(granting(format!(
+            "{pieces} permissions, more than the {MAX_PIECES} steady checks in one write"
+        )));
+    }
     let held = rbac::rules_held(server, identity, namespace);
+    let held_rules: Vec<PolicyRule> = held.rules.iter().map(PolicyRule::of).collect();
     let missing: Vec<Piece> = rules
         .iter()
         .flat_map(Piece::breakdown)
-        .filter(|piece| !held.rules.iter().any(|rule| piece.covered_by(rule)))
+        .filter(|piece| !held_rules.iter().any(|rule| piece.covered_by(rule)))
         .collect();
     if missing.is_empty() {
         return Ok(());
@@ -146,12 +176,12 @@ fn confirm_no_escalation(
     let mut lines: Vec<String> = compact(missing).iter().map(Compacted::describe).collect();
     lines.sort();
     lines.dedup();
-    let mut message = format!(
-        "user {} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
-        quote(&identity.user),
-        quote_list(&identity.groups),
-        lines.join("\n")
-    );
+    let more = lines.len().saturating_sub(MAX_LINES);
+    lines.truncate(MAX_LINES);
+    let mut message = granting(lines.join("\n"));
+    if more > 0 {
+        message.push_str(&format!("\n… and {more} more"));
+    }
     if !held.unresolved.is_empty() {
         message.push_str(&format!(
             "; resolution errors: [{}]",
@@ -160,6 +190,11 @@ fn confirm_no_escalation(
     }
     Err(message)
 }
+
+/// The most permissions one RBAC write's rules may break down into.
+const MAX_PIECES: usize = 1_000_000;
+/// The most missing permissions a refusal lists.
+const MAX_LINES: usize = 1_000;
 
 /// Go's aggregate error text: one message alone, several deduplicated in brackets.
 fn go_aggregate(errors: &[String]) -> String {
@@ -183,80 +218,95 @@ fn go_aggregate(errors: &[String]) -> String {
 
 /// One permission a rule grants: one verb on one resource of one group (and one name), or
 /// one verb on one non-resource URL (kube's `BreakdownRule`).
-#[derive(Debug, Clone, PartialEq)]
-enum Piece {
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Piece<'r> {
     Resource {
-        group: String,
-        resource: String,
-        name: Option<String>,
-        verb: String,
+        group: &'r str,
+        resource: &'r str,
+        name: Option<&'r str>,
+        verb: &'r str,
     },
     Url {
-        url: String,
-        verb: String,
+        url: &'r str,
+        verb: &'r str,
     },
-}
-
-fn strings(rule: &Value, field: &str) -> Vec<String> {
-    meta::string_list(rule.get(field))
 }
 
 fn has_or_star(list: &[String], wanted: &str) -> bool {
     list.iter().any(|item| item == "*" || item == wanted)
 }
 
-impl Piece {
-    fn breakdown(rule: &Value) -> Vec<Piece> {
-        let verbs = strings(rule, "verbs");
-        let names = strings(rule, "resourceNames");
-        let names: Vec<Option<String>> = match names.is_empty() {
+impl<'r> Piece<'r> {
+    /// How many pieces [`Piece::breakdown`] yields, without yielding them.
+    fn count(rule: &PolicyRule) -> usize {
+        let names = rule.resource_names.len().max(1);
+        let resources = [
+            rule.api_groups.len(),
+            rule.resources.len(),
+            rule.verbs.len(),
+            names,
+        ]
+        .into_iter()
+        .fold(1, usize::saturating_mul);
+        let urls = rule
+            .non_resource_urls
+            .len()
+            .saturating_mul(rule.verbs.len());
+        resources.saturating_add(urls)
+    }
+
+    fn breakdown(rule: &'r PolicyRule) -> impl Iterator<Item = Piece<'r>> + 'r {
+        let names: Vec<Option<&'r str>> = match rule.resource_names.is_empty() {
             true => vec![None],
-            false => names.into_iter().map(Some).collect(),
+            false => rule
+                .resource_names
+                .iter()
+                .map(|n| Some(n.as_str()))
+                .collect(),
         };
-        let mut pieces = Vec::new();
-        for group in strings(rule, "apiGroups") {
-            for resource in strings(rule, "resources") {
-                for verb in &verbs {
-                    pieces.extend(names.iter().map(|name| Piece::Resource {
-                        group: group.clone(),
-                        resource: resource.clone(),
-                        name: name.clone(),
-                        verb: verb.clone(),
-                    }));
-                }
-            }
-        }
-        for url in strings(rule, "nonResourceURLs") {
-            pieces.extend(verbs.iter().map(|verb| Piece::Url {
-                url: url.clone(),
-                verb: verb.clone(),
-            }));
-        }
-        pieces
+        let resources = rule.api_groups.iter().flat_map(move |group| {
+            let names = names.clone();
+            rule.resources.iter().flat_map(move |resource| {
+                let names = names.clone();
+                rule.verbs.iter().flat_map(move |verb| {
+                    names.clone().into_iter().map(move |name| Piece::Resource {
+                        group,
+                        resource,
+                        name,
+                        verb,
+                    })
+                })
+            })
+        });
+        let urls = rule
+            .non_resource_urls
+            .iter()
+            .flat_map(move |url| rule.verbs.iter().map(move |verb| Piece::Url { url, verb }));
+        resources.chain(urls)
     }
 
     /// kube's `ruleCovers` for one piece: every field of the piece allowed by `rule`.
-    fn covered_by(&self, rule: &Value) -> bool {
-        let names = strings(rule, "resourceNames");
-        match self {
+    fn covered_by(&self, rule: &PolicyRule) -> bool {
+        let names = &rule.resource_names;
+        match *self {
             Piece::Resource {
                 group,
                 resource,
                 name,
                 verb,
             } => {
-                has_or_star(&strings(rule, "verbs"), verb)
-                    && has_or_star(&strings(rule, "apiGroups"), group)
-                    && covers_resource(&strings(rule, "resources"), resource)
+                has_or_star(&rule.verbs, verb)
+                    && has_or_star(&rule.api_groups, group)
+                    && covers_resource(&rule.resources, resource)
                     && match name {
                         None => names.is_empty(),
-                        Some(name) => names.is_empty() || names.contains(name),
+                        Some(name) => names.is_empty() || names.iter().any(|n| n == name),
                     }
             }
             Piece::Url { url, verb } => {
-                has_or_star(&strings(rule, "verbs"), verb)
+                has_or_star(&rule.verbs, verb)
                     && names.is_empty()
-                    && strings(rule, "nonResourceURLs").iter().any(|allowed| {
+                    && rule.non_resource_urls.iter().any(|allowed| {
                         allowed == url
                             || allowed
                                 .strip_suffix('*')
@@ -272,20 +322,20 @@ fn covers_resource(allowed: &[String], resource: &str) -> bool {
     allowed.iter().any(|a| a == "*" || a == resource)
         || resource
             .split_once('/')
-            .is_some_and(|(_, sub)| allowed.iter().any(|a| a == &format!("*/{sub}")))
+            .is_some_and(|(_, sub)| allowed.iter().any(|a| a.strip_prefix("*/") == Some(sub)))
 }
 
 /// Missing pieces as kube prints them: the verbs of one group, resource and name merged.
-struct Compacted {
-    piece: Piece,
-    verbs: Vec<String>,
+struct Compacted<'r> {
+    piece: Piece<'r>,
+    verbs: Vec<&'r str>,
 }
 
-fn compact(missing: Vec<Piece>) -> Vec<Compacted> {
+fn compact(missing: Vec<Piece<'_>>) -> Vec<Compacted<'_>> {
     let mut compacted: Vec<Compacted> = Vec::new();
     for piece in missing {
-        let verb = match &piece {
-            Piece::Resource { verb, .. } | Piece::Url { verb, .. } => verb.clone(),
+        let verb = match piece {
+            Piece::Resource { verb, .. } | Piece::Url { verb, .. } => verb,
         };
         let same_target = |c: &&mut Compacted| match (&c.piece, &piece) {
             (
@@ -315,7 +365,7 @@ fn compact(missing: Vec<Piece>) -> Vec<Compacted> {
     compacted
 }
 
-impl Compacted {
+impl Compacted<'_> {
     /// kube's `CompactString`: the non-empty fields, in its order.
     fn describe(&self) -> String {
         let mut parts = Vec::new();
@@ -341,11 +391,13 @@ impl Compacted {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn covered(owner: Value, requested: Value) -> Vec<String> {
+        let (owner, requested) = (PolicyRule::of(&owner), PolicyRule::of(&requested));
         let missing: Vec<Piece> = Piece::breakdown(&requested)
-            .into_iter()
             .filter(|piece| !piece.covered_by(&owner))
             .collect();
         let mut lines: Vec<String> = compact(missing).iter().map(Compacted::describe).collect();
@@ -426,6 +478,31 @@ mod tests {
                 json!({"nonResourceURLs": ["/apis/x"], "verbs": ["get"]})
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn pieces_are_counted_without_being_made() {
+        let strings = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>();
+        let rule = PolicyRule {
+            verbs: strings(3),
+            api_groups: strings(2),
+            resources: strings(5),
+            resource_names: strings(7),
+            non_resource_urls: strings(11),
+        };
+        assert_eq!(Piece::count(&rule), Piece::breakdown(&rule).count());
+        assert_eq!(Piece::count(&rule), 3 * 2 * 5 * 7 + 11 * 3);
+        let huge = PolicyRule {
+            verbs: strings(100_000),
+            api_groups: strings(100_000),
+            resources: strings(100_000),
+            resource_names: strings(100_000),
+            ..PolicyRule::default()
+        };
+        assert!(
+            Piece::count(&huge) > MAX_PIECES,
+            "saturates, never overflows"
         );
     }
 

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::meta;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ApiServer;
@@ -208,6 +209,56 @@ fn subject_matches(subject: &Value, binding_ns: &str, access: &Access) -> bool {
             access.user == format!("system:serviceaccount:{ns}:{name}")
         }
         _ => false,
+    }
+}
+
+/// One policy rule, compared as kube's `Semantic.DeepEqual` compares them (a missing
+/// list and an empty one are the same), written in kube's field order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PolicyRule {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub verbs: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub api_groups: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resources: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resource_names: Vec<String>,
+    #[serde(
+        default,
+        rename = "nonResourceURLs",
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub non_resource_urls: Vec<String>,
+}
+
+/// A list that may be `null`, read as empty.
+pub(crate) fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+impl PolicyRule {
+    /// Read from a stored rule; a malformed one grants nothing.
+    pub(crate) fn of(rule: &Value) -> PolicyRule {
+        PolicyRule::deserialize(rule).unwrap_or_default()
     }
 }
 
@@ -414,12 +465,13 @@ pub(crate) fn role_rules(
     plural: &str,
     name: &str,
     namespace: &str,
-) -> ApiResult<Vec<Value>> {
+) -> ApiResult<Vec<PolicyRule>> {
     let namespace = (plural == "roles").then_some(namespace);
     let roles = stored(server, plural, namespace);
     let role = find_named(&roles, name)
         .ok_or_else(|| ApiError::not_found(&format!("{plural}.{RBAC_GROUP}"), name))?;
-    Ok(role["rules"].as_array().cloned().unwrap_or_default())
+    let rules = role["rules"].as_array().into_iter().flatten();
+    Ok(rules.map(PolicyRule::of).collect())
 }
 
 /// A SelfSubjectRulesReview's status: every rule granted to `identity` in `namespace`.

@@ -650,3 +650,27 @@ async fn rbac_objects_are_validated_as_in_kube() {
         )
     );
 }
+
+/// A Role whose lists multiply into millions of permissions is refused at once, not
+/// checked one by one while other requests wait (kube would check them all).
+#[tokio::test]
+async fn a_role_too_large_to_check_is_refused_at_once() {
+    let s = server().await;
+    let client = operator(&s).await;
+    grant(
+        &s,
+        "role-writer",
+        json!([{"apiGroups": [RBAC_GROUP], "resources": ["roles"], "verbs": ["create"]}]),
+    )
+    .await;
+    let many = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>();
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": "huge"},
+        "rules": [{"apiGroups": many("g", 200), "resources": many("r", 200), "verbs": many("v", 30)}]}))
+    .unwrap();
+    let roles: Api<Role> = Api::default_namespaced(client);
+    let message = forbidden(roles.create(&PostParams::default(), &role).await);
+    assert!(
+        message.ends_with("1200000 permissions, more than the 1000000 steady checks in one write"),
+        "{message}"
+    );
+}

@@ -11,9 +11,9 @@
 //! carries the resourceVersion it computed from, so a role deleted or changed meanwhile is
 //! never recreated or overwritten: its next event recomputes it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steady_store::{Change, ChangeKind, Follow, Followed, Labels, Revision, Snapshot};
 use tokio::time::Instant;
@@ -22,7 +22,7 @@ use super::RETRY_INTERVAL;
 use crate::ApiServer;
 use crate::objects::Target;
 use crate::patch::DecodedPatch;
-use crate::rbac::RBAC_GROUP;
+use crate::rbac::{PolicyRule, RBAC_GROUP, null_as_empty};
 use crate::request::WriteOptions;
 use crate::selector::LabelSelector;
 
@@ -30,48 +30,6 @@ const CLUSTER_ROLES: &str = "/rbac.authorization.k8s.io/clusterroles/";
 pub const FIELD_MANAGER: &str = "clusterrole-aggregation-controller";
 /// Aggregation levels settled before the server answers (bootstrap has three).
 const START_PASSES: usize = 4;
-
-/// One policy rule, compared as kube's `Semantic.DeepEqual` compares them (a missing
-/// list and an empty one are the same), written in kube's field order.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct PolicyRule {
-    #[serde(default, deserialize_with = "null_as_empty")]
-    verbs: Vec<String>,
-    #[serde(
-        default,
-        deserialize_with = "null_as_empty",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    api_groups: Vec<String>,
-    #[serde(
-        default,
-        deserialize_with = "null_as_empty",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    resources: Vec<String>,
-    #[serde(
-        default,
-        deserialize_with = "null_as_empty",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    resource_names: Vec<String>,
-    #[serde(
-        default,
-        rename = "nonResourceURLs",
-        deserialize_with = "null_as_empty",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    non_resource_urls: Vec<String>,
-}
-
-fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
-}
 
 /// The fields of a stored ClusterRole aggregation reads; everything else is skipped
 /// unread (each server start reads every ClusterRole).
@@ -130,16 +88,14 @@ fn aggregated_rules<'r>(
 ) -> Option<Vec<&'r PolicyRule>> {
     let selectors = roles.get(name)?.selectors.as_ref()?;
     let mut rules: Vec<&PolicyRule> = Vec::new();
+    // Each rule once, found in constant time: a role may hold very many.
+    let mut seen: HashSet<&PolicyRule> = HashSet::new();
     for selector in selectors {
         let selected = roles
             .iter()
             .filter(|(other, role)| *other != name && selector.matches(&role.labels));
         for (_, role) in selected {
-            for rule in &role.rules {
-                if !rules.contains(&rule) {
-                    rules.push(rule);
-                }
-            }
+            rules.extend(role.rules.iter().filter(|rule| seen.insert(rule)));
         }
     }
     Some(rules)
