@@ -11,7 +11,7 @@
 //! write's namespace and cluster-wide, compared rule piece by rule piece as kube's
 //! `Covers` does; the refusal lists what is missing as kube prints it.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::ApiServer;
 use crate::auth::Identity;
@@ -48,6 +48,7 @@ pub(crate) fn check_write(
             "{} \"{name}\" is forbidden: {why}",
             rt.qualified_name()
         ))
+        .with_details(json!({"name": name, "group": RBAC_GROUP, "kind": rt.plural}))
     };
     match rt.plural.as_str() {
         plural @ ("roles" | "clusterroles") => {

@@ -579,9 +579,20 @@ async fn only_cluster_admin_may_aggregate() {
     let aggregating: ClusterRole = serde_json::from_value(json!({"metadata": {"name": "gatherer"},
         "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"gather": "me"}}]}}))
     .unwrap();
+    let status = refused(roles.create(&PostParams::default(), &aggregating).await);
     assert_eq!(
-        forbidden(roles.create(&PostParams::default(), &aggregating).await),
+        status.message,
         "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+    );
+    let details = status.details.expect("kube's details");
+    assert_eq!(
+        (
+            status.code,
+            details.name.as_str(),
+            details.group.as_str(),
+            details.kind.as_str()
+        ),
+        (403, "gatherer", RBAC_GROUP, "clusterroles")
     );
 }
 
