@@ -105,13 +105,24 @@ fn invalid_field(field: &str, value: &str, problems: &[String]) -> FieldError {
     }
 }
 
+/// kube's `IsValidPathSegmentName`: what a name that is one URL path segment may not be
+/// or contain (every RBAC name, and every object name before its kind's own rule).
+pub(crate) fn path_segment_problems(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ['/', '%']
+        .into_iter()
+        .filter(|c| name.contains(*c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
+}
+
 /// What is wrong with a non-empty name under `rule`, if anything.
 fn name_problems(name: &str, rule: NameRule) -> Option<Vec<String>> {
-    if name == "." || name == ".." {
-        return Some(vec![format!("may not be '{name}'")]);
-    }
-    if let Some(c) = ['/', '%'].into_iter().find(|c| name.contains(*c)) {
-        return Some(vec![format!("may not contain '{c}'")]);
+    let segment_problems = path_segment_problems(name);
+    if !segment_problems.is_empty() {
+        return Some(segment_problems);
     }
     let (max, matches, message) = match rule {
         NameRule::PathSegment => return None,

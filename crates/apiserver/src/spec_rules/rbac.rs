@@ -12,7 +12,8 @@ use crate::go_text::go_string_slice;
 use crate::rbac::RBAC_GROUP;
 use crate::schema::{FieldError, FieldErrorReason, Path};
 use crate::validation::{
-    DNS1123_SUBDOMAIN_MSG, label_value_problems, matches_dns1123_subdomain, qualified_name_problems,
+    DNS1123_SUBDOMAIN_MSG, label_value_problems, matches_dns1123_subdomain, path_segment_problems,
+    qualified_name_problems,
 };
 
 /// The rules (and, for a ClusterRole, the aggregation rule) of a Role or ClusterRole.
@@ -26,10 +27,6 @@ pub(super) fn role(role: &Value, namespaced: bool, errors: &mut Vec<FieldError>)
     }
 }
 
-fn strings(value: &Value, field: &str) -> Vec<String> {
-    crate::meta::string_list(value.get(field))
-}
-
 fn policy_rule(rule: &Value, namespaced: bool, at: &Path, errors: &mut Vec<FieldError>) {
     if list(rule, "verbs").is_empty() {
         errors.push(required_because(
@@ -37,7 +34,7 @@ fn policy_rule(rule: &Value, namespaced: bool, at: &Path, errors: &mut Vec<Field
             "verbs must contain at least one value",
         ));
     }
-    let urls = strings(rule, "nonResourceURLs");
+    let urls = crate::meta::string_list(rule.get("nonResourceURLs"));
     if !urls.is_empty() {
         let field = Path::Field(at, "nonResourceURLs");
         let shown = Value::String(go_string_slice(&urls));
@@ -205,18 +202,6 @@ pub(super) fn binding(binding: &Value, cluster: bool, errors: &mut Vec<FieldErro
     for (i, subject) in list(binding, "subjects").iter().enumerate() {
         binding_subject(subject, cluster, &Path::Item(&at, i), errors);
     }
-}
-
-/// `IsValidPathSegmentName`: what an RBAC name may not be or contain.
-fn path_segment_problems(name: &str) -> Vec<String> {
-    if name == "." || name == ".." {
-        return vec![format!("may not be '{name}'")];
-    }
-    ['/', '%']
-        .into_iter()
-        .filter(|c| name.contains(*c))
-        .map(|c| format!("may not contain '{c}'"))
-        .collect()
 }
 
 fn binding_subject(subject: &Value, cluster: bool, at: &Path, errors: &mut Vec<FieldError>) {
