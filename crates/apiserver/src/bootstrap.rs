@@ -27,16 +27,8 @@ const READ: &[&str] = &["get", "list", "watch"];
 
 /// `create delete deletecollection patch update`: what `edit` adds to what it reads.
 const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
-const READ_WRITE: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
+/// Every verb of a fully served kind: what kube's roles grant on leases, roles, bindings.
+const READ_WRITE: &[&str] = crate::builtin::ALL_VERBS;
 
 /// One policy rule of a bootstrap role: API group, resources, verbs.
 type Rule = (

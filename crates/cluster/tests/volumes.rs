@@ -63,6 +63,18 @@ async fn events_of(cluster: &Cluster, name: &str) -> Vec<Event> {
         .collect()
 }
 
+/// Wait until the pod `name` is marked Unschedulable, and return it.
+async fn unschedulable(cluster: &Cluster, name: &str) -> Pod {
+    cluster
+        .wait_for::<Pod>(name, "unschedulable", |p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .any(|c| c.reason.as_deref() == Some("Unschedulable"))
+        })
+        .await
+}
+
 async fn volume_eventually(cluster: &Cluster, name: &str, phase: &str) -> PersistentVolume {
     let volumes: Api<PersistentVolume> = Api::all(cluster.client.clone());
     eventually(&format!("volume {name} {phase}"), LIMIT, || async {
@@ -225,14 +237,7 @@ async fn immediate_classes_static_volumes_and_claims_that_cannot_bind() {
         Some("storageclass.storage.k8s.io \"gold\" not found")
     );
     let _: Pod = create_json(&cluster.api(), pod_using("orphan", "nope")).await;
-    let pending = cluster
-        .wait_for::<Pod>("orphan", "unschedulable", |p| {
-            p.status
-                .iter()
-                .flat_map(|s| s.conditions.iter().flatten())
-                .any(|c| c.reason.as_deref() == Some("Unschedulable"))
-        })
-        .await;
+    let pending = unschedulable(&cluster, "orphan").await;
     let condition = pending
         .status
         .and_then(|s| s.conditions)
@@ -246,14 +251,7 @@ async fn immediate_classes_static_volumes_and_claims_that_cannot_bind() {
         "{message}"
     );
     let _: Pod = create_json(&cluster.api(), pod_using("waiting", "gold")).await;
-    let pending = cluster
-        .wait_for::<Pod>("waiting", "unschedulable", |p| {
-            p.status
-                .iter()
-                .flat_map(|s| s.conditions.iter().flatten())
-                .any(|c| c.reason.as_deref() == Some("Unschedulable"))
-        })
-        .await;
+    let pending = unschedulable(&cluster, "waiting").await;
     assert_eq!(phase(&pending), "Pending");
     cluster.stop().await;
 }
