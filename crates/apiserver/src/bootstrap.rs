@@ -558,7 +558,7 @@ fn live_namespaces(server: &ApiServer) -> ApiResult<Vec<String>> {
         return Ok(Vec::new());
     };
     Ok(server
-        .current_builtin_objects(&rt, None)?
+        .current_builtin_objects::<Value>(&rt, None)?
         .into_iter()
         .filter(|ns| meta::deletion_timestamp(ns).is_none())
         .filter_map(|ns| meta::name(&ns).map(str::to_string))

@@ -30,7 +30,7 @@ impl ApiServer {
         let rt = self
             .registry()
             .builtin("storage.k8s.io", "storageclasses")?;
-        let classes = self.current_builtin_objects(&rt, None).ok()?;
+        let classes: Vec<Value> = self.current_builtin_objects(&rt, None).ok()?;
         let is_default = |class: &Value| {
             [DEFAULT_CLASS, DEFAULT_CLASS_BETA].iter().any(|a| {
                 meta::str_at(

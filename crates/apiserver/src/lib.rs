@@ -45,6 +45,7 @@ mod schema;
 mod selector;
 pub mod serve;
 mod spec_rules;
+mod storage_protection;
 mod table;
 pub mod tls;
 mod typed;

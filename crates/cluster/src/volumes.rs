@@ -383,8 +383,8 @@ async fn bind(
     Ok(())
 }
 
-/// A volume's phase: Available without a claim, Bound with one, Released (or deleted,
-/// when steady provisioned it and its policy says `Delete`) once its claim is gone.
+/// A volume's phase: Available without a claim, Bound with one, Released once its claim
+/// is gone, and then deleted when steady provisioned it and its policy says `Delete`.
 async fn reconcile_volume(
     volume: Arc<PersistentVolume>,
     ctx: Arc<Context<ObjectCache<PersistentVolumeClaim>>>,
@@ -400,11 +400,16 @@ async fn reconcile_volume(
         }
         return Ok(Action::done());
     };
-    if uid.is_empty() || phase == Some("Released") {
+    if uid.is_empty() {
         return Ok(Action::done());
     }
-    if claim_exists(&ctx, namespace, name, uid).await? {
-        return Ok(Action::done());
+    if phase != Some("Released") {
+        if claim_exists(&ctx, namespace, name, uid).await? {
+            return Ok(Action::done());
+        }
+        // Released before it is reclaimed, as kube's binder does: a deleted volume keeps
+        // its `kubernetes.io/pv-protection` finalizer while it is Bound.
+        set_phase("Released").await?;
     }
     let ours = volume.annotations().get(PROVISIONED_BY).map(String::as_str) == Some(PROVISIONER);
     let policy = volume
@@ -422,8 +427,6 @@ async fn reconcile_volume(
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
-    } else {
-        set_phase("Released").await?;
     }
     Ok(Action::done())
 }

@@ -454,5 +454,28 @@ async fn kubectl_sees_a_claim_bound_for_its_first_pod() {
         ["5Gi", "RWO", "Delete", "Bound", "default/data", "standard"],
         "{listed}"
     );
+    // Deleted under its pod, the claim is Terminating until the pod is gone.
+    kubectl(dir.path(), &["delete", "pvc", "data", "--wait=false"], None).await;
+    let claim = kubectl(dir.path(), &["get", "pvc", "data", "--no-headers"], None).await;
+    assert_eq!(
+        claim.split_whitespace().nth(1),
+        Some("Terminating"),
+        "{claim}"
+    );
+    let finalizers = get_jsonpath(dir.path(), &["pvc", "data"], "{.metadata.finalizers}").await;
+    assert_eq!(finalizers, r#"["kubernetes.io/pvc-protection"]"#);
+    kubectl(dir.path(), &["delete", "pod", "db"], None).await;
+    kubectl(
+        dir.path(),
+        &[
+            "wait",
+            "--for=delete",
+            "pvc/data",
+            &format!("pv/{volume}"),
+            "--timeout=60s",
+        ],
+        None,
+    )
+    .await;
     running.stop().await;
 }

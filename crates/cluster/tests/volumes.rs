@@ -1,8 +1,9 @@
 //! PersistentVolumeClaims bound as on a kind cluster, driven through kube-rs against
 //! steady's API server, the simulated node (its scheduler) and the volume controller:
 //! the default class waits for the first pod and provisions on its node, an `Immediate`
-//! class provisions at once, a static volume is bound by size, and a volume whose claim
-//! is gone is deleted or Released as its reclaim policy says.
+//! class provisions at once, a static volume is bound by size, a claim deleted under its
+//! pod waits for the pod (pvc-protection), and a volume whose claim is gone is deleted or
+//! Released as its reclaim policy says.
 
 mod common;
 
@@ -145,26 +146,29 @@ async fn the_default_class_waits_for_the_first_pod_and_provisions_on_its_node() 
             .any(|e| e.reason.as_deref() == Some("ProvisioningSucceeded"))
     );
 
-    // Pod and claim gone: the provisioned volume goes with them (reclaim policy Delete).
+    // The claim deleted under its running pod is kept (pvc-protection), Terminating and
+    // still Bound, until the pod is gone; then its provisioned volume goes too (reclaim
+    // policy Delete).
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .expect("claim deleted");
+    let kept = claims.get("data").await.expect("the claim is kept");
+    assert!(kept.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        kept.metadata.finalizers.as_deref(),
+        Some(&["kubernetes.io/pvc-protection".to_string()][..])
+    );
+    assert_eq!(phase_of(&kept), "Bound");
     cluster
         .api::<Pod>()
         .delete("db", &DeleteParams::default())
         .await
         .expect("pod deleted");
-    eventually("the pod gone", LIMIT, || async {
-        cluster
-            .api::<Pod>()
-            .get_opt("db")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
+    eventually("the claim gone with its pod", LIMIT, || async {
+        claims.get_opt("data").await.ok()?.is_none().then_some(())
     })
     .await;
-    claims
-        .delete("data", &DeleteParams::default())
-        .await
-        .expect("claim deleted");
     let volumes: Api<PersistentVolume> = Api::all(cluster.client.clone());
     eventually("the volume deleted", LIMIT, || async {
         volumes

@@ -1,7 +1,9 @@
 //! Controllers that live inside the server: the garbage collector (ownerReferences,
 //! Background / Foreground / Orphan), namespace termination, CRD cleanup and the `default`
-//! ServiceAccount of every namespace; and ClusterRole aggregation ([`aggregation`]), which
-//! RBAC needs under `steady server` as much as under `steady up`.
+//! ServiceAccount of every namespace; claims and volumes kept while in use
+//! ([`storage_protection`], steps of the collector's pass); and ClusterRole aggregation
+//! ([`aggregation`]). RBAC needs aggregation, and the protection finalizers the server adds
+//! need their release, under `steady server` as much as under `steady up`.
 //!
 //! One task follows every change in the store (a [`steady_store::Follow`]: a snapshot,
 //! then its changes, and a new snapshot whenever its position is compacted away),
@@ -251,6 +253,10 @@ struct GarbageCollector {
     /// Uids whose last step failed, examined again at `retry_at`.
     retry: BTreeSet<String>,
     retry_at: Option<Instant>,
+    /// Deleted claims still protected, by namespace: held by a pod when last looked at.
+    waiting_claims: BTreeMap<String, BTreeSet<String>>,
+    /// Namespaces whose waiting claims are to be looked at again.
+    claims_due: BTreeSet<String>,
 }
 
 impl GarbageCollector {
@@ -267,6 +273,8 @@ impl GarbageCollector {
             dirty: BTreeSet::new(),
             retry: BTreeSet::new(),
             retry_at: None,
+            waiting_claims: BTreeMap::new(),
+            claims_due: BTreeSet::new(),
         }
     }
 
@@ -303,8 +311,9 @@ impl GarbageCollector {
             self.dirty.append(&mut self.retry);
         }
         let mut examined = 0;
-        while !self.dirty.is_empty() {
+        while !self.dirty.is_empty() || !self.claims_due.is_empty() {
             examined += self.process_dirty().await;
+            self.release_unused_claims().await;
         }
         examined
     }
@@ -351,6 +360,8 @@ impl GarbageCollector {
         self.crd_by_prefix.clear();
         self.retry.clear();
         self.retry_at = None;
+        self.waiting_claims.clear();
+        self.claims_due.clear();
         for object in snapshot.objects {
             if let Err(why) = self.observe(&object.key, object.revision, &object.value, None)
                 && !known_unreadable.contains_key(&*object.key)
@@ -364,6 +375,7 @@ impl GarbageCollector {
     fn apply(&mut self, change: &Change) {
         let event = &change.event;
         let key = &*event.key;
+        self.pod_changed(key);
         match change.kind {
             ChangeKind::Added | ChangeKind::Modified => {
                 let known = self.unreadable.contains_key(key);
@@ -494,6 +506,7 @@ impl GarbageCollector {
             let Some(node) = self.nodes.remove(&uid) else {
                 return;
             };
+            self.forget_claim(key, &uid, &node);
             for owner in &node.owners {
                 if let Some(set) = self.dependents.get_mut(&owner.uid) {
                     set.remove(&uid);
@@ -584,15 +597,20 @@ impl GarbageCollector {
         let examined = dirty.len();
         for uid in dirty {
             if let Err(e) = self.process(&uid).await {
-                if e.code != 404 && e.code != 409 {
-                    tracing::warn!(%uid, error = %e, "garbage collection step failed; will retry");
-                }
-                self.retry.insert(uid);
-                self.retry_at
-                    .get_or_insert_with(|| Instant::now() + RETRY_INTERVAL);
+                self.failed(uid, &e);
             }
         }
         examined
+    }
+
+    /// A step on `uid` failed: it is examined again after [`RETRY_INTERVAL`].
+    fn failed(&mut self, uid: String, e: &ApiError) {
+        if e.code != 404 && e.code != 409 {
+            tracing::warn!(%uid, error = %e, "garbage collection step failed; will retry");
+        }
+        self.retry.insert(uid);
+        self.retry_at
+            .get_or_insert_with(|| Instant::now() + RETRY_INTERVAL);
     }
 
     async fn process(&mut self, uid: &str) -> ApiResult<()> {
@@ -606,6 +624,7 @@ impl GarbageCollector {
         if !node.deleting {
             return self.process_live(uid, &node).await;
         }
+        self.release_if_unused(uid, &node).await?;
         let dependents: Vec<String> = self
             .dependents
             .get(uid)
@@ -686,6 +705,7 @@ impl GarbageCollector {
             && node.owners.iter().all(|o| self.nodes.contains_key(&o.uid))
             && !node.key.starts_with(NAMESPACE_PREFIX)
             && !self.container_terminating(node)
+            && !storage_protection::needs_protection(node)
     }
 
     /// A live object: collect it if its owners are gone or its namespace or CRD is going.
@@ -710,6 +730,9 @@ impl GarbageCollector {
         }
         if node.key.starts_with(NAMESPACE_PREFIX) {
             self.ensure_default_service_account(&node.name).await?;
+        }
+        if storage_protection::needs_protection(node) {
+            self.protect(uid, node).await?;
         }
         Ok(())
     }
@@ -856,18 +879,34 @@ impl GarbageCollector {
         uid: &str,
         node: &Node,
         sub: Option<&str>,
-        change: impl Fn(&mut Value),
+        change: impl FnOnce(&mut Value),
     ) -> ApiResult<()> {
+        self.modify_when(uid, node, sub, |obj| {
+            change(obj);
+            true
+        })
+        .await
+        .map(drop)
+    }
+
+    /// [`Self::modify`], written only when `change` says it changed the object; returns
+    /// whether it was written.
+    async fn modify_when(
+        &self,
+        uid: &str,
+        node: &Node,
+        sub: Option<&str>,
+        change: impl FnOnce(&mut Value) -> bool,
+    ) -> ApiResult<bool> {
         let Some(rt) = self.resource_of(&node.key) else {
-            return Ok(());
+            return Ok(false);
         };
         let (mut obj, _) = self
             .server
             .get_value(&rt, node.namespace.as_deref(), &node.name)?;
-        if meta::uid(&obj) != Some(uid) {
-            return Ok(());
+        if meta::uid(&obj) != Some(uid) || !change(&mut obj) {
+            return Ok(false);
         }
-        change(&mut obj);
         self.server
             .update(
                 Target::object(&rt, node.namespace.as_deref(), &node.name).subresource(sub),
@@ -875,7 +914,7 @@ impl GarbageCollector {
                 &WriteOptions::default(),
             )
             .await
-            .map(|_| ())
+            .map(|_| true)
     }
 }
 
@@ -912,5 +951,6 @@ fn remove_finalizer(obj: &mut Value, finalizer: &str) {
 }
 
 pub(crate) mod aggregation;
+mod storage_protection;
 #[cfg(test)]
 mod tests;

@@ -112,12 +112,14 @@ impl ApiServer {
     }
 
     /// Every current object of a built-in kind (stored in the version it is served in), for
-    /// the server's own bookkeeping (bootstrap, RBAC checks): no selectors, no paging.
-    pub(crate) fn current_builtin_objects(
+    /// the server's own bookkeeping (bootstrap, RBAC checks, storage protection): no
+    /// selectors, no paging. Each is decoded as `T`, which may read only what it needs;
+    /// one that does not decode is skipped.
+    pub(crate) fn current_builtin_objects<T: serde::de::DeserializeOwned>(
         &self,
         rt: &ResourceType,
         ns: Option<&str>,
-    ) -> ApiResult<Vec<Value>> {
+    ) -> ApiResult<Vec<T>> {
         let page = self
             .store()
             .list(&rt.list_prefix(ns), &ListOptions::default(), &|_| true)

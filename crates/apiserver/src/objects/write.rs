@@ -24,6 +24,7 @@ use crate::registry::ResourceType;
 use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
 use crate::schema;
 use crate::spec_rules;
+use crate::storage_protection;
 use crate::update_rules;
 use crate::validation::{self, NameRule};
 use crate::webhook::admission::{self, Attributes, Operation};
@@ -364,6 +365,9 @@ impl ApiServer {
             }
             if old.is_none() && rt.group.is_empty() && rt.plural == "persistentvolumeclaims" {
                 self.default_storage_class(obj);
+            }
+            if old.is_none() && rt.group.is_empty() {
+                storage_protection::protect_new(&rt.plural, obj);
             }
             if let (admission::GROUP, plural @ (admission::MUTATING | admission::VALIDATING)) =
                 (rt.group.as_str(), rt.plural.as_str())
