@@ -261,6 +261,78 @@ async fn invalid_labels_and_annotations_are_422() {
 }
 
 #[tokio::test]
+async fn config_map_and_secret_contents_are_checked_as_kube_checks_them() {
+    let s = with_widgets().await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    // (where, body, the cause's field, its message)
+    let cases = [
+        (
+            CMS,
+            json!({"metadata": {"name": "paths"}, "data": {"conf/app.yaml": "x"}}),
+            "data[conf/app.yaml]",
+            "Invalid value: \"conf/app.yaml\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+        ),
+        (
+            CMS,
+            json!({"metadata": {"name": "big"}, "data": {"a": "x".repeat(1024 * 1024), "b": "y"}}),
+            "[]",
+            "Too long: may not be more than 1048576 bytes",
+        ),
+        (
+            secrets,
+            // stringData is merged into data first, so its keys are data's.
+            json!({"metadata": {"name": "dots"}, "stringData": {"..data": "x"}}),
+            "data[..data]",
+            "Invalid value: \"..data\": must not start with '..'",
+        ),
+        (
+            secrets,
+            json!({"metadata": {"name": "cert"}, "type": "kubernetes.io/tls", "stringData": {"tls.crt": "c"}}),
+            "data[tls.key]",
+            "Required value",
+        ),
+        (
+            secrets,
+            json!({"metadata": {"name": "token"}, "type": "kubernetes.io/service-account-token"}),
+            "metadata.annotations[kubernetes.io/service-account.name]",
+            "Required value",
+        ),
+    ];
+    for (uri, mut body, field, message) in cases {
+        let kind = if uri == CMS { "ConfigMap" } else { "Secret" };
+        body["apiVersion"] = json!("v1");
+        body["kind"] = json!(kind);
+        let status = rejected(
+            &s,
+            write("POST", uri, JSON, body.to_string()),
+            422,
+            "Invalid",
+        )
+        .await;
+        let name = body["metadata"]["name"].as_str().unwrap_or_default();
+        assert_eq!(
+            status["message"],
+            format!("{kind} \"{name}\" is invalid: {field}: {message}"),
+            "{status}"
+        );
+        assert_eq!(status["details"]["causes"][0]["field"], field, "{status}");
+    }
+    // An update is held to the same rules.
+    rejected(
+        &s,
+        write(
+            "PATCH",
+            existing(),
+            MERGE_PATCH,
+            json!({"data": {"a b": "x"}}).to_string(),
+        ),
+        422,
+        "Invalid",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn strict_field_validation_on_custom_resources() {
     let s = with_widgets().await;
     let body = json!({"apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": {"name": "x"}, "spec": {"size": "s", "bogus": 1}});

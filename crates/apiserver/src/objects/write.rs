@@ -125,7 +125,7 @@ fn check_builtin_rules(rt: &ResourceType, old: Option<&Value>, new: &Value) -> A
         return Ok(());
     }
     let mut errors = Vec::new();
-    if old.is_none_or(|old| spec_rules::checked_fields_changed(&rt.group, old, new)) {
+    if old.is_none_or(|old| spec_rules::checked_fields_changed(&rt.group, &rt.plural, old, new)) {
         errors = spec_rules::validate(&rt.group, &rt.plural, new);
     }
     if let Some(old) = old {

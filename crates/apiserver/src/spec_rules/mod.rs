@@ -7,7 +7,8 @@
 //! builds an object kube refuses must be refused here too, with kube's messages (one
 //! cause per problem).
 //!
-//! RBAC objects are checked as kube checks them all (`rbac.rs`).
+//! RBAC objects are checked as kube checks them all (`rbac.rs`), ConfigMaps and Secrets
+//! too (`config.rs`).
 //!
 //! Only JSON (the defaulted object): knows nothing of storage or HTTP.
 
@@ -16,6 +17,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 use steady_quota::Quantity;
 
+mod config;
 mod rbac;
 
 use crate::defaults::pod_template_of;
@@ -44,6 +46,8 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
         ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), ANY_RESTART, &mut errors),
         ("", "services") => service_ports(obj, &mut errors),
         ("", "resourcequotas") => quota_spec(obj, &mut errors),
+        ("", "configmaps") => config::config_map(obj, &mut errors),
+        ("", "secrets") => config::secret(obj, &mut errors),
         (RBAC_GROUP, "roles") => rbac::role(obj, true, &mut errors),
         (RBAC_GROUP, "clusterroles") => rbac::role(obj, false, &mut errors),
         (RBAC_GROUP, "rolebindings") => rbac::binding(obj, false, &mut errors),
@@ -54,14 +58,19 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
 }
 
 /// Whether an update changed what [`validate`] checks: a kind's `spec`, or the top-level
-/// fields RBAC objects keep instead of one. An object whose checked fields an update
-/// leaves alone is not checked again, so one stored before a rule existed stays writable.
-pub(crate) fn checked_fields_changed(group: &str, old: &Value, new: &Value) -> bool {
-    let fields: &[&str] = match group {
-        RBAC_GROUP => &["rules", "aggregationRule", "roleRef", "subjects"],
-        _ => &["spec"],
+/// fields RBAC objects, ConfigMaps and Secrets keep instead of one. An object whose checked
+/// fields an update leaves alone is not checked again, so one stored before a rule existed
+/// stays writable.
+pub(crate) fn checked_fields_changed(group: &str, plural: &str, old: &Value, new: &Value) -> bool {
+    let fields: &[&str] = match (group, plural) {
+        (RBAC_GROUP, _) => &["/rules", "/aggregationRule", "/roleRef", "/subjects"],
+        ("", "configmaps") => &["/data", "/binaryData"],
+        ("", "secrets") => &["/data", "/type", "/metadata/annotations"],
+        _ => &["/spec"],
     };
-    fields.iter().any(|field| old.get(field) != new.get(field))
+    fields
+        .iter()
+        .any(|field| old.pointer(field) != new.pointer(field))
 }
 
 fn error(field: &Path, reason: FieldErrorReason, message: String) -> FieldError {
