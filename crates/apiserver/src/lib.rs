@@ -27,6 +27,7 @@ mod eviction;
 mod go_text;
 mod http_api;
 pub mod kubeconfig;
+mod legacy_token;
 mod limit_ranger;
 mod meta;
 mod negotiate;

@@ -78,6 +78,16 @@ pub fn set_finalizers(obj: &mut Value, finalizers: &[String]) {
     }
 }
 
+/// The value of annotation `key`, if the object has it.
+pub fn annotation<'v>(obj: &'v Value, key: &str) -> Option<&'v str> {
+    metadata(obj)?.get("annotations")?.get(key)?.as_str()
+}
+
+/// The value of label `key`, if the object has it.
+pub fn label<'v>(obj: &'v Value, key: &str) -> Option<&'v str> {
+    labels(obj)?.get(key)?.as_str()
+}
+
 pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
     metadata(obj)?.get("labels")?.as_object()
 }

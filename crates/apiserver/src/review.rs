@@ -19,6 +19,7 @@ use crate::ApiServer;
 use crate::auth::Identity;
 use crate::error::{ApiError, ApiResult};
 use crate::eviction;
+use crate::legacy_token;
 use crate::meta;
 use crate::objects::{Target, check_uid_and_revision};
 use crate::rbac;
@@ -94,7 +95,7 @@ impl TokenKeys {
         }
     }
 
-    fn sign(&self, claims: &Value) -> String {
+    pub(crate) fn sign(&self, claims: &Value) -> String {
         let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
         let payload = URL_SAFE_NO_PAD.encode(claims.to_string());
         let signed = format!("{header}.{payload}");
@@ -246,25 +247,27 @@ fn subject_access(server: &ApiServer, spec: &Value) -> Value {
 
 /// Who a token is, or why it is refused: the administrator's, or a service-account token
 /// this server signed that has not expired and names a service account that still exists.
-fn authenticate_token(
-    server: &ApiServer,
-    token: &str,
-) -> Result<(Identity, Vec<Value>), &'static str> {
+fn authenticate_token(server: &ApiServer, token: &str) -> Result<(Identity, Vec<Value>), String> {
     let keys = server.token_keys();
     if keys.is_admin_token(token) {
         return Ok((Identity::admin(), vec![json!(ISSUER)]));
     }
     let claims = keys.verify(token).ok_or("invalid bearer token")?;
+    if legacy_token::is_legacy(&claims) {
+        // Valid for the API's own audience, as kube's implicit audiences.
+        let identity = legacy_token::authenticate(server, token, &claims)?;
+        return Ok((identity, vec![json!(ISSUER)]));
+    }
     let expires = claims.get("exp").and_then(Value::as_i64).unwrap_or(0);
     if expires <= server.now().timestamp() {
-        return Err("service account token has expired");
+        return Err("service account token has expired".into());
     }
     let sa = &claims["kubernetes.io"]["serviceaccount"];
     let ns = claims["kubernetes.io"]["namespace"].as_str().unwrap_or("");
     let name = sa["name"].as_str().unwrap_or("");
     let uid = sa["uid"].as_str().unwrap_or("");
     if service_account_uid(server, ns, name).as_deref() != Some(uid) {
-        return Err("service account token has been invalidated");
+        return Err("service account token has been invalidated".into());
     }
     let audiences = claims["aud"].as_array().cloned().unwrap_or_default();
     Ok((
@@ -285,7 +288,7 @@ fn token_review(server: &ApiServer, spec: &Value) -> Value {
     let unauthenticated = |why: &str| json!({"authenticated": false, "user": {}, "error": why});
     let (identity, token_audiences) = match authenticate_token(server, token) {
         Ok(found) => found,
-        Err(why) => return unauthenticated(why),
+        Err(why) => return unauthenticated(&why),
     };
     let asked: Vec<Value> = spec
         .get("audiences")

@@ -685,3 +685,100 @@ async fn a_role_too_large_to_check_is_refused_at_once() {
         "{message}"
     );
 }
+
+/// A `kubernetes.io/service-account-token` Secret for `account`, as a user creates one.
+fn token_secret(name: &str, account: &str) -> k8s_openapi::api::core::v1::Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": name,
+                     "annotations": {"kubernetes.io/service-account.name": account}},
+        "type": "kubernetes.io/service-account-token",
+    }))
+    .expect("a secret")
+}
+
+#[tokio::test]
+async fn a_secret_based_token_is_its_account_while_both_exist() {
+    use k8s_openapi::api::core::v1::Secret;
+    let s = server().await;
+    let accounts: Api<ServiceAccount> = Api::default_namespaced(admin(&s));
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "builder"}})).unwrap();
+    let account = accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("created");
+    let secrets: Api<Secret> = Api::default_namespaced(admin(&s));
+    secrets
+        .create(
+            &PostParams::default(),
+            &token_secret("builder-token", "builder"),
+        )
+        .await
+        .expect("created");
+
+    // The token controller fills it in.
+    let filled = eventually("the token filled in", || async {
+        let secret = secrets.get("builder-token").await.ok()?;
+        secret
+            .data
+            .as_ref()?
+            .get("token")
+            .is_some()
+            .then_some(secret)
+    })
+    .await;
+    let data = filled.data.clone().unwrap_or_default();
+    assert_eq!(data["namespace"].0, b"default");
+    let annotations = filled.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get("kubernetes.io/service-account.uid"),
+        account.metadata.uid.as_ref()
+    );
+    let token = String::from_utf8(data["token"].0.clone()).expect("a token");
+
+    // It authenticates as the account, which RBAC then judges.
+    let pods: Api<Pod> = Api::default_namespaced(client_with(&s, &[bearer(&token)]));
+    assert_eq!(
+        forbidden(pods.list(&ListParams::default()).await),
+        "pods is forbidden: User \"system:serviceaccount:default:builder\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
+    );
+    let review = post_json(
+        &s,
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token}}),
+    )
+    .await
+    .json();
+    assert_eq!(review["status"]["authenticated"], true, "{review}");
+    assert_eq!(
+        review["status"]["user"]["username"],
+        "system:serviceaccount:default:builder"
+    );
+    // Its use is tracked by the day, as kube's legacy-token tracking does.
+    eventually("the last use marked", || async {
+        let secret = secrets.get("builder-token").await.ok()?;
+        let labels = secret.metadata.labels.unwrap_or_default();
+        let day = labels.get("kubernetes.io/legacy-token-last-used")?;
+        (day.len() == "2026-12-06".len()).then_some(())
+    })
+    .await;
+
+    // A token Secret for an account that does not exist is deleted.
+    secrets
+        .create(
+            &PostParams::default(),
+            &token_secret("ghost-token", "ghost"),
+        )
+        .await
+        .expect("created");
+    common::eventually_gone(&secrets, "ghost-token").await;
+
+    // The account deleted: its token Secrets go, and the token is refused.
+    accounts
+        .delete("builder", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    common::eventually_gone(&secrets, "builder-token").await;
+    assert_eq!(refused(pods.list(&ListParams::default()).await).code, 401);
+}

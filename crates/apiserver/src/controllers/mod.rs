@@ -1,7 +1,8 @@
 //! Controllers that live inside the server: the garbage collector (ownerReferences,
 //! Background / Foreground / Orphan), namespace termination, CRD cleanup and the `default`
 //! ServiceAccount of every namespace; claims and volumes kept while in use
-//! ([`storage_protection`], steps of the collector's pass); and ClusterRole aggregation
+//! ([`storage_protection`]) and secret-based service-account tokens filled
+//! ([`service_account_tokens`]), both steps of the collector's pass; and ClusterRole aggregation
 //! ([`aggregation`]). RBAC needs aggregation, and the protection finalizers the server adds
 //! need their release, under `steady server` as much as under `steady up`.
 //!
@@ -257,6 +258,10 @@ struct GarbageCollector {
     waiting_claims: BTreeMap<String, BTreeSet<String>>,
     /// Namespaces whose waiting claims are to be looked at again.
     claims_due: BTreeSet<String>,
+    /// Keys of Secrets the token controller is to look at.
+    tokens_due: BTreeSet<String>,
+    /// Those whose last step failed, looked at again at `retry_at`.
+    tokens_retry: BTreeSet<String>,
 }
 
 impl GarbageCollector {
@@ -275,6 +280,8 @@ impl GarbageCollector {
             retry_at: None,
             waiting_claims: BTreeMap::new(),
             claims_due: BTreeSet::new(),
+            tokens_due: BTreeSet::new(),
+            tokens_retry: BTreeSet::new(),
         }
     }
 
@@ -309,11 +316,13 @@ impl GarbageCollector {
         if self.retry_at.is_some_and(|at| at <= Instant::now()) {
             self.retry_at = None;
             self.dirty.append(&mut self.retry);
+            self.tokens_due.append(&mut self.tokens_retry);
         }
         let mut examined = 0;
-        while !self.dirty.is_empty() || !self.claims_due.is_empty() {
+        while !self.dirty.is_empty() || !self.claims_due.is_empty() || !self.tokens_due.is_empty() {
             examined += self.process_dirty().await;
             self.release_unused_claims().await;
+            self.sync_token_secrets().await;
         }
         examined
     }
@@ -362,7 +371,10 @@ impl GarbageCollector {
         self.retry_at = None;
         self.waiting_claims.clear();
         self.claims_due.clear();
+        self.tokens_due.clear();
+        self.tokens_retry.clear();
         for object in snapshot.objects {
+            self.secret_written(&object.key, &object.value);
             if let Err(why) = self.observe(&object.key, object.revision, &object.value, None)
                 && !known_unreadable.contains_key(&*object.key)
             {
@@ -378,6 +390,7 @@ impl GarbageCollector {
         self.pod_changed(key);
         match change.kind {
             ChangeKind::Added | ChangeKind::Modified => {
+                self.secret_written(key, &event.value);
                 let known = self.unreadable.contains_key(key);
                 let derived = event.derived.get();
                 if let Err(why) = self.observe(key, event.revision, &event.value, derived.as_ref())
@@ -386,7 +399,10 @@ impl GarbageCollector {
                     report_unreadable(key, &why);
                 }
             }
-            ChangeKind::Deleted => self.remove(key),
+            ChangeKind::Deleted => {
+                self.remove(key);
+                self.account_gone(key);
+            }
         }
     }
 
@@ -951,6 +967,7 @@ fn remove_finalizer(obj: &mut Value, finalizer: &str) {
 }
 
 pub(crate) mod aggregation;
+mod service_account_tokens;
 mod storage_protection;
 #[cfg(test)]
 mod tests;

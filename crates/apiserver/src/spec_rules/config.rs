@@ -9,6 +9,8 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::{error, invalid, required};
+use crate::legacy_token::{ACCOUNT_NAME, SECRET_TYPE};
+use crate::meta;
 use crate::schema::{FieldError, FieldErrorReason, Path};
 
 /// kube's `MaxSecretSize`, which bounds ConfigMaps too.
@@ -16,7 +18,6 @@ const MAX_SIZE: usize = 1024 * 1024;
 /// kube's `DNS1123SubdomainMaxLength`, the longest key.
 const MAX_KEY_LENGTH: usize = 253;
 const KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
-const SERVICE_ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
 const REDACTED: &str = "<secret contents redacted>";
 
 /// kube's `IsConfigMapKey`: why `key` cannot name a file in a volume, if it cannot.
@@ -109,14 +110,10 @@ pub(super) fn secret(obj: &Value, errors: &mut Vec<FieldError>) {
         }
     };
     match obj.get("type").and_then(Value::as_str).unwrap_or_default() {
-        "kubernetes.io/service-account-token" => {
-            let named = obj
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(SERVICE_ACCOUNT_NAME))
-                .and_then(Value::as_str)
-                .is_some_and(|name| !name.is_empty());
+        SECRET_TYPE => {
+            let named = meta::annotation(obj, ACCOUNT_NAME).is_some_and(|name| !name.is_empty());
             if !named {
-                let at = format!("metadata.annotations[{SERVICE_ACCOUNT_NAME}]");
+                let at = format!("metadata.annotations[{ACCOUNT_NAME}]");
                 errors.push(required(&Path::At(&at)));
             }
         }
@@ -263,7 +260,7 @@ mod tests {
         );
         assert!(
             secret_errors(json!({"type": "kubernetes.io/service-account-token",
-            "metadata": {"annotations": {SERVICE_ACCOUNT_NAME: "builder"}}}))
+            "metadata": {"annotations": {ACCOUNT_NAME: "builder"}}}))
             .is_empty()
         );
         assert_eq!(
