@@ -777,6 +777,61 @@ def test_a_service_account_token_is_held_to_its_roles(api_client, core, unique):
         core.delete_namespace(ns)
 
 
+def test_a_token_secret_is_filled_and_is_its_account(api_client, core, unique):
+    """A `kubernetes.io/service-account-token` Secret created by hand, as CI systems do:
+    the token controller fills it, its token authenticates as the account, and it goes
+    with the account."""
+    import base64
+    import copy
+
+    ns = f"token-{unique}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    try:
+        core.create_namespaced_service_account(
+            ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="ci")))
+        core.create_namespaced_secret(ns, client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name="ci-token", annotations={"kubernetes.io/service-account.name": "ci"}),
+            type="kubernetes.io/service-account-token"))
+        deadline = time.monotonic() + 10
+        while not (core.read_namespaced_secret("ci-token", ns).data or {}).get("token"):
+            assert time.monotonic() < deadline, "the token was never filled in"
+            time.sleep(0.1)
+        data = core.read_namespaced_secret("ci-token", ns).data
+        assert base64.b64decode(data["namespace"]) == ns.encode()
+        root_ca = core.read_namespaced_config_map("kube-root-ca.crt", ns).data["ca.crt"]
+        assert base64.b64decode(data["ca.crt"]).decode() == root_ca
+
+        configuration = copy.copy(api_client.configuration)
+        token = base64.b64decode(data["token"]).decode()
+        configuration.api_key = {"BearerToken": f"Bearer {token}"}
+        configuration.refresh_api_key_hook = None
+        with client.ApiClient(configuration) as as_ci:
+            pods = client.CoreV1Api(as_ci)
+            refused = expect_status(403, pods.list_namespaced_pod, ns)
+            assert json.loads(refused.body)["message"].startswith(
+                f'pods is forbidden: User "system:serviceaccount:{ns}:ci" cannot list')
+            core.delete_namespaced_service_account("ci", ns)
+            wait_gone(core.read_namespaced_secret, "ci-token", ns)
+            expect_status(401, pods.list_namespaced_pod, ns)
+    finally:
+        core.delete_namespace(ns)
+
+
+def test_config_keys_and_secret_types_are_checked(core, namespace, unique):
+    """Keys that are file paths, and Secrets missing what their type needs, are 422."""
+    refused = expect_status(422, core.create_namespaced_config_map, namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=f"paths-{unique}"), data={"conf/app.yaml": "x"}))
+    assert json.loads(refused.body)["message"].startswith(
+        f'ConfigMap "paths-{unique}" is invalid: data[conf/app.yaml]: Invalid value: '
+        '"conf/app.yaml": a valid config key must consist of alphanumeric characters')
+    refused = expect_status(422, core.create_namespaced_secret, namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name=f"tls-{unique}"), type="kubernetes.io/tls",
+        string_data={"tls.crt": "cert"}))
+    assert json.loads(refused.body)["message"] == (
+        f'Secret "tls-{unique}" is invalid: data[tls.key]: Required value')
+
+
 def test_quantities_and_quota(core, unique):
     """Quantities the client sends read back in kube's canonical form; a
     namespace's ResourceQuota charges pods and refuses one over it with kube's 403."""
