@@ -433,3 +433,87 @@ async fn deleting_the_crd_removes_its_objects_and_the_kind() {
         404
     );
 }
+
+/// The refusal of a write through kube-rs: its code and message.
+fn refusal<T: std::fmt::Debug>(result: kube::Result<T>) -> (u16, String) {
+    match result {
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn validation_rules_hold_creates_and_updates_as_kube_does() {
+    let server = server().await;
+    let schema = json!({"type": "object", "properties": {"spec": {
+    "type": "object",
+    "x-kubernetes-validations": [
+        {"rule": "self.minReplicas <= self.maxReplicas",
+         "message": "minReplicas must not exceed maxReplicas"},
+        {"rule": "self.storageClass == oldSelf.storageClass",
+         "message": "storageClass is immutable"},
+    ],
+    "properties": {
+        "minReplicas": {"type": "integer"}, "maxReplicas": {"type": "integer"},
+        "storageClass": {"type": "string"},
+    }}}});
+    common::install_widgets(&server, schema).await;
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(
+        server.client(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.steady.dev", "v1", "Widget"),
+            "widgets",
+        ),
+    );
+    let widget = |min: i64, class: &str| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": {"name": "w"},
+            "spec": {"minReplicas": min, "maxReplicas": 3, "storageClass": class}}))
+        .expect("a widget")
+    };
+    assert_eq!(
+        refusal(widgets.create(&PostParams::default(), &widget(5, "fast")).await),
+        (
+            422,
+            "Widget.example.steady.dev \"w\" is invalid: spec: Invalid value: \"object\": minReplicas must not exceed maxReplicas".to_string()
+        )
+    );
+    widgets
+        .create(&PostParams::default(), &widget(1, "fast"))
+        .await
+        .expect("a valid widget is created");
+    let change_class = Patch::Merge(json!({"spec": {"storageClass": "slow"}}));
+    let (code, message) = refusal(
+        widgets
+            .patch("w", &PatchParams::default(), &change_class)
+            .await,
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.ends_with("spec: Invalid value: \"object\": storageClass is immutable"),
+        "{message}"
+    );
+    let scale = Patch::Merge(json!({"spec": {"minReplicas": 2}}));
+    widgets
+        .patch("w", &PatchParams::default(), &scale)
+        .await
+        .expect("a change the rules allow");
+
+    // A rule that does not compile keeps its CRD out.
+    let broken = common::example_crd(
+        "Namespaced",
+        json!({"plural": "gadgets", "kind": "Gadget"}),
+        json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.size >"}]}),
+    );
+    let crd: CustomResourceDefinition = serde_json::from_value(broken).expect("a CRD");
+    let (code, message) = refusal(
+        Api::<CustomResourceDefinition>::all(server.client())
+            .create(&PostParams::default(), &crd)
+            .await,
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"self.size >\": compilation failed"),
+        "{message}"
+    );
+}

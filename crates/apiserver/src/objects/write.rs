@@ -327,7 +327,7 @@ impl ApiServer {
         let errors = validation::validate_labels_and_annotations(obj);
         if !errors.is_empty() {
             return Err(ApiError::invalid(
-                &rt.kind,
+                &rt.qualified_kind(),
                 meta::name(obj).unwrap_or(""),
                 &errors,
             ));
@@ -339,11 +339,11 @@ impl ApiServer {
             let errors = rt
                 .validation
                 .as_deref()
-                .map(|validation| schema::validate(obj, validation))
+                .map(|validation| schema::validate_with_rules(obj, old, validation))
                 .unwrap_or_default();
             if !errors.is_empty() {
                 return Err(ApiError::invalid(
-                    &rt.kind,
+                    &rt.qualified_kind(),
                     meta::name(obj).unwrap_or(""),
                     &errors,
                 ));

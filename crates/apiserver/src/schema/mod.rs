@@ -9,6 +9,7 @@
 
 mod defaults;
 mod prune;
+mod rules;
 mod structural;
 mod validate;
 
@@ -20,6 +21,36 @@ pub use defaults::apply_defaults;
 pub use prune::prune;
 pub use structural::check_structural;
 pub use validate::{ValueSchema, validate};
+
+/// `obj` against its schema, then (on an update, with `old`) its validation rules, as
+/// kube-apiserver does: the rules do not run over a value of the wrong type or an
+/// unsupported one, which is said instead.
+pub fn validate_with_rules(
+    obj: &Value,
+    old: Option<&Value>,
+    schema: &ValueSchema,
+) -> Vec<FieldError> {
+    let mut errors = validate(obj, schema);
+    if !schema.has_rules() {
+        return errors;
+    }
+    let blocking = errors.iter().any(|e| {
+        matches!(
+            e.reason,
+            FieldErrorReason::TypeInvalid | FieldErrorReason::NotSupported
+        )
+    });
+    if blocking {
+        errors.push(FieldError::new(
+            rules::NIL_PATH,
+            FieldErrorReason::Invalid,
+            "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        ));
+    } else {
+        errors.extend(rules::check(obj, old, schema));
+    }
+    errors
+}
 
 /// One validation problem, shaped like a Kubernetes `StatusCause`.
 #[derive(Debug, Clone, PartialEq)]

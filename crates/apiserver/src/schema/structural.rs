@@ -24,7 +24,8 @@ enum Level {
 /// Check that a CRD schema is usable: every node (outside allOf/anyOf/oneOf/not)
 /// has a valid `type` unless it is `x-kubernetes-int-or-string` or
 /// `x-kubernetes-preserve-unknown-fields`, the root is an object, arrays have
-/// `items`, `pattern`s compile, and `default`s validate against their schema.
+/// `items`, `pattern`s and `x-kubernetes-validations` rules compile, and `default`s
+/// validate against their schema.
 /// `path_prefix` is the location of the schema, e.g.
 /// `spec.versions[0].schema.openAPIV3Schema`.
 pub fn check_structural(schema: &Value, path_prefix: &str) -> Vec<FieldError> {
@@ -46,6 +47,7 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
         ));
         return;
     };
+    out.extend(super::rules::compile_errors(s, path));
     let int_or_string = flag(s, "x-kubernetes-int-or-string");
     let preserve = m.get("x-kubernetes-preserve-unknown-fields");
     if let Some(p) = preserve

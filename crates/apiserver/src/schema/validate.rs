@@ -11,6 +11,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use regex::Regex;
 use serde_json::{Map, Number, Value};
 
+use super::rules::{self, Rule};
 use super::{
     FieldError, FieldErrorReason, META_FIELDS, Path, child, flag, fmt_value, fmt_value_short,
     props, quote, type_name,
@@ -70,6 +71,14 @@ pub struct ValueSchema {
     any_of: Vec<ValueSchema>,
     one_of: Vec<ValueSchema>,
     not: Option<Box<ValueSchema>>,
+    /// `x-kubernetes-validations`, compiled.
+    rules: Vec<Arc<Rule>>,
+    /// Whether this node or one below it has rules: the rules' walk skips the others.
+    rules_below: bool,
+    /// `x-kubernetes-map-type: atomic`: an update's old value is not looked into.
+    atomic_map: bool,
+    /// `x-kubernetes-list-map-keys` of an `x-kubernetes-list-type: map` list.
+    list_map_keys: Option<Vec<String>>,
 }
 
 /// `maximum` or `minimum`: v3.0's boolean `exclusive…` flags, or v3.1's numeric ones.
@@ -114,7 +123,7 @@ impl ValueSchema {
                 .filter(|sub| sub.is_object())
                 .map(|sub| Box::new(ValueSchema::new(sub)))
         };
-        ValueSchema {
+        let mut schema = ValueSchema {
             active: true,
             ty: text("type").filter(|t| !t.is_empty()),
             nullable: flag(s, "nullable"),
@@ -169,7 +178,73 @@ impl ValueSchema {
             any_of: list("anyOf"),
             one_of: list("oneOf"),
             not: boxed("not"),
+            rules: rules::read(s),
+            rules_below: false,
+            atomic_map: text("x-kubernetes-map-type").as_deref() == Some("atomic"),
+            list_map_keys: (text("x-kubernetes-list-type").as_deref() == Some("map")).then(|| {
+                match s.get("x-kubernetes-list-map-keys") {
+                    Some(Value::Array(keys)) => keys
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect(),
+                    _ => Vec::new(),
+                }
+            }),
+        };
+        schema.rules_below = !schema.rules.is_empty()
+            || schema.items.as_ref().is_some_and(|i| i.rules_below)
+            || schema
+                .properties
+                .iter()
+                .flatten()
+                .any(|(_, p)| p.rules_below)
+            || matches!(&schema.additional, Additional::Schema(a) if a.rules_below);
+        schema
+    }
+
+    /// Whether this node or one below it has `x-kubernetes-validations`.
+    pub(crate) fn has_rules(&self) -> bool {
+        self.rules_below
+    }
+
+    pub(super) fn rules(&self) -> &[Arc<Rule>] {
+        &self.rules
+    }
+
+    /// `type`, as kube names a value in a rule's error (`""` when untyped).
+    pub(super) fn type_name(&self) -> &str {
+        self.ty.as_deref().unwrap_or("")
+    }
+
+    /// The schema of property `key` of an object this schema describes.
+    pub(super) fn child_schema(&self, key: &str) -> Option<&ValueSchema> {
+        if let Some(sub) = self.properties.as_ref().and_then(|p| p.get(key)) {
+            return Some(sub);
         }
+        match &self.additional {
+            Additional::Schema(sub) => Some(sub),
+            _ => None,
+        }
+    }
+
+    /// The schema of an item of a list this schema describes.
+    pub(super) fn item_schema(&self) -> Option<&ValueSchema> {
+        self.items.as_deref()
+    }
+
+    /// Whether an object's old field values correspond to its new ones (not an atomic map).
+    pub(super) fn map_correlates(&self) -> bool {
+        !self.atomic_map
+    }
+
+    /// The item of the old list `old` that `item` is the new state of: only in a
+    /// `map` list, the one with the same keys (kube correlates no other lists).
+    pub(super) fn correlated_item<'o>(&self, item: &Value, old: &'o Value) -> Option<&'o Value> {
+        let keys = self.list_map_keys.as_ref()?;
+        old.as_array()?
+            .iter()
+            .find(|candidate| keys.iter().all(|k| candidate.get(k) == item.get(k)))
     }
 }
 

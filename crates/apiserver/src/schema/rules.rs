@@ -1,0 +1,706 @@
+//! CRD validation rules: `x-kubernetes-validations`, CEL expressions over `self` (the
+//! value at the rule's place) and `oldSelf` (its value before an update: a transition
+//! rule), evaluated on every create and update of a custom resource as kube-apiserver
+//! evaluates them, with its messages: `spec: Invalid value: "object": <message>` (or the
+//! rule's `reason`, at its `fieldPath`), `messageExpression`, the default `failed rule:
+//! <rule>`. CEL is the `cel` crate's, with its strings extension.
+//!
+//! Rules are compiled once, when their CRD is registered, and a subtree of the schema
+//! without rules is never walked. A transition rule runs only where the old value can be
+//! told apart (object fields, map values, `x-kubernetes-list-type: map` items by key);
+//! on an update a rule that is not one is skipped where the value did not change (kube's
+//! validation ratcheting). Each evaluation is bounded beforehand by the size of what it
+//! reads raised to its comprehensions' nesting (kube measures the cost as it runs), so no
+//! body makes a rule run for long.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use cel::common::ast::{Expr, IdedExpr};
+use cel::{Context, Env, Program};
+use serde_json::Value;
+
+use super::validate::ValueSchema;
+use super::{FieldError, FieldErrorReason, Path};
+
+/// kube's per-evaluation cost limit (`PerCallLimit`), applied to the estimate.
+const PER_CALL_LIMIT: u64 = 1_000_000;
+/// The most operators (and brackets, selections) a rule or message expression may hold:
+/// cel-go's recursion limit, which kube's CEL keeps.
+const MAX_OPERATORS: usize = 250;
+/// kube's budget for all the rules of one write (`RuntimeCELCostBudget`).
+const REQUEST_BUDGET: u64 = 10_000_000;
+const OLD_SELF: &str = "oldSelf";
+/// How kube prints the (nil) path of the object itself.
+pub(super) const NIL_PATH: &str = "<nil>";
+
+/// The CEL environment every rule is compiled and run in.
+static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
+    let mut env = Env::stdlib();
+    // kube's CEL has the strings extension (a failure leaves the standard library alone).
+    // Not the crate's lists extension: it is not kube's list library, and its
+    // `lists.range(n)` would build a list as long as a number in the object says.
+    let _ = env.add_extension(cel::extensions::strings);
+    Arc::new(env)
+});
+
+/// One `x-kubernetes-validations` entry, compiled.
+pub(crate) struct Rule {
+    source: String,
+    /// The program, or why the rule does not compile.
+    program: Result<Program, String>,
+    message: Option<String>,
+    message_expression: Option<Program>,
+    reason: FieldErrorReason,
+    /// `fieldPath`, as a path below the rule's place (`spec.replicas`, no leading dot).
+    field_path: Option<String>,
+    /// The rule reads `oldSelf`: it runs only on an update, with the old value.
+    transition: bool,
+    /// How the rule's work grows with its input (see [`cost_exponent`]).
+    exponent: u32,
+}
+
+impl std::fmt::Debug for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rule")
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl Rule {
+    fn read(entry: &Value) -> Option<Rule> {
+        let source = entry.get("rule")?.as_str()?.trim().to_string();
+        let text = |key: &str| {
+            entry
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let program = compile(&source);
+        let (transition, exponent) = match &program {
+            Ok(program) => (
+                program.references().has_variable(OLD_SELF),
+                cost_exponent(program.expression()),
+            ),
+            Err(_) => (false, 0),
+        };
+        Some(Rule {
+            message: text("message"),
+            message_expression: text("messageExpression").and_then(|m| compile(&m).ok()),
+            reason: match entry.get("reason").and_then(Value::as_str) {
+                Some("FieldValueForbidden") => FieldErrorReason::Forbidden,
+                Some("FieldValueRequired") => FieldErrorReason::Required,
+                Some("FieldValueDuplicate") => FieldErrorReason::Duplicate,
+                _ => FieldErrorReason::Invalid,
+            },
+            field_path: text("fieldPath").map(|p| p.trim_start_matches('.').to_string()),
+            transition,
+            exponent,
+            program,
+            source,
+        })
+    }
+
+    /// kube's `ruleErrorString`: the message, else the rule.
+    fn named(&self) -> &str {
+        self.message.as_deref().unwrap_or(&self.source)
+    }
+
+    /// kube's `ruleMessageOrDefault`.
+    fn default_message(&self) -> String {
+        match &self.message {
+            Some(message) => message.clone(),
+            None => format!("failed rule: {}", self.source),
+        }
+    }
+}
+
+fn compile(source: &str) -> Result<Program, String> {
+    if operator_chars(source) > MAX_OPERATORS {
+        // The parser and the evaluator recurse once per operator of a chain: a rule of
+        // thousands of them would exhaust a server thread's stack.
+        return Err(format!(
+            "ERROR: <input>:1:1: expression recursion limit exceeded: {MAX_OPERATORS}"
+        ));
+    }
+    ENV.compile(source).map_err(|e| e.to_string())
+}
+
+/// The characters of `source` outside string literals that can nest an expression one
+/// level deeper (operators, selections, calls, literals' brackets): a bound on the
+/// depth of the expression it parses to.
+fn operator_chars(source: &str) -> usize {
+    let mut count = 0;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in source.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if "+-*/%&|=!<>?:.([{,".contains(c) => count += 1,
+            None => {}
+        }
+    }
+    count
+}
+
+/// The `x-kubernetes-validations` of schema node `s`, compiled.
+pub(super) fn read(s: &Value) -> Vec<Arc<Rule>> {
+    match s.get("x-kubernetes-validations") {
+        Some(Value::Array(entries)) => entries
+            .iter()
+            .filter_map(Rule::read)
+            .map(Arc::new)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Why each rule of schema node `s` (at `path` in the CRD) does not compile: a CRD
+/// carrying one is refused.
+pub(crate) fn compile_errors(s: &Value, path: &str) -> Vec<FieldError> {
+    let Some(Value::Array(entries)) = s.get("x-kubernetes-validations") else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .enumerate()
+        .flat_map(|(i, entry)| {
+            let at = format!("{path}.x-kubernetes-validations[{i}]");
+            let mut errors = Vec::new();
+            for key in ["rule", "messageExpression"] {
+                let Some(source) = entry.get(key).and_then(Value::as_str) else {
+                    if key == "rule" {
+                        errors.push(FieldError::new(
+                            format!("{at}.rule"),
+                            FieldErrorReason::Required,
+                            "Required value",
+                        ));
+                    }
+                    continue;
+                };
+                if let Err(why) = compile(source) {
+                    errors.push(FieldError::new(
+                        format!("{at}.{key}"),
+                        FieldErrorReason::Invalid,
+                        format!(
+                            "Invalid value: {}: compilation failed: {why}",
+                            super::quote(source)
+                        ),
+                    ));
+                }
+            }
+            errors
+        })
+        .collect()
+}
+
+/// How many times a rule's work can multiply the size of what it reads: one per nested
+/// comprehension (`all`, `exists`, `map`, `filter`…), one more for a comprehension whose
+/// body reads `self` or `oldSelf` again (each item then works over the whole value), and
+/// one for a `replace` whose replacement is read from the object (its result can be its
+/// input times its replacement). Without any,
+/// a rule's work is linear in its input and its length.
+fn cost_exponent(expr: &IdedExpr) -> u32 {
+    let highest =
+        |exprs: &mut dyn Iterator<Item = &IdedExpr>| exprs.map(cost_exponent).max().unwrap_or(0);
+    match &expr.expr {
+        Expr::Comprehension(c) => {
+            let body = cost_exponent(&c.loop_step).max(u32::from(reads_self(&c.loop_step)));
+            let around = [&c.iter_range, &c.accu_init, &c.loop_cond, &c.result];
+            (1 + body).max(highest(&mut around.into_iter()))
+        }
+        Expr::Call(call) => {
+            let args = highest(&mut call.target.iter().map(|t| &**t).chain(&call.args));
+            // A replacement read from the object can multiply its input by its own size.
+            let multiplies = call.func_name == "replace" && call.args.iter().any(reads_self);
+            args + u32::from(multiplies)
+        }
+        Expr::List(list) => highest(&mut list.elements.iter()),
+        Expr::Map(map) => highest(&mut map.entries.iter().filter_map(|e| match &e.expr {
+            cel::common::ast::EntryExpr::MapEntry(entry) => Some(&entry.value),
+            _ => None,
+        })),
+        Expr::Select(select) => cost_exponent(&select.operand),
+        _ => 0,
+    }
+}
+
+/// Whether `expr` reads `self` or `oldSelf`.
+fn reads_self(expr: &IdedExpr) -> bool {
+    let references = expr.references();
+    references.has_variable("self") || references.has_variable(OLD_SELF)
+}
+
+/// The rules' errors for `new` (and, on an update, `old`) against `schema`.
+pub fn check(new: &Value, old: Option<&Value>, schema: &ValueSchema) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    if schema.has_rules() {
+        let mut walk = Walk {
+            budget: REQUEST_BUDGET,
+            out: &mut out,
+        };
+        walk.node(new, old, schema, &Path::At(""), true);
+    }
+    out
+}
+
+/// The walk over the new value, the old one where it corresponds, and the schema.
+struct Walk<'o> {
+    budget: u64,
+    out: &'o mut Vec<FieldError>,
+}
+
+impl Walk<'_> {
+    /// False once the budget is spent: nothing more is checked.
+    fn node(
+        &mut self,
+        value: &Value,
+        old: Option<&Value>,
+        schema: &ValueSchema,
+        path: &Path<'_>,
+        root: bool,
+    ) -> bool {
+        if !schema.has_rules() || value.is_null() {
+            return true;
+        }
+        if !self.rules(value, old, schema, path, root) {
+            return false;
+        }
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    if root && super::META_FIELDS.contains(&key.as_str()) {
+                        continue;
+                    }
+                    let Some(sub) = schema.child_schema(key) else {
+                        continue;
+                    };
+                    let old_child = old
+                        .filter(|_| schema.map_correlates())
+                        .and_then(|o| o.get(key));
+                    if !self.node(child, old_child, sub, &Path::Field(path, key), false) {
+                        return false;
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let Some(sub) = schema.item_schema() else {
+                    return true;
+                };
+                for (i, item) in items.iter().enumerate() {
+                    let old_item = old.and_then(|o| schema.correlated_item(item, o));
+                    if !self.node(item, old_item, sub, &Path::Item(path, i), false) {
+                        return false;
+                    }
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// Run the rules of one place; false once the budget is spent.
+    fn rules(
+        &mut self,
+        value: &Value,
+        old: Option<&Value>,
+        schema: &ValueSchema,
+        path: &Path<'_>,
+        root: bool,
+    ) -> bool {
+        if schema.rules().is_empty() {
+            return true;
+        }
+        let ty = schema.type_name();
+        let fail = |rule: &Rule, detail: String, reason: FieldErrorReason| {
+            let mut at = path.render();
+            if let Some(field) = &rule.field_path {
+                at = if at.is_empty() {
+                    field.clone()
+                } else {
+                    format!("{at}.{field}")
+                };
+            } else if at.is_empty() {
+                // kube's path of the object itself is nil, which it prints so.
+                at = NIL_PATH.to_string();
+            }
+            let message = match reason {
+                FieldErrorReason::Forbidden => format!("Forbidden: {detail}"),
+                FieldErrorReason::Required => format!("Required value: {detail}"),
+                FieldErrorReason::Duplicate => format!("Duplicate value: {}", super::quote(ty)),
+                _ => format!("Invalid value: {}: {detail}", super::quote(ty)),
+            };
+            FieldError::new(at, reason, message)
+        };
+        let invalid = |rule: &Rule, detail: String| fail(rule, detail, FieldErrorReason::Invalid);
+        let size = nodes(value) + old.map_or(0, nodes);
+        let mut bound: Option<(cel::Value, Option<cel::Value>)> = None;
+        for rule in schema.rules() {
+            let program = match &rule.program {
+                Ok(program) => program,
+                Err(why) => {
+                    self.out
+                        .push(invalid(rule, format!("rule compile error: {why}")));
+                    continue;
+                }
+            };
+            if rule.transition && old.is_none() {
+                continue;
+            }
+            // kube's ratcheting: an unchanged value is not held to a rule again.
+            if !rule.transition && old.is_some_and(|o| o == value) {
+                continue;
+            }
+            let cost = if rule.exponent == 0 {
+                0
+            } else {
+                size.saturating_pow(rule.exponent)
+            };
+            if cost > PER_CALL_LIMIT {
+                self.out.push(invalid(rule, format!(
+                    "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                    rule.named()
+                )));
+                return false;
+            }
+            if cost > self.budget {
+                self.out.push(invalid(
+                    rule,
+                    "validation failed due to running out of cost budget, no further validation rules will be run".into(),
+                ));
+                return false;
+            }
+            self.budget -= cost;
+            let (self_value, old_value) = bound.get_or_insert_with(|| {
+                (
+                    to_cel(value, schema, root),
+                    old.map(|o| to_cel(o, schema, root)),
+                )
+            });
+            let mut context = Context::with_env(ENV.clone());
+            context.add_variable_from_value("self", self_value.clone());
+            if let Some(old_value) = old_value {
+                context.add_variable_from_value(OLD_SELF, old_value.clone());
+            }
+            match program.execute(&context) {
+                Ok(cel::Value::Bool(true)) => {}
+                Ok(cel::Value::Bool(false)) => {
+                    let detail = rule
+                        .message_expression
+                        .as_ref()
+                        .and_then(|m| message_of(m, &context))
+                        .unwrap_or_else(|| rule.default_message());
+                    self.out.push(fail(rule, detail, rule.reason));
+                }
+                Ok(other) => self.out.push(invalid(
+                    rule,
+                    format!(
+                        "rule did not evaluate to a bool: {other:?} evaluating rule: {}",
+                        rule.named()
+                    ),
+                )),
+                Err(e) => self.out.push(invalid(
+                    rule,
+                    format!("{} evaluating rule: {}", execution_error(&e), rule.named()),
+                )),
+            }
+        }
+        true
+    }
+}
+
+/// A `messageExpression`'s message: a non-empty string on one line, else `None` (kube
+/// then reports the rule's message).
+fn message_of(program: &Program, context: &Context) -> Option<String> {
+    match program.execute(context) {
+        Ok(cel::Value::String(s)) => {
+            let s = s.trim();
+            (!s.is_empty() && !s.contains('\n')).then(|| s.to_string())
+        }
+        _ => None,
+    }
+}
+
+/// kube's wording of CEL's runtime errors, where the two differ.
+fn execution_error(e: &cel::ExecutionError) -> String {
+    match e {
+        cel::ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
+        other => other.to_string(),
+    }
+}
+
+/// The cost scale of a rule over `value`: one per JSON value it holds, and one per 8
+/// bytes of its strings (keys included).
+fn nodes(value: &Value) -> u64 {
+    let text = |s: &str| (s.len() / 8) as u64;
+    match value {
+        Value::Array(items) => 1 + items.iter().map(nodes).sum::<u64>(),
+        Value::Object(map) => {
+            1 + map
+                .iter()
+                .map(|(key, child)| text(key) + nodes(child))
+                .sum::<u64>()
+        }
+        Value::String(s) => 1 + text(s),
+        _ => 1,
+    }
+}
+
+/// `value` as CEL sees it: integers as `int` (`double` where the schema says `number`),
+/// objects as maps. At the top level, `metadata` holds only `name` and `generateName`.
+fn to_cel(value: &Value, schema: &ValueSchema, root: bool) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (schema.type_name(), n.as_i64()) {
+            ("number", _) | (_, None) => cel::Value::Float(n.as_f64().unwrap_or_default()),
+            (_, Some(i)) => cel::Value::Int(i),
+        },
+        Value::String(s) => cel::Value::from(s.as_str()),
+        Value::Array(items) => {
+            let item_schema = schema.item_schema();
+            let items = items
+                .iter()
+                .map(|item| match item_schema {
+                    Some(sub) => to_cel(item, sub, false),
+                    None => to_cel(item, &ValueSchema::default(), false),
+                })
+                .collect::<Vec<_>>();
+            cel::Value::List(Arc::new(items))
+        }
+        Value::Object(map) => {
+            let converted: HashMap<String, cel::Value> = map
+                .iter()
+                .map(|(key, child)| {
+                    let value = if root && key == "metadata" {
+                        object_meta(child)
+                    } else {
+                        match schema.child_schema(key) {
+                            Some(sub) => to_cel(child, sub, false),
+                            None => to_cel(child, &ValueSchema::default(), false),
+                        }
+                    };
+                    (key.clone(), value)
+                })
+                .collect();
+            cel::Value::from(converted)
+        }
+    }
+}
+
+/// What a root rule sees of `metadata` (kube's `WithTypeAndObjectMeta`).
+fn object_meta(metadata: &Value) -> cel::Value {
+    let kept: HashMap<String, cel::Value> = ["name", "generateName"]
+        .into_iter()
+        .filter_map(|key| {
+            let text = metadata.get(key)?.as_str()?;
+            Some((key.to_string(), cel::Value::from(text)))
+        })
+        .collect();
+    cel::Value::from(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn schema(s: Value) -> ValueSchema {
+        ValueSchema::new(&s)
+    }
+
+    fn messages(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(ToString::to_string).collect()
+    }
+
+    fn replicas_schema() -> ValueSchema {
+        schema(json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "self.minReplicas <= self.maxReplicas",
+             "message": "minReplicas must not exceed maxReplicas"},
+            {"rule": "self.mode == oldSelf.mode", "message": "mode is immutable"},
+            {"rule": "!has(self.legacy)", "reason": "FieldValueForbidden",
+             "fieldPath": ".legacy", "message": "legacy is gone"},
+            {"rule": "self.name.startsWith('web')",
+             "messageExpression": "'name ' + self.name + ' must start with web'"},
+        ],
+        "properties": {
+            "minReplicas": {"type": "integer"}, "maxReplicas": {"type": "integer"},
+            "mode": {"type": "string"}, "name": {"type": "string"},
+            "legacy": {"type": "boolean"},
+        }}}}))
+    }
+
+    #[test]
+    fn rules_are_reported_as_kube_reports_them() {
+        let s = replicas_schema();
+        let good =
+            json!({"spec": {"minReplicas": 1, "maxReplicas": 3, "mode": "a", "name": "web-1"}});
+        assert!(check(&good, None, &s).is_empty());
+        let bad = json!({"spec": {"minReplicas": 4, "maxReplicas": 3, "mode": "a",
+                                   "name": "db", "legacy": true}});
+        assert_eq!(
+            messages(&check(&bad, None, &s)),
+            [
+                "spec: Invalid value: \"object\": minReplicas must not exceed maxReplicas",
+                "spec.legacy: Forbidden: legacy is gone",
+                "spec: Invalid value: \"object\": name db must start with web",
+            ]
+        );
+    }
+
+    #[test]
+    fn transition_rules_need_the_old_value_and_unchanged_values_ratchet() {
+        let s = replicas_schema();
+        let old = json!({"spec": {"minReplicas": 1, "maxReplicas": 3, "mode": "a", "name": "web"}});
+        let changed =
+            json!({"spec": {"minReplicas": 1, "maxReplicas": 3, "mode": "b", "name": "web"}});
+        assert_eq!(
+            messages(&check(&changed, Some(&old), &s)),
+            ["spec: Invalid value: \"object\": mode is immutable"]
+        );
+        // An object stored before a rule existed stays writable where it is unchanged.
+        let stored =
+            json!({"spec": {"minReplicas": 9, "maxReplicas": 3, "mode": "a", "name": "web"}});
+        assert!(check(&stored, Some(&stored), &s).is_empty());
+    }
+
+    #[test]
+    fn a_missing_field_and_the_default_message_are_kubes() {
+        let s = schema(json!({"type": "object", "properties": {"spec": {
+            "type": "object", "x-kubernetes-validations": [{"rule": "self.size > 0"}],
+            "properties": {"size": {"type": "integer"}}}}}));
+        assert_eq!(
+            messages(&check(&json!({"spec": {"size": 0}}), None, &s)),
+            ["spec: Invalid value: \"object\": failed rule: self.size > 0"]
+        );
+        assert_eq!(
+            messages(&check(&json!({"spec": {}}), None, &s)),
+            ["spec: Invalid value: \"object\": no such key: size evaluating rule: self.size > 0"]
+        );
+    }
+
+    #[test]
+    fn list_items_and_map_lists_by_key() {
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"ports": {
+                "type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object",
+                    "x-kubernetes-validations": [
+                        {"rule": "self.port > 0 && self.port < 65536", "message": "bad port"},
+                        {"rule": "self.port == oldSelf.port", "message": "port is immutable"}],
+                    "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}}}}}}),
+        );
+        let old = json!({"spec": {"ports": [{"name": "http", "port": 80}]}});
+        let new = json!({"spec": {"ports": [{"name": "metrics", "port": 0},
+                                            {"name": "http", "port": 8080}]}});
+        assert_eq!(
+            messages(&check(&new, Some(&old), &s)),
+            [
+                "spec.ports[0]: Invalid value: \"object\": bad port",
+                "spec.ports[1]: Invalid value: \"object\": port is immutable",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rule_too_costly_for_its_input_is_refused_before_it_runs() {
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "self.items.all(a, self.items.all(b, a == b || a != b))"}],
+            "properties": {"items": {"type": "array", "items": {"type": "integer"}}}}}}),
+        );
+        let small = json!({"spec": {"items": [1, 2, 3]}});
+        assert!(check(&small, None, &s).is_empty());
+        let big = json!({"spec": {"items": (0..5000).collect::<Vec<_>>()}});
+        let errors = messages(&check(&big, None, &s));
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].contains("call cost exceeds limit for rule"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn the_cost_exponent_follows_what_can_multiply() {
+        let exponent = |rule: &str| cost_exponent(compile(rule).expect("compiles").expression());
+        assert_eq!(exponent("self.a <= self.b && self.name.startsWith('x')"), 0);
+        assert_eq!(exponent("self.items.all(i, i.size() < 10)"), 1);
+        assert_eq!(exponent("self.items.map(i, self.name + i)"), 2);
+        assert_eq!(exponent("self.a.all(x, self.a.exists(y, x == y))"), 2);
+        assert_eq!(exponent("self.name.replace('-', '_') == 'a_b'"), 0);
+        assert_eq!(exponent("self.name.replace('', self.name).size() > 0"), 1);
+    }
+
+    #[test]
+    fn the_root_sees_name_but_not_the_rest_of_metadata() {
+        let s = schema(json!({"type": "object", "x-kubernetes-validations": [
+            {"rule": "self.metadata.name.size() <= 10 && !has(self.metadata.labels)",
+             "message": "short names only"}]}));
+        let ok = json!({"metadata": {"name": "web", "labels": {"a": "b"}}});
+        assert!(check(&ok, None, &s).is_empty());
+        let long = json!({"metadata": {"name": "a-very-long-name"}});
+        assert_eq!(
+            messages(&check(&long, None, &s)),
+            ["<nil>: Invalid value: \"object\": short names only"]
+        );
+    }
+
+    #[test]
+    fn a_rule_nested_beyond_the_parsers_limit_is_refused_not_crashed_on() {
+        let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+        let errors = compile_errors(&json!({"x-kubernetes-validations": [{"rule": deep}]}), "s");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let long = format!("{} == 1", vec!["1"; 20000].join(" + "));
+        let errors = compile_errors(&json!({"x-kubernetes-validations": [{"rule": long}]}), "s");
+        assert!(
+            errors[0].message.contains("recursion limit exceeded"),
+            "{errors:?}"
+        );
+        // The longest chain allowed compiles and runs within a server thread's stack.
+        let longest = format!("{} == 248", vec!["1"; 248].join(" + "));
+        assert_eq!(operator_chars(&longest), MAX_OPERATORS - 1);
+        let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": longest}]}));
+        assert!(check(&json!({}), None, &s).is_empty());
+        assert_eq!(operator_chars("self.name == 'a+b.c' && \"(\\\"\" != ''"), 7);
+        let lists = format!("{}1{}", "[".repeat(5000), "]".repeat(5000));
+        let errors = compile_errors(&json!({"x-kubernetes-validations": [{"rule": lists}]}), "s");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+    }
+
+    #[test]
+    fn rules_that_do_not_compile_are_named() {
+        let errors = compile_errors(
+            &json!({"x-kubernetes-validations": [{"rule": "self.a >"}, {"message": "x"}]}),
+            "spec.validation",
+        );
+        assert_eq!(errors.len(), 2);
+        assert_eq!(
+            errors[0].field,
+            "spec.validation.x-kubernetes-validations[0].rule"
+        );
+        assert!(
+            errors[0].message.contains("compilation failed"),
+            "{}",
+            errors[0].message
+        );
+        assert_eq!(errors[1].message, "Required value");
+    }
+}
