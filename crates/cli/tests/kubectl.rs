@@ -1125,6 +1125,55 @@ async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
     assert!(!listed.contains("bad"), "{listed}");
 }
 
+/// A CRD's `x-kubernetes-validations` rules hold what kubectl applies, as on a cluster: a
+/// custom resource breaking one is refused with the rule's message, and a transition rule
+/// keeps a field immutable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_crd_validation_rules_refuse_as_in_kube() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+        metadata: {name: databases.example.steady.dev}\nspec:\n  group: example.steady.dev\n  \
+        scope: Namespaced\n  names: {plural: databases, kind: Database}\n  versions:\n  \
+        - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        \
+        type: object\n        properties:\n          spec:\n            type: object\n            \
+        x-kubernetes-validations:\n            \
+        - {rule: 'self.minReplicas <= self.maxReplicas', message: 'minReplicas must not exceed maxReplicas'}\n            \
+        - {rule: 'self.storageClass == oldSelf.storageClass', message: 'storageClass is immutable'}\n            \
+        properties:\n              minReplicas: {type: integer}\n              \
+        maxReplicas: {type: integer}\n              storageClass: {type: string}\n";
+    let created = k.try_run_with_input(&["apply", "-f", "-"], Some(crd));
+    assert!(created.success, "{}", created.stderr);
+    let database = |min: u32, class: &str| {
+        format!(
+            "apiVersion: example.steady.dev/v1\nkind: Database\nmetadata: {{name: db}}\n\
+             spec: {{minReplicas: {min}, maxReplicas: 3, storageClass: {class}}}\n"
+        )
+    };
+    let apply = |manifest: String| k.try_run_with_input(&["apply", "-f", "-"], Some(&manifest));
+    let refused = apply(database(5, "fast"));
+    assert!(!refused.success, "{}", refused.stdout);
+    assert_contains(
+        &refused.stderr,
+        "spec: Invalid value: \"object\": minReplicas must not exceed maxReplicas",
+    );
+    let created = apply(database(1, "fast"));
+    assert!(created.success, "{}", created.stderr);
+    let changed = apply(database(1, "slow"));
+    assert!(!changed.success, "{}", changed.stdout);
+    assert_contains(&changed.stderr, "storageClass is immutable");
+    assert_eq!(
+        k.run(&[
+            "get",
+            "database",
+            "db",
+            "-o",
+            "jsonpath={.spec.storageClass}"
+        ]),
+        "fast"
+    );
+}
+
 /// kubectl validates strictly by default (`fieldValidation=Strict`): a misspelt field is
 /// refused as kube-apiserver's decoder refuses it, `--validate=warn` stores the object
 /// without it and prints kube's warning, and a value of the wrong type is refused in Go's
