@@ -1,6 +1,8 @@
 //! CustomResourceDefinitions: validating them, computing their status, and turning them
 //! into served kinds in the registry as soon as they are written.
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -172,8 +174,100 @@ fn validate(crd: &Value, name: &str) -> Vec<FieldError> {
                 &format!("spec.versions[{i}].schema.openAPIV3Schema"),
             ));
         }
+        selectable_field_errors(
+            version,
+            &format!("spec.versions[{i}].selectableFields"),
+            &mut errors,
+        );
     }
     errors
+}
+
+/// kube's `MaxSelectableFields`.
+const MAX_SELECTABLE_FIELDS: usize = 8;
+
+/// A version's `selectableFields`, as field selectors name them (`spec.color`).
+fn selectable_fields(version: &Value) -> Vec<String> {
+    version["selectableFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|field| field["jsonPath"].as_str())
+        .map(|path| path.trim_start_matches('.').to_string())
+        .collect()
+}
+
+/// kube's checks of a version's `selectableFields`: each a path in its schema (no array
+/// index, not into `metadata`) to a string, boolean or integer, each once, at most 8.
+fn selectable_field_errors(version: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    let Some(fields) = version["selectableFields"].as_array() else {
+        return;
+    };
+    let schema = version.pointer("/schema/openAPIV3Schema");
+    let mut unique = BTreeSet::new();
+    for (i, field) in fields.iter().enumerate() {
+        let json_path = field["jsonPath"].as_str().unwrap_or_default();
+        let here = format!("{at}[{i}].jsonPath");
+        if json_path.is_empty() {
+            errors.push(error(&here, FieldErrorReason::Required, "Required value"));
+            continue;
+        }
+        let invalid = |why: &str| {
+            error(
+                &here,
+                FieldErrorReason::Invalid,
+                format!("Invalid value: {}: {why}", crate::go_text::quote(json_path)),
+            )
+        };
+        let path = json_path.strip_prefix('.').unwrap_or_default();
+        if matches!(path, "metadata.name" | "metadata.generateName") {
+            errors.push(invalid("must not point to fields in metadata"));
+            continue;
+        }
+        let found = (!path.is_empty())
+            .then(|| schema_at(schema, path))
+            .flatten();
+        let Some(found) = found else {
+            let why = if json_path.starts_with('.') {
+                "is an invalid path: does not refer to a valid field"
+            } else {
+                "is an invalid path: expected [ or . at 0"
+            };
+            errors.push(invalid(why));
+            continue;
+        };
+        if !matches!(
+            found["type"].as_str(),
+            Some("string" | "boolean" | "integer")
+        ) {
+            errors.push(invalid(
+                "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed.",
+            ));
+        }
+        if !unique.insert(path) {
+            errors.push(error(
+                &here,
+                FieldErrorReason::Duplicate,
+                format!("Duplicate value: {}", crate::go_text::quote(json_path)),
+            ));
+        }
+    }
+    if unique.len() > MAX_SELECTABLE_FIELDS {
+        errors.push(error(
+            at,
+            FieldErrorReason::TooMany,
+            format!(
+                "Too many: {}: must have at most {MAX_SELECTABLE_FIELDS} items",
+                unique.len()
+            ),
+        ));
+    }
+}
+
+/// The schema of the property at the dotted `path` (no array steps), if it declares one.
+fn schema_at<'s>(schema: Option<&'s Value>, path: &str) -> Option<&'s Value> {
+    path.split('.')
+        .try_fold(schema?, |node, step| node.get("properties")?.get(step))
 }
 
 /// The kinds a CRD serves: one per served version.
@@ -223,7 +317,7 @@ pub fn types_of(crd: &Value) -> Vec<ResourceType> {
                 categories: strings("/spec/names/categories"),
                 status_subresource: v.pointer("/subresources/status").is_some(),
                 scale,
-                extra_field_selectors: Vec::new(),
+                extra_field_selectors: selectable_fields(v).into_iter().map(Cow::Owned).collect(),
                 builtin: false,
                 typed: None,
                 validation: v

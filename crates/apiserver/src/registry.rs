@@ -1,6 +1,7 @@
 //! The resource registry: which kinds the server serves, under which group, version and
 //! plural, with which subresources. Built-in kinds are fixed; CRDs add and remove kinds live.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
@@ -30,8 +31,9 @@ pub struct ResourceType {
     pub categories: Vec<String>,
     pub status_subresource: bool,
     pub scale: Option<ScaleSubresource>,
-    /// Field selector paths beyond `metadata.name` and `metadata.namespace`.
-    pub extra_field_selectors: Vec<&'static str>,
+    /// Field selector paths beyond `metadata.name` and `metadata.namespace` (a built-in
+    /// kind's, or a CRD version's `selectableFields`).
+    pub extra_field_selectors: Vec<Cow<'static, str>>,
     /// Built-in kinds take strategic-merge patches; custom resources do not.
     pub builtin: bool,
     /// The Go struct kube-apiserver decodes a built-in kind into (None for custom
@@ -124,7 +126,7 @@ impl ResourceType {
 
     pub fn field_selectors(&self) -> Vec<&str> {
         let mut fields = vec!["metadata.name", "metadata.namespace"];
-        fields.extend(self.extra_field_selectors.iter().copied());
+        fields.extend(self.extra_field_selectors.iter().map(AsRef::as_ref));
         fields
     }
 
@@ -191,7 +193,7 @@ fn builtin_types() -> impl Iterator<Item = ResourceType> {
         categories: b.categories.iter().map(|s| s.to_string()).collect(),
         status_subresource: b.has_subresource("status"),
         scale: b.has_subresource("scale").then(builtin_scale),
-        extra_field_selectors: b.fields.to_vec(),
+        extra_field_selectors: b.fields.iter().map(|f| Cow::Borrowed(*f)).collect(),
         builtin: true,
         typed: crate::typed::root(&b.api_version(), b.kind),
         schema: None,

@@ -517,3 +517,87 @@ async fn validation_rules_hold_creates_and_updates_as_kube_does() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn selectable_fields_serve_field_selectors_as_kube_does() {
+    let server = server().await;
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+    "properties": {
+        "color": {"type": "string"}, "replicas": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    }}}});
+    let mut crd = example_crd(
+        "Namespaced",
+        json!({"plural": "widgets", "kind": "Widget"}),
+        schema,
+    );
+    crd["spec"]["versions"][0]["selectableFields"] =
+        json!([{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.replicas"}]);
+    common::install_crd(&server, crd.clone()).await;
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(
+        server.client(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.steady.dev", "v1", "Widget"),
+            "widgets",
+        ),
+    );
+    for (name, color, replicas) in [("a", "red", 1), ("b", "blue", 2), ("c", "red", 2)] {
+        let widget: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": {"name": name},
+            "spec": {"color": color, "replicas": replicas}}))
+        .expect("a widget");
+        widgets
+            .create(&PostParams::default(), &widget)
+            .await
+            .expect("created");
+    }
+    let names = |selector: &'static str| {
+        let widgets = widgets.clone();
+        async move {
+            let listed = widgets
+                .list(&ListParams::default().fields(selector))
+                .await
+                .expect("listed");
+            listed
+                .items
+                .into_iter()
+                .map(|w| w.metadata.name.unwrap_or_default())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(names("spec.color=red").await, ["a", "c"]);
+    assert_eq!(names("spec.color=red,spec.replicas=2").await, ["c"]);
+    assert_eq!(names("spec.color!=red").await, ["b"]);
+    let (code, message) = refusal(
+        widgets
+            .list(&ListParams::default().fields("spec.tags=x"))
+            .await,
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (400, "field label not supported: spec.tags")
+    );
+
+    // What kube refuses of a CRD's selectable fields.
+    let mut bad = crd;
+    bad["metadata"]["name"] = json!("gadgets.example.steady.dev");
+    bad["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget"});
+    bad["spec"]["versions"][0]["selectableFields"] = json!([
+        {"jsonPath": ".spec.tags"}, {"jsonPath": ".spec.nope"},
+        {"jsonPath": ".metadata.name"}, {"jsonPath": ".spec.color"}, {"jsonPath": ".spec.color"}]);
+    let crd: CustomResourceDefinition = serde_json::from_value(bad).expect("a CRD");
+    let (code, message) = refusal(
+        Api::<CustomResourceDefinition>::all(server.client())
+            .create(&PostParams::default(), &crd)
+            .await,
+    );
+    assert_eq!(code, 422);
+    for problem in [
+        "spec.versions[0].selectableFields[0].jsonPath: Invalid value: \".spec.tags\": must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed.",
+        "spec.versions[0].selectableFields[1].jsonPath: Invalid value: \".spec.nope\": is an invalid path: does not refer to a valid field",
+        "spec.versions[0].selectableFields[2].jsonPath: Invalid value: \".metadata.name\": must not point to fields in metadata",
+        "spec.versions[0].selectableFields[4].jsonPath: Duplicate value: \".spec.color\"",
+    ] {
+        assert!(message.contains(problem), "{problem} in {message}");
+    }
+}
