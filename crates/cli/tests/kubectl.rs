@@ -1127,7 +1127,7 @@ async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
 
 /// A CRD's `x-kubernetes-validations` rules hold what kubectl applies, as on a cluster: a
 /// custom resource breaking one is refused with the rule's message, and a transition rule
-/// keeps a field immutable.
+/// keeps a field immutable; its `selectableFields` serve `--field-selector`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_crd_validation_rules_refuse_as_in_kube() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1135,7 +1135,8 @@ async fn kubectl_crd_validation_rules_refuse_as_in_kube() {
     let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
         metadata: {name: databases.example.steady.dev}\nspec:\n  group: example.steady.dev\n  \
         scope: Namespaced\n  names: {plural: databases, kind: Database}\n  versions:\n  \
-        - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        \
+        - name: v1\n    served: true\n    storage: true\n    \
+        selectableFields: [{jsonPath: .spec.storageClass}]\n    schema:\n      openAPIV3Schema:\n        \
         type: object\n        properties:\n          spec:\n            type: object\n            \
         x-kubernetes-validations:\n            \
         - {rule: 'self.minReplicas <= self.maxReplicas', message: 'minReplicas must not exceed maxReplicas'}\n            \
@@ -1172,6 +1173,24 @@ async fn kubectl_crd_validation_rules_refuse_as_in_kube() {
         ]),
         "fast"
     );
+    // The CRD's selectable field serves `--field-selector`.
+    let selected = |selector: &str| {
+        k.run(&[
+            "get",
+            "databases",
+            "--field-selector",
+            selector,
+            "-o",
+            "name",
+        ])
+        .trim()
+        .to_string()
+    };
+    assert_eq!(
+        selected("spec.storageClass=fast"),
+        "database.example.steady.dev/db"
+    );
+    assert_eq!(selected("spec.storageClass=slow"), "");
 }
 
 /// kubectl validates strictly by default (`fieldValidation=Strict`): a misspelt field is
