@@ -387,7 +387,7 @@ impl GarbageCollector {
     fn apply(&mut self, change: &Change) {
         let event = &change.event;
         let key = &*event.key;
-        self.pod_changed(key);
+        self.pod_changed(key, &event.value, change.kind == ChangeKind::Deleted);
         match change.kind {
             ChangeKind::Added | ChangeKind::Modified => {
                 self.secret_written(key, &event.value);

@@ -43,6 +43,13 @@ pub(super) fn needs_protection(node: &Node) -> bool {
 struct PodUse {
     metadata: PodUseMetadata,
     spec: PodUseSpec,
+    status: PodUseStatus,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PodUseStatus {
+    phase: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -81,24 +88,52 @@ struct ClaimSource {
 
 impl PodUse {
     /// Whether this pod holds `claim` (of its namespace), as kube judges it: only a
-    /// scheduled pod does, since the kubelet starts no pod whose claim is being deleted.
+    /// scheduled pod does, since the kubelet starts no pod whose claim is being deleted;
+    /// an ephemeral volume's claim only until the pod has shut down.
     fn holds(&self, claim: &Node) -> bool {
-        if self.spec.node_name.as_deref().unwrap_or("").is_empty() {
-            return false;
-        }
+        let (named, ephemeral) = self.references(claim);
+        self.scheduled() && (named || (ephemeral && !self.shut_down()))
+    }
+
+    /// Whether one of this pod's volumes is `claim`, however it stands.
+    fn names(&self, claim: &Node) -> bool {
+        let (named, ephemeral) = self.references(claim);
+        named || ephemeral
+    }
+
+    /// Whether this change of the pod (`deleted`, or its new state) can let a claim go:
+    /// a running pod's updates cannot.
+    fn could_release(&self, deleted: bool) -> bool {
+        deleted || self.finished() || !self.scheduled()
+    }
+
+    fn scheduled(&self) -> bool {
+        !self.spec.node_name.as_deref().unwrap_or("").is_empty()
+    }
+
+    /// Succeeded or Failed.
+    fn finished(&self) -> bool {
+        matches!(self.status.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+
+    /// Whether a volume names `claim` (`persistentVolumeClaim.claimName`), and whether an
+    /// ephemeral volume's claim is `claim` (`<pod>-<volume>`, owned by the pod).
+    fn references(&self, claim: &Node) -> (bool, bool) {
         let pod = self.metadata.name.as_deref().unwrap_or("");
         let uid = self.metadata.uid.as_deref().unwrap_or("");
-        self.spec.volumes.iter().flatten().any(|volume| {
-            let named = volume
+        let volumes = || self.spec.volumes.iter().flatten();
+        let named = volumes().any(|volume| {
+            volume
                 .persistent_volume_claim
                 .as_ref()
-                .is_some_and(|source| source.claim_name == claim.name);
-            let ephemeral = volume.ephemeral.is_some()
-                && !self.shut_down()
+                .is_some_and(|source| source.claim_name == claim.name)
+        });
+        let ephemeral = volumes().any(|volume| {
+            volume.ephemeral.is_some()
                 && claim.name == format!("{pod}-{}", volume.name)
-                && claim.owners.iter().any(|owner| owner.uid == uid);
-            named || ephemeral
-        })
+                && claim.owners.iter().any(|owner| owner.uid == uid)
+        });
+        (named, ephemeral)
     }
 
     /// Deleted with no grace left: the kubelet is done with it, or it was forced. kube
@@ -111,8 +146,12 @@ impl PodUse {
 }
 
 impl GarbageCollector {
-    /// A pod at `key` changed or went: the claims waiting in its namespace look again.
-    pub(super) fn pod_changed(&mut self, key: &str) {
+    /// A pod at `key` changed or went (`bytes`, its new or last state): the claims
+    /// waiting in its namespace look again if it could be what releases one of them, as
+    /// kube's controller filters pod events: a pod deleted, finished or not scheduled
+    /// that names one of them. A running pod's updates, the most frequent writes, only
+    /// cost this check.
+    pub(super) fn pod_changed(&mut self, key: &str, bytes: &[u8], deleted: bool) {
         if self.waiting_claims.is_empty() {
             return;
         }
@@ -122,7 +161,21 @@ impl GarbageCollector {
         else {
             return;
         };
-        if self.waiting_claims.contains_key(namespace) {
+        let Some(waiting) = self.waiting_claims.get(namespace) else {
+            return;
+        };
+        let relevant = match serde_json::from_slice::<PodUse>(bytes) {
+            Ok(pod) => {
+                pod.could_release(deleted)
+                    && waiting
+                        .iter()
+                        .filter_map(|uid| self.nodes.get(uid))
+                        .any(|claim| pod.names(claim))
+            }
+            // Not readable as a pod: look again rather than miss a release.
+            Err(_) => true,
+        };
+        if relevant {
             self.claims_due.insert(namespace.to_string());
         }
     }
@@ -307,6 +360,18 @@ mod tests {
         assert!(pod_use(running.clone()).holds(&claim("web-0-scratch", Some("pod-uid"))));
         running["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         assert!(!pod_use(running).holds(&claim("web-0-scratch", Some("pod-uid"))));
+    }
+
+    #[test]
+    fn only_a_pod_deleted_finished_or_unscheduled_can_let_a_claim_go() {
+        let volumes = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]);
+        let running = pod_use(pod("steady-node", volumes.clone()));
+        assert!(!running.could_release(false));
+        assert!(running.could_release(true));
+        assert!(pod_use(pod("", volumes.clone())).could_release(false));
+        let mut finished = pod("steady-node", volumes);
+        finished["status"] = json!({"phase": "Succeeded"});
+        assert!(pod_use(finished).could_release(false));
     }
 
     #[test]
