@@ -5,7 +5,7 @@
 //! - a deleted claim keeps `kubernetes.io/pvc-protection` while a scheduled pod names it
 //!   (an ephemeral volume's claim, `<pod>-<volume>` owned by the pod, until that pod has
 //!   shut down); the pods of its namespace are read once for all its waiting claims, and
-//!   any pod change there looks again;
+//!   read again when a pod that names one is deleted, finishes or is unscheduled;
 //! - a deleted volume keeps `kubernetes.io/pv-protection` while its phase is Bound;
 //! - a live claim or volume without its finalizer gets it back.
 //!
