@@ -258,6 +258,8 @@ struct GarbageCollector {
     waiting_claims: BTreeMap<String, BTreeSet<String>>,
     /// Namespaces whose waiting claims are to be looked at again.
     claims_due: BTreeSet<String>,
+    /// Keys of the Secrets whose bytes name the token type when last written.
+    token_secrets: BTreeSet<String>,
     /// Keys of Secrets the token controller is to look at.
     tokens_due: BTreeSet<String>,
     /// Those whose last step failed, looked at again at `retry_at`.
@@ -280,6 +282,7 @@ impl GarbageCollector {
             retry_at: None,
             waiting_claims: BTreeMap::new(),
             claims_due: BTreeSet::new(),
+            token_secrets: BTreeSet::new(),
             tokens_due: BTreeSet::new(),
             tokens_retry: BTreeSet::new(),
         }
@@ -371,6 +374,7 @@ impl GarbageCollector {
         self.retry_at = None;
         self.waiting_claims.clear();
         self.claims_due.clear();
+        self.token_secrets.clear();
         self.tokens_due.clear();
         self.tokens_retry.clear();
         for object in snapshot.objects {
@@ -401,7 +405,7 @@ impl GarbageCollector {
             }
             ChangeKind::Deleted => {
                 self.remove(key);
-                self.account_gone(key);
+                self.token_object_gone(key);
             }
         }
     }

@@ -36,19 +36,35 @@ fn may_be_token_secret(bytes: &[u8]) -> bool {
 impl GarbageCollector {
     /// A write of `key` (its stored `bytes`): a token Secret is looked at in this pass.
     pub(super) fn secret_written(&mut self, key: &str, bytes: &[u8]) {
-        if key.starts_with(SECRET_PREFIX) && may_be_token_secret(bytes) {
+        if !key.starts_with(SECRET_PREFIX) {
+            return;
+        }
+        if may_be_token_secret(bytes) {
+            self.token_secrets.insert(key.to_string());
             self.tokens_due.insert(key.to_string());
+        } else {
+            self.token_secrets.remove(key);
         }
     }
 
-    /// The object at `key` is gone: if it was a service account, its namespace's Secrets
-    /// are looked at (those holding its tokens are deleted).
-    pub(super) fn account_gone(&mut self, key: &str) {
+    /// The object at `key` is gone: if it was a service account, the token Secrets of its
+    /// namespace are looked at (those holding its tokens are deleted).
+    pub(super) fn token_object_gone(&mut self, key: &str) {
+        self.token_secrets.remove(key);
         let Some((namespace, _)) = namespace_and_name(key, ACCOUNT_PREFIX) else {
             return;
         };
         let prefix = format!("{SECRET_PREFIX}{namespace}/");
-        let secrets: Vec<String> = self.keys_under(&prefix).cloned().collect();
+        let from = (
+            std::ops::Bound::Included(prefix.as_str()),
+            std::ops::Bound::Unbounded,
+        );
+        let secrets: Vec<String> = self
+            .token_secrets
+            .range::<str, _>(from)
+            .take_while(|secret| secret.starts_with(&prefix))
+            .cloned()
+            .collect();
         self.tokens_due.extend(secrets);
     }
 
