@@ -442,6 +442,16 @@ fn refusal<T: std::fmt::Debug>(result: kube::Result<T>) -> (u16, String) {
     }
 }
 
+/// The refusal of the CRD `crd` (JSON, as a user writes it).
+async fn refused_crd(server: &ApiServer, crd: Value) -> (u16, String) {
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).expect("a CRD");
+    refusal(
+        Api::<CustomResourceDefinition>::all(server.client())
+            .create(&PostParams::default(), &crd)
+            .await,
+    )
+}
+
 #[tokio::test]
 async fn validation_rules_hold_creates_and_updates_as_kube_does() {
     let server = server().await;
@@ -458,28 +468,17 @@ async fn validation_rules_hold_creates_and_updates_as_kube_does() {
         "storageClass": {"type": "string"},
     }}}});
     common::install_widgets(&server, schema).await;
-    let widgets: Api<DynamicObject> = Api::default_namespaced_with(
-        server.client(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("example.steady.dev", "v1", "Widget"),
-            "widgets",
-        ),
-    );
-    let widget = |min: i64, class: &str| -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": {"name": "w"},
-            "spec": {"minReplicas": min, "maxReplicas": 3, "storageClass": class}}))
-        .expect("a widget")
-    };
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(server.client(), "default", &widget_resource());
+    let spec = |min: i64, class: &str| json!({"spec": {"minReplicas": min, "maxReplicas": 3, "storageClass": class}});
     assert_eq!(
-        refusal(widgets.create(&PostParams::default(), &widget(5, "fast")).await),
+        refusal(create_widget(&widgets, "w", spec(5, "fast")).await),
         (
             422,
             "Widget.example.steady.dev \"w\" is invalid: spec: Invalid value: \"object\": minReplicas must not exceed maxReplicas".to_string()
         )
     );
-    widgets
-        .create(&PostParams::default(), &widget(1, "fast"))
+    create_widget(&widgets, "w", spec(1, "fast"))
         .await
         .expect("a valid widget is created");
     let change_class = Patch::Merge(json!({"spec": {"storageClass": "slow"}}));
@@ -505,12 +504,7 @@ async fn validation_rules_hold_creates_and_updates_as_kube_does() {
         json!({"plural": "gadgets", "kind": "Gadget"}),
         json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.size >"}]}),
     );
-    let crd: CustomResourceDefinition = serde_json::from_value(broken).expect("a CRD");
-    let (code, message) = refusal(
-        Api::<CustomResourceDefinition>::all(server.client())
-            .create(&PostParams::default(), &crd)
-            .await,
-    );
+    let (code, message) = refused_crd(&server, broken).await;
     assert_eq!(code, 422);
     assert!(
         message.contains("spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"self.size >\": compilation failed"),
@@ -534,22 +528,11 @@ async fn selectable_fields_serve_field_selectors_as_kube_does() {
     crd["spec"]["versions"][0]["selectableFields"] =
         json!([{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.replicas"}]);
     common::install_crd(&server, crd.clone()).await;
-    let widgets: Api<DynamicObject> = Api::default_namespaced_with(
-        server.client(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("example.steady.dev", "v1", "Widget"),
-            "widgets",
-        ),
-    );
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(server.client(), "default", &widget_resource());
     for (name, color, replicas) in [("a", "red", 1), ("b", "blue", 2), ("c", "red", 2)] {
-        let widget: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "example.steady.dev/v1", "kind": "Widget", "metadata": {"name": name},
-            "spec": {"color": color, "replicas": replicas}}))
-        .expect("a widget");
-        widgets
-            .create(&PostParams::default(), &widget)
-            .await
-            .expect("created");
+        let spec = json!({"spec": {"color": color, "replicas": replicas}});
+        create_widget(&widgets, name, spec).await.expect("created");
     }
     let names = |selector: &'static str| {
         let widgets = widgets.clone();
@@ -585,12 +568,7 @@ async fn selectable_fields_serve_field_selectors_as_kube_does() {
     bad["spec"]["versions"][0]["selectableFields"] = json!([
         {"jsonPath": ".spec.tags"}, {"jsonPath": ".spec.nope"},
         {"jsonPath": ".metadata.name"}, {"jsonPath": ".spec.color"}, {"jsonPath": ".spec.color"}]);
-    let crd: CustomResourceDefinition = serde_json::from_value(bad).expect("a CRD");
-    let (code, message) = refusal(
-        Api::<CustomResourceDefinition>::all(server.client())
-            .create(&PostParams::default(), &crd)
-            .await,
-    );
+    let (code, message) = refused_crd(&server, bad).await;
     assert_eq!(code, 422);
     for problem in [
         "spec.versions[0].selectableFields[0].jsonPath: Invalid value: \".spec.tags\": must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed.",

@@ -156,14 +156,7 @@ impl ValueSchema {
                 max: count("maxProperties"),
                 min: count("minProperties"),
             },
-            required: match s.get("required") {
-                Some(Value::Array(required)) => required
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect(),
-                _ => Vec::new(),
-            },
+            required: crate::meta::string_list(s.get("required")),
             properties: props(s).map(|ps| {
                 ps.iter()
                     .map(|(k, sub)| (k.clone(), ValueSchema::new(sub)))
@@ -181,16 +174,8 @@ impl ValueSchema {
             rules: rules::read(s),
             rules_below: false,
             atomic_map: text("x-kubernetes-map-type").as_deref() == Some("atomic"),
-            list_map_keys: (text("x-kubernetes-list-type").as_deref() == Some("map")).then(|| {
-                match s.get("x-kubernetes-list-map-keys") {
-                    Some(Value::Array(keys)) => keys
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect(),
-                    _ => Vec::new(),
-                }
-            }),
+            list_map_keys: (text("x-kubernetes-list-type").as_deref() == Some("map"))
+                .then(|| crate::meta::string_list(s.get("x-kubernetes-list-map-keys"))),
         };
         schema.rules_below = !schema.rules.is_empty()
             || schema.items.as_ref().is_some_and(|i| i.rules_below)

@@ -178,14 +178,8 @@ fn not_a_json_object(bytes: &[u8]) -> Option<String> {
 mod tests {
     use serde_json::json;
 
+    use super::super::tests::messages;
     use super::*;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors
-            .iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
-            .collect()
-    }
 
     fn config_map_errors(obj: Value) -> Vec<String> {
         let mut errors = Vec::new();

@@ -612,7 +612,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn messages(errors: &[FieldError]) -> Vec<String> {
+    /// Each error as kube prints it, `field: message` (shared by the sibling modules' tests).
+    pub(super) fn messages(errors: &[FieldError]) -> Vec<String> {
         errors
             .iter()
             .map(|e| format!("{}: {}", e.field, e.message))
