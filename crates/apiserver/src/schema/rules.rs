@@ -345,8 +345,10 @@ impl Walk<'_> {
             FieldError::new(at, reason, message)
         };
         let invalid = |rule: &Rule, detail: String| fail(rule, detail, FieldErrorReason::Invalid);
-        let size = nodes(value) + old.map_or(0, nodes);
-        let mut bound: Option<(cel::Value, Option<cel::Value>)> = None;
+        // Both made once per place, and only when a rule needs them: the input's size (a
+        // walk of it) for a rule that can multiply it, the bound variables for any that runs.
+        let mut size: Option<u64> = None;
+        let mut bound: Option<Context> = None;
         for rule in schema.rules() {
             let program = match &rule.program {
                 Ok(program) => program,
@@ -366,7 +368,8 @@ impl Walk<'_> {
             let cost = if rule.exponent == 0 {
                 0
             } else {
-                size.saturating_pow(rule.exponent)
+                size.get_or_insert_with(|| nodes(value) + old.map_or(0, nodes))
+                    .saturating_pow(rule.exponent)
             };
             if cost > PER_CALL_LIMIT {
                 self.out.push(invalid(rule, format!(
@@ -383,24 +386,21 @@ impl Walk<'_> {
                 return false;
             }
             self.budget -= cost;
-            let (self_value, old_value) = bound.get_or_insert_with(|| {
-                (
-                    to_cel(value, schema, root),
-                    old.map(|o| to_cel(o, schema, root)),
-                )
+            let context = bound.get_or_insert_with(|| {
+                let mut context = Context::with_env(ENV.clone());
+                context.add_variable_from_value("self", to_cel(value, schema, root));
+                if let Some(old) = old {
+                    context.add_variable_from_value(OLD_SELF, to_cel(old, schema, root));
+                }
+                context
             });
-            let mut context = Context::with_env(ENV.clone());
-            context.add_variable_from_value("self", self_value.clone());
-            if let Some(old_value) = old_value {
-                context.add_variable_from_value(OLD_SELF, old_value.clone());
-            }
-            match program.execute(&context) {
+            match program.execute(context) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => {
                     let detail = rule
                         .message_expression
                         .as_ref()
-                        .and_then(|m| message_of(m, &context))
+                        .and_then(|m| message_of(m, context))
                         .unwrap_or_else(|| rule.default_message());
                     self.out.push(fail(rule, detail, rule.reason));
                 }
