@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use crate::object_cache::{Cached, ObjectCache, ObjectKey};
+use crate::object_cache::{Cached, ObjectCache, ObjectKey, Stamps};
 use crate::queue::Trigger;
 
 /// What identifies what a reconciler reads of an object: its uid and its cache stamp.
@@ -38,18 +38,53 @@ impl Version {
     }
 }
 
-/// One write a reconcile made: the object's kind and key, and the state the server
-/// returned (`None`: the object is gone).
+/// One write a reconcile made: the object's kind and key, the state the server returned
+/// (`None`: the object is gone), and the stamp of the cached state that state replaced
+/// (`None`: the key was not cached).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Written {
     pub(crate) kind: String,
     pub(crate) key: ObjectKey,
     pub(crate) version: Option<Version>,
+    pub(crate) replaced: Option<u64>,
+}
+
+impl Written {
+    /// A write that left `obj` cached with `stamps`.
+    pub(crate) fn cached(kind: &str, obj: &impl Cached, stamps: Stamps) -> Self {
+        Written {
+            kind: kind.to_string(),
+            key: obj.cache_key(),
+            version: Some(Version::of(obj, stamps.stamp)),
+            replaced: stamps.replaced,
+        }
+    }
+
+    /// A delete that ended the object `key`.
+    pub(crate) fn gone(kind: &str, key: ObjectKey) -> Self {
+        Written {
+            kind: kind.to_string(),
+            key,
+            version: None,
+            replaced: None,
+        }
+    }
 }
 
 /// The inputs of one key as the caches hold them: every object by kind and key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub(crate) struct Inputs(BTreeMap<(String, ObjectKey), Version>);
+pub(crate) struct Inputs(BTreeMap<(String, ObjectKey), Version>, Desired);
+
+/// What of the primary's desired state only others change: its `generation` (status
+/// writes never bump it) and whether it is being deleted. A reconcile that saw it change
+/// while it ran is never settled, however its writes reached the cache: a status write's
+/// reply carries someone else's spec change even when that change's own event was lost,
+/// or reached the cache only after the reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Desired {
+    generation: Option<i64>,
+    deleting: bool,
+}
 
 impl Inputs {
     fn insert(&mut self, kind: &str, obj: &impl Cached, stamp: u64) {
@@ -65,15 +100,35 @@ impl Inputs {
     }
 
     /// Whether `self` (read when a reconcile started) became `after` (read when it
-    /// finished) by `writes` alone: every object that differs holds the stamp the
-    /// reconcile's last write of it got, or is gone and its last write was a delete.
+    /// finished) by `writes` alone: the primary's desired state did not move (see
+    /// [`Desired`]); every object that differs holds the stamp the reconcile's last write
+    /// of it got, or is gone and its last write was a delete; and each of those writes
+    /// replaced in the cache a state the reconcile read or wrote itself. A write that
+    /// replaced another state (someone else's change, which reached the cache while the
+    /// reconcile ran) explains nothing: a merge patch's reply carries that change, which
+    /// no reconcile has seen.
     pub(crate) fn changed_only_by(&self, after: &Inputs, writes: &[Written]) -> bool {
+        if self.1 != after.1 {
+            return false;
+        }
         let mut last_write = BTreeMap::new();
         for write in writes {
             last_write.insert((write.kind.as_str(), &write.key), write.version.as_ref());
         }
+        let own_chain = |kind: &str, key: &ObjectKey| {
+            let read = self
+                .0
+                .get(&(kind.to_string(), key.clone()))
+                .map(|v| v.stamp);
+            let of_object = || writes.iter().filter(|w| w.kind == kind && &w.key == key);
+            let wrote = |stamp: u64| {
+                of_object().any(|w| w.version.as_ref().is_some_and(|v| v.stamp == stamp))
+            };
+            of_object()
+                .all(|w| w.version.is_none() || w.replaced == read || w.replaced.is_some_and(wrote))
+        };
         let explained = |(kind, key): &(String, ObjectKey), now: Option<&Version>| {
-            last_write.get(&(kind.as_str(), key)) == Some(&now)
+            last_write.get(&(kind.as_str(), key)) == Some(&now) && own_chain(kind, key)
         };
         let changed_or_new = after
             .0
@@ -117,8 +172,15 @@ pub(crate) struct InputReader {
 }
 
 impl InputReader {
-    pub(crate) fn read(&self, primary: &impl Cached, stamp: u64) -> Inputs {
-        let mut inputs = Inputs::default();
+    pub(crate) fn read<K: kube::Resource>(&self, primary: &K, stamp: u64) -> Inputs {
+        let meta = primary.meta();
+        let mut inputs = Inputs(
+            BTreeMap::new(),
+            Desired {
+                generation: meta.generation,
+                deleting: meta.deletion_timestamp.is_some(),
+            },
+        );
         inputs.insert(&self.primary_kind, primary, stamp);
         if let Some(uid) = primary.cache_meta().uid {
             for owned in &self.owned {
@@ -214,14 +276,18 @@ mod tests {
                     ((kind.to_string(), key(name)), version(uid, stamp))
                 })
                 .collect(),
+            Desired::default(),
         )
     }
 
-    fn written(kind: &str, name: &str, version: Option<Version>) -> Written {
+    /// A write of `name` that left it cached as `version`, replacing the cached state
+    /// stamped `replaced`.
+    fn written(kind: &str, name: &str, version: Option<Version>, replaced: &str) -> Written {
         Written {
             kind: kind.into(),
             key: key(name),
             version,
+            replaced: replaced.parse().ok(),
         }
     }
 
@@ -230,10 +296,10 @@ mod tests {
         let before = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p0", "3")]);
         let after = inputs(&[("Cache", "c", "u1", "9"), ("Pod", "c-1", "p1", "8")]);
         let writes = [
-            written("Pod", "c-1", Some(version("p1", "8"))),
-            written("Pod", "c-0", None),
-            written("Cache", "c", Some(version("u1", "7"))),
-            written("Cache", "c", Some(version("u1", "9"))),
+            written("Pod", "c-1", Some(version("p1", "8")), "none"),
+            written("Pod", "c-0", None, "3"),
+            written("Cache", "c", Some(version("u1", "7")), "5"),
+            written("Cache", "c", Some(version("u1", "9")), "7"),
         ];
         assert!(before.changed_only_by(&after, &writes));
         assert!(before.changed_only_by(&before, &[]));
@@ -243,7 +309,7 @@ mod tests {
     fn a_change_nobody_in_the_reconcile_wrote_is_not_explained() {
         let before = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p0", "3")]);
         let pod_moved = inputs(&[("Cache", "c", "u1", "9"), ("Pod", "c-0", "p0", "4")]);
-        let status = [written("Cache", "c", Some(version("u1", "9")))];
+        let status = [written("Cache", "c", Some(version("u1", "9")), "5")];
         assert!(!before.changed_only_by(&pod_moved, &status));
         // Written, then changed again by someone else before the reconcile finished.
         let newer = inputs(&[("Cache", "c", "u1", "10"), ("Pod", "c-0", "p0", "3")]);
@@ -254,6 +320,48 @@ mod tests {
         // Recreated under the same name by someone else.
         let recreated = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p9", "3")]);
         assert!(!before.changed_only_by(&recreated, &[]));
+        // Deleted by someone else, then created again by the reconcile: its create
+        // replaced nothing, but it had read the object that was deleted.
+        let created_again = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p9", "6")]);
+        let create = [written("Pod", "c-0", Some(version("p9", "6")), "none")];
+        assert!(!before.changed_only_by(&created_again, &create));
+    }
+
+    /// The simulator's find: someone changes the spec (stamp 6) while the reconcile, which
+    /// read stamp 5, writes status by merge patch; the reply (stamp 7) carries the new spec
+    /// and replaced stamp 6 in the cache. The write explains nothing: the reconcile never
+    /// saw stamp 6, so the run the spec change queued must not be skipped.
+    #[test]
+    fn a_write_over_a_state_the_reconcile_never_read_explains_nothing() {
+        let before = inputs(&[("Cache", "c", "u1", "5")]);
+        let after = inputs(&[("Cache", "c", "u1", "7")]);
+        let over_foreign = [written("Cache", "c", Some(version("u1", "7")), "6")];
+        assert!(!before.changed_only_by(&after, &over_foreign));
+        let over_own = [written("Cache", "c", Some(version("u1", "7")), "5")];
+        assert!(before.changed_only_by(&after, &over_own));
+        // A created object replaced nothing; one cached meanwhile by someone else's
+        // create (stamp 4) is not the reconcile's.
+        let created = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p0", "8")]);
+        let create = [written("Pod", "c-0", Some(version("p0", "8")), "none")];
+        assert!(before.changed_only_by(&created, &create));
+        let over_theirs = [written("Pod", "c-0", Some(version("p0", "8")), "4")];
+        assert!(!before.changed_only_by(&created, &over_theirs));
+    }
+
+    /// The simulator's other find: a spec change whose event was lost reached the cache
+    /// only inside the echo of the reconcile's status write, which followed the state it
+    /// read. No stamp says so; the generation does.
+    #[test]
+    fn a_primary_whose_generation_moved_during_the_reconcile_is_not_settled() {
+        let before = inputs(&[("Cache", "c", "u1", "5")]);
+        let mut after = inputs(&[("Cache", "c", "u1", "7")]);
+        let status = [written("Cache", "c", Some(version("u1", "7")), "5")];
+        assert!(before.changed_only_by(&after, &status));
+        after.1.generation = Some(2);
+        assert!(!before.changed_only_by(&after, &status));
+        let mut deleted = before.clone();
+        deleted.1.deleting = true;
+        assert!(!before.changed_only_by(&deleted, &[]));
     }
 
     #[test]

@@ -182,9 +182,13 @@ impl<'a> KeyRef<'a> {
 /// counter, renewed whenever the object changes in a way its watch wakes reconciles for,
 /// and kept through changes it does not (only a resourceVersion, a field a projection
 /// leaves out). Two reads of an object with the same uid and stamp read the same thing.
+///
+/// It also keeps the stamp of the state it followed in the cache (0: none), so a reply to
+/// a write whose state the watch delivered first still says what it replaced.
 struct Entry<K> {
     obj: Arc<K>,
     stamp: u64,
+    follows: u64,
 }
 
 impl<K: Cached> Keyed for Entry<K> {
@@ -301,7 +305,11 @@ impl<K: Cached> Listed<K> {
     /// The list delivered `obj`'s key (its stamp is not needed here) at `listed_version`.
     fn record(&mut self, obj: Arc<K>, listed_version: Option<u64>) {
         self.newest = self.newest.max(listed_version.unwrap_or(0));
-        self.keys.replace(Entry { obj, stamp: 0 });
+        self.keys.replace(Entry {
+            obj,
+            stamp: 0,
+            follows: 0,
+        });
     }
 }
 
@@ -360,13 +368,14 @@ impl<K: Cached> Inner<K> {
         Some(removed)
     }
 
-    fn index(&mut self, obj: &Arc<K>, stamp: u64) {
+    fn index(&mut self, obj: &Arc<K>, stamp: u64, follows: u64) {
         for uid in owner_uids(obj.as_ref()) {
             // The previous state was unindexed first; `replace` keeps this state even if
             // it was not.
             self.by_owner.entry(uid.into()).or_default().replace(Entry {
                 obj: obj.clone(),
                 stamp,
+                follows,
             });
         }
     }
@@ -469,12 +478,15 @@ impl<K: Cached> ObjectCache<K> {
         let _ = self.apply(obj);
     }
 
-    /// [`remember`](Self::remember), returning the stamp the written state got (`None`
-    /// when the cache already held a newer state).
-    pub(crate) fn remember_stamped(&self, obj: K) -> Option<u64> {
+    /// [`remember`](Self::remember), returning the stamp the written state got and the
+    /// one it replaced (`None` when the cache already held a newer state).
+    pub(crate) fn remember_stamped(&self, obj: K) -> Option<Stamps> {
         self.update_unless_newer(obj, Arrival::Written)
             .ok()
-            .map(|u| u.stamp)
+            .map(|u| Stamps {
+                stamp: u.stamp,
+                replaced: u.replaced,
+            })
     }
 
     /// Record that the reconciler deleted `key`.
@@ -520,9 +532,11 @@ impl<K: Cached> ObjectCache<K> {
         if let (Arrival::Event(_), Some(version)) = (arrival, incoming_version) {
             inner.watched_to = inner.watched_to.max(version);
         }
-        let mut kept_stamp = None;
+        let mut kept = None;
         let mut woke = true;
-        match find_entry(&inner.objects, &KeyRef::of(&obj)) {
+        let found = find_entry(&inner.objects, &KeyRef::of(&obj));
+        let mut follows = found.map_or(0, |current| current.stamp);
+        match found {
             Some(current) => {
                 let (cached, incoming) = (current.obj.cache_meta(), obj.cache_meta());
                 if is_older(incoming.resource_version, cached.resource_version) {
@@ -535,7 +549,8 @@ impl<K: Cached> ObjectCache<K> {
                     // The same state again (the event of a remembered write), or a change
                     // nobody is woken for: what a reconciler reads is unchanged.
                     if cached.resource_version == incoming.resource_version || !woke {
-                        kept_stamp = Some(current.stamp);
+                        kept = Some(current.stamp);
+                        follows = current.follows;
                     }
                 }
             }
@@ -546,7 +561,7 @@ impl<K: Cached> ObjectCache<K> {
             }
             None => {}
         }
-        let stamp = kept_stamp.unwrap_or_else(|| {
+        let stamp = kept.unwrap_or_else(|| {
             inner.last_stamp += 1;
             inner.last_stamp
         });
@@ -556,17 +571,19 @@ impl<K: Cached> ObjectCache<K> {
             .replace(Entry {
                 obj: current.clone(),
                 stamp,
+                follows,
             })
             .map(|e| e.obj);
         if let Some(prev) = &previous {
             inner.unindex(prev);
         }
-        inner.index(&current, stamp);
+        inner.index(&current, stamp, follows);
         Ok(Update {
             previous,
             current,
             woke,
             stamp,
+            replaced: (follows != 0).then_some(follows),
         })
     }
 
@@ -661,6 +678,19 @@ pub(crate) struct Update<K> {
     pub(crate) woke: bool,
     /// The state's stamp (see `Entry`).
     pub(crate) stamp: u64,
+    /// The stamp of the state it replaced in the cache (when the same state was already
+    /// cached, the stamp of the state that one replaced), if there was one.
+    pub(crate) replaced: Option<u64>,
+}
+
+/// The stamp a written state got in the cache, and the stamp of the state it replaced
+/// (`None`: the key was not cached). A write explains a change of its object only when
+/// what it replaced is what its reconcile read or wrote before: see
+/// `Inputs::changed_only_by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamps {
+    pub(crate) stamp: u64,
+    pub(crate) replaced: Option<u64>,
 }
 
 /// Whether `new` differs from `old` in anything a reconciler can read: every field but
@@ -778,7 +808,9 @@ mod tests {
     fn only_changes_that_survive_the_trim_count_beyond_the_version() {
         let cache = ObjectCache::<ConfigMap>::default();
         cache.set_trim(Arc::new(|cm: &mut ConfigMap| cm.data = None));
-        let first = cache.remember_stamped(cm("a", "1", Some("o1")));
+        let first = cache
+            .remember_stamped(cm("a", "1", Some("o1")))
+            .map(|stamps| stamps.stamp);
         let mut data_only = cm("a", "2", Some("o1"));
         data_only.data = Some([("k".to_string(), "v".to_string())].into());
         data_only.metadata.managed_fields = Some(Vec::new());
@@ -918,6 +950,28 @@ mod tests {
         );
         assert_eq!(cache.remember_stamped(cm("a", "6", None)), None);
         assert_eq!(cached_uid(&cache, "a").as_deref(), Some("uid-a-2"));
+    }
+
+    /// A written state says which cached state it replaced, also when the watch
+    /// delivered the same state first: then it is what that event's state replaced.
+    #[test]
+    fn a_written_state_names_the_state_it_replaced() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        let read = cache.update(cm("a", "5", None), |_, _| true).expect("new");
+        assert_eq!(read.replaced, None, "nothing was cached");
+        let written = cache.remember_stamped(cm("a", "6", None)).expect("newer");
+        assert_eq!(written.replaced, Some(read.stamp));
+        // Someone else's change (7) arrives, then the watch delivers a write's state (8)
+        // before its reply: the reply replaced 7, not the state the writer read.
+        let theirs = cache
+            .update(cm("a", "7", None), |_, _| true)
+            .expect("newer");
+        let echo = cache
+            .update(cm("a", "8", None), |_, _| true)
+            .expect("newer");
+        let reply = cache.remember_stamped(cm("a", "8", None)).expect("same");
+        assert_eq!(reply.stamp, echo.stamp, "the same state keeps its stamp");
+        assert_eq!(reply.replaced, Some(theirs.stamp));
     }
 
     /// The reconciler deletes an object and creates its successor before the watch

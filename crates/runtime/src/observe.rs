@@ -28,7 +28,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
-use crate::inputs::{Version, Written};
+use crate::inputs::Written;
 use crate::object_cache::ObjectKey;
 use crate::queue::Trigger;
 
@@ -435,16 +435,10 @@ pub(crate) fn record_write(verb: WriteVerb, kind: &str, object: ObjectKey) {
     });
 }
 
-/// Note, for the reconcile running on this task if any, that the object `key` of `kind`
-/// is now cached as `version` (`None`: gone) because of its write.
-pub(crate) fn record_written(kind: &str, key: ObjectKey, version: Option<Version>) {
-    let _ = WRITES.try_with(|writes| {
-        writes.borrow_mut().versions.push(Written {
-            kind: kind.to_string(),
-            key,
-            version,
-        })
-    });
+/// Note, for the reconcile running on this task if any, how one of its writes left the
+/// cache (see [`Written`]).
+pub(crate) fn record_written(written: Written) {
+    let _ = WRITES.try_with(|writes| writes.borrow_mut().versions.push(written));
 }
 
 #[cfg(test)]
@@ -482,12 +476,12 @@ mod tests {
     #[tokio::test]
     async fn writes_are_collected_only_inside_the_scope() {
         record_write(WriteVerb::Created, "Pod", key("outside"));
-        record_written("Pod", key("outside"), None);
+        record_written(Written::gone("Pod", key("outside")));
         let ((), writes) = collect_writes(async {
             record_write(WriteVerb::Created, "Pod", key("demo-1"));
             tokio::task::yield_now().await;
             record_write(WriteVerb::PatchedStatus, "Cache", key("demo"));
-            record_written("Pod", key("demo-0"), None);
+            record_written(Written::gone("Pod", key("demo-0")));
         })
         .await;
         let said: Vec<String> = writes.record.iter().map(ToString::to_string).collect();

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::controller::{Controller, watched_mapper};
-use crate::object_cache::{CacheMeta, Cached, ObjectCache, ObjectKey, OwnerView};
+use crate::object_cache::{CacheMeta, Cached, ObjectCache, ObjectKey, OwnerView, Stamps};
 use crate::observe::Role;
 use crate::source::{CachedAs, decoded_form_of, retyped};
 use crate::unread::deserialize_skipping;
@@ -336,7 +336,7 @@ decoded_form_of!(impl<P: Projection> for Decoded<P>, kind P::Kind, |this| &this.
 pub(crate) struct ProjectingWrites<P>(pub(crate) ObjectCache<Projected<P>>);
 
 impl<P: Projection> Remembers<P::Kind> for ProjectingWrites<P> {
-    fn remember(&self, written: &P::Kind) -> Option<u64> {
+    fn remember(&self, written: &P::Kind) -> Option<Stamps> {
         self.0.remember_stamped(Projected::of(written))
     }
 

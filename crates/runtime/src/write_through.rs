@@ -15,8 +15,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::inputs::Version;
-use crate::object_cache::{Cached, ObjectCache, ObjectKey};
+use crate::inputs::Written;
+use crate::object_cache::{Cached, ObjectCache, ObjectKey, Stamps};
 use crate::observe::{self, WriteVerb};
 use crate::projection::{Projected, ProjectingWrites, Projection};
 use crate::unread::deserialize_skipping;
@@ -36,14 +36,14 @@ impl<C> Writable for C where
 /// Where a successful write of a `C` is remembered: a cache of `C` itself, or of a
 /// projection of it.
 pub(crate) trait Remembers<C>: Send + Sync {
-    /// The server answered a write with `written`. Returns the stamp the cached state
-    /// got, `None` when the cache already held a newer one.
-    fn remember(&self, written: &C) -> Option<u64>;
+    /// The server answered a write with `written`. Returns the stamps of the cached state
+    /// (see [`Stamps`]), `None` when the cache already held a newer one.
+    fn remember(&self, written: &C) -> Option<Stamps>;
     /// [`Self::remember`], unless `changed(cached, written)` says the cached state and
     /// the written one differ in what the write could not have changed (a status write's
     /// reply showing someone else's change, see [`changed_by_others`]): that change is
     /// left to its watch event, which then wakes the controller.
-    fn remember_unless(&self, written: &C, _changed: fn(&C, &C) -> bool) -> Option<u64> {
+    fn remember_unless(&self, written: &C, _changed: fn(&C, &C) -> bool) -> Option<Stamps> {
         self.remember(written)
     }
     /// The object `key` is gone.
@@ -71,11 +71,11 @@ fn changed_by_others<C: Resource>(cached: &C, written: &C) -> bool {
 pub(crate) type WriteSink<C> = Arc<dyn Remembers<C>>;
 
 impl<C: Cached + Clone + Send + Sync> Remembers<C> for ObjectCache<C> {
-    fn remember(&self, written: &C) -> Option<u64> {
+    fn remember(&self, written: &C) -> Option<Stamps> {
         self.remember_stamped(written.clone())
     }
 
-    fn remember_unless(&self, written: &C, changed: fn(&C, &C) -> bool) -> Option<u64> {
+    fn remember_unless(&self, written: &C, changed: fn(&C, &C) -> bool) -> Option<Stamps> {
         let cached = self.get(&written.cache_key());
         if cached.is_some_and(|cached| changed(cached.as_ref(), written)) {
             return None;
@@ -169,12 +169,11 @@ where
         &self,
         verb: WriteVerb,
         written: &C,
-        cache_it: impl FnOnce(&dyn Remembers<C>) -> Option<u64>,
+        cache_it: impl FnOnce(&dyn Remembers<C>) -> Option<Stamps>,
     ) {
-        let key = ObjectKey::of(written);
-        observe::record_write(verb, &self.kind, key.clone());
-        if let Some(stamp) = self.cache.as_deref().and_then(cache_it) {
-            observe::record_written(&self.kind, key, Some(Version::of(written, stamp)));
+        observe::record_write(verb, &self.kind, ObjectKey::of(written));
+        if let Some(stamps) = self.cache.as_deref().and_then(cache_it) {
+            observe::record_written(Written::cached(&self.kind, written, stamps));
         }
     }
 
@@ -346,7 +345,7 @@ where
                 }
                 _ => {
                     observe::record_write(WriteVerb::Deleted, &self.kind, self.key(name));
-                    observe::record_written(&self.kind, self.key(name), None);
+                    observe::record_written(Written::gone(&self.kind, self.key(name)));
                     self.forget(name);
                     Ok(None)
                 }
