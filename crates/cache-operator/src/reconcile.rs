@@ -471,8 +471,10 @@ pub async fn reconcile_with(
     }
 
     // Failed pods are deleted; the missing-pod step recreates them once they are gone.
+    // One above the replicas is only removed, by the scale-down below: reported as failed,
+    // this run's status would describe a pod its own delete is about to take away.
     let failed: Vec<(i32, CachedPod)> = pods
-        .iter()
+        .range(..replicas)
         .filter(|(_, p)| p.is_failed() && !is_deleting(p))
         .map(|(o, p)| (*o, p.clone()))
         .collect();

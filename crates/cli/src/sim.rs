@@ -16,7 +16,8 @@ use steady_sim::{FaultKind, FaultRates, PROPERTIES, Report, Scenario, Simulation
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// Which compiled-in scenario: cache, cache-quota (a pod quota refuses the scale-up
-    /// until raised), cache-rbac (the operator held by RBAC to its manifests' ClusterRole),
+    /// until raised), cache-rescale (scaled 4 → 1 → 3 twice: pods recreated under the names
+    /// of pods just deleted), cache-rbac (the operator held by RBAC to its manifests' ClusterRole),
     /// cache-generate-name, cache-edge-triggered,
     /// cache-record-then-create, cache-status-every-reconcile, cache-status-counter,
     /// cache-drift-on-dropped-field, cache-same-status-applied; web (an operator owning a Deployment, with the cluster's

@@ -55,6 +55,37 @@ pub fn scenario() -> Scenario {
     with_the_operator(script(Scenario::new("cache")))
 }
 
+/// The Cache scaled 4 → 1 → 3 twice: once back up while the removed pods still
+/// terminate, once after they are gone, so each of `<cache>-1` and `<cache>-2` is
+/// created again under the name of a pod just deleted (the name's successor).
+pub fn rescale_scenario() -> Scenario {
+    let cache: Option<Cache> = serde_json::from_value(serde_json::json!({
+        "apiVersion": "steady.dev/v1alpha1", "kind": "Cache",
+        "metadata": {"name": NAME, "namespace": NAMESPACE}, "spec": {"replicas": 4}
+    }))
+    .ok();
+    let scenario = Scenario::new("cache-rescale")
+        .crd(steady_cache_operator::crd())
+        .without_node_events();
+    let scenario = match &cache {
+        Some(cache) => scenario.create(cache),
+        None => scenario,
+    };
+    let scenario = [(5_000, 1), (5_300, 3), (12_000, 1), (16_000, 3)]
+        .into_iter()
+        .fold(scenario, |scenario, (at_ms, replicas)| {
+            scenario.at(
+                Duration::from_millis(at_ms),
+                Step::scale::<Cache>(NAMESPACE, NAME, replicas),
+            )
+        });
+    with_the_operator(
+        scenario
+            .invariant(ORDINALS, ordinals)
+            .goal(CONVERGED, converged),
+    )
+}
+
 /// The Cache scenario with the operator running as its service account, held by RBAC to
 /// `rules` — by default the ClusterRole `steady manifests` ships, so every seed proves
 /// those rules suffice under faults (a rule taken out shows as 403s and a broken property).

@@ -4,7 +4,7 @@
 //! and crashes the controller after a write. Every decision is drawn from one seeded RNG
 //! and written to the trace.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -399,12 +399,17 @@ impl Faults {
 pub struct FaultService {
     router: axum::Router,
     faults: Arc<Faults>,
+    relists: RelistsDue,
 }
 
 impl FaultService {
     /// `router` behind the fault layer.
     pub fn new(router: axum::Router, faults: Arc<Faults>) -> Self {
-        FaultService { router, faults }
+        FaultService {
+            router,
+            faults,
+            relists: RelistsDue::default(),
+        }
     }
 
     /// A `kube::Client` whose every request goes through the fault layer into `router`.
@@ -480,6 +485,7 @@ impl tower::Service<http::Request<kube::client::Body>> for FaultService {
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
         let faults = self.faults.clone();
         let router = self.router.clone();
+        let relists = self.relists.clone();
         Box::pin(async move {
             if faults.frozen.load(Ordering::SeqCst) {
                 // The controller "crashed": nothing it sends arrives any more.
@@ -494,6 +500,9 @@ impl tower::Service<http::Request<kube::client::Body>> for FaultService {
                 .any(|p| p == "watch=true" || p == "watch=1");
             let writing = method != http::Method::GET;
             let what = format!("{method} {path}");
+            if let Some(expired) = relists.expire(&faults, &path, &query, watching, &what) {
+                return Ok(expired);
+            }
             if writing {
                 for (kind, code, reason) in [
                     (FaultKind::Conflict, 409, "Conflict"),
@@ -573,6 +582,52 @@ impl tower::Service<http::Request<kube::client::Body>> for FaultService {
     }
 }
 
+/// The collections one client watched while faults were on and has not listed since they
+/// stopped. Its watches may have lost events to the faults: every watch open when they
+/// stop is expired (see [`wrap_watch`]), and so is a watch it opens after they stopped
+/// without listing first (one cut at that instant and resumed where it left off), so
+/// that it relists and sees what it missed.
+#[derive(Clone, Default)]
+struct RelistsDue(Arc<Mutex<BTreeSet<String>>>);
+
+impl RelistsDue {
+    /// Note a list or watch of `path`; `Some(expired watch)` when the client must relist.
+    fn expire(
+        &self,
+        faults: &Faults,
+        path: &str,
+        query: &str,
+        watching: bool,
+        what: &str,
+    ) -> Option<http::Response<Body>> {
+        let mut due = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if faults.is_active() {
+            if watching {
+                due.insert(path.to_string());
+            }
+            return None;
+        }
+        let lists = !watching || query.split('&').any(|p| p == "sendInitialEvents=true");
+        if !due.remove(path) || lists {
+            return None;
+        }
+        faults.trace.log(format!(
+            "{what}: a watch resumed after faults stopped, without a relist: expired"
+        ));
+        let mut line = EXPIRED_EVENT.to_vec();
+        line.push(b'\n');
+        let mut response = http::Response::new(Body::from(line));
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        Some(response)
+    }
+}
+
+/// The watch event that makes a client relist, as kube-apiserver sends it in the stream.
+const EXPIRED_EVENT: &[u8] = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version (simulated expiry)","reason":"Expired","code":410}}"#;
+
 /// Watch bodies: one event per frame (steady's server writes one line per frame).
 fn wrap_watch(body: Body, faults: Arc<Faults>, what: String) -> Body {
     struct State {
@@ -582,7 +637,11 @@ fn wrap_watch(body: Body, faults: Arc<Faults>, what: String) -> Body {
         held: Option<Bytes>,
         done: bool,
         what: String,
+        /// Opened while faults were on: expired when they stop, even if that happened
+        /// before the body was first polled.
+        opened_during_faults: bool,
     }
+    let faults_on = faults.is_active();
     let state = State {
         inner: body.into_data_stream(),
         faults,
@@ -590,6 +649,7 @@ fn wrap_watch(body: Body, faults: Arc<Faults>, what: String) -> Body {
         held: None,
         done: false,
         what,
+        opened_during_faults: faults_on,
     };
     let stream = futures::stream::unfold(state, |mut s| async move {
         loop {
@@ -599,16 +659,15 @@ fn wrap_watch(body: Body, faults: Arc<Faults>, what: String) -> Body {
             if s.done {
                 return None;
             }
-            let was_active = s.faults.is_active();
+            let was_active = s.opened_during_faults;
             let faults = s.faults.clone();
             let next = tokio::select! {
                 biased;
                 _ = faults.until_stopped(), if was_active => {
                     {
                         // Faults just stopped: expire this watch so the client relists.
-                        let expired = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version (simulated expiry)","reason":"Expired","code":410}}"#;
                         s.out.extend(s.held.take());
-                        let mut line = expired.to_vec();
+                        let mut line = EXPIRED_EVENT.to_vec();
                         line.push(b'\n');
                         s.out.push_back(Bytes::from(line));
                         s.done = true;

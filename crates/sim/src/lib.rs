@@ -62,6 +62,7 @@ pub fn scenarios() -> Vec<Scenario> {
     vec![
         cache::scenario(),
         cache::quota_scenario(),
+        cache::rescale_scenario(),
         cache::rbac_scenario(steady_cache_operator::manifests::cluster_role_rules()),
         cache::scenario_with(
             "cache-generate-name",

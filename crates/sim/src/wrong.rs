@@ -235,9 +235,11 @@ pub fn status_counter_on_every_reconcile() -> ReconcileFn {
 /// there is none, and when the live Service's `externalIPs` differ from it, deletes it so
 /// that the next reconcile creates it afresh. kube-apiserver stores what Go encodes, and
 /// an empty `omitempty` list is not encoded: the live Service never has `externalIPs: []`,
-/// so a reconcile deletes the Service the one before created. The runtime sees the
-/// recreated Service summarise as before and wakes nobody, so the churn shows at the fixed
-/// point: every resync deletes and recreates it (**idempotent**), without any fault.
+/// so a reconcile deletes the Service the one before created, and the Service's events
+/// wake the next, for ever (**eventually-stable**), without any fault. (Until the runtime
+/// stopped taking the reference reconcile's create of the Service as explaining a change
+/// that began with this delete, the next run was skipped and the churn showed only at
+/// each resync, as an **idempotent** violation.)
 /// Before steady dropped such fields as kube does, it stored the empty list, the check
 /// passed every property, and this operator looked correct here and churned on a cluster.
 pub fn drift_check_on_a_dropped_field() -> ReconcileFn {
