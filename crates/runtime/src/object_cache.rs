@@ -251,6 +251,21 @@ struct Inner<K> {
     /// the cache does not hold, written at or before it, has been deleted since (or has
     /// left the watch's selector): the reply to that write must not bring it back.
     watched_to: u64,
+    /// Written states the watch has not delivered yet (see [`Unconfirmed`]); only keys
+    /// with a write in flight, so usually empty.
+    unconfirmed: BTreeMap<ObjectKey, Unconfirmed>,
+}
+
+/// A written state the cache holds before its watch delivered it: its resourceVersion,
+/// and that of the state it replaced. A watch event of the same object between the two
+/// (older than what the cache holds) is a change the writer never saw, folded into the
+/// reply it got: a merge patch applies to whatever is stored. Refused as stale, it would
+/// wake nobody, and no reconcile would see it until a resync; so it wakes, as it would
+/// in client-go's informer (which caches no writes), and renews the entry's stamp.
+#[derive(Debug, Clone, Copy)]
+struct Unconfirmed {
+    written: u64,
+    replaced: u64,
 }
 
 /// A shared, cheaply cloned cache of the objects of one kind, as its watch last saw them
@@ -278,6 +293,7 @@ impl<K> Default for ObjectCache<K> {
                 trim: None,
                 last_stamp: 0,
                 watched_to: 0,
+                unconfirmed: BTreeMap::new(),
             })),
         }
     }
@@ -365,7 +381,92 @@ impl<K: Cached> Inner<K> {
     fn take(&mut self, key: &KeyRef<'_>) -> Option<Arc<K>> {
         let removed = self.objects.take(key as &dyn Keyed)?.obj;
         self.unindex(&removed);
+        if !self.unconfirmed.is_empty() {
+            self.unconfirmed.remove(&removed.cache_key());
+        }
         Some(removed)
+    }
+
+    /// Cache `obj` with `stamp`, following the state stamped `follows`; returns the state
+    /// it replaced.
+    fn store(&mut self, obj: &Arc<K>, stamp: u64, follows: u64) -> Option<Arc<K>> {
+        let previous = self
+            .objects
+            .replace(Entry {
+                obj: obj.clone(),
+                stamp,
+                follows,
+            })
+            .map(|e| e.obj);
+        if let Some(prev) = &previous {
+            self.unindex(prev);
+        }
+        self.index(obj, stamp, follows);
+        previous
+    }
+
+    fn next_stamp(&mut self) -> u64 {
+        self.last_stamp += 1;
+        self.last_stamp
+    }
+
+    /// A watched state (event or list) older than the cached one: if it lies between a
+    /// written state and the state that write replaced, the cached state is stamped anew
+    /// and the update wakes (see [`Unconfirmed`]). `None`: it is merely stale.
+    fn unseen_change(&mut self, incoming: &K, current: &Entry<K>) -> Option<Update<K>> {
+        if self.unconfirmed.is_empty() || incoming.cache_meta().uid != current.obj.cache_meta().uid
+        {
+            return None;
+        }
+        let version = version_of(incoming.cache_meta().resource_version)?;
+        let written = self.unconfirmed.get_mut(&current.obj.cache_key())?;
+        if version <= written.replaced || version >= written.written {
+            return None;
+        }
+        // Seen now: the same event again (a duplicate) is merely stale.
+        written.replaced = version;
+        let (obj, follows) = (current.obj.clone(), current.stamp);
+        let stamp = self.next_stamp();
+        let previous = self.store(&obj, stamp, follows);
+        Some(Update {
+            previous,
+            current: obj,
+            woke: true,
+            stamp,
+            replaced: Some(follows),
+        })
+    }
+
+    /// Note where a state the cache now holds came from: a write not yet delivered by the
+    /// watch, or a watched state that confirms (reaches or passes) one.
+    fn note_arrival(&mut self, obj: &K, arrival: Arrival<K>, replaced_version: Option<u64>) {
+        let Some(version) = version_of(obj.cache_meta().resource_version) else {
+            return;
+        };
+        match arrival {
+            Arrival::Written => {
+                if replaced_version != Some(version) {
+                    let replaced = replaced_version.unwrap_or(0);
+                    let written = Unconfirmed {
+                        written: version,
+                        replaced,
+                    };
+                    self.unconfirmed.insert(obj.cache_key(), written);
+                }
+            }
+            Arrival::Event(_) | Arrival::Listed(_) => {
+                if !self.unconfirmed.is_empty() {
+                    let key = obj.cache_key();
+                    if self
+                        .unconfirmed
+                        .get(&key)
+                        .is_some_and(|w| version >= w.written)
+                    {
+                        self.unconfirmed.remove(&key);
+                    }
+                }
+            }
+        }
     }
 
     fn index(&mut self, obj: &Arc<K>, stamp: u64, follows: u64) {
@@ -536,11 +637,22 @@ impl<K: Cached> ObjectCache<K> {
         let mut woke = true;
         let found = find_entry(&inner.objects, &KeyRef::of(&obj));
         let mut follows = found.map_or(0, |current| current.stamp);
+        let replaced_version = found.and_then(|e| version_of(e.obj.cache_meta().resource_version));
         match found {
             Some(current) => {
                 let (cached, incoming) = (current.obj.cache_meta(), obj.cache_meta());
                 if is_older(incoming.resource_version, cached.resource_version) {
-                    return Err(Some(current.obj.clone()));
+                    let current = Entry {
+                        obj: current.obj.clone(),
+                        stamp: current.stamp,
+                        follows: current.follows,
+                    };
+                    if !matches!(arrival, Arrival::Written)
+                        && let Some(update) = inner.unseen_change(&obj, &current)
+                    {
+                        return Ok(update);
+                    }
+                    return Err(Some(current.obj));
                 }
                 if cached.uid == incoming.uid {
                     woke = arrival
@@ -561,23 +673,10 @@ impl<K: Cached> ObjectCache<K> {
             }
             None => {}
         }
-        let stamp = kept.unwrap_or_else(|| {
-            inner.last_stamp += 1;
-            inner.last_stamp
-        });
+        inner.note_arrival(&obj, arrival, replaced_version);
+        let stamp = kept.unwrap_or_else(|| inner.next_stamp());
         let current = Arc::new(obj);
-        let previous = inner
-            .objects
-            .replace(Entry {
-                obj: current.clone(),
-                stamp,
-                follows,
-            })
-            .map(|e| e.obj);
-        if let Some(prev) = &previous {
-            inner.unindex(prev);
-        }
-        inner.index(&current, stamp, follows);
+        let previous = inner.store(&current, stamp, follows);
         Ok(Update {
             previous,
             current,
@@ -972,6 +1071,44 @@ mod tests {
         let reply = cache.remember_stamped(cm("a", "8", None)).expect("same");
         assert_eq!(reply.stamp, echo.stamp, "the same state keeps its stamp");
         assert_eq!(reply.replaced, Some(theirs.stamp));
+    }
+
+    /// Someone changes an object (6) between the state the cache holds (5) and a write
+    /// whose reply (7, carrying that change) the cache takes first: the change's event
+    /// arrives older than the cached state, and still wakes, once, with a new stamp.
+    #[test]
+    fn an_event_between_a_write_and_the_state_it_replaced_still_wakes() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        let every = |_: &ConfigMap, _: &ConfigMap| true;
+        cache.update(cm("a", "5", None), every).expect("new");
+        let written = cache.remember_stamped(cm("a", "7", None)).expect("newer");
+        let theirs = cache
+            .update(cm("a", "6", None), every)
+            .expect("an unseen change");
+        assert!(theirs.woke);
+        assert_ne!(theirs.stamp, written.stamp, "what reconcilers read is news");
+        assert_eq!(theirs.replaced, Some(written.stamp));
+        assert_eq!(
+            theirs.current.metadata.resource_version.as_deref(),
+            Some("7"),
+            "the written state, which holds the change, stays cached"
+        );
+        assert!(
+            cache.update(cm("a", "6", None), every).is_err(),
+            "a duplicate is stale"
+        );
+        // The write's own event confirms it: an older state is stale from then on.
+        let echo = cache.update(cm("a", "7", None), every).expect("same state");
+        assert_eq!(echo.stamp, theirs.stamp);
+        let mut between = cm("a", "6", None);
+        between.metadata.labels = Some([("k".to_string(), "v".to_string())].into());
+        assert!(cache.update(between, every).is_err());
+        // Older events of an object written over nothing the cache held, or of another
+        // incarnation, are stale as before.
+        cache.remember_stamped(cm("b", "9", None)).expect("new");
+        let mut predecessor = cm("b", "8", None);
+        predecessor.metadata.uid = Some("uid-b-before".into());
+        assert!(cache.update(predecessor, every).is_err());
     }
 
     /// The reconciler deletes an object and creates its successor before the watch

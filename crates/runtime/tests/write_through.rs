@@ -198,6 +198,32 @@ fn client_whose_first_watch_expires(server: &steady_apiserver::ApiServer) -> Cli
     Client::new(service, "default")
 }
 
+/// A client whose watch events each arrive `delay` late, as a busy API server's do: the
+/// reply to a write reaches the controller before the events of what happened before it.
+fn client_with_late_watch_events(server: &steady_apiserver::ApiServer, delay: Duration) -> Client {
+    let router = server.router();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let router = router.clone();
+        async move {
+            let watch = is_watch(&request);
+            let response = router.oneshot(request.map(axum::body::Body::new)).await?;
+            if !watch {
+                return Ok(response);
+            }
+            let (parts, body) = response.into_parts();
+            let late = futures::StreamExt::then(body.into_data_stream(), move |frame| async move {
+                tokio::time::sleep(delay).await;
+                frame
+            });
+            Ok::<_, std::convert::Infallible>(http::Response::from_parts(
+                parts,
+                axum::body::Body::from_stream(late),
+            ))
+        }
+    });
+    Client::new(service, "default")
+}
+
 struct Replicas {
     /// Writes as a user would, beside the controller.
     user: Api<Deployment>,
@@ -344,6 +370,92 @@ async fn a_change_a_status_write_replaced_in_the_cache_is_still_reconciled() {
         "the scale was reconciled: {seen:?}"
     );
     running.abort();
+}
+
+struct Labels {
+    user: Api<Deployment>,
+    /// The `tier` label each reconcile read.
+    seen: Mutex<Vec<Option<String>>>,
+}
+
+/// Records the `tier` label it reads; the first time, a user labels the Deployment just
+/// before the reconcile writes its status, whose merge-patch reply carries the label.
+async fn labelled_during_status_write(
+    deployment: Arc<Deployment>,
+    ctx: Arc<Context<Labels>>,
+) -> Result<Action, String> {
+    let tier = deployment
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("tier").cloned());
+    let first = {
+        let mut seen = ctx.data().seen.lock().map_err(|e| e.to_string())?;
+        seen.push(tier);
+        seen.len() == 1
+    };
+    if first {
+        let label = Patch::Merge(json!({"metadata": {"labels": {"tier": "gold"}}}));
+        ctx.data()
+            .user
+            .patch("web", &PatchParams::default(), &label)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let status = Patch::Merge(json!({"status": {"observedGeneration": 1}}));
+    ctx.api::<Deployment>("default")
+        .patch_status("web", &PatchParams::default(), &status)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Action::done())
+}
+
+/// A label added by someone else between the reconcile's read and its status write is
+/// reconciled, whether its event reaches the cache before the write's reply (the write
+/// then replaced a state the reconcile never read) or after it (the event is older than
+/// the cached reply, which holds the label: it still wakes, as in client-go's informer,
+/// which caches no writes). Neither a generation nor a deletion moved, so only the cache
+/// can tell.
+#[tokio::test(start_paused = true)]
+async fn a_label_added_during_a_status_write_is_reconciled() {
+    for skip_unchanged in [false, true] {
+        let seen = tiers_seen(skip_unchanged).await;
+        assert_eq!(seen.first(), Some(&None));
+        assert_eq!(
+            seen.last(),
+            Some(&Some("gold".to_string())),
+            "skip_unchanged {skip_unchanged}: the label was reconciled: {seen:?}"
+        );
+    }
+}
+
+/// The `tier` labels [`labelled_during_status_write`] read in its reconciles.
+async fn tiers_seen(skip_unchanged: bool) -> Vec<Option<String>> {
+    let server = steady_apiserver::ApiServer::in_memory(Default::default())
+        .await
+        .expect("server");
+    let user: Api<Deployment> = Api::namespaced(server.client(), "default");
+    user.create(&PostParams::default(), &web_deployment())
+        .await
+        .expect("create");
+    let config = Config {
+        skip_unchanged,
+        ..one_worker()
+    };
+    let client = client_with_late_watch_events(&server, Duration::from_millis(200));
+    let controller = Controller::new(Api::<Deployment>::namespaced(client, "default"), config);
+    let data = Arc::new(Labels {
+        user,
+        seen: Mutex::new(Vec::new()),
+    });
+    let running = tokio::spawn(controller.run(
+        labelled_during_status_write,
+        data.clone(),
+        std::future::pending(),
+    ));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    running.abort();
+    data.seen.lock().expect("seen").clone()
 }
 
 struct StatusWrites {
