@@ -121,11 +121,15 @@ impl Inputs {
                 .get(&(kind.to_string(), key.clone()))
                 .map(|v| v.stamp);
             let of_object = || writes.iter().filter(|w| w.kind == kind && &w.key == key);
-            let wrote = |stamp: u64| {
-                of_object().any(|w| w.version.as_ref().is_some_and(|v| v.stamp == stamp))
+            // What a write may have replaced: the state read, a state written, or nothing
+            // once the reconcile has deleted the object (a successor of the same name).
+            let wrote = |replaced: Option<u64>| match replaced {
+                Some(stamp) => {
+                    of_object().any(|w| w.version.as_ref().is_some_and(|v| v.stamp == stamp))
+                }
+                None => of_object().any(|w| w.version.is_none()),
             };
-            of_object()
-                .all(|w| w.version.is_none() || w.replaced == read || w.replaced.is_some_and(wrote))
+            of_object().all(|w| w.version.is_none() || w.replaced == read || wrote(w.replaced))
         };
         let explained = |(kind, key): &(String, ObjectKey), now: Option<&Version>| {
             last_write.get(&(kind.as_str(), key)) == Some(&now) && own_chain(kind, key)
@@ -303,6 +307,14 @@ mod tests {
         ];
         assert!(before.changed_only_by(&after, &writes));
         assert!(before.changed_only_by(&before, &[]));
+        // A failed pod deleted and created again under its name: the create replaced
+        // nothing, because the reconcile's own delete had emptied the key.
+        let successor = inputs(&[("Cache", "c", "u1", "5"), ("Pod", "c-0", "p9", "8")]);
+        let replace_pod = [
+            written("Pod", "c-0", None, "3"),
+            written("Pod", "c-0", Some(version("p9", "8")), "none"),
+        ];
+        assert!(before.changed_only_by(&successor, &replace_pod));
     }
 
     #[test]
