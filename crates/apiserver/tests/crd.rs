@@ -510,6 +510,24 @@ async fn validation_rules_hold_creates_and_updates_as_kube_does() {
         message.contains("spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"self.size >\": compilation failed"),
         "{message}"
     );
+
+    // Nor does one that reads a field its schema does not declare: kube's type check
+    // (a marker at the root naming the spec's fields, as users first write it).
+    let misplaced = common::example_crd(
+        "Namespaced",
+        json!({"plural": "servers", "kind": "Server"}),
+        json!({"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.type != 'stdio' || has(self.command)"}],
+            "properties": {"spec": {"type": "object", "properties": {
+                "type": {"type": "string"}, "command": {"type": "string"}}}}}),
+    );
+    let (code, message) = refused_crd(&server, misplaced).await;
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("compilation failed: ERROR: <input>:1:5: undefined field 'type'")
+            && message.contains("ERROR: <input>:1:28: undefined field 'command'"),
+        "{message}"
+    );
 }
 
 #[tokio::test]

@@ -30,7 +30,7 @@ const PER_CALL_LIMIT: u64 = 1_000_000;
 const MAX_OPERATORS: usize = 250;
 /// kube's budget for all the rules of one write (`RuntimeCELCostBudget`).
 const REQUEST_BUDGET: u64 = 10_000_000;
-const OLD_SELF: &str = "oldSelf";
+pub(super) const OLD_SELF: &str = "oldSelf";
 /// How kube prints the (nil) path of the object itself.
 pub(super) const NIL_PATH: &str = "<nil>";
 
@@ -167,9 +167,10 @@ pub(super) fn read(s: &Value) -> Vec<Arc<Rule>> {
     }
 }
 
-/// Why each rule of schema node `s` (at `path` in the CRD) does not compile: a CRD
-/// carrying one is refused.
-pub(crate) fn compile_errors(s: &Value, path: &str) -> Vec<FieldError> {
+/// Why each rule of schema node `s` (at `path` in the CRD; `root`: the schema's root)
+/// does not compile, or selects a field the schema does not declare: a CRD carrying one
+/// is refused.
+pub(crate) fn compile_errors(s: &Value, path: &str, root: bool) -> Vec<FieldError> {
     let Some(Value::Array(entries)) = s.get("x-kubernetes-validations") else {
         return Vec::new();
     };
@@ -190,7 +191,15 @@ pub(crate) fn compile_errors(s: &Value, path: &str) -> Vec<FieldError> {
                     }
                     continue;
                 };
-                if let Err(why) = compile(source) {
+                let checked = compile(source).and_then(|program| {
+                    let undefined =
+                        super::rule_fields::undefined_fields(program.expression(), s, root);
+                    match undefined.is_empty() {
+                        true => Ok(()),
+                        false => Err(undefined_message(&program, source, &undefined)),
+                    }
+                });
+                if let Err(why) = checked {
                     errors.push(FieldError::new(
                         format!("{at}.{key}"),
                         FieldErrorReason::Invalid,
@@ -204,6 +213,35 @@ pub(crate) fn compile_errors(s: &Value, path: &str) -> Vec<FieldError> {
             errors
         })
         .collect()
+}
+
+/// kube's (cel-go's) report of undefined fields: each at its line and column, with the
+/// source and a caret under the place.
+fn undefined_message(
+    program: &Program,
+    source: &str,
+    undefined: &[super::rule_fields::Undefined],
+) -> String {
+    undefined
+        .iter()
+        .map(|u| {
+            let offset = program
+                .source_info()
+                .offset_for(u.id)
+                .map_or(0, |(start, _)| start as usize);
+            let before = source.get(..offset).unwrap_or(source);
+            let line = before.matches('\n').count() + 1;
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            let column = before[line_start..].chars().count() + 1;
+            let text = source.lines().nth(line - 1).unwrap_or("");
+            format!(
+                "ERROR: <input>:{line}:{column}: undefined field '{}'\n | {text}\n | {}^",
+                u.field,
+                ".".repeat(column - 1)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// How many times a rule's work can multiply the size of what it reads: one per nested
@@ -666,10 +704,18 @@ mod tests {
     #[test]
     fn a_rule_nested_beyond_the_parsers_limit_is_refused_not_crashed_on() {
         let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
-        let errors = compile_errors(&json!({"x-kubernetes-validations": [{"rule": deep}]}), "s");
+        let errors = compile_errors(
+            &json!({"x-kubernetes-validations": [{"rule": deep}]}),
+            "s",
+            false,
+        );
         assert_eq!(errors.len(), 1, "{errors:?}");
         let long = format!("{} == 1", vec!["1"; 20000].join(" + "));
-        let errors = compile_errors(&json!({"x-kubernetes-validations": [{"rule": long}]}), "s");
+        let errors = compile_errors(
+            &json!({"x-kubernetes-validations": [{"rule": long}]}),
+            "s",
+            false,
+        );
         assert!(
             errors[0].message.contains("recursion limit exceeded"),
             "{errors:?}"
@@ -681,7 +727,11 @@ mod tests {
         assert!(check(&json!({}), None, &s).is_empty());
         assert_eq!(operator_chars("self.name == 'a+b.c' && \"(\\\"\" != ''"), 7);
         let lists = format!("{}1{}", "[".repeat(5000), "]".repeat(5000));
-        let errors = compile_errors(&json!({"x-kubernetes-validations": [{"rule": lists}]}), "s");
+        let errors = compile_errors(
+            &json!({"x-kubernetes-validations": [{"rule": lists}]}),
+            "s",
+            false,
+        );
         assert_eq!(errors.len(), 1, "{errors:?}");
     }
 
@@ -690,6 +740,7 @@ mod tests {
         let errors = compile_errors(
             &json!({"x-kubernetes-validations": [{"rule": "self.a >"}, {"message": "x"}]}),
             "spec.validation",
+            false,
         );
         assert_eq!(errors.len(), 2);
         assert_eq!(

@@ -47,7 +47,7 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
         ));
         return;
     };
-    out.extend(super::rules::compile_errors(s, path));
+    out.extend(super::rules::compile_errors(s, path, level == Level::Root));
     let int_or_string = flag(s, "x-kubernetes-int-or-string");
     let preserve = m.get("x-kubernetes-preserve-unknown-fields");
     if let Some(p) = preserve
