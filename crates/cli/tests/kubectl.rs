@@ -1191,6 +1191,18 @@ async fn kubectl_crd_validation_rules_refuse_as_in_kube() {
         "database.example.steady.dev/db"
     );
     assert_eq!(selected("spec.storageClass=slow"), "");
+    // A rule naming a field the schema lacks keeps the CRD out (a rule on the spec
+    // written as if it were at the root, a common first mistake with the marker).
+    let misplaced = crd
+        .replace("databases", "caches")
+        .replace("Database", "Cache")
+        .replace(
+            "self.minReplicas <= self.maxReplicas",
+            "self.spec.minReplicas <= self.maxReplicas",
+        );
+    let refused = k.try_run_with_input(&["apply", "-f", "-"], Some(&misplaced));
+    assert!(!refused.success, "{}", refused.stdout);
+    assert_contains(&refused.stderr, "undefined field 'spec'");
 }
 
 /// kubectl validates strictly by default (`fieldValidation=Strict`): a misspelt field is
