@@ -224,40 +224,102 @@ fn client_with_late_watch_events(server: &steady_apiserver::ApiServer, delay: Du
     Client::new(service, "default")
 }
 
-struct Replicas {
-    /// Writes as a user would, beside the controller.
+/// What each reconcile of a test read, and a user who writes beside the controller.
+struct Seen<T> {
     user: Api<Deployment>,
-    seen: Mutex<Vec<Option<i32>>>,
+    seen: Mutex<Vec<T>>,
+}
+
+impl<T> Seen<T> {
+    /// Record what a reconcile read; whether it is the first.
+    fn first(&self, read: T) -> Result<bool, String> {
+        let mut seen = self.seen.lock().map_err(|e| e.to_string())?;
+        seen.push(read);
+        Ok(seen.len() == 1)
+    }
+
+    /// The user merge-patches the Deployment with `patch`.
+    async fn user_patches(&self, patch: serde_json::Value) -> Result<(), String> {
+        self.user
+            .patch("web", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The reconcile merge-patches the Deployment's status with `status`, through its context.
+async fn writes_status<T: Send + Sync + 'static>(
+    ctx: &Context<T>,
+    status: serde_json::Value,
+) -> Result<Action, String> {
+    ctx.api::<Deployment>("default")
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Action::done())
+}
+
+/// What `reconcile` read in each of its runs over 10 s: the `web` Deployment created on a
+/// fresh server, its controller configured by `config` and talking through `client`.
+async fn readings<T, R, Fut>(
+    client: impl FnOnce(&steady_apiserver::ApiServer) -> Client,
+    config: Config,
+    reconcile: R,
+) -> Vec<T>
+where
+    T: Clone + Send + 'static,
+    R: Fn(Arc<Deployment>, Arc<Context<Seen<T>>>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Action, String>> + Send + 'static,
+{
+    let server = steady_apiserver::ApiServer::in_memory(Default::default())
+        .await
+        .expect("server");
+    let user: Api<Deployment> = Api::namespaced(server.client(), "default");
+    user.create(&PostParams::default(), &web_deployment())
+        .await
+        .expect("create");
+    let api = Api::<Deployment>::namespaced(client(&server), "default");
+    let data = Arc::new(Seen {
+        user,
+        seen: Mutex::new(Vec::new()),
+    });
+    let running = tokio::spawn(Controller::new(api, config).run(
+        reconcile,
+        data.clone(),
+        std::future::pending(),
+    ));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    running.abort();
+    data.seen.lock().expect("seen").clone()
+}
+
+/// The replicas a test's reconciles read: the first `Some(1)`, the last `Some(2)`.
+fn assert_scale_reconciled(seen: &[Option<i32>]) {
+    assert_eq!(seen.first(), Some(&Some(1)));
+    assert_eq!(
+        seen.last(),
+        Some(&Some(2)),
+        "the scale was reconciled: {seen:?}"
+    );
 }
 
 /// Records the replicas it reads; the first time, a user scales the Deployment just before
 /// the reconcile writes its status.
 async fn scaled_during_status_write(
     deployment: Arc<Deployment>,
-    ctx: Arc<Context<Replicas>>,
+    ctx: Arc<Context<Seen<Option<i32>>>>,
 ) -> Result<Action, String> {
     let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
-    let first = {
-        let mut seen = ctx.data().seen.lock().map_err(|e| e.to_string())?;
-        seen.push(replicas);
-        seen.len() == 1
-    };
+    let first = ctx.data().first(replicas)?;
     if first {
-        let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
         ctx.data()
-            .user
-            .patch("web", &PatchParams::default(), &scale)
-            .await
-            .map_err(|e| e.to_string())?;
+            .user_patches(json!({"spec": {"replicas": 2}}))
+            .await?;
     }
     // Nothing to report: a status write that changes nothing, answered with the object as
     // it is now, at the user's resourceVersion.
-    let status = Patch::Merge(json!({"status": {}}));
-    ctx.api::<Deployment>("default")
-        .patch_status("web", &PatchParams::default(), &status)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Action::done())
+    writes_status(&ctx, json!({"status": {}})).await
 }
 
 /// A spec change that lands while a reconcile writes status, and whose watch event is lost
@@ -267,35 +329,13 @@ async fn scaled_during_status_write(
 /// change would wait for a resync.)
 #[tokio::test(start_paused = true)]
 async fn a_change_made_during_a_status_write_and_lost_by_the_watch_is_still_reconciled() {
-    let server = steady_apiserver::ApiServer::in_memory(Default::default())
-        .await
-        .expect("server");
-    let user: Api<Deployment> = Api::namespaced(server.client(), "default");
-    let deployment = web_deployment();
-    user.create(&PostParams::default(), &deployment)
-        .await
-        .expect("create");
-    let config = one_worker();
-    let client = client_whose_first_watch_expires(&server);
-    let controller = Controller::new(Api::<Deployment>::namespaced(client, "default"), config);
-    let data = Arc::new(Replicas {
-        user,
-        seen: Mutex::new(Vec::new()),
-    });
-    let running = tokio::spawn(controller.run(
+    let seen = readings(
+        client_whose_first_watch_expires,
+        one_worker(),
         scaled_during_status_write,
-        data.clone(),
-        std::future::pending(),
-    ));
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let seen = data.seen.lock().expect("seen").clone();
-    assert_eq!(seen.first(), Some(&Some(1)));
-    assert_eq!(
-        seen.last(),
-        Some(&Some(2)),
-        "the scale was reconciled: {seen:?}"
-    );
-    running.abort();
+    )
+    .await;
+    assert_scale_reconciled(&seen);
 }
 
 /// Records the replicas it reads; the first time, a user scales the Deployment and the
@@ -303,33 +343,21 @@ async fn a_change_made_during_a_status_write_and_lost_by_the_watch_is_still_reco
 /// merge-patch reply then carries the scale).
 async fn scaled_and_seen_before_status_write(
     deployment: Arc<Deployment>,
-    ctx: Arc<Context<Replicas>>,
+    ctx: Arc<Context<Seen<Option<i32>>>>,
 ) -> Result<Action, String> {
     let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
-    let first = {
-        let mut seen = ctx.data().seen.lock().map_err(|e| e.to_string())?;
-        seen.push(replicas);
-        seen.len() == 1
-    };
+    let first = ctx.data().first(replicas)?;
     if first {
-        let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
         ctx.data()
-            .user
-            .patch("web", &PatchParams::default(), &scale)
-            .await
-            .map_err(|e| e.to_string())?;
+            .user_patches(json!({"spec": {"replicas": 2}}))
+            .await?;
         let cache = ctx.cache::<Deployment>().map_err(|e| e.to_string())?;
         let key = ObjectKey::new(Some("default"), "web");
         while cache.get(&key).and_then(|d| d.spec.as_ref()?.replicas) != Some(2) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-    let status = Patch::Merge(json!({"status": {"observedGeneration": 1}}));
-    ctx.api::<Deployment>("default")
-        .patch_status("web", &PatchParams::default(), &status)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Action::done())
+    writes_status(&ctx, json!({"status": {"observedGeneration": 1}})).await
 }
 
 /// With `skip_unchanged`, a status write whose reply replaced in the cache a change the
@@ -339,75 +367,37 @@ async fn scaled_and_seen_before_status_write(
 /// `cache-rescale` scenario found it.)
 #[tokio::test(start_paused = true)]
 async fn a_change_a_status_write_replaced_in_the_cache_is_still_reconciled() {
-    let server = steady_apiserver::ApiServer::in_memory(Default::default())
-        .await
-        .expect("server");
-    let client = server.client();
-    let user: Api<Deployment> = Api::namespaced(server.client(), "default");
-    user.create(&PostParams::default(), &web_deployment())
-        .await
-        .expect("create");
     let config = Config {
         skip_unchanged: true,
         ..one_worker()
     };
-    let controller = Controller::new(Api::<Deployment>::namespaced(client, "default"), config);
-    let data = Arc::new(Replicas {
-        user,
-        seen: Mutex::new(Vec::new()),
-    });
-    let running = tokio::spawn(controller.run(
+    let seen = readings(
+        steady_apiserver::ApiServer::client,
+        config,
         scaled_and_seen_before_status_write,
-        data.clone(),
-        std::future::pending(),
-    ));
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let seen = data.seen.lock().expect("seen").clone();
-    assert_eq!(seen.first(), Some(&Some(1)));
-    assert_eq!(
-        seen.last(),
-        Some(&Some(2)),
-        "the scale was reconciled: {seen:?}"
-    );
-    running.abort();
-}
-
-struct Labels {
-    user: Api<Deployment>,
-    /// The `tier` label each reconcile read.
-    seen: Mutex<Vec<Option<String>>>,
+    )
+    .await;
+    assert_scale_reconciled(&seen);
 }
 
 /// Records the `tier` label it reads; the first time, a user labels the Deployment just
 /// before the reconcile writes its status, whose merge-patch reply carries the label.
 async fn labelled_during_status_write(
     deployment: Arc<Deployment>,
-    ctx: Arc<Context<Labels>>,
+    ctx: Arc<Context<Seen<Option<String>>>>,
 ) -> Result<Action, String> {
     let tier = deployment
         .metadata
         .labels
         .as_ref()
         .and_then(|l| l.get("tier").cloned());
-    let first = {
-        let mut seen = ctx.data().seen.lock().map_err(|e| e.to_string())?;
-        seen.push(tier);
-        seen.len() == 1
-    };
+    let first = ctx.data().first(tier)?;
     if first {
-        let label = Patch::Merge(json!({"metadata": {"labels": {"tier": "gold"}}}));
         ctx.data()
-            .user
-            .patch("web", &PatchParams::default(), &label)
-            .await
-            .map_err(|e| e.to_string())?;
+            .user_patches(json!({"metadata": {"labels": {"tier": "gold"}}}))
+            .await?;
     }
-    let status = Patch::Merge(json!({"status": {"observedGeneration": 1}}));
-    ctx.api::<Deployment>("default")
-        .patch_status("web", &PatchParams::default(), &status)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Action::done())
+    writes_status(&ctx, json!({"status": {"observedGeneration": 1}})).await
 }
 
 /// A label added by someone else between the reconcile's read and its status write is
@@ -419,7 +409,14 @@ async fn labelled_during_status_write(
 #[tokio::test(start_paused = true)]
 async fn a_label_added_during_a_status_write_is_reconciled() {
     for skip_unchanged in [false, true] {
-        let seen = tiers_seen(skip_unchanged).await;
+        let config = Config {
+            skip_unchanged,
+            ..one_worker()
+        };
+        let late = |server: &steady_apiserver::ApiServer| {
+            client_with_late_watch_events(server, Duration::from_millis(200))
+        };
+        let seen = readings(late, config, labelled_during_status_write).await;
         assert_eq!(seen.first(), Some(&None));
         assert_eq!(
             seen.last(),
@@ -427,35 +424,6 @@ async fn a_label_added_during_a_status_write_is_reconciled() {
             "skip_unchanged {skip_unchanged}: the label was reconciled: {seen:?}"
         );
     }
-}
-
-/// The `tier` labels [`labelled_during_status_write`] read in its reconciles.
-async fn tiers_seen(skip_unchanged: bool) -> Vec<Option<String>> {
-    let server = steady_apiserver::ApiServer::in_memory(Default::default())
-        .await
-        .expect("server");
-    let user: Api<Deployment> = Api::namespaced(server.client(), "default");
-    user.create(&PostParams::default(), &web_deployment())
-        .await
-        .expect("create");
-    let config = Config {
-        skip_unchanged,
-        ..one_worker()
-    };
-    let client = client_with_late_watch_events(&server, Duration::from_millis(200));
-    let controller = Controller::new(Api::<Deployment>::namespaced(client, "default"), config);
-    let data = Arc::new(Labels {
-        user,
-        seen: Mutex::new(Vec::new()),
-    });
-    let running = tokio::spawn(controller.run(
-        labelled_during_status_write,
-        data.clone(),
-        std::future::pending(),
-    ));
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    running.abort();
-    data.seen.lock().expect("seen").clone()
 }
 
 struct StatusWrites {
