@@ -614,9 +614,7 @@ impl RelistsDue {
         faults.trace.log(format!(
             "{what}: a watch resumed after faults stopped, without a relist: expired"
         ));
-        let mut line = EXPIRED_EVENT.to_vec();
-        line.push(b'\n');
-        let mut response = http::Response::new(Body::from(line));
+        let mut response = http::Response::new(Body::from(expired_line()));
         response.headers_mut().insert(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
@@ -625,8 +623,13 @@ impl RelistsDue {
     }
 }
 
-/// The watch event that makes a client relist, as kube-apiserver sends it in the stream.
-const EXPIRED_EVENT: &[u8] = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version (simulated expiry)","reason":"Expired","code":410}}"#;
+/// The watch event that makes a client relist, as kube-apiserver sends it in the stream:
+/// one line.
+fn expired_line() -> Bytes {
+    Bytes::from_static(
+        b"{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version (simulated expiry)\",\"reason\":\"Expired\",\"code\":410}}\n",
+    )
+}
 
 /// Watch bodies: one event per frame (steady's server writes one line per frame).
 fn wrap_watch(body: Body, faults: Arc<Faults>, what: String) -> Body {
@@ -659,17 +662,14 @@ fn wrap_watch(body: Body, faults: Arc<Faults>, what: String) -> Body {
             if s.done {
                 return None;
             }
-            let was_active = s.opened_during_faults;
             let faults = s.faults.clone();
             let next = tokio::select! {
                 biased;
-                _ = faults.until_stopped(), if was_active => {
+                _ = faults.until_stopped(), if s.opened_during_faults => {
                     {
                         // Faults just stopped: expire this watch so the client relists.
                         s.out.extend(s.held.take());
-                        let mut line = EXPIRED_EVENT.to_vec();
-                        line.push(b'\n');
-                        s.out.push_back(Bytes::from(line));
+                        s.out.push_back(expired_line());
                         s.done = true;
                     }
                     continue;
