@@ -413,27 +413,25 @@ impl<K: Cached> Inner<K> {
     /// A watched state (event or list) older than the cached one: if it lies between a
     /// written state and the state that write replaced, the cached state is stamped anew
     /// and the update wakes (see [`Unconfirmed`]). `None`: it is merely stale.
-    fn unseen_change(&mut self, incoming: &K, current: &Entry<K>) -> Option<Update<K>> {
-        if self.unconfirmed.is_empty() || incoming.cache_meta().uid != current.obj.cache_meta().uid
-        {
+    fn unseen_change(&mut self, incoming: &K, cached: &Arc<K>, stamp: u64) -> Option<Update<K>> {
+        if self.unconfirmed.is_empty() || incoming.cache_meta().uid != cached.cache_meta().uid {
             return None;
         }
         let version = version_of(incoming.cache_meta().resource_version)?;
-        let written = self.unconfirmed.get_mut(&current.obj.cache_key())?;
+        let written = self.unconfirmed.get_mut(&cached.cache_key())?;
         if version <= written.replaced || version >= written.written {
             return None;
         }
         // Seen now: the same event again (a duplicate) is merely stale.
         written.replaced = version;
-        let (obj, follows) = (current.obj.clone(), current.stamp);
-        let stamp = self.next_stamp();
-        let previous = self.store(&obj, stamp, follows);
+        let renewed = self.next_stamp();
+        let previous = self.store(cached, renewed, stamp);
         Some(Update {
             previous,
-            current: obj,
+            current: cached.clone(),
             woke: true,
-            stamp,
-            replaced: Some(follows),
+            stamp: renewed,
+            replaced: Some(stamp),
         })
     }
 
@@ -637,22 +635,21 @@ impl<K: Cached> ObjectCache<K> {
         let mut woke = true;
         let found = find_entry(&inner.objects, &KeyRef::of(&obj));
         let mut follows = found.map_or(0, |current| current.stamp);
-        let replaced_version = found.and_then(|e| version_of(e.obj.cache_meta().resource_version));
+        // Only a write's arrival needs the version it replaces (see `Unconfirmed`).
+        let replaced_version = found
+            .filter(|_| matches!(arrival, Arrival::Written))
+            .and_then(|e| version_of(e.obj.cache_meta().resource_version));
         match found {
             Some(current) => {
                 let (cached, incoming) = (current.obj.cache_meta(), obj.cache_meta());
                 if is_older(incoming.resource_version, cached.resource_version) {
-                    let current = Entry {
-                        obj: current.obj.clone(),
-                        stamp: current.stamp,
-                        follows: current.follows,
-                    };
+                    let (cached, stamp) = (current.obj.clone(), current.stamp);
                     if !matches!(arrival, Arrival::Written)
-                        && let Some(update) = inner.unseen_change(&obj, &current)
+                        && let Some(update) = inner.unseen_change(&obj, &cached, stamp)
                     {
                         return Ok(update);
                     }
-                    return Err(Some(current.obj));
+                    return Err(Some(cached));
                 }
                 if cached.uid == incoming.uid {
                     woke = arrival

@@ -32,8 +32,8 @@ impl<'s> Node<'s> {
             Node::Schema(_, true) if field == "apiVersion" || field == "kind" => {
                 Some(Node::Unknown)
             }
-            Node::Schema(s, _) => match (declared_fields(s), map_values(s)) {
-                (Some(fields), _) => fields.get(field).map(|child| Node::Schema(child, false)),
+            Node::Schema(s, _) => match (declared_field(s, field), map_values(s)) {
+                (Some(declared), _) => declared.map(|child| Node::Schema(child, false)),
                 (None, Some(values)) => Some(Node::Schema(values, false)),
                 (None, None) => Some(Node::Unknown),
             },
@@ -42,39 +42,40 @@ impl<'s> Node<'s> {
         }
     }
 
+    /// An item of a list.
+    fn item(self) -> Node<'s> {
+        match self {
+            Node::Schema(s, _) if s.get("type").and_then(Value::as_str) == Some("array") => s
+                .get("items")
+                .map_or(Node::Unknown, |i| Node::Schema(i, false)),
+            _ => Node::Unknown,
+        }
+    }
+
     /// An item of a list, or a value of a map.
     fn element(self) -> Node<'s> {
-        match self {
-            Node::Schema(s, _) => s
-                .get("items")
-                .filter(|_| s.get("type").and_then(Value::as_str) == Some("array"))
-                .or_else(|| map_values(s))
-                .map_or(Node::Unknown, |e| Node::Schema(e, false)),
-            _ => Node::Unknown,
+        match (self.item(), self) {
+            (Node::Unknown, Node::Schema(s, _)) => {
+                map_values(s).map_or(Node::Unknown, |v| Node::Schema(v, false))
+            }
+            (item, _) => item,
         }
     }
 }
 
-/// The declared fields of an object schema that declares all of its fields.
-fn declared_fields(s: &Value) -> Option<&serde_json::Map<String, Value>> {
+/// Of an object schema that declares all of its fields, the schema of `field` (`None`
+/// inside: no such field); `None` for any other schema.
+fn declared_field<'s>(s: &'s Value, field: &str) -> Option<Option<&'s Value>> {
     let declares_all = s.get("type").and_then(Value::as_str) == Some("object")
         && s.get("additionalProperties").is_none()
         && s.get("x-kubernetes-preserve-unknown-fields") != Some(&Value::Bool(true))
         && s.get("x-kubernetes-embedded-resource") != Some(&Value::Bool(true));
-    if !declares_all {
-        return None;
-    }
     match s.get("properties") {
-        Some(Value::Object(fields)) => Some(fields),
-        None => Some(empty_fields()),
+        _ if !declares_all => None,
+        Some(Value::Object(fields)) => Some(fields.get(field)),
+        None => Some(None),
         Some(_) => None,
     }
-}
-
-fn empty_fields() -> &'static serde_json::Map<String, Value> {
-    static EMPTY: std::sync::LazyLock<serde_json::Map<String, Value>> =
-        std::sync::LazyLock::new(serde_json::Map::new);
-    &EMPTY
 }
 
 /// The schema of a map's values (`additionalProperties` of an object).
@@ -151,16 +152,8 @@ impl<'s> Walk<'s> {
             Expr::Comprehension(c) => {
                 self.expr(&c.iter_range);
                 self.expr(&c.accu_init);
-                let range = self.node(&c.iter_range);
                 // Over a list its items; over a map its keys, which are strings.
-                let item = match range {
-                    Node::Schema(s, _)
-                        if s.get("type").and_then(Value::as_str) == Some("array") =>
-                    {
-                        range.element()
-                    }
-                    _ => Node::Unknown,
-                };
+                let item = self.node(&c.iter_range).item();
                 let bound = self.scope.len();
                 match &c.iter_var2 {
                     // Two variables: the index (or key), then the item (or value).
