@@ -28,7 +28,7 @@ fn error(field: &str, reason: FieldErrorReason, message: impl Into<String>) -> F
 /// Validate a CRD being written and set the status the server owns.
 pub fn prepare(_server: &ApiServer, crd: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     let name = meta::name(crd).unwrap_or("").to_string();
-    let errors = validate(crd, &name);
+    let errors = validate(crd, old, &name);
     if !errors.is_empty() {
         return Err(ApiError::invalid(
             "CustomResourceDefinition",
@@ -105,7 +105,7 @@ pub fn prepare(_server: &ApiServer, crd: &mut Value, old: Option<&Value>) -> Api
     Ok(())
 }
 
-fn validate(crd: &Value, name: &str) -> Vec<FieldError> {
+fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let text = |p: &str| crd.pointer(p).and_then(Value::as_str).unwrap_or("");
     let group = text("/spec/group");
@@ -160,6 +160,30 @@ fn validate(crd: &Value, name: &str) -> Vec<FieldError> {
             "Invalid value: must have exactly one version marked as storage version",
         ));
     }
+    // kube's internal form keeps a schema that every version shares once, as
+    // `spec.validation`, and names its errors there.
+    let schemas: Vec<Option<&Value>> = versions.iter().map(version_schema).collect();
+    let shared = match schemas.split_first() {
+        Some((Some(first), rest)) if rest.iter().all(|s| *s == Some(*first)) => Some(*first),
+        _ => None,
+    };
+    // As kube, the rules' costs are not held again to a schema an update leaves as it
+    // was (nor, unlike kube, to their total: a schema stored before its rules were
+    // estimated must stay deletable).
+    let changed = |version: &Value| {
+        let before = old
+            .and_then(|o| o.pointer("/spec/versions"))
+            .and_then(Value::as_array)
+            .and_then(|vs| vs.iter().find(|v| v["name"] == version["name"]));
+        before.and_then(version_schema) != version_schema(version)
+    };
+    if let Some(schema) = shared {
+        errors.extend(schema::check_structural(
+            schema,
+            "spec.validation.openAPIV3Schema",
+            versions.iter().any(changed),
+        ));
+    }
     for (i, version) in versions.iter().enumerate() {
         if version["name"].as_str().is_none_or(str::is_empty) {
             errors.push(error(
@@ -168,10 +192,13 @@ fn validate(crd: &Value, name: &str) -> Vec<FieldError> {
                 "Required value",
             ));
         }
-        if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
+        if let Some(schema) = version_schema(version)
+            && shared.is_none()
+        {
             errors.extend(schema::check_structural(
                 schema,
                 &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                changed(version),
             ));
         }
         selectable_field_errors(
@@ -181,6 +208,10 @@ fn validate(crd: &Value, name: &str) -> Vec<FieldError> {
         );
     }
     errors
+}
+
+fn version_schema(version: &Value) -> Option<&Value> {
+    version.pointer("/schema/openAPIV3Schema")
 }
 
 /// kube's `MaxSelectableFields`.

@@ -507,7 +507,7 @@ async fn validation_rules_hold_creates_and_updates_as_kube_does() {
     let (code, message) = refused_crd(&server, broken).await;
     assert_eq!(code, 422);
     assert!(
-        message.contains("spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"self.size >\": compilation failed"),
+        message.contains("spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"self.size >\": compilation failed"),
         "{message}"
     );
 
@@ -528,6 +528,59 @@ async fn validation_rules_hold_creates_and_updates_as_kube_does() {
             && message.contains("ERROR: <input>:1:28: undefined field 'command'"),
         "{message}"
     );
+}
+
+/// kube estimates what a rule can cost when its CRD is written: a duplicate check over a
+/// list whose strings have no `maxLength` is refused (openshift/api#1826, "3.1x"), and
+/// accepted once they have one. A schema every version shares is named `spec.validation`,
+/// as kube names it; a version of its own, by its index.
+#[tokio::test]
+async fn rules_that_can_cost_too_much_keep_their_crd_out() {
+    let server = server().await;
+    let spec = |max_length: Option<u64>| {
+        let mut item = json!({"type": "string"});
+        if let Some(max_length) = max_length {
+            item["maxLength"] = json!(max_length);
+        }
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "eips": {"type": "array", "maxItems": 10, "items": item,
+                "x-kubernetes-validations": [{
+                    "rule": "self.all(x, self.exists_one(y, x == y))",
+                    "message": "eips cannot contain duplicates"}]}}}}})
+    };
+    let names = json!({"plural": "balancers", "kind": "Balancer"});
+    let (code, message) = refused_crd(
+        &server,
+        common::example_crd("Namespaced", names.clone(), spec(None)),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert!(
+        message.ends_with("spec.validation.openAPIV3Schema.properties[spec].properties[eips].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 3.1x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"),
+        "{message}"
+    );
+
+    let mut two_versions = common::example_crd("Namespaced", names.clone(), spec(None));
+    let mut v2 = two_versions["spec"]["versions"][0].clone();
+    v2["name"] = json!("v2");
+    v2["storage"] = json!(false);
+    v2["schema"]["openAPIV3Schema"] = spec(Some(63));
+    two_versions["spec"]["versions"]
+        .as_array_mut()
+        .expect("versions")
+        .push(v2);
+    let (_, message) = refused_crd(&server, two_versions).await;
+    assert!(
+        message.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec]")
+            && !message.contains("spec.versions[1]"),
+        "{message}"
+    );
+
+    common::install_crd(
+        &server,
+        common::example_crd("Namespaced", names, spec(Some(63))),
+    )
+    .await;
 }
 
 #[tokio::test]

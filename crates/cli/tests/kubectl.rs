@@ -1203,6 +1203,29 @@ async fn kubectl_crd_validation_rules_refuse_as_in_kube() {
     let refused = k.try_run_with_input(&["apply", "-f", "-"], Some(&misplaced));
     assert!(!refused.success, "{}", refused.stdout);
     assert_contains(&refused.stderr, "undefined field 'spec'");
+    // So does a rule that can cost more than kube allows: a duplicate check over strings
+    // of any length (openshift/api#1826). Bounding the strings lets the CRD in.
+    let costly = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+        metadata: {name: balancers.example.steady.dev}\nspec:\n  group: example.steady.dev\n  \
+        scope: Namespaced\n  names: {plural: balancers, kind: Balancer}\n  versions:\n  \
+        - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        \
+        type: object\n        properties:\n          spec:\n            type: object\n            \
+        properties:\n              eips:\n                type: array\n                \
+        maxItems: 10\n                items: {type: string}\n                \
+        x-kubernetes-validations:\n                \
+        - {rule: 'self.all(x, self.exists_one(y, x == y))', message: 'eips must be unique'}\n";
+    let refused = k.try_run_with_input(&["apply", "-f", "-"], Some(costly));
+    assert!(!refused.success, "{}", refused.stdout);
+    assert_contains(
+        &refused.stderr,
+        "spec.validation.openAPIV3Schema.properties[spec].properties[eips].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 3.1x",
+    );
+    let bounded = costly.replace(
+        "items: {type: string}",
+        "items: {type: string, maxLength: 63}",
+    );
+    let created = k.try_run_with_input(&["apply", "-f", "-"], Some(&bounded));
+    assert!(created.success, "{}", created.stderr);
 }
 
 /// kubectl validates strictly by default (`fieldValidation=Strict`): a misspelt field is

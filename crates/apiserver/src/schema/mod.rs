@@ -9,6 +9,7 @@
 
 mod defaults;
 mod prune;
+mod rule_cost;
 mod rule_fields;
 mod rules;
 mod structural;

@@ -20,6 +20,7 @@ use cel::common::ast::{Expr, IdedExpr};
 use cel::{Context, Env, Program};
 use serde_json::Value;
 
+use super::rule_cost::{self, Cardinality, SchemaCost};
 use super::validate::ValueSchema;
 use super::{FieldError, FieldErrorReason, Path};
 
@@ -118,7 +119,7 @@ impl Rule {
     }
 }
 
-fn compile(source: &str) -> Result<Program, String> {
+pub(super) fn compile(source: &str) -> Result<Program, String> {
     if operator_chars(source) > MAX_OPERATORS {
         // The parser and the evaluator recurse once per operator of a chain: a rule of
         // thousands of them would exhaust a server thread's stack.
@@ -168,38 +169,45 @@ pub(super) fn read(s: &Value) -> Vec<Arc<Rule>> {
 }
 
 /// Why each rule of schema node `s` (at `path` in the CRD; `root`: the schema's root)
-/// does not compile, or selects a field the schema does not declare: a CRD carrying one
-/// is refused.
-pub(crate) fn compile_errors(s: &Value, path: &str, root: bool) -> Vec<FieldError> {
+/// does not compile, selects a field the schema does not declare, or costs more than kube
+/// allows: a CRD carrying one is refused. `costs`, where kube estimates them (not inside
+/// `allOf`, `anyOf`, `oneOf` or `not`): how many times the node's rules can run for one
+/// object, and the schema's running total.
+pub(crate) fn compile_errors(
+    s: &Value,
+    path: &str,
+    root: bool,
+    mut costs: Option<(Cardinality, &mut SchemaCost)>,
+) -> Vec<FieldError> {
     let Some(Value::Array(entries)) = s.get("x-kubernetes-validations") else {
         return Vec::new();
     };
-    entries
-        .iter()
-        .enumerate()
-        .flat_map(|(i, entry)| {
-            let at = format!("{path}.x-kubernetes-validations[{i}]");
-            let mut errors = Vec::new();
-            for key in ["rule", "messageExpression"] {
-                let Some(source) = entry.get(key).and_then(Value::as_str) else {
-                    if key == "rule" {
-                        errors.push(FieldError::new(
-                            format!("{at}.rule"),
-                            FieldErrorReason::Required,
-                            "Required value",
-                        ));
-                    }
-                    continue;
-                };
-                let checked = compile(source).and_then(|program| {
-                    let undefined =
-                        super::rule_fields::undefined_fields(program.expression(), s, root);
-                    match undefined.is_empty() {
-                        true => Ok(()),
-                        false => Err(undefined_message(&program, source, &undefined)),
-                    }
-                });
-                if let Err(why) = checked {
+    let checked = |source: &str| {
+        compile(source).and_then(|program| {
+            let undefined = super::rule_fields::undefined_fields(program.expression(), s, root);
+            match undefined.is_empty() {
+                true => Ok(program),
+                false => Err(undefined_message(&program, source, &undefined)),
+            }
+        })
+    };
+    let mut errors = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let at = format!("{path}.x-kubernetes-validations[{i}]");
+        for key in ["rule", "messageExpression"] {
+            let Some(source) = entry.get(key).and_then(Value::as_str) else {
+                if key == "rule" {
+                    errors.push(FieldError::new(
+                        format!("{at}.rule"),
+                        FieldErrorReason::Required,
+                        "Required value",
+                    ));
+                }
+                continue;
+            };
+            let program = match checked(source) {
+                Ok(program) => program,
+                Err(why) => {
                     errors.push(FieldError::new(
                         format!("{at}.{key}"),
                         FieldErrorReason::Invalid,
@@ -208,11 +216,32 @@ pub(crate) fn compile_errors(s: &Value, path: &str, root: bool) -> Vec<FieldErro
                             super::quote(source)
                         ),
                     ));
+                    continue;
                 }
+            };
+            let Some((cardinality, total)) = costs.as_mut() else {
+                continue;
+            };
+            let once = rule_cost::max_cost(program.expression(), s, root);
+            // A rule runs wherever its node is; a message is built once, for the failure.
+            let (cost, name) = match key {
+                "rule" => (cardinality.times(once, s, root), "estimated rule cost"),
+                _ => (once, "estimated messageExpression cost"),
+            };
+            if cost > rule_cost::RULE_COST_LIMIT {
+                errors.push(FieldError::new(
+                    format!("{at}.{key}"),
+                    FieldErrorReason::Forbidden,
+                    format!(
+                        "Forbidden: {}",
+                        rule_cost::over_budget(name, cost, rule_cost::RULE_COST_LIMIT)
+                    ),
+                ));
             }
-            errors
-        })
-        .collect()
+            total.observe(format!("{at}.{key}"), cost);
+        }
+    }
+    errors
 }
 
 /// kube's (cel-go's) report of undefined fields: each at its line and column, with the
@@ -708,6 +737,7 @@ mod tests {
             &json!({"x-kubernetes-validations": [{"rule": deep}]}),
             "s",
             false,
+            None,
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
         let long = format!("{} == 1", vec!["1"; 20000].join(" + "));
@@ -715,6 +745,7 @@ mod tests {
             &json!({"x-kubernetes-validations": [{"rule": long}]}),
             "s",
             false,
+            None,
         );
         assert!(
             errors[0].message.contains("recursion limit exceeded"),
@@ -731,6 +762,7 @@ mod tests {
             &json!({"x-kubernetes-validations": [{"rule": lists}]}),
             "s",
             false,
+            None,
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
     }
@@ -741,6 +773,7 @@ mod tests {
             &json!({"x-kubernetes-validations": [{"rule": "self.a >"}, {"message": "x"}]}),
             "spec.validation",
             false,
+            None,
         );
         assert_eq!(errors.len(), 2);
         assert_eq!(

@@ -4,6 +4,7 @@
 use regex::Regex;
 use serde_json::Value;
 
+use super::rule_cost::{Cardinality, SchemaCost};
 use super::validate::validate_at;
 use super::{
     FieldError, FieldErrorReason, child, flag, fmt_value, fmt_value_short, index, quote, type_name,
@@ -25,16 +26,33 @@ enum Level {
 /// has a valid `type` unless it is `x-kubernetes-int-or-string` or
 /// `x-kubernetes-preserve-unknown-fields`, the root is an object, arrays have
 /// `items`, `pattern`s and `x-kubernetes-validations` rules compile, and `default`s
-/// validate against their schema.
+/// validate against their schema, and (with `estimate_costs`) the rules' estimated costs
+/// stay within kube's bounds, one by one and in all.
 /// `path_prefix` is the location of the schema, e.g.
 /// `spec.versions[0].schema.openAPIV3Schema`.
-pub fn check_structural(schema: &Value, path_prefix: &str) -> Vec<FieldError> {
+pub fn check_structural(
+    schema: &Value,
+    path_prefix: &str,
+    estimate_costs: bool,
+) -> Vec<FieldError> {
     let mut out = Vec::new();
-    check_node(schema, path_prefix, Level::Root, &mut out);
+    let mut costs = SchemaCost::default();
+    let root = estimate_costs.then_some(Cardinality::ROOT);
+    check_node(schema, path_prefix, Level::Root, root, &mut costs, &mut out);
+    out.extend(costs.errors(path_prefix));
     out
 }
 
-fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
+/// Check schema node `s`. `cardinality`, where kube estimates the cost of the node's rules:
+/// how many times they can run for one object; `costs`: the schema's rules' costs so far.
+fn check_node(
+    s: &Value,
+    path: &str,
+    level: Level,
+    cardinality: Option<Cardinality>,
+    costs: &mut SchemaCost,
+    out: &mut Vec<FieldError>,
+) {
     let Value::Object(m) = s else {
         out.push(FieldError::new(
             path,
@@ -47,7 +65,13 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
         ));
         return;
     };
-    out.extend(super::rules::compile_errors(s, path, level == Level::Root));
+    let rule_costs = cardinality.map(|c| (c, &mut *costs));
+    out.extend(super::rules::compile_errors(
+        s,
+        path,
+        level == Level::Root,
+        rule_costs,
+    ));
     let int_or_string = flag(s, "x-kubernetes-int-or-string");
     let preserve = m.get("x-kubernetes-preserve-unknown-fields");
     if let Some(p) = preserve
@@ -183,7 +207,9 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
         ));
     }
 
-    // Children.
+    // Children: kube estimates the cost of rules only below properties, items and
+    // additionalProperties.
+    let below = cardinality.map(|c| c.below(s));
     let sub_level = |l: Level| {
         if level == Level::ValueValidation {
             Level::ValueValidation
@@ -197,13 +223,16 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
                 ps,
                 &format!("{path}.properties[{k}]"),
                 sub_level(Level::Property),
+                below,
+                costs,
                 out,
             );
         }
     }
     match m.get("items") {
         Some(is @ Value::Object(_)) => {
-            check_node(is, &child(path, "items"), sub_level(Level::Items), out)
+            let items = child(path, "items");
+            check_node(is, &items, sub_level(Level::Items), below, costs, out)
         }
         Some(other @ Value::Array(_)) | Some(other @ Value::Bool(_)) => out.push(FieldError::new(
             child(path, "items"),
@@ -220,6 +249,8 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
             a,
             &child(path, "additionalProperties"),
             sub_level(Level::AdditionalProperties),
+            below,
+            costs,
             out,
         );
     }
@@ -230,13 +261,16 @@ fn check_node(s: &Value, path: &str, level: Level, out: &mut Vec<FieldError>) {
                     sub,
                     &index(&child(path, key), i),
                     Level::ValueValidation,
+                    None,
+                    costs,
                     out,
                 );
             }
         }
     }
     if let Some(not) = m.get("not") {
-        check_node(not, &child(path, "not"), Level::ValueValidation, out);
+        let not_path = child(path, "not");
+        check_node(not, &not_path, Level::ValueValidation, None, costs, out);
     }
 
     // Defaults must validate against their own schema.
@@ -258,7 +292,7 @@ mod tests {
     #[test]
     fn structural_check() {
         let prefix = "spec.versions[0].schema.openAPIV3Schema";
-        assert!(check_structural(&schema(), prefix).is_empty());
+        assert!(check_structural(&schema(), prefix, true).is_empty());
 
         let bad = json!({"type": "object", "properties": {
             "spec": {"properties": {"a": {"type": "string", "pattern": "(", "default": 5}}},
@@ -268,7 +302,7 @@ mod tests {
             "any": {"type": "object", "anyOf": [{"required": ["x"]}]},
             "p": {"type": "object", "x-kubernetes-preserve-unknown-fields": false}
         }});
-        let errs = check_structural(&bad, prefix);
+        let errs = check_structural(&bad, prefix, true);
         let got: Vec<(String, FieldErrorReason)> =
             errs.iter().map(|e| (e.field.clone(), e.reason)).collect();
         let p = |s: &str| format!("{prefix}{s}");
@@ -315,18 +349,78 @@ mod tests {
             )
         );
 
-        let errs = check_structural(&json!({"type": "string"}), "s");
+        let errs = check_structural(&json!({"type": "string"}), "s", true);
         assert_eq!(
             fields(&errs),
             vec!["s.type: Invalid value: \"string\": must be object at the root"]
         );
-        let errs = check_structural(&json!({}), "s");
+        let errs = check_structural(&json!({}), "s", true);
         assert_eq!(errs[0].reason, FieldErrorReason::Required);
         let errs = check_structural(
             &json!({"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": true},
                     "b": {"x-kubernetes-preserve-unknown-fields": true}}}),
             "s",
+            true,
         );
         assert!(errs.is_empty(), "{errs:?}");
+    }
+
+    /// kubernetes#124234: a messageExpression of unknown size, as kube reports it.
+    #[test]
+    fn rules_that_cost_too_much_are_refused_with_kube_messages() {
+        let prefix = "spec.validation.openAPIV3Schema";
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"config": {"type": "object",
+                "x-kubernetes-validations": [{
+                    "rule": "self.attempts >= 0",
+                    "messageExpression": "'invalid attempts: ' + string(self.attempts)"}],
+                "properties": {"attempts": {"type": "integer"}}}}}}});
+        let budget = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
+        let at = format!(
+            "{prefix}.properties[spec].properties[config].x-kubernetes-validations[0].messageExpression"
+        );
+        assert_eq!(
+            fields(&check_structural(&schema, prefix, true)),
+            vec![
+                format!(
+                    "{at}: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x {budget}"
+                ),
+                format!(
+                    "{at}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+                ),
+                format!(
+                    "{prefix}: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x {budget}"
+                ),
+            ]
+        );
+        assert!(check_structural(&schema, prefix, false).is_empty());
+
+        // openshift/api#1826: a duplicate check over 10 strings of any length.
+        let eips = json!({"type": "object", "properties": {"eipAllocations": {
+            "type": "array", "maxItems": 10, "items": {"type": "string"},
+            "x-kubernetes-validations": [{"rule": "self.all(x, self.exists_one(y, x == y))"}]}}});
+        assert_eq!(
+            fields(&check_structural(&eips, prefix, true)),
+            vec![format!(
+                "{prefix}.properties[eipAllocations].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 3.1x {budget}"
+            )]
+        );
+        // Bounded strings bring it within budget.
+        let mut bounded = eips;
+        bounded["properties"]["eipAllocations"]["items"]["maxLength"] = json!(63);
+        assert!(check_structural(&bounded, prefix, true).is_empty());
+
+        // Under a list without maxItems a rule runs for as many items as a request holds.
+        let nested = json!({"type": "object", "properties": {"routes": {"type": "array",
+            "items": {"type": "object", "properties": {"name": {"type": "string"}},
+                "x-kubernetes-validations": [{"rule": "self.name.startsWith('a')"}]}}}});
+        let errors = fields(&check_structural(&nested, prefix, true));
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut costly = nested;
+        costly["properties"]["routes"]["items"]["x-kubernetes-validations"][0]["rule"] =
+            json!("self.name.matches('^[a-z]+$')");
+        let errors = fields(&check_structural(&costly, prefix, true));
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].contains("more than 100x"), "{errors:?}");
     }
 }
