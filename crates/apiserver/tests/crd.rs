@@ -650,3 +650,53 @@ async fn selectable_fields_serve_field_selectors_as_kube_does() {
         assert!(message.contains(problem), "{problem} in {message}");
     }
 }
+
+/// The schema mistakes kube refuses at a CRD's create that kubebuilder markers make
+/// easy: a `+listMapKey` naming an optional field, and an immutability rule
+/// (`self == oldSelf`) on a field inside the items of an atomic list.
+#[tokio::test]
+async fn schemas_kube_refuses_keep_their_crd_out() {
+    let server = server().await;
+    let names = json!({"plural": "routers", "kind": "Router"});
+    let ports = |required: bool, rule: &str| {
+        let mut item = json!({"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 15}, "port": {"type": "integer"}}});
+        if required {
+            item["required"] = json!(["name"]);
+        }
+        item["properties"]["name"]["x-kubernetes-validations"] =
+            json!([{"rule": rule, "message": "name is immutable"}]);
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"], "items": item},
+            "hosts": {"type": "array", "items": item}}}}})
+    };
+    let spec = "spec.validation.openAPIV3Schema.properties[spec].properties";
+    let (code, message) = refused_crd(
+        &server,
+        common::example_crd("Namespaced", names.clone(), ports(false, "size(self) > 0")),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert!(
+        message.contains(&format!("{spec}[ports].items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property")),
+        "{message}"
+    );
+    let (code, message) = refused_crd(
+        &server,
+        common::example_crd("Namespaced", names.clone(), ports(true, "self == oldSelf")),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert!(
+        message.ends_with(&format!("{spec}[hosts].items.properties[name].x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within {spec}[hosts]")),
+        "{message}"
+    );
+    // Under a map list the old item is found by its key: the rule is kept.
+    let mut fine = ports(true, "self == oldSelf");
+    fine["properties"]["spec"]["properties"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("hosts");
+    common::install_crd(&server, common::example_crd("Namespaced", names, fine)).await;
+}

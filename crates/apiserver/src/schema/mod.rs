@@ -8,6 +8,7 @@
 //! field errors, paths and how values are named in messages.
 
 mod defaults;
+mod keywords;
 mod prune;
 mod rule_cost;
 mod rule_fields;

@@ -204,7 +204,7 @@ mod tests {
     fn errors(s: serde_json::Value, rule: &str, root: bool) -> Vec<String> {
         let mut s = s;
         s["x-kubernetes-validations"] = json!([{ "rule": rule }]);
-        compile_errors(&s, "s", root, None)
+        compile_errors(&s, "s", root, None, None)
             .into_iter()
             .map(|e| e.message)
             .collect()

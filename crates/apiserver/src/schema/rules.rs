@@ -168,16 +168,163 @@ pub(super) fn read(s: &Value) -> Vec<Arc<Rule>> {
     }
 }
 
+/// kube's `ValidationReason`s a rule may give.
+const SUPPORTED_REASONS: [&str; 4] = [
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
+
+/// What kube refuses of the `x-kubernetes-validations` entries of schema node `s` (at
+/// `path`) before it compiles any: a missing rule, blank or multi-line messages, a
+/// multi-line rule without a message, an unknown reason, a `fieldPath` that is no path
+/// below the node.
+pub(crate) fn entry_errors(s: &Value, path: &str) -> Vec<FieldError> {
+    let Some(Value::Array(entries)) = s.get("x-kubernetes-validations") else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let at = |key: &str| format!("{path}.x-kubernetes-validations[{i}].{key}");
+        let text = |key: &str| entry.get(key).and_then(Value::as_str).unwrap_or("");
+        let required = |key: &str, detail: &str| {
+            FieldError::new(
+                at(key),
+                FieldErrorReason::Required,
+                format!("Required value: {detail}"),
+            )
+        };
+        let invalid = |key: &str, detail: &str| {
+            FieldError::new(
+                at(key),
+                FieldErrorReason::Invalid,
+                format!("Invalid value: {}: {detail}", super::quote(text(key))),
+            )
+        };
+        let lines = |s: &str| s.contains(['\n', '\r']);
+        let (rule, message) = (text("rule").trim(), text("message"));
+        if rule.is_empty() {
+            errors.push(required("rule", "rule is not specified"));
+        } else if !message.is_empty() && message.trim().is_empty() {
+            errors.push(invalid("message", "message must be non-empty if specified"));
+        } else if lines(message.trim()) {
+            errors.push(invalid("message", "message must not contain line breaks"));
+        } else if lines(rule) && message.trim().is_empty() {
+            errors.push(required(
+                "message",
+                "message must be specified if rule contains line breaks",
+            ));
+        }
+        let message_expression = text("messageExpression");
+        if !message_expression.is_empty() && message_expression.trim().is_empty() {
+            errors.push(required(
+                "messageExpression",
+                "messageExpression must be non-empty if specified",
+            ));
+        }
+        if let Some(reason) = entry.get("reason").and_then(Value::as_str)
+            && !SUPPORTED_REASONS.contains(&reason)
+        {
+            let supported: Vec<String> =
+                SUPPORTED_REASONS.iter().map(|r| super::quote(r)).collect();
+            errors.push(FieldError::new(
+                at("reason"),
+                FieldErrorReason::NotSupported,
+                format!(
+                    "Unsupported value: {}: supported values: {}",
+                    super::quote(reason),
+                    supported.join(", ")
+                ),
+            ));
+        }
+        let field_path = text("fieldPath");
+        if !field_path.is_empty() && field_path.trim().is_empty() {
+            errors.push(invalid(
+                "fieldPath",
+                "fieldPath must be non-empty if specified",
+            ));
+        }
+        if lines(field_path) {
+            errors.push(invalid(
+                "fieldPath",
+                "fieldPath must not contain line breaks",
+            ));
+        }
+        if !field_path.is_empty() && !field_path_valid(s, field_path) {
+            errors.push(invalid("fieldPath", "fieldPath must be a valid path"));
+        }
+    }
+    errors
+}
+
+/// Whether `field_path` (`.spec.replicas`, `['a.b']`, `.ports[0]`) leads from schema node
+/// `s` to a field it declares, as kube's `ValidFieldPath` walks it. Below a node that
+/// declares no fields (preserved unknown fields, int-or-string) anything goes.
+fn field_path_valid(s: &Value, field_path: &str) -> bool {
+    let mut node = s;
+    let mut rest = field_path;
+    while !rest.is_empty() {
+        let (step, after) = if let Some(named) = rest.strip_prefix('.') {
+            let end = named.find(['.', '[']).unwrap_or(named.len());
+            (Step::Field(&named[..end]), &named[end..])
+        } else if let Some(bracketed) = rest.strip_prefix('[') {
+            let Some(end) = bracketed.find(']') else {
+                return false;
+            };
+            let inside = &bracketed[..end];
+            let step = match inside.strip_prefix('\'').and_then(|q| q.strip_suffix('\'')) {
+                Some(key) => Step::Field(key),
+                None if inside.parse::<usize>().is_ok() => Step::Index,
+                None => return false,
+            };
+            (step, &bracketed[end + 1..])
+        } else {
+            return false;
+        };
+        let declares_fields = node.get("properties").is_some()
+            || node
+                .get("additionalProperties")
+                .is_some_and(Value::is_object)
+            || node.get("items").is_some();
+        if !declares_fields {
+            return node.get("type").and_then(Value::as_str).is_none()
+                || super::flag(node, "x-kubernetes-preserve-unknown-fields");
+        }
+        let next = match step {
+            Step::Field("") => None,
+            Step::Field(name) => node
+                .get("properties")
+                .and_then(|p| p.get(name))
+                .or_else(|| node.get("additionalProperties").filter(|v| v.is_object())),
+            Step::Index => node.get("items"),
+        };
+        match next {
+            Some(next) => node = next,
+            None => return false,
+        }
+        rest = after;
+    }
+    true
+}
+
+enum Step<'p> {
+    Field(&'p str),
+    Index,
+}
+
 /// Why each rule of schema node `s` (at `path` in the CRD; `root`: the schema's root)
-/// does not compile, selects a field the schema does not declare, or costs more than kube
-/// allows: a CRD carrying one is refused. `costs`, where kube estimates them (not inside
-/// `allOf`, `anyOf`, `oneOf` or `not`): how many times the node's rules can run for one
-/// object, and the schema's running total.
+/// does not compile, selects a field the schema does not declare, costs more than kube
+/// allows, or reads `oldSelf` below `uncorrelatable` (an atomic list or map, or a set,
+/// whose old items cannot be told apart): a CRD carrying one is refused. `costs`, where
+/// kube estimates them (not inside `allOf`, `anyOf`, `oneOf` or `not`): how many times
+/// the node's rules can run for one object, and the schema's running total.
 pub(crate) fn compile_errors(
     s: &Value,
     path: &str,
     root: bool,
     mut costs: Option<(Cardinality, &mut SchemaCost)>,
+    uncorrelatable: Option<&str>,
 ) -> Vec<FieldError> {
     let Some(Value::Array(entries)) = s.get("x-kubernetes-validations") else {
         return Vec::new();
@@ -194,15 +341,13 @@ pub(crate) fn compile_errors(
     let mut errors = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
+        let mut reads_old_self = None;
         for key in ["rule", "messageExpression"] {
-            let Some(source) = entry.get(key).and_then(Value::as_str) else {
-                if key == "rule" {
-                    errors.push(FieldError::new(
-                        format!("{at}.rule"),
-                        FieldErrorReason::Required,
-                        "Required value",
-                    ));
-                }
+            let Some(source) = entry
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+            else {
                 continue;
             };
             let program = match checked(source) {
@@ -219,6 +364,9 @@ pub(crate) fn compile_errors(
                     continue;
                 }
             };
+            if key == "rule" && program.references().has_variable(OLD_SELF) {
+                reads_old_self = Some(source);
+            }
             let Some((cardinality, total)) = costs.as_mut() else {
                 continue;
             };
@@ -239,6 +387,16 @@ pub(crate) fn compile_errors(
                 ));
             }
             total.observe(format!("{at}.{key}"), cost);
+        }
+        if let (Some(rule), Some(within)) = (reads_old_self, uncorrelatable) {
+            errors.push(FieldError::new(
+                format!("{at}.rule"),
+                FieldErrorReason::Invalid,
+                format!(
+                    "Invalid value: {}: oldSelf cannot be used on the uncorrelatable portion of the schema within {within}",
+                    super::quote(rule)
+                ),
+            ));
         }
     }
     errors
@@ -584,6 +742,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::schema::tests::fields;
 
     fn schema(s: Value) -> ValueSchema {
         ValueSchema::new(&s)
@@ -738,6 +897,7 @@ mod tests {
             "s",
             false,
             None,
+            None,
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
         let long = format!("{} == 1", vec!["1"; 20000].join(" + "));
@@ -745,6 +905,7 @@ mod tests {
             &json!({"x-kubernetes-validations": [{"rule": long}]}),
             "s",
             false,
+            None,
             None,
         );
         assert!(
@@ -763,19 +924,16 @@ mod tests {
             "s",
             false,
             None,
+            None,
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
     }
 
     #[test]
     fn rules_that_do_not_compile_are_named() {
-        let errors = compile_errors(
-            &json!({"x-kubernetes-validations": [{"rule": "self.a >"}, {"message": "x"}]}),
-            "spec.validation",
-            false,
-            None,
-        );
-        assert_eq!(errors.len(), 2);
+        let s = json!({"x-kubernetes-validations": [{"rule": "self.a >"}, {"message": "x"}]});
+        let errors = compile_errors(&s, "spec.validation", false, None, None);
+        assert_eq!(errors.len(), 1);
         assert_eq!(
             errors[0].field,
             "spec.validation.x-kubernetes-validations[0].rule"
@@ -785,6 +943,79 @@ mod tests {
             "{}",
             errors[0].message
         );
-        assert_eq!(errors[1].message, "Required value");
+        assert_eq!(
+            fields(&entry_errors(&s, "s")),
+            ["s.x-kubernetes-validations[1].rule: Required value: rule is not specified"]
+        );
+    }
+
+    /// What kube refuses of an entry before compiling it, with its messages.
+    #[test]
+    fn entries_are_checked_as_kube_checks_them() {
+        let s = json!({"type": "object", "properties": {
+                "replicas": {"type": "integer"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "ports": {"type": "array", "items": {"type": "object", "properties": {"port": {"type": "integer"}}}}},
+            "x-kubernetes-validations": [
+                {"rule": "self.replicas > 0", "message": "  "},
+                {"rule": "self.replicas > 0 &&\n  self.replicas < 9"},
+                {"rule": "true", "message": "one\ntwo"},
+                {"rule": "true", "messageExpression": " ", "reason": "FieldValueWrong"},
+                {"rule": "true", "fieldPath": ".replica"},
+                {"rule": "true", "fieldPath": "replicas"},
+                {"rule": "true", "fieldPath": ".replicas"},
+                {"rule": "true", "fieldPath": ".labels.anything"},
+                {"rule": "true", "fieldPath": ".ports[0].port"},
+                {"rule": "true", "fieldPath": "['replicas']"}]});
+        let at = |i: usize| format!("s.x-kubernetes-validations[{i}]");
+        assert_eq!(
+            fields(&entry_errors(&s, "s")),
+            [
+                format!(
+                    "{}.message: Invalid value: \"  \": message must be non-empty if specified",
+                    at(0)
+                ),
+                format!(
+                    "{}.message: Required value: message must be specified if rule contains line breaks",
+                    at(1)
+                ),
+                format!(
+                    "{}.message: Invalid value: \"one\\ntwo\": message must not contain line breaks",
+                    at(2)
+                ),
+                format!(
+                    "{}.messageExpression: Required value: messageExpression must be non-empty if specified",
+                    at(3)
+                ),
+                format!(
+                    "{}.reason: Unsupported value: \"FieldValueWrong\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"",
+                    at(3)
+                ),
+                format!(
+                    "{}.fieldPath: Invalid value: \".replica\": fieldPath must be a valid path",
+                    at(4)
+                ),
+                format!(
+                    "{}.fieldPath: Invalid value: \"replicas\": fieldPath must be a valid path",
+                    at(5)
+                ),
+            ]
+        );
+    }
+
+    /// kubebuilder's immutability marker on a field inside a list item: kube refuses it,
+    /// since an item of an atomic list has no old self to compare with.
+    #[test]
+    fn old_self_is_refused_below_a_list_that_does_not_correlate() {
+        let s = json!({"type": "string", "x-kubernetes-validations": [
+            {"rule": "self == oldSelf", "message": "immutable"}, {"rule": "self != ''"}]});
+        let within = "spec.validation.openAPIV3Schema.properties[spec].properties[items]";
+        assert_eq!(
+            fields(&compile_errors(&s, "i", false, None, Some(within))),
+            [format!(
+                "i.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within {within}"
+            )]
+        );
+        assert!(compile_errors(&s, "i", false, None, None).is_empty());
     }
 }

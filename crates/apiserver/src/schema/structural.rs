@@ -4,6 +4,7 @@
 use regex::Regex;
 use serde_json::Value;
 
+use super::keywords;
 use super::rule_cost::{Cardinality, SchemaCost};
 use super::validate::validate_at;
 use super::{
@@ -35,24 +36,113 @@ pub fn check_structural(
     path_prefix: &str,
     estimate_costs: bool,
 ) -> Vec<FieldError> {
-    let mut out = Vec::new();
-    let mut costs = SchemaCost::default();
-    let root = estimate_costs.then_some(Cardinality::ROOT);
-    check_node(schema, path_prefix, Level::Root, root, &mut costs, &mut out);
-    out.extend(costs.errors(path_prefix));
+    let mut found = Found::default();
+    let root = Within {
+        level: Level::Root,
+        cardinality: estimate_costs.then_some(Cardinality::ROOT),
+        uncorrelatable: None,
+        no_default: None,
+        resource_meta: false,
+    };
+    check_node(schema, path_prefix, &root, &mut found);
+    if flag(schema, "nullable") {
+        found.schema.push(FieldError::new(
+            child(path_prefix, "nullable"),
+            FieldErrorReason::Forbidden,
+            "Forbidden: nullable cannot be true at the root",
+        ));
+    }
+    // As kube lists them: the schema's errors, then its rules'.
+    let mut out = found.schema;
+    out.extend(found.rules);
+    out.extend(found.costs.errors(path_prefix));
     out
 }
 
-/// Check schema node `s`. `cardinality`, where kube estimates the cost of the node's rules:
-/// how many times they can run for one object; `costs`: the schema's rules' costs so far.
-fn check_node(
-    s: &Value,
-    path: &str,
+/// What the walk has found so far.
+#[derive(Default)]
+struct Found {
+    /// Errors of the schema itself.
+    schema: Vec<FieldError>,
+    /// Errors of its `x-kubernetes-validations` rules (compilation, cost, `oldSelf`).
+    rules: Vec<FieldError>,
+    /// The rules' costs so far.
+    costs: SchemaCost,
+}
+
+/// Where a schema node is, as kube's checks of it depend on.
+#[derive(Clone)]
+struct Within {
     level: Level,
+    /// How many times the node's rules can run for one object, where kube estimates
+    /// their cost (not inside allOf, anyOf, oneOf or not).
     cardinality: Option<Cardinality>,
-    costs: &mut SchemaCost,
-    out: &mut Vec<FieldError>,
-) {
+    /// The first ancestor below which an old value cannot be matched with its new one
+    /// (an atomic list or map, a set): a rule below it may not read `oldSelf`.
+    uncorrelatable: Option<String>,
+    /// Why a `default` is refused here, where it is.
+    no_default: Option<String>,
+    /// Inside a resource's `metadata`, `kind` or `apiVersion`.
+    resource_meta: bool,
+}
+
+impl Within {
+    /// The place of a child of node `s` at `path`: one of its properties (`Some(name)`),
+    /// its items or its map values (`None`), at `level`.
+    fn below(&self, s: &Value, path: &str, property: Option<&str>, level: Level) -> Within {
+        let level = if self.level == Level::ValueValidation {
+            Level::ValueValidation
+        } else {
+            level
+        };
+        let mut within = Within {
+            level,
+            cardinality: self.cardinality.map(|c| c.below(s)),
+            ..self.clone()
+        };
+        let correlates = match property {
+            Some(_) => s.get("x-kubernetes-map-type").and_then(Value::as_str) != Some("atomic"),
+            None if level == Level::Items => {
+                s.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map")
+            }
+            None => true,
+        };
+        if !correlates && within.uncorrelatable.is_none() {
+            within.uncorrelatable = Some(path.to_string());
+        }
+        let resource = self.level == Level::Root || flag(s, "x-kubernetes-embedded-resource");
+        match property {
+            Some(name @ ("metadata" | "kind" | "apiVersion")) if resource => {
+                within.resource_meta = true;
+                if self.level == Level::Root {
+                    within.no_default = Some(format!("in top-level {name}"));
+                }
+            }
+            None if level == Level::AdditionalProperties && self.resource_meta => {
+                within.no_default =
+                    Some("inside additionalProperties applying to object metadata".into());
+            }
+            _ => {}
+        }
+        within
+    }
+
+    /// Inside allOf, anyOf, oneOf or not: value validations, whose rules kube does not
+    /// estimate.
+    fn value_validation(&self) -> Within {
+        Within {
+            level: Level::ValueValidation,
+            cardinality: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// Check schema node `s` at `path`.
+fn check_node(s: &Value, path: &str, within: &Within, found: &mut Found) {
+    let level = within.level;
+    let schema_errors_before = found.schema.len();
+    let out = &mut found.schema;
     let Value::Object(m) = s else {
         out.push(FieldError::new(
             path,
@@ -65,12 +155,13 @@ fn check_node(
         ));
         return;
     };
-    let rule_costs = cardinality.map(|c| (c, &mut *costs));
-    out.extend(super::rules::compile_errors(
+    out.extend(keywords::keyword_errors(
         s,
         path,
-        level == Level::Root,
-        rule_costs,
+        &keywords::Placement {
+            no_default: within.no_default.as_deref(),
+            resource_meta: within.resource_meta,
+        },
     ));
     let int_or_string = flag(s, "x-kubernetes-int-or-string");
     let preserve = m.get("x-kubernetes-preserve-unknown-fields");
@@ -207,70 +298,66 @@ fn check_node(
         ));
     }
 
-    // Children: kube estimates the cost of rules only below properties, items and
-    // additionalProperties.
-    let below = cardinality.map(|c| c.below(s));
-    let sub_level = |l: Level| {
-        if level == Level::ValueValidation {
-            Level::ValueValidation
-        } else {
-            l
-        }
-    };
-    if let Some(Value::Object(ps)) = m.get("properties") {
-        for (k, ps) in ps {
-            check_node(
-                ps,
-                &format!("{path}.properties[{k}]"),
-                sub_level(Level::Property),
-                below,
-                costs,
-                out,
-            );
-        }
-    }
-    match m.get("items") {
-        Some(is @ Value::Object(_)) => {
-            let items = child(path, "items");
-            check_node(is, &items, sub_level(Level::Items), below, costs, out)
-        }
-        Some(other @ Value::Array(_)) | Some(other @ Value::Bool(_)) => out.push(FieldError::new(
+    if let Some(other @ Value::Bool(_)) = m.get("items") {
+        out.push(FieldError::new(
             child(path, "items"),
             FieldErrorReason::Invalid,
             format!(
                 "Invalid value: {}: items must be a schema object",
                 fmt_value_short(other)
             ),
-        )),
-        _ => {}
+        ));
     }
-    if let Some(a @ Value::Object(_)) = m.get("additionalProperties") {
+
+    if let Some(Value::Object(ps)) = m.get("properties") {
+        for (k, ps) in ps {
+            let at = format!("{path}.properties[{k}]");
+            check_node(
+                ps,
+                &at,
+                &within.below(s, path, Some(k), Level::Property),
+                found,
+            );
+        }
+    }
+    if let Some(items @ Value::Object(_)) = m.get("items") {
+        let at = child(path, "items");
         check_node(
-            a,
-            &child(path, "additionalProperties"),
-            sub_level(Level::AdditionalProperties),
-            below,
-            costs,
-            out,
+            items,
+            &at,
+            &within.below(s, path, None, Level::Items),
+            found,
         );
+    }
+    if let Some(values @ Value::Object(_)) = m.get("additionalProperties") {
+        let at = child(path, "additionalProperties");
+        let values_within = within.below(s, path, None, Level::AdditionalProperties);
+        check_node(values, &at, &values_within, found);
     }
     for key in ["allOf", "anyOf", "oneOf"] {
         if let Some(Value::Array(subs)) = m.get(key) {
             for (i, sub) in subs.iter().enumerate() {
-                check_node(
-                    sub,
-                    &index(&child(path, key), i),
-                    Level::ValueValidation,
-                    None,
-                    costs,
-                    out,
-                );
+                let at = index(&child(path, key), i);
+                check_node(sub, &at, &within.value_validation(), found);
             }
         }
     }
     if let Some(not) = m.get("not") {
-        let not_path = child(path, "not");
-        check_node(not, &not_path, Level::ValueValidation, None, costs, out);
+        check_node(not, &child(path, "not"), &within.value_validation(), found);
+    }
+
+    found.schema.extend(keywords::extension_errors(s, path));
+    found.schema.extend(super::rules::entry_errors(s, path));
+    // As kube, rules are compiled only where the schema below them holds together.
+    if found.schema.len() == schema_errors_before {
+        let rule_costs = within.cardinality.map(|c| (c, &mut found.costs));
+        found.rules.extend(super::rules::compile_errors(
+            s,
+            path,
+            level == Level::Root,
+            rule_costs,
+            within.uncorrelatable.as_deref(),
+        ));
     }
 
     // Defaults must validate against their own schema.
@@ -278,7 +365,7 @@ fn check_node(
         && level != Level::ValueValidation
         && !d.is_null()
     {
-        validate_at(d, s, &child(path, "default"), out);
+        validate_at(d, s, &child(path, "default"), &mut found.schema);
     }
 }
 
@@ -422,5 +509,57 @@ mod tests {
         let errors = fields(&check_structural(&costly, prefix, true));
         assert_eq!(errors.len(), 3, "{errors:?}");
         assert!(errors[0].contains("more than 100x"), "{errors:?}");
+    }
+
+    /// Where a node is decides what kube allows there: `oldSelf` only where old values
+    /// correlate with new ones, defaults not in the root's metadata.
+    #[test]
+    fn what_a_node_allows_depends_on_where_it_is() {
+        let immutable = json!([{"rule": "self == oldSelf", "message": "immutable"}]);
+        let schema = json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "default": {}},
+            "spec": {"type": "object", "properties": {
+                "tags": {"type": "array", "items": {"type": "string", "maxLength": 8,
+                    "x-kubernetes-validations": immutable.clone()}},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "required": ["name"], "properties": {
+                        "name": {"type": "string", "maxLength": 8,
+                            "x-kubernetes-validations": immutable.clone()}}}},
+                "settings": {"type": "object", "x-kubernetes-map-type": "atomic",
+                    "properties": {"mode": {"type": "string", "maxLength": 8,
+                        "x-kubernetes-validations": immutable}}}}}}});
+        let p = "spec.validation.openAPIV3Schema";
+        let spec = format!("{p}.properties[spec]");
+        let old_self = |node: &str, within: &str| {
+            format!(
+                "{spec}.{node}.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within {spec}.properties[{within}]"
+            )
+        };
+        assert_eq!(
+            fields(&check_structural(&schema, p, true)),
+            [
+                format!(
+                    "{p}.properties[metadata].default: Forbidden: must not be set in top-level metadata"
+                ),
+                old_self("properties[settings].properties[mode]", "settings"),
+                old_self("properties[tags].items", "tags"),
+            ]
+        );
+    }
+
+    #[test]
+    fn rules_are_not_compiled_over_a_schema_that_does_not_hold_together() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.missing > 0"}],
+            "properties": {"tags": {"type": "array", "uniqueItems": true,
+                "items": {"type": "string"}}}}}});
+        let errors = fields(&check_structural(&schema, "s", true));
+        assert_eq!(
+            errors,
+            [
+                "s.properties[spec].properties[tags].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+            ]
+        );
     }
 }
