@@ -160,13 +160,14 @@ fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
             "Invalid value: must have exactly one version marked as storage version",
         ));
     }
-    // kube's internal form keeps a schema that every version shares once, as
-    // `spec.validation`, and names its errors there.
-    let schemas: Vec<Option<&Value>> = versions.iter().map(version_schema).collect();
-    let shared = match schemas.split_first() {
-        Some((Some(first), rest)) if rest.iter().all(|s| *s == Some(*first)) => Some(*first),
-        _ => None,
-    };
+    // kube's internal form keeps what every version shares (its schema, subresources,
+    // printer columns) once, at the top of the spec, and names its errors there.
+    let shared = shared_by_all(versions, version_schema);
+    let shared_subresources = shared_by_all(versions, |v| v.get("subresources"));
+    let shared_columns = shared_by_all(versions, |v| {
+        v.get("additionalPrinterColumns")
+            .filter(|c| c.as_array().is_some_and(|c| !c.is_empty()))
+    });
     // As kube, the rules' costs are not held again to a schema an update leaves as it
     // was (nor, unlike kube, to their total: a schema stored before its rules were
     // estimated must stay deletable).
@@ -184,10 +185,17 @@ fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
             versions.iter().any(changed),
         ));
     }
+    if let Some(subresources) = shared_subresources {
+        subresource_errors(subresources, "spec.subresources", &mut errors);
+    }
+    if let Some(columns) = shared_columns {
+        column_errors(columns, "spec.additionalPrinterColumns", &mut errors);
+    }
     for (i, version) in versions.iter().enumerate() {
+        let at = format!("spec.versions[{i}]");
         if version["name"].as_str().is_none_or(str::is_empty) {
             errors.push(error(
-                &format!("spec.versions[{i}].name"),
+                &format!("{at}.name"),
                 FieldErrorReason::Required,
                 "Required value",
             ));
@@ -197,17 +205,162 @@ fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
         {
             errors.extend(schema::check_structural(
                 schema,
-                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                &format!("{at}.schema.openAPIV3Schema"),
                 changed(version),
             ));
         }
-        selectable_field_errors(
-            version,
-            &format!("spec.versions[{i}].selectableFields"),
-            &mut errors,
-        );
+        if let Some(subresources) = version.get("subresources")
+            && shared_subresources.is_none()
+        {
+            subresource_errors(subresources, &format!("{at}.subresources"), &mut errors);
+        }
+        if let Some(columns) = version.get("additionalPrinterColumns")
+            && shared_columns.is_none()
+        {
+            column_errors(
+                columns,
+                &format!("{at}.additionalPrinterColumns"),
+                &mut errors,
+            );
+        }
+        selectable_field_errors(version, &format!("{at}.selectableFields"), &mut errors);
     }
     errors
+}
+
+/// What `part` gives of every version, when it gives the same of each.
+fn shared_by_all<'v>(
+    versions: &'v [Value],
+    part: impl Fn(&'v Value) -> Option<&'v Value>,
+) -> Option<&'v Value> {
+    let (first, rest) = versions.split_first()?;
+    let shared = part(first)?;
+    rest.iter()
+        .all(|v| part(v) == Some(shared))
+        .then_some(shared)
+}
+
+/// kube's `validateSimpleJSONPath`: `.` and dotted names.
+fn simple_json_path_error(path: &str, at: &str) -> Option<FieldError> {
+    let detail = match path {
+        "" => "must not be empty",
+        p if !p.starts_with('.') => "must be a simple json path starting with .",
+        _ => return None,
+    };
+    Some(error(
+        at,
+        FieldErrorReason::Invalid,
+        format!("Invalid value: {path:?}: {detail}"),
+    ))
+}
+
+/// kube's checks of a scale subresource's paths.
+fn subresource_errors(subresources: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    let Some(scale) = subresources.get("scale").filter(|s| !s.is_null()) else {
+        return;
+    };
+    let checks: [(&str, &[&str], &str, bool); 3] = [
+        (
+            "specReplicasPath",
+            &[".spec."],
+            "should be a json path under .spec",
+            true,
+        ),
+        (
+            "statusReplicasPath",
+            &[".status."],
+            "should be a json path under .status",
+            true,
+        ),
+        (
+            "labelSelectorPath",
+            &[".spec.", ".status."],
+            "should be a json path under either .spec or .status",
+            false,
+        ),
+    ];
+    for (key, prefixes, detail, required) in checks {
+        let field = format!("{at}.scale.{key}");
+        match scale.get(key).and_then(Value::as_str).unwrap_or("") {
+            "" if required => {
+                errors.push(error(&field, FieldErrorReason::Required, "Required value"))
+            }
+            "" => {}
+            path => match simple_json_path_error(path, &field) {
+                Some(invalid) => errors.push(invalid),
+                None if !prefixes.iter().any(|p| path.starts_with(p)) => errors.push(error(
+                    &field,
+                    FieldErrorReason::Invalid,
+                    format!("Invalid value: {path:?}: {detail}"),
+                )),
+                None => {}
+            },
+        }
+    }
+}
+
+/// kube's `printerColumnDatatypes` and `customResourceColumnDefinitionFormats`.
+const COLUMN_TYPES: [&str; 5] = ["boolean", "date", "integer", "number", "string"];
+const COLUMN_FORMATS: [&str; 8] = [
+    "byte",
+    "date",
+    "date-time",
+    "double",
+    "float",
+    "int32",
+    "int64",
+    "password",
+];
+
+/// kube's checks of `additionalPrinterColumns`: a name, a known type and format, and a
+/// simple JSON path.
+fn column_errors(columns: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    for (j, column) in columns.as_array().into_iter().flatten().enumerate() {
+        let at = format!("{at}[{j}]");
+        let text = |key: &str| column.get(key).and_then(Value::as_str).unwrap_or("");
+        if text("name").is_empty() {
+            errors.push(error(
+                &format!("{at}.name"),
+                FieldErrorReason::Required,
+                "Required value",
+            ));
+        }
+        let types = format!("must be one of {}", COLUMN_TYPES.join(","));
+        match text("type") {
+            "" => errors.push(error(
+                &format!("{at}.type"),
+                FieldErrorReason::Required,
+                format!("Required value: {types}"),
+            )),
+            ty if !COLUMN_TYPES.contains(&ty) => errors.push(error(
+                &format!("{at}.type"),
+                FieldErrorReason::Invalid,
+                format!("Invalid value: {ty:?}: {types}"),
+            )),
+            _ => {}
+        }
+        let format = text("format");
+        if !format.is_empty() && !COLUMN_FORMATS.contains(&format) {
+            errors.push(error(
+                &format!("{at}.format"),
+                FieldErrorReason::Invalid,
+                format!(
+                    "Invalid value: {format:?}: must be one of {}",
+                    COLUMN_FORMATS.join(",")
+                ),
+            ));
+        }
+        // kube names the internal field, `JSONPath`.
+        let path_at = format!("{at}.JSONPath");
+        match text("jsonPath") {
+            "" => errors.push(error(
+                &path_at,
+                FieldErrorReason::Required,
+                "Required value",
+            )),
+            path => errors.extend(simple_json_path_error(path, &path_at)),
+        }
+    }
 }
 
 fn version_schema(version: &Value) -> Option<&Value> {

@@ -700,3 +700,35 @@ async fn schemas_kube_refuses_keep_their_crd_out() {
         .remove("hosts");
     common::install_crd(&server, common::example_crd("Namespaced", names, fine)).await;
 }
+
+/// A printer column of a type kube does not know, and a scale subresource reading its
+/// replicas from the status, are refused at the CRD's create as kube refuses them (what
+/// every version shares named at the top of the spec, as kube names it).
+#[tokio::test]
+async fn printer_columns_and_scale_paths_are_checked_as_kube_checks_them() {
+    let server = server().await;
+    let mut crd = common::example_crd(
+        "Namespaced",
+        json!({"plural": "pools", "kind": "Pool"}),
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    );
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = json!([
+        {"name": "Replicas", "type": "int", "jsonPath": ".spec.replicas"},
+        {"name": "Age", "type": "date", "jsonPath": "metadata.creationTimestamp"}]);
+    crd["spec"]["versions"][0]["subresources"] = json!({"scale": {"specReplicasPath": ".status.replicas", "statusReplicasPath": ".status.replicas"}});
+    let (code, message) = refused_crd(&server, crd.clone()).await;
+    assert_eq!(code, 422);
+    for expected in [
+        "spec.subresources.scale.specReplicasPath: Invalid value: \".status.replicas\": should be a json path under .spec",
+        "spec.additionalPrinterColumns[0].type: Invalid value: \"int\": must be one of boolean,date,integer,number,string",
+        "spec.additionalPrinterColumns[1].JSONPath: Invalid value: \"metadata.creationTimestamp\": must be a simple json path starting with .",
+    ] {
+        assert!(message.contains(expected), "{expected} in {message}");
+    }
+    crd["spec"]["versions"][0]["additionalPrinterColumns"][0]["type"] = json!("integer");
+    crd["spec"]["versions"][0]["additionalPrinterColumns"][1]["jsonPath"] =
+        json!(".metadata.creationTimestamp");
+    crd["spec"]["versions"][0]["subresources"]["scale"]["specReplicasPath"] =
+        json!(".spec.replicas");
+    common::install_crd(&server, crd).await;
+}
