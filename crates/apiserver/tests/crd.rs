@@ -507,7 +507,7 @@ async fn validation_rules_hold_creates_and_updates_as_kube_does() {
     let (code, message) = refused_crd(&server, broken).await;
     assert_eq!(code, 422);
     assert!(
-        message.contains("spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: \"self.size >\": compilation failed"),
+        message.contains("spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.size >\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed"),
         "{message}"
     );
 

@@ -245,6 +245,25 @@ mod tests {
         );
     }
 
+    /// grafana/grafana-operator#2552, as kube 1.32 printed it: the entry as a Go struct,
+    /// then each undefined field with its caret.
+    #[test]
+    fn the_whole_refusal_reads_as_kube_prints_it() {
+        let metadata = json!({"type": "object", "properties": {
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}},
+            "x-kubernetes-validations": [{
+                "rule": "(!(has(oldSelf.namespace) && !has(self.namespace)))",
+                "message": "namespace is immutable"}]});
+        let found = compile_errors(&metadata, "m", false, None, None);
+        let rule = "(!(has(oldSelf.namespace) && !has(self.namespace)))";
+        assert_eq!(
+            found[0].to_string(),
+            format!(
+                "m.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"{rule}\", Message:\"namespace is immutable\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: <input>:1:7: undefined field 'namespace'\n | {rule}\n | ......^\nERROR: <input>:1:34: undefined field 'namespace'\n | {rule}\n | .................................^"
+            )
+        );
+    }
+
     #[test]
     fn only_what_the_schema_declares_for_certain_is_checked() {
         let root = json!({"type": "object", "properties": {

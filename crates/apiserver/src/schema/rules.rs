@@ -358,7 +358,7 @@ pub(crate) fn compile_errors(
                         FieldErrorReason::Invalid,
                         format!(
                             "Invalid value: {}: compilation failed: {why}",
-                            super::quote(source)
+                            go_rule(entry)
                         ),
                     ));
                     continue;
@@ -400,6 +400,25 @@ pub(crate) fn compile_errors(
         }
     }
     errors
+}
+
+/// An `x-kubernetes-validations` entry as kube prints it in a compilation error: its Go
+/// struct (`%#v`). A pointer prints as an address there, which no client can rely on.
+fn go_rule(entry: &Value) -> String {
+    let text = |key: &str| super::quote(entry.get(key).and_then(Value::as_str).unwrap_or(""));
+    let pointer = |key: &str, ty: &str| match entry.get(key) {
+        None | Some(Value::Null) => format!("({ty})(nil)"),
+        Some(_) => format!("({ty})(0xc000010000)"),
+    };
+    format!(
+        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{}, FieldPath:{}, OptionalOldSelf:{}}}",
+        text("rule"),
+        text("message"),
+        text("messageExpression"),
+        pointer("reason", "*apiextensions.FieldValueErrorReason"),
+        text("fieldPath"),
+        pointer("optionalOldSelf", "*bool"),
+    )
 }
 
 /// kube's (cel-go's) report of undefined fields: each at its line and column, with the
