@@ -36,11 +36,15 @@ const UNKNOWN: u64 = u64::MAX;
 /// The worst-case cost of `expr`, a rule or `messageExpression` of schema node `s`
 /// (`root`: the CRD's root), once: cel-go's `EstimateCost(..).Max`.
 pub(super) fn max_cost(expr: &IdedExpr, s: &Value, root: bool) -> u64 {
-    let mut estimate = Estimate {
-        this: Decl::of(s, root || flag(s, "x-kubernetes-embedded-resource")),
-        scope: Vec::new(),
-    };
-    estimate.expr(expr).cost
+    Estimate::of_rule_at(s, root).expr(expr).cost
+}
+
+/// Whether `expr`, a rule of schema node `s` (`root`: the CRD's root), certainly
+/// evaluates to something other than a bool: an integer field, a string, a list built by
+/// `map` (kube's "cel expression must evaluate to a bool").
+pub(super) fn certainly_not_bool(expr: &IdedExpr, s: &Value, root: bool) -> bool {
+    let kind = Estimate::of_rule_at(s, root).expr(expr).ty.kind();
+    !matches!(kind, Kind::Bool | Kind::Dyn)
 }
 
 /// kube's `getCostErrorMessage`.
@@ -537,6 +541,14 @@ struct Estimate<'e, 's> {
 }
 
 impl<'e, 's> Estimate<'e, 's> {
+    /// The estimate of a rule of schema node `s` (`root`: the CRD's root).
+    fn of_rule_at(s: &'s Value, root: bool) -> Estimate<'e, 's> {
+        Estimate {
+            this: Decl::of(s, root || flag(s, "x-kubernetes-embedded-resource")),
+            scope: Vec::new(),
+        }
+    }
+
     fn expr(&mut self, expr: &'e IdedExpr) -> Est<'s> {
         match &expr.expr {
             Expr::Literal(literal) => literal_est(literal),
@@ -607,7 +619,13 @@ impl<'e, 's> Estimate<'e, 's> {
             // kube's size estimator drops a path's variable: any of them is the rule's node.
             None => Est {
                 place: Place::At(self.this),
-                ..Est::new(1, Ty::declared(self.this))
+                ..Est::new(
+                    1,
+                    match name {
+                        "self" | super::rules::OLD_SELF => Ty::declared(self.this),
+                        _ => DYN,
+                    },
+                )
             },
         }
     }

@@ -348,22 +348,36 @@ pub(crate) fn compile_errors(
                 .and_then(Value::as_str)
                 .filter(|s| !s.trim().is_empty())
             else {
+                if key == "rule" {
+                    break;
+                }
                 continue;
             };
+            let invalid = |detail: String| {
+                FieldError::new(
+                    format!("{at}.{key}"),
+                    FieldErrorReason::Invalid,
+                    format!("Invalid value: {}: {detail}", go_rule(entry)),
+                )
+            };
+            // kube stops at a rule's first problem, before its message is compiled.
             let program = match checked(source) {
                 Ok(program) => program,
+                Err(why) if key == "rule" => {
+                    errors.push(invalid(format!("compilation failed: {why}")));
+                    break;
+                }
                 Err(why) => {
-                    errors.push(FieldError::new(
-                        format!("{at}.{key}"),
-                        FieldErrorReason::Invalid,
-                        format!(
-                            "Invalid value: {}: compilation failed: {why}",
-                            go_rule(entry)
-                        ),
-                    ));
+                    errors.push(invalid(format!(
+                        "messageExpression compilation failed: {why}"
+                    )));
                     continue;
                 }
             };
+            if key == "rule" && rule_cost::certainly_not_bool(program.expression(), s, root) {
+                errors.push(invalid("cel expression must evaluate to a bool".into()));
+                break;
+            }
             if key == "rule" && program.references().has_variable(OLD_SELF) {
                 reads_old_self = Some(source);
             }
@@ -965,6 +979,58 @@ mod tests {
         assert_eq!(
             fields(&entry_errors(&s, "s")),
             ["s.x-kubernetes-validations[1].rule: Required value: rule is not specified"]
+        );
+    }
+
+    /// kube's compile errors: a rule that is not a bool, a message expression that does
+    /// not compile (named as such), and nothing of the message once the rule fails.
+    #[test]
+    fn rules_are_refused_at_their_first_problem_as_kube_refuses_them() {
+        let s = json!({"type": "object", "properties": {
+            "replicas": {"type": "integer"}, "name": {"type": "string"},
+            "enabled": {"type": "boolean"},
+            "ports": {"type": "array", "items": {"type": "integer"}}}});
+        let errors = |rules: Value| {
+            let mut s = s.clone();
+            s["x-kubernetes-validations"] = rules;
+            fields(&compile_errors(&s, "s", false, None, None))
+        };
+        let struct_of = |rule: &str, message_expression: &str| {
+            format!(
+                "apiextensions.ValidationRule{{Rule:\"{rule}\", Message:\"\", MessageExpression:\"{message_expression}\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}"
+            )
+        };
+        for not_bool in [
+            "self.replicas",
+            "self.name.lowerAscii()",
+            "self.ports.map(p, p > 0)",
+            "size(self.ports)",
+        ] {
+            assert_eq!(
+                errors(json!([{"rule": not_bool, "messageExpression": "self.nope("}])),
+                [format!(
+                    "s.x-kubernetes-validations[0].rule: Invalid value: {}: cel expression must evaluate to a bool",
+                    struct_of(not_bool, "self.nope(")
+                )],
+            );
+        }
+        for fine in [
+            "self.enabled",
+            "self.ports.all(p, p > 0)",
+            "self.replicas > 0 ? self.enabled : true",
+            "self.ports[0] == 1",
+        ] {
+            assert_eq!(
+                errors(json!([{"rule": fine}])),
+                Vec::<String>::new(),
+                "{fine}"
+            );
+        }
+        let found = errors(json!([{"rule": "self.enabled", "messageExpression": "'a' +"}]));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with(&format!("s.x-kubernetes-validations[0].messageExpression: Invalid value: {}: messageExpression compilation failed: ", struct_of("self.enabled", "'a' +"))),
+            "{found:?}"
         );
     }
 
