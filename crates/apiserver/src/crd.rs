@@ -127,13 +127,23 @@ fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
             format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
         ));
     }
-    if !group.is_empty() && !group.contains('.') {
+    if !group.is_empty() && !crate::validation::matches_dns1123_subdomain(group) {
+        errors.push(error(
+            "spec.group",
+            FieldErrorReason::Invalid,
+            format!(
+                "Invalid value: {group:?}: {}",
+                crate::validation::DNS1123_SUBDOMAIN_MSG
+            ),
+        ));
+    } else if !group.is_empty() && !group.contains('.') {
         errors.push(error(
             "spec.group",
             FieldErrorReason::Invalid,
             format!("Invalid value: {group:?}: should be a domain with at least one dot"),
         ));
     }
+    name_errors(crd, &mut errors);
     match text("/spec/scope") {
         "Namespaced" | "Cluster" => {}
         other => errors.push(error(
@@ -191,13 +201,36 @@ fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
     if let Some(columns) = shared_columns {
         column_errors(columns, "spec.additionalPrinterColumns", &mut errors);
     }
+    let names: Vec<&str> = versions
+        .iter()
+        .map(|v| v["name"].as_str().unwrap_or(""))
+        .collect();
+    if names
+        .iter()
+        .enumerate()
+        .any(|(i, n)| names[..i].contains(n))
+    {
+        errors.push(error(
+            "spec.versions",
+            FieldErrorReason::Invalid,
+            "Invalid value: must contain unique version names",
+        ));
+    }
     for (i, version) in versions.iter().enumerate() {
         let at = format!("spec.versions[{i}]");
-        if version["name"].as_str().is_none_or(str::is_empty) {
-            errors.push(error(
+        match version["name"].as_str().unwrap_or("") {
+            "" => errors.push(error(
                 &format!("{at}.name"),
                 FieldErrorReason::Required,
                 "Required value",
+            )),
+            name => errors.extend(dns1035_error(&format!("{at}.name"), name, name, "")),
+        }
+        if version_schema(version).is_none() {
+            errors.push(error(
+                &format!("{at}.schema.openAPIV3Schema"),
+                FieldErrorReason::Required,
+                "Required value: schemas are required",
             ));
         }
         if let Some(schema) = version_schema(version)
@@ -226,6 +259,68 @@ fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
         selectable_field_errors(version, &format!("{at}.selectableFields"), &mut errors);
     }
     errors
+}
+
+/// `value` at `field` if it (`checked`: as kube checks it, lower-cased for kinds) is no
+/// DNS-1035 label; `prefix` before kube's reasons.
+fn dns1035_error(field: &str, value: &str, checked: &str, prefix: &str) -> Option<FieldError> {
+    let problems = crate::validation::dns1035_label_problems(checked);
+    (!problems.is_empty()).then(|| {
+        error(
+            field,
+            FieldErrorReason::Invalid,
+            format!("Invalid value: {value:?}: {prefix}{}", problems.join(",")),
+        )
+    })
+}
+
+/// kube's `ValidateCustomResourceDefinitionNames`, over the names as kube defaults them
+/// first (the singular is the kind in lower case, the list kind the kind and `List`).
+fn name_errors(crd: &Value, errors: &mut Vec<FieldError>) {
+    let names = &crd["spec"]["names"];
+    let text = |key: &str| names[key].as_str().unwrap_or("");
+    let kind = text("kind");
+    let singular = match text("singular") {
+        "" => kind.to_lowercase(),
+        given => given.to_string(),
+    };
+    let list_kind = match text("listKind") {
+        "" if kind.is_empty() => String::new(),
+        "" => format!("{kind}List"),
+        given => given.to_string(),
+    };
+    let mixed_case = "may have mixed case, but should otherwise match: ";
+    let checks = [
+        ("plural", text("plural"), text("plural").to_string(), ""),
+        ("singular", singular.as_str(), singular.clone(), ""),
+        ("kind", kind, kind.to_lowercase(), mixed_case),
+        (
+            "listKind",
+            list_kind.as_str(),
+            list_kind.to_lowercase(),
+            mixed_case,
+        ),
+    ];
+    for (key, value, checked, prefix) in checks {
+        if !value.is_empty() {
+            let field = format!("spec.names.{key}");
+            errors.extend(dns1035_error(&field, value, &checked, prefix));
+        }
+    }
+    for key in ["shortNames", "categories"] {
+        for (i, short) in names[key].as_array().into_iter().flatten().enumerate() {
+            let short = short.as_str().unwrap_or("");
+            let field = format!("spec.names.{key}[{i}]");
+            errors.extend(dns1035_error(&field, short, short, ""));
+        }
+    }
+    if !kind.is_empty() && kind == list_kind {
+        errors.push(error(
+            "spec.names.listKind",
+            FieldErrorReason::Invalid,
+            format!("Invalid value: {list_kind:?}: kind and listKind may not be the same"),
+        ));
+    }
 }
 
 /// What `part` gives of every version, when it gives the same of each.

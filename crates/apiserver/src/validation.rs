@@ -97,6 +97,22 @@ pub(crate) fn dns1123_label_problems(s: &str) -> Vec<&'static str> {
     problems
 }
 
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// What kube's `IsDNS1035Label` finds wrong with `s` (a CRD's names and versions), one
+/// message per problem.
+pub(crate) fn dns1035_label_problems(s: &str) -> Vec<&'static str> {
+    let mut problems = Vec::new();
+    if s.len() > DNS1123_LABEL_MAX {
+        problems.push("must be no more than 63 characters");
+    }
+    let starts_with_letter = s.as_bytes().first().is_some_and(u8::is_ascii_lowercase);
+    if !starts_with_letter || !matches_dns1123_label(s) {
+        problems.push(DNS1035_LABEL_MSG);
+    }
+    problems
+}
+
 fn invalid_field(field: &str, value: &str, problems: &[String]) -> FieldError {
     FieldError {
         field: field.into(),

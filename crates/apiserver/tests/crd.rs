@@ -732,3 +732,45 @@ async fn printer_columns_and_scale_paths_are_checked_as_kube_checks_them() {
         json!(".spec.replicas");
     common::install_crd(&server, crd).await;
 }
+
+/// A CRD's names and versions are held to kube's rules: DNS-1035 labels (kinds may mix
+/// case), distinct kind and list kind, unique versions, each with a schema.
+#[tokio::test]
+async fn names_and_versions_are_checked_as_kube_checks_them() {
+    let server = server().await;
+    let schema = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let mut crd = common::example_crd(
+        "Namespaced",
+        json!({"plural": "gizmos", "kind": "Giz_mo", "shortNames": ["GZ"], "listKind": "Giz_mo"}),
+        schema.clone(),
+    );
+    let mut second = crd["spec"]["versions"][0].clone();
+    second["name"] = json!("V2");
+    second["storage"] = json!(false);
+    second.as_object_mut().expect("version").remove("schema");
+    crd["spec"]["versions"]
+        .as_array_mut()
+        .expect("versions")
+        .push(second);
+    let (code, message) = refused_crd(&server, crd).await;
+    assert_eq!(code, 422);
+    let label = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+    for expected in [
+        format!(
+            "spec.names.kind: Invalid value: \"Giz_mo\": may have mixed case, but should otherwise match: {label}"
+        ),
+        format!("spec.names.shortNames[0]: Invalid value: \"GZ\": {label}"),
+        "spec.names.listKind: Invalid value: \"Giz_mo\": kind and listKind may not be the same"
+            .to_string(),
+        format!("spec.versions[1].name: Invalid value: \"V2\": {label}"),
+        "spec.versions[1].schema.openAPIV3Schema: Required value: schemas are required".to_string(),
+    ] {
+        assert!(message.contains(&expected), "{expected}\nin {message}");
+    }
+    let fine = common::example_crd(
+        "Namespaced",
+        json!({"plural": "gizmos", "kind": "GizMo", "shortNames": ["gz"]}),
+        schema,
+    );
+    common::install_crd(&server, fine).await;
+}
