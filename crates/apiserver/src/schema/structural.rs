@@ -208,7 +208,11 @@ fn check_node(s: &Value, path: &str, within: &Within, found: &mut Found) {
     };
 
     match ty {
-        None if level != Level::ValueValidation && !int_or_string && !preserve => {
+        None if level != Level::ValueValidation
+            && !int_or_string
+            && !preserve
+            && !flag(s, "x-kubernetes-embedded-resource") =>
+        {
             let detail = match level {
                 Level::Root => "must not be empty at the root",
                 Level::Items => "must not be empty for specified array items",
@@ -242,12 +246,9 @@ fn check_node(s: &Value, path: &str, within: &Within, found: &mut Found) {
             ),
         ));
     }
-    if flag(s, "x-kubernetes-embedded-resource") && ty.is_some_and(|t| t != "object") {
-        out.push(FieldError::new(
-            child(path, "type"),
-            FieldErrorReason::Invalid,
-            "Invalid value: \"object\": must be object if x-kubernetes-embedded-resource is true",
-        ));
+    out.extend(resource_errors(s, path, level));
+    if level == Level::ValueValidation {
+        out.extend(nested_errors(s, path));
     }
     if ty == Some("array") && level != Level::ValueValidation && !m.contains_key("items") {
         out.push(FieldError::new(
@@ -287,14 +288,15 @@ fn check_node(s: &Value, path: &str, within: &Within, found: &mut Found) {
     let has_props = m
         .get("properties")
         .is_some_and(|p| p.as_object().is_some_and(|o| !o.is_empty()));
+    // `additionalProperties: true` beside properties only restates what they allow.
     if has_props
         && m.get("additionalProperties")
-            .is_some_and(|a| a != &Value::Bool(false))
+            .is_some_and(|a| a != &Value::Bool(true) && !a.is_null())
     {
         out.push(FieldError::new(
             child(path, "additionalProperties"),
-            FieldErrorReason::Invalid,
-            "Invalid value: \"object\": additionalProperties and properties are mutual exclusive",
+            FieldErrorReason::Forbidden,
+            "Forbidden: additionalProperties and properties are mutual exclusive",
         ));
     }
 
@@ -336,8 +338,23 @@ fn check_node(s: &Value, path: &str, within: &Within, found: &mut Found) {
     }
     for key in ["allOf", "anyOf", "oneOf"] {
         if let Some(Value::Array(subs)) = m.get(key) {
+            // kube's int-or-string pattern is structural as it is.
+            if key == "anyOf" && is_int_or_string_pattern(&m[key]) {
+                continue;
+            }
             for (i, sub) in subs.iter().enumerate() {
                 let at = index(&child(path, key), i);
+                let pattern_first = key == "allOf"
+                    && i == 0
+                    && sub.get("anyOf").is_some_and(is_int_or_string_pattern);
+                if pattern_first {
+                    let mut rest = sub.clone();
+                    if let Some(rest) = rest.as_object_mut() {
+                        rest.remove("anyOf");
+                    }
+                    check_node(&rest, &at, &within.value_validation(), found);
+                    continue;
+                }
                 check_node(sub, &at, &within.value_validation(), found);
             }
         }
@@ -367,6 +384,202 @@ fn check_node(s: &Value, path: &str, within: &Within, found: &mut Found) {
     {
         validate_at(d, s, &child(path, "default"), &mut found.schema);
     }
+}
+
+/// kube's invariants of a resource's root (the schema's, or an embedded resource): an
+/// embedded one is an object without `additionalProperties` that declares its fields or
+/// preserves unknown ones; `kind` and `apiVersion` are strings, `metadata` an object of
+/// which the schema's root may only restrict `name` and `generateName`; and no
+/// `additionalProperties` at the schema's root. Also an int-or-string is neither of the
+/// others.
+fn resource_errors(s: &Value, path: &str, level: Level) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let embedded = flag(s, "x-kubernetes-embedded-resource");
+    let ty = s.get("type").and_then(Value::as_str).unwrap_or("");
+    let field = |key: &str| child(path, key);
+    let has_additional = s.get("additionalProperties").is_some_and(|a| !a.is_null());
+    if embedded && ty != "object" {
+        errors.push(match ty {
+            "" => FieldError::new(
+                field("type"),
+                FieldErrorReason::Required,
+                "Required value: must be object if x-kubernetes-embedded-resource is true",
+            ),
+            ty => FieldError::new(
+                field("type"),
+                FieldErrorReason::Invalid,
+                format!(
+                    "Invalid value: {}: must be object if x-kubernetes-embedded-resource is true",
+                    quote(ty)
+                ),
+            ),
+        });
+    }
+    if level == Level::Root && has_additional {
+        errors.push(FieldError::new(
+            field("additionalProperties"),
+            FieldErrorReason::Forbidden,
+            "Forbidden: must not be used at the root",
+        ));
+    }
+    if embedded && has_additional {
+        errors.push(FieldError::new(
+            field("additionalProperties"),
+            FieldErrorReason::Forbidden,
+            "Forbidden: must not be used if x-kubernetes-embedded-resource is set",
+        ));
+    }
+    if flag(s, "x-kubernetes-int-or-string") {
+        for key in [
+            "x-kubernetes-preserve-unknown-fields",
+            "x-kubernetes-embedded-resource",
+        ] {
+            if flag(s, key) {
+                errors.push(FieldError::new(
+                    field(key),
+                    FieldErrorReason::Invalid,
+                    "Invalid value: true: must be false if x-kubernetes-int-or-string is true",
+                ));
+            }
+        }
+    }
+    let properties = s.get("properties").and_then(Value::as_object);
+    let resource = level == Level::Root || embedded;
+    for key in ["kind", "apiVersion"] {
+        let Some(declared) = properties.and_then(|p| p.get(key)).filter(|_| resource) else {
+            continue;
+        };
+        let declared_type = declared.get("type").and_then(Value::as_str).unwrap_or("");
+        if declared_type != "string" {
+            errors.push(FieldError::new(
+                format!("{path}.properties[{key}].type"),
+                FieldErrorReason::Invalid,
+                format!("Invalid value: {}: must be string", quote(declared_type)),
+            ));
+        }
+    }
+    if let Some(metadata) = properties.and_then(|p| p.get("metadata")) {
+        let at = format!("{path}.properties[metadata]");
+        let metadata_type = metadata.get("type").and_then(Value::as_str).unwrap_or("");
+        if resource && metadata_type != "object" {
+            errors.push(FieldError::new(
+                child(&at, "type"),
+                FieldErrorReason::Invalid,
+                format!("Invalid value: {}: must be object", quote(metadata_type)),
+            ));
+        }
+        if level == Level::Root && !only_names(metadata) {
+            errors.push(FieldError::new(
+                at,
+                FieldErrorReason::Forbidden,
+                "Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified",
+            ));
+        }
+    }
+    if embedded
+        && !flag(s, "x-kubernetes-preserve-unknown-fields")
+        && properties.is_none_or(|p| p.is_empty())
+    {
+        errors.push(FieldError::new(
+            field("properties"),
+            FieldErrorReason::Required,
+            "Required value: must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+        ));
+    }
+    errors
+}
+
+/// Whether a root's `metadata` schema restricts nothing but `name` and `generateName`:
+/// besides them it may carry only its `type` and `default`.
+fn only_names(metadata: &Value) -> bool {
+    let Some(keys) = metadata.as_object() else {
+        return false;
+    };
+    keys.iter().all(|(key, value)| match key.as_str() {
+        "type" | "default" => true,
+        "properties" => value
+            .as_object()
+            .is_some_and(|p| p.keys().all(|k| k == "name" || k == "generateName")),
+        _ => false,
+    })
+}
+
+/// What a schema inside `allOf`, `anyOf`, `oneOf` or `not` may not carry to be structural
+/// (it only validates values the structure outside declares). kube's int-or-string
+/// pattern, `anyOf: [{type: integer}, {type: string}]`, is exempt (the caller skips it).
+fn nested_errors(s: &Value, path: &str) -> Vec<FieldError> {
+    let forbidden = |key: &str, detail: &str| {
+        FieldError::new(
+            child(path, key),
+            FieldErrorReason::Forbidden,
+            format!("Forbidden: {detail}"),
+        )
+    };
+    let present = |key: &str| match s.get(key) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::String(text)) => !text.is_empty(),
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(_) => true,
+    };
+    let mut errors = Vec::new();
+    let rules: [(&str, &str); 13] = [
+        ("type", "must be empty to be structural"),
+        ("additionalProperties", "must be undefined to be structural"),
+        ("default", "must be undefined to be structural"),
+        ("title", "must be empty to be structural"),
+        ("description", "must be empty to be structural"),
+        ("nullable", "must be false to be structural"),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-embedded-resource",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-int-or-string",
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-list-map-keys",
+            "must be empty to be structural",
+        ),
+        (
+            "x-kubernetes-list-type",
+            "must be undefined to be structural",
+        ),
+        (
+            "x-kubernetes-map-type",
+            "must be undefined to be structural",
+        ),
+        ("x-kubernetes-validations", "must be empty to be structural"),
+    ];
+    for (key, detail) in rules {
+        if present(key) {
+            errors.push(forbidden(key, detail));
+        }
+    }
+    if s.get("properties")
+        .and_then(|p| p.get("metadata"))
+        .is_some()
+    {
+        errors.push(FieldError::new(
+            format!("{path}.properties[metadata]"),
+            FieldErrorReason::Forbidden,
+            "Forbidden: must not be specified in a nested context",
+        ));
+    }
+    errors
+}
+
+/// kube's int-or-string pattern: `anyOf: [{type: integer}, {type: string}]`, exactly.
+fn is_int_or_string_pattern(any_of: &Value) -> bool {
+    any_of.as_array().is_some_and(|alternatives| {
+        alternatives.len() == 2
+            && alternatives[0] == serde_json::json!({"type": "integer"})
+            && alternatives[1] == serde_json::json!({"type": "string"})
+    })
 }
 
 #[cfg(test)]
@@ -560,6 +773,51 @@ mod tests {
             [
                 "s.properties[spec].properties[tags].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
             ]
+        );
+    }
+
+    /// kube's structural invariants of resources and of value validations, with its
+    /// messages; kubebuilder's int-or-string pattern stays allowed.
+    #[test]
+    fn structural_invariants_hold_as_kube_holds_them() {
+        let schema = json!({"type": "object", "additionalProperties": {"type": "string"},
+            "properties": {
+                "metadata": {"type": "object", "properties": {
+                    "name": {"type": "string", "maxLength": 20},
+                    "labels": {"type": "object"}}},
+                "kind": {"type": "integer"},
+                "spec": {"type": "object", "properties": {
+                    "port": {"x-kubernetes-int-or-string": true,
+                        "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                    "mode": {"type": "string",
+                        "oneOf": [{"type": "string", "description": "a"}, {"enum": ["b"]}]},
+                    "template": {"x-kubernetes-embedded-resource": true}}}}});
+        let p = "s";
+        assert_eq!(
+            fields(&check_structural(&schema, p, true)),
+            [
+                "s.additionalProperties: Forbidden: must not be used at the root",
+                "s.properties[kind].type: Invalid value: \"integer\": must be string",
+                "s.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified",
+                "s.additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive",
+                "s.properties[spec].properties[mode].oneOf[0].type: Forbidden: must be empty to be structural",
+                "s.properties[spec].properties[mode].oneOf[0].description: Forbidden: must be empty to be structural",
+                "s.properties[spec].properties[template].type: Required value: must be object if x-kubernetes-embedded-resource is true",
+                "s.properties[spec].properties[template].properties: Required value: must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+            ]
+        );
+        let fine = json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}},
+            "spec": {"type": "object", "properties": {
+                "quantity": {"x-kubernetes-int-or-string": true, "pattern": "^[0-9]+$",
+                    "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                "limit": {"x-kubernetes-int-or-string": true,
+                    "allOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"pattern": "^[0-9]+$"}]},
+                "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                    "x-kubernetes-preserve-unknown-fields": true}}}}});
+        assert_eq!(
+            fields(&check_structural(&fine, p, true)),
+            Vec::<String>::new()
         );
     }
 }
