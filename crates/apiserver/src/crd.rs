@@ -188,10 +188,15 @@ fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
             .and_then(|vs| vs.iter().find(|v| v["name"] == version["name"]));
         before.and_then(version_schema) != version_schema(version)
     };
+    let has_status = |version: &Value| !version["subresources"]["status"].is_null();
     if let Some(schema) = shared {
+        let at = "spec.validation.openAPIV3Schema";
+        if versions.iter().any(has_status) {
+            errors.extend(status_root_error(schema, at));
+        }
         errors.extend(schema::check_structural(
             schema,
-            "spec.validation.openAPIV3Schema",
+            at,
             versions.iter().any(changed),
         ));
     }
@@ -236,9 +241,13 @@ fn validate(crd: &Value, old: Option<&Value>, name: &str) -> Vec<FieldError> {
         if let Some(schema) = version_schema(version)
             && shared.is_none()
         {
+            let schema_at = format!("{at}.schema.openAPIV3Schema");
+            if has_status(version) {
+                errors.extend(status_root_error(schema, &schema_at));
+            }
             errors.extend(schema::check_structural(
                 schema,
-                &format!("{at}.schema.openAPIV3Schema"),
+                &schema_at,
                 changed(version),
             ));
         }
@@ -321,6 +330,68 @@ fn name_errors(crd: &Value, errors: &mut Vec<FieldError>) {
             format!("Invalid value: {list_kind:?}: kind and listKind may not be the same"),
         ));
     }
+}
+
+/// kube's `allowedFieldsAtRootSchema` (Go names) and their JSON keys, in the order of
+/// `JSONSchemaProps`'s fields.
+const STATUS_ROOT_FIELDS: [(&str, &str); 22] = [
+    ("description", "Description"),
+    ("type", "Type"),
+    ("format", "Format"),
+    ("title", "Title"),
+    ("maximum", "Maximum"),
+    ("exclusiveMaximum", "ExclusiveMaximum"),
+    ("minimum", "Minimum"),
+    ("exclusiveMinimum", "ExclusiveMinimum"),
+    ("maxLength", "MaxLength"),
+    ("minLength", "MinLength"),
+    ("pattern", "Pattern"),
+    ("maxItems", "MaxItems"),
+    ("minItems", "MinItems"),
+    ("uniqueItems", "UniqueItems"),
+    ("multipleOf", "MultipleOf"),
+    ("required", "Required"),
+    ("items", "Items"),
+    ("properties", "Properties"),
+    ("externalDocs", "ExternalDocs"),
+    ("example", "Example"),
+    (
+        "x-kubernetes-preserve-unknown-fields",
+        "XPreserveUnknownFields",
+    ),
+    ("x-kubernetes-validations", "XValidations"),
+];
+
+/// With the status subresource, the root of a schema (at `at`) is an object with only
+/// what kube allows there, so that the status's part of it can be taken apart. kube
+/// prints the whole schema as the invalid value; it is left out here.
+fn status_root_error(schema: &Value, at: &str) -> Option<FieldError> {
+    let root = schema.as_object()?;
+    let zero = |value: &Value| {
+        matches!(value, Value::Null | Value::Bool(false)) || value.as_str() == Some("")
+    };
+    let set = |key: &str| root.get(key).is_some_and(|v| !zero(v));
+    let ty = root.get("type").and_then(Value::as_str).unwrap_or("");
+    if set("type") && ty != "object" {
+        return Some(error(
+            &format!("{at}.type"),
+            FieldErrorReason::Invalid,
+            format!(
+                "Invalid value: {ty:?}: only \"object\" is allowed as the type at the root of the schema if the status subresource is enabled"
+            ),
+        ));
+    }
+    let allowed = STATUS_ROOT_FIELDS.map(|(key, _)| key);
+    root.iter()
+        .any(|(key, value)| !zero(value) && !allowed.contains(&key.as_str()))
+        .then(|| {
+            let names = STATUS_ROOT_FIELDS.map(|(_, name)| name).join(" ");
+            error(
+                at,
+                FieldErrorReason::Invalid,
+                format!("Invalid value: only [{names}] fields are allowed at the root of the schema if the status subresource is enabled"),
+            )
+        })
 }
 
 /// What `part` gives of every version, when it gives the same of each.

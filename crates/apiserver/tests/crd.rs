@@ -774,3 +774,23 @@ async fn names_and_versions_are_checked_as_kube_checks_them() {
     );
     common::install_crd(&server, fine).await;
 }
+
+/// With the status subresource kube keeps the schema's root to what it can split the
+/// status from: an `allOf` there keeps the CRD out; without the subresource it is fine.
+#[tokio::test]
+async fn a_status_subresource_restricts_the_root_of_the_schema() {
+    let server = server().await;
+    let schema = json!({"type": "object", "allOf": [{"required": ["spec"]}],
+        "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}});
+    let names = json!({"plural": "lamps", "kind": "Lamp"});
+    let mut crd = common::example_crd("Namespaced", names.clone(), schema.clone());
+    crd["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+    let (code, message) = refused_crd(&server, crd).await;
+    assert_eq!(code, 422);
+    assert!(
+        message.ends_with("spec.validation.openAPIV3Schema: Invalid value: only [Description Type Format Title Maximum ExclusiveMaximum Minimum ExclusiveMinimum MaxLength MinLength Pattern MaxItems MinItems UniqueItems MultipleOf Required Items Properties ExternalDocs Example XPreserveUnknownFields XValidations] fields are allowed at the root of the schema if the status subresource is enabled"),
+        "{message}"
+    );
+    common::install_crd(&server, common::example_crd("Namespaced", names, schema)).await;
+}
