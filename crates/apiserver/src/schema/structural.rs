@@ -45,6 +45,13 @@ pub fn check_structural(
         resource_meta: false,
     };
     check_node(schema, path_prefix, &root, &mut found);
+    completeness_errors(
+        schema,
+        Some(schema),
+        path_prefix,
+        path_prefix,
+        &mut found.schema,
+    );
     if flag(schema, "nullable") {
         found.schema.push(FieldError::new(
             child(path_prefix, "nullable"),
@@ -573,6 +580,75 @@ fn nested_errors(s: &Value, path: &str) -> Vec<FieldError> {
     errors
 }
 
+/// kube's completeness check of the root's value validations: every property or items
+/// an `allOf`, `anyOf`, `oneOf` or `not` of the root names (at any depth within them)
+/// must be declared by the structure they validate (`s`, at `s_path`) — the value
+/// validation at `v_path` only restricts what the structure declares.
+fn completeness_errors(
+    v: &Value,
+    s: Option<&Value>,
+    s_path: &str,
+    v_path: &str,
+    out: &mut Vec<FieldError>,
+) {
+    let Some(s) = s else {
+        out.push(FieldError::new(
+            s_path,
+            FieldErrorReason::Required,
+            format!("Required value: because it is defined in {v_path}"),
+        ));
+        return;
+    };
+    let mut nested = |nested: &Value, at: String| nested_completeness(nested, s, s_path, &at, out);
+    if let Some(not) = v.get("not").filter(|n| n.is_object()) {
+        nested(not, child(v_path, "not"));
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for (i, sub) in v
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            nested(sub, index(&child(v_path, key), i));
+        }
+    }
+}
+
+/// One value validation `v` (at `v_path`) of structure `s` (at `s_path`), and what it
+/// names below.
+fn nested_completeness(
+    v: &Value,
+    s: &Value,
+    s_path: &str,
+    v_path: &str,
+    out: &mut Vec<FieldError>,
+) {
+    completeness_errors(v, Some(s), s_path, v_path, out);
+    if let Some(items) = v.get("items").filter(|i| i.is_object()) {
+        let structural = s.get("items").filter(|i| i.is_object());
+        let (s_items, v_items) = (child(s_path, "items"), child(v_path, "items"));
+        match structural {
+            Some(structural) => nested_completeness(items, structural, &s_items, &v_items, out),
+            None => completeness_errors(items, None, &s_items, &v_items, out),
+        }
+    }
+    for (key, property) in v
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let s_at = format!("{s_path}.properties[{key}]");
+        let v_at = format!("{v_path}.properties[{key}]");
+        match s.get("properties").and_then(|p| p.get(key)) {
+            Some(declared) => nested_completeness(property, declared, &s_at, &v_at, out),
+            None => completeness_errors(property, None, &s_at, &v_at, out),
+        }
+    }
+}
+
 /// kube's int-or-string pattern: `anyOf: [{type: integer}, {type: string}]`, exactly.
 fn is_int_or_string_pattern(any_of: &Value) -> bool {
     any_of.as_array().is_some_and(|alternatives| {
@@ -818,6 +894,21 @@ mod tests {
         assert_eq!(
             fields(&check_structural(&fine, p, true)),
             Vec::<String>::new()
+        );
+    }
+
+    /// kube's own case: a property the root's `not` names must be declared outside it.
+    #[test]
+    fn value_validations_only_restrict_what_the_structure_declares() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}},
+            "not": {"properties": {"b": {}, "a": {"items": {}}}},
+            "anyOf": [{"required": ["a"]}, {"properties": {"a": {"maxLength": 3}}}]});
+        assert_eq!(
+            fields(&check_structural(&schema, "s", true)),
+            [
+                "s.properties[a].items: Required value: because it is defined in s.not.properties[a].items",
+                "s.properties[b]: Required value: because it is defined in s.not.properties[b]",
+            ]
         );
     }
 }
