@@ -158,6 +158,55 @@ fn bound(s: &Value, key: &str) -> Option<u64> {
         .map(|n| n.max(0).unsigned_abs())
 }
 
+thread_local! {
+    /// Objects' minimum sizes, kept for one CRD's check as kube keeps them in its
+    /// declarations: a rule's estimate asks for them again and again, and an object's
+    /// walks its required properties all the way down.
+    static MIN_SIZES: SizeMemo = SizeMemo::default();
+}
+
+/// The minimum sizes of a schema's objects while a [`SizeScope`] is open (keyed by the
+/// node's address, which no one moves while the schema is borrowed for the check).
+#[derive(Default)]
+struct SizeMemo {
+    open: std::cell::Cell<bool>,
+    sizes: std::cell::RefCell<std::collections::HashMap<(usize, bool), u64>>,
+}
+
+impl SizeMemo {
+    fn remembered(&self, key: (usize, bool)) -> Option<u64> {
+        self.sizes.borrow().get(&key).copied()
+    }
+
+    fn remember(&self, key: (usize, bool), size: u64) {
+        if self.open.get() {
+            self.sizes.borrow_mut().insert(key, size);
+        }
+    }
+}
+
+/// While it lives, objects' minimum sizes are computed once: open one per schema checked.
+pub(super) struct SizeScope(());
+
+impl SizeScope {
+    pub(super) fn open() -> SizeScope {
+        MIN_SIZES.with(|memo| {
+            memo.sizes.borrow_mut().clear();
+            memo.open.set(true);
+        });
+        SizeScope(())
+    }
+}
+
+impl Drop for SizeScope {
+    fn drop(&mut self) {
+        MIN_SIZES.with(|memo| {
+            memo.open.set(false);
+            memo.sizes.borrow_mut().clear();
+        });
+    }
+}
+
 /// The kinds of value the estimate tells apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -301,25 +350,48 @@ impl<'s> Decl<'s> {
             Some(Kind::Timestamp) if is_date(s) => 12,
             Some(Kind::Timestamp) => 21,
             Some(Kind::Bool) => 4,
-            Some(Kind::Object) => {
-                let required = s.get("required").and_then(Value::as_array);
-                let properties = s.get("properties");
-                2 + required
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .filter_map(|name| {
-                        let property = properties?.get(name)?;
-                        if property.get("default").is_some() {
-                            return None;
-                        }
-                        let field = self.field(name)?;
-                        Some(name.len() as u64 + field.min_size() + 4)
-                    })
-                    .fold(0, u64::saturating_add)
-            }
+            Some(Kind::Object) => MIN_SIZES.with(|memo| {
+                let key = (
+                    s as *const Value as usize,
+                    matches!(self, Decl::Schema(_, true)),
+                );
+                if let Some(known) = memo.remembered(key) {
+                    return known;
+                }
+                let size = self.object_min_size(s);
+                memo.remember(key, size);
+                size
+            }),
             _ => 2,
         }
+    }
+
+    /// An object's `MinSerializedSize`: `{}` and each required property without a default
+    /// (each once, however often `required` names it), as `"name":` and its own minimum.
+    fn object_min_size(self, s: &Value) -> u64 {
+        let required: std::collections::HashSet<&str> = s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let properties = s.get("properties").and_then(Value::as_object);
+        let counted = properties
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, property)| {
+                if !required.contains(name.as_str()) || property.get("default").is_some() {
+                    return None;
+                }
+                let field = self.field(name)?;
+                Some(
+                    (name.len() as u64)
+                        .saturating_add(field.min_size())
+                        .saturating_add(4),
+                )
+            });
+        counted.fold(2, u64::saturating_add)
     }
 
     /// The declaration of field `name` of an object.

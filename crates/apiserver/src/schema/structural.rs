@@ -36,6 +36,7 @@ pub fn check_structural(
     path_prefix: &str,
     estimate_costs: bool,
 ) -> Vec<FieldError> {
+    let _sizes = super::rule_cost::SizeScope::open();
     let mut found = Found::default();
     let root = Within {
         level: Level::Root,
