@@ -794,3 +794,35 @@ async fn a_status_subresource_restricts_the_root_of_the_schema() {
     );
     common::install_crd(&server, common::example_crd("Namespaced", names, schema)).await;
 }
+
+/// A property named like a CEL reserved word is `__namespace__` in a rule, as kube
+/// escapes it (Gateway API's `parentRefs` rules read `p.__namespace__`): the CRD is
+/// accepted and the rule sees the field.
+#[tokio::test]
+async fn rules_name_reserved_properties_escaped_as_kube_does() {
+    let server = server().await;
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"parentRefs": {"type": "array", "maxItems": 32, "items": {
+            "type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string", "maxLength": 253},
+                "namespace": {"type": "string", "maxLength": 63}}},
+            "x-kubernetes-validations": [{
+                "rule": "self.all(p, !has(p.__namespace__) || p.__namespace__ != 'kube-system')",
+                "message": "routes may not attach to kube-system"}]}}}}});
+    common::install_widgets(&server, schema).await;
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(server.client(), "default", &widget_resource());
+    let refs =
+        |namespace: &str| json!({"spec": {"parentRefs": [{"name": "gw", "namespace": namespace}]}});
+    let (code, message) = refusal(create_widget(&widgets, "w", refs("kube-system")).await);
+    assert_eq!(code, 422);
+    assert!(
+        message.ends_with(
+            "spec.parentRefs: Invalid value: \"array\": routes may not attach to kube-system"
+        ),
+        "{message}"
+    );
+    create_widget(&widgets, "w", refs("apps"))
+        .await
+        .expect("a reference the rule allows");
+}

@@ -402,7 +402,8 @@ impl<'s> Decl<'s> {
             }
             Decl::Schema(_, true) if name == "metadata" => Some(Decl::RootMetadata),
             Decl::Schema(s, _) if self.kind() == Some(Kind::Object) => {
-                Decl::child(s.get("properties")?.get(name)?)
+                let property = super::cel_names::unescape(name);
+                Decl::child(s.get("properties")?.get(&property)?)
             }
             Decl::RootMetadata if name == "name" || name == "generateName" => {
                 Some(Decl::PlainString)

@@ -72,7 +72,7 @@ fn declared_field<'s>(s: &'s Value, field: &str) -> Option<Option<&'s Value>> {
         && s.get("x-kubernetes-embedded-resource") != Some(&Value::Bool(true));
     match s.get("properties") {
         _ if !declares_all => None,
-        Some(Value::Object(fields)) => Some(fields.get(field)),
+        Some(Value::Object(fields)) => Some(fields.get(&super::cel_names::unescape(field))),
         None => Some(None),
         Some(_) => None,
     }

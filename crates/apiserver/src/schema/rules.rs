@@ -26,8 +26,8 @@ use super::{FieldError, FieldErrorReason, Path};
 
 /// kube's per-evaluation cost limit (`PerCallLimit`), applied to the estimate.
 const PER_CALL_LIMIT: u64 = 1_000_000;
-/// The most operators (and brackets, selections) a rule or message expression may hold:
-/// cel-go's recursion limit, which kube's CEL keeps.
+/// The deepest a rule or message expression may nest (by [`nesting`]): cel-go's recursion
+/// limit, which kube's CEL keeps, and a bound on the parser's and evaluator's recursion.
 const MAX_OPERATORS: usize = 250;
 /// kube's budget for all the rules of one write (`RuntimeCELCostBudget`).
 const REQUEST_BUDGET: u64 = 10_000_000;
@@ -120,7 +120,7 @@ impl Rule {
 }
 
 pub(super) fn compile(source: &str) -> Result<Program, String> {
-    if operator_chars(source) > MAX_OPERATORS {
+    if nesting(source) > MAX_OPERATORS {
         // The parser and the evaluator recurse once per operator of a chain: a rule of
         // thousands of them would exhaust a server thread's stack.
         return Err(format!(
@@ -130,11 +130,13 @@ pub(super) fn compile(source: &str) -> Result<Program, String> {
     ENV.compile(source).map_err(|e| e.to_string())
 }
 
-/// The characters of `source` outside string literals that can nest an expression one
-/// level deeper (operators, selections, calls, literals' brackets): a bound on the
-/// depth of the expression it parses to.
-fn operator_chars(source: &str) -> usize {
-    let mut count = 0;
+/// A bound on how deep `source` nests: each bracket opens a level, and each operator,
+/// selection, call or comma outside string literals deepens the expression by one at
+/// its level (a chain `a + b + c` nests as deep as it is long; a finished bracketed part
+/// no longer counts for what follows it). The deepest point is the bound.
+fn nesting(source: &str) -> usize {
+    let mut levels: Vec<usize> = vec![0];
+    let mut deepest = 0;
     let mut quote: Option<char> = None;
     let mut escaped = false;
     for c in source.chars() {
@@ -147,13 +149,25 @@ fn operator_chars(source: &str) -> usize {
                 } else if c == q {
                     quote = None;
                 }
+                continue;
             }
             None if c == '\'' || c == '"' => quote = Some(c),
-            None if "+-*/%&|=!<>?:.([{,".contains(c) => count += 1,
+            None if ")]}".contains(c) && levels.len() > 1 => {
+                levels.pop();
+            }
+            None if "+-*/%&|=!<>?:.([{,".contains(c) => {
+                if let Some(count) = levels.last_mut() {
+                    *count += 1;
+                }
+                if "([{".contains(c) {
+                    levels.push(0);
+                }
+            }
             None => {}
         }
+        deepest = deepest.max(levels.len() - 1 + levels.iter().sum::<usize>());
     }
-    count
+    deepest
 }
 
 /// The `x-kubernetes-validations` of schema node `s`, compiled.
@@ -739,9 +753,11 @@ fn to_cel(value: &Value, schema: &ValueSchema, root: bool) -> cel::Value {
             cel::Value::List(Arc::new(items))
         }
         Value::Object(map) => {
+            // An object's properties are named as rules name them; a map's keys as they are.
+            let object = schema.declares_properties();
             let converted: HashMap<String, cel::Value> = map
                 .iter()
-                .map(|(key, child)| {
+                .filter_map(|(key, child)| {
                     let value = if root && key == "metadata" {
                         object_meta(child)
                     } else {
@@ -750,7 +766,11 @@ fn to_cel(value: &Value, schema: &ValueSchema, root: bool) -> cel::Value {
                             None => to_cel(child, &ValueSchema::default(), false),
                         }
                     };
-                    (key.clone(), value)
+                    let name = match object {
+                        true => super::cel_names::escape(key)?,
+                        false => key.clone(),
+                    };
+                    Some((name, value))
                 })
                 .collect();
             cel::Value::from(converted)
@@ -947,10 +967,10 @@ mod tests {
         );
         // The longest chain allowed compiles and runs within a server thread's stack.
         let longest = format!("{} == 248", vec!["1"; 248].join(" + "));
-        assert_eq!(operator_chars(&longest), MAX_OPERATORS - 1);
+        assert_eq!(nesting(&longest), MAX_OPERATORS - 1);
         let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": longest}]}));
         assert!(check(&json!({}), None, &s).is_empty());
-        assert_eq!(operator_chars("self.name == 'a+b.c' && \"(\\\"\" != ''"), 7);
+        assert_eq!(nesting("self.name == 'a+b.c' && \"(\\\"\" != ''"), 7);
         let lists = format!("{}1{}", "[".repeat(5000), "]".repeat(5000));
         let errors = compile_errors(
             &json!({"x-kubernetes-validations": [{"rule": lists}]}),
@@ -960,6 +980,24 @@ mod tests {
             None,
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
+    }
+
+    /// Gateway API's route rules: many operators, nested shallowly (a sum of sixteen
+    /// guarded terms), compile as in kube; only depth counts against cel-go's limit.
+    #[test]
+    fn a_long_but_shallow_rule_compiles() {
+        let term = |i: usize| {
+            format!(
+                "(self.size() > {i} ? (has(self[{i}].matches) ? self[{i}].matches.size() : 0) : 0)"
+            )
+        };
+        let rule = format!(
+            "{} <= 128",
+            (0..16).map(term).collect::<Vec<_>>().join(" + ")
+        );
+        assert!(rule.len() > 1000);
+        assert!(nesting(&rule) < MAX_OPERATORS, "{}", nesting(&rule));
+        assert!(compile(&rule).is_ok());
     }
 
     #[test]

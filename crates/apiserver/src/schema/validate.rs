@@ -213,6 +213,12 @@ impl ValueSchema {
         }
     }
 
+    /// Whether this schema describes an object by its properties (not a map by its values):
+    /// rules name its fields escaped (`__namespace__`).
+    pub(super) fn declares_properties(&self) -> bool {
+        self.properties.is_some() && !matches!(self.additional, Additional::Schema(_))
+    }
+
     /// The schema of an item of a list this schema describes.
     pub(super) fn item_schema(&self) -> Option<&ValueSchema> {
         self.items.as_deref()
