@@ -982,6 +982,33 @@ mod tests {
         assert_eq!(errors.len(), 1, "{errors:?}");
     }
 
+    /// CEL's `duration()` and `timestamp()`, as Gateway API's route timeouts use them.
+    #[test]
+    fn durations_and_timestamps_compare_as_in_kube() {
+        let s = schema(json!({"type": "object", "properties": {
+            "request": {"type": "string"}, "backendRequest": {"type": "string"},
+            "notBefore": {"type": "string"}},
+            "x-kubernetes-validations": [
+                {"rule": "!(has(self.request) && has(self.backendRequest) && duration(self.request) != duration('0s') && duration(self.backendRequest) > duration(self.request))",
+                 "message": "backendRequest timeout cannot be longer than request timeout"},
+                {"rule": "!has(self.notBefore) || timestamp(self.notBefore) > timestamp('2020-01-01T00:00:00Z')",
+                 "message": "too early"}]}));
+        let check = |value: Value| messages(&check(&value, None, &s));
+        assert_eq!(
+            check(json!({"request": "10s", "backendRequest": "1m"})),
+            [
+                "<nil>: Invalid value: \"object\": backendRequest timeout cannot be longer than request timeout"
+            ]
+        );
+        assert!(check(json!({"request": "1h", "backendRequest": "500ms"})).is_empty());
+        assert!(check(json!({"request": "0s", "backendRequest": "1h"})).is_empty());
+        assert_eq!(
+            check(json!({"notBefore": "2019-12-31T23:59:59Z"})),
+            ["<nil>: Invalid value: \"object\": too early"]
+        );
+        assert!(check(json!({"notBefore": "2024-06-01T12:00:00+02:00"})).is_empty());
+    }
+
     /// Gateway API's route rules: many operators, nested shallowly (a sum of sixteen
     /// guarded terms), compile as in kube; only depth counts against cel-go's limit.
     #[test]
