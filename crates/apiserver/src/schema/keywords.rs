@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::{FieldError, FieldErrorReason, child, flag, quote};
+use super::{FieldError, FieldErrorReason, child, flag, quote, string_items};
 
 /// Where a node is, as far as its keywords' checks care.
 pub(super) struct Placement<'r> {
@@ -116,13 +116,7 @@ pub(super) fn extension_errors(s: &Value, path: &str) -> Vec<FieldError> {
             &["atomic", "set", "map"],
         ));
     }
-    let keys: Vec<&str> = s
-        .get("x-kubernetes-list-map-keys")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let keys: Vec<&str> = string_items(s, "x-kubernetes-list-map-keys").collect();
     let at_list_type = child(path, "x-kubernetes-list-type");
     match list_type {
         None if !keys.is_empty() => errors.push(FieldError::new(
@@ -292,13 +286,7 @@ fn keyed_item_errors(
     if list_type != Some("map") {
         return errors;
     }
-    let required: Vec<&str> = items
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let required: Vec<&str> = string_items(items, "required").collect();
     for key in keys {
         let Some(property) = items.get("properties").and_then(|p| p.get(*key)) else {
             continue;

@@ -188,6 +188,15 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// The strings of list `key` of schema node `s` (`required`, `x-kubernetes-list-map-keys`).
+fn string_items<'s>(s: &'s Value, key: &str) -> impl Iterator<Item = &'s str> {
+    s.get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+}
+
 fn flag(s: &Value, key: &str) -> bool {
     s.get(key).and_then(Value::as_bool).unwrap_or(false)
 }

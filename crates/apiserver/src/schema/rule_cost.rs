@@ -19,7 +19,7 @@
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use serde_json::Value;
 
-use super::{FieldError, FieldErrorReason, flag};
+use super::{FieldError, FieldErrorReason, flag, string_items};
 
 /// kube's `StaticEstimatedCostLimit`: the most one rule (times its cardinality) or one
 /// `messageExpression` may cost.
@@ -369,13 +369,7 @@ impl<'s> Decl<'s> {
     /// An object's `MinSerializedSize`: `{}` and each required property without a default
     /// (each once, however often `required` names it), as `"name":` and its own minimum.
     fn object_min_size(self, s: &Value) -> u64 {
-        let required: std::collections::HashSet<&str> = s
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let required: std::collections::HashSet<&str> = string_items(s, "required").collect();
         let properties = s.get("properties").and_then(Value::as_object);
         let counted = properties
             .into_iter()
