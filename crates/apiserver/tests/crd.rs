@@ -826,3 +826,40 @@ async fn rules_name_reserved_properties_escaped_as_kube_does() {
         .await
         .expect("a reference the rule allows");
 }
+
+/// String formats are checked as kube checks them: a `date-time` that is no RFC 3339
+/// time is refused with kube's message; a valid one, and any format kube does not know,
+/// pass.
+#[tokio::test]
+async fn string_formats_are_checked_as_kube_checks_them() {
+    let server = server().await;
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {
+            "at": {"type": "string", "format": "date-time"},
+            "address": {"type": "string", "format": "ipv4"},
+            "name": {"type": "string", "format": "k8s-short-name"}}}}});
+    common::install_widgets(&server, schema).await;
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(server.client(), "default", &widget_resource());
+    let spec = |at: &str, address: &str| json!({"spec": {"at": at, "address": address, "name": "Any Thing"}});
+    let (code, message) =
+        refusal(create_widget(&widgets, "w", spec("yesterday", "10.0.0.1")).await);
+    assert_eq!(code, 422);
+    assert!(
+        message.ends_with("spec.at: Invalid value: \"yesterday\": spec.at in body must be of type date-time: \"yesterday\""),
+        "{message}"
+    );
+    let (_, message) =
+        refusal(create_widget(&widgets, "w", spec("2026-12-06T08:00:00Z", "10.0.0.256")).await);
+    assert!(
+        message.ends_with("spec.address in body must be of type ipv4: \"10.0.0.256\""),
+        "{message}"
+    );
+    create_widget(
+        &widgets,
+        "w",
+        spec("2026-12-06T08:00:00.5+01:00", "10.0.0.1"),
+    )
+    .await
+    .expect("valid formats");
+}

@@ -9,6 +9,7 @@
 
 mod cel_names;
 mod defaults;
+mod formats;
 mod keywords;
 mod prune;
 mod rule_cost;

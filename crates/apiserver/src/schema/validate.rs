@@ -362,18 +362,28 @@ impl Validator {
             }
         }
 
-        // format (only integer ranges are checked)
-        if let (Some(fmt), Value::Number(n)) = (s.format.as_deref(), v) {
-            let ok = match fmt {
-                "int32" => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
-                "int64" => n.is_i64(),
-                _ => true,
-            };
-            if !ok {
-                out.push(error_at(&path, FieldErrorReason::TypeInvalid, |name| {
-                    format!("Invalid value: {v}: {name} in body must be of type {fmt}")
-                }));
+        // format: integer ranges, and the string formats kube checks
+        let format_ok = match (s.format.as_deref(), v) {
+            (Some("int32"), Value::Number(n)) => {
+                n.as_i64().is_some_and(|i| i32::try_from(i).is_ok())
             }
+            (Some("int64"), Value::Number(n)) => n.is_i64(),
+            (Some(fmt), Value::String(text)) => super::formats::valid(fmt, text),
+            _ => true,
+        };
+        if !format_ok && let Some(fmt) = s.format.as_deref() {
+            out.push(error_at(
+                &path,
+                FieldErrorReason::TypeInvalid,
+                |name| match v {
+                    Value::String(text) => format!(
+                        "Invalid value: {}: {name} in body must be of type {fmt}: {}",
+                        quote(text),
+                        quote(text)
+                    ),
+                    _ => format!("Invalid value: {v}: {name} in body must be of type {fmt}"),
+                },
+            ));
         }
 
         // enum
