@@ -863,3 +863,55 @@ async fn string_formats_are_checked_as_kube_checks_them() {
     .await
     .expect("valid formats");
 }
+
+/// kube's validation ratcheting: once a CRD's schema tightens, an object stored before
+/// can still be updated where it does not touch the value the schema now refuses (its
+/// labels, its finalizers); a change to that value must satisfy the schema.
+#[tokio::test]
+async fn updates_are_not_refused_for_values_they_leave_alone() {
+    let server = server().await;
+    let schema = |format: Option<&str>| {
+        let mut at = json!({"type": "string"});
+        if let Some(format) = format {
+            at["format"] = json!(format);
+        }
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"at": at}}}})
+    };
+    common::install_widgets(&server, schema(None)).await;
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(server.client(), "default", &widget_resource());
+    create_widget(&widgets, "w", json!({"spec": {"at": "yesterday"}}))
+        .await
+        .expect("no format yet");
+    let crds = Api::<CustomResourceDefinition>::all(server.client());
+    let tighten = Patch::Merge(json!({"spec": {"versions": [{"name": "v1", "served": true,
+        "storage": true, "schema": {"openAPIV3Schema": schema(Some("date-time"))}}]}}));
+    crds.patch(
+        "widgets.example.steady.dev",
+        &PatchParams::default(),
+        &tighten,
+    )
+    .await
+    .expect("the schema tightens");
+    let label = Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}}));
+    widgets
+        .patch("w", &PatchParams::default(), &label)
+        .await
+        .expect("an update that leaves spec.at alone");
+    let still_bad = Patch::Merge(json!({"spec": {"at": "tomorrow"}}));
+    let (code, message) = refusal(
+        widgets
+            .patch("w", &PatchParams::default(), &still_bad)
+            .await,
+    );
+    assert_eq!(code, 422, "{message}");
+    assert!(
+        message.ends_with("spec.at in body must be of type date-time: \"tomorrow\""),
+        "{message}"
+    );
+    let fixed = Patch::Merge(json!({"spec": {"at": "2026-12-06T08:00:00Z"}}));
+    widgets
+        .patch("w", &PatchParams::default(), &fixed)
+        .await
+        .expect("a valid time");
+}

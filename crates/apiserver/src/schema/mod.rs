@@ -36,6 +36,16 @@ pub fn validate_with_rules(
     schema: &ValueSchema,
 ) -> Vec<FieldError> {
     let mut errors = validate(obj, schema);
+    if let Some(old) = old
+        && !errors.is_empty()
+    {
+        // kube's validation ratcheting: an update is not refused for a value it leaves as
+        // it was (the same error at the same place in the old object), so an object
+        // stored before a check existed can still be changed, its finalizers removed.
+        // A missing required field is not a value, and still refused.
+        let before = validate(old, schema);
+        errors.retain(|e| e.reason == FieldErrorReason::Required || !before.contains(e));
+    }
     if !schema.has_rules() {
         return errors;
     }
