@@ -17,9 +17,10 @@ use regex::Regex;
 
 /// Whether `value` is a valid `format`.
 pub(super) fn valid(format: &str, value: &str) -> bool {
-    // go-openapi finds a format by its name without dashes (`date-time` is `datetime`).
-    match format.replace('-', "").as_str() {
-        "datetime" => date_time(value),
+    // go-openapi finds a format by its name without dashes (`date-time` is `datetime`);
+    // only these two names of kube's formats have one.
+    match format {
+        "date-time" | "datetime" => date_time(value),
         "date" => date(value),
         "duration" => duration(value),
         "byte" => base64(value),
@@ -54,9 +55,9 @@ static UUID5: LazyLock<Regex> = LazyLock::new(|| {
     regex("(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
 });
 static HEX_COLOR: LazyLock<Regex> = LazyLock::new(|| regex("^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$"));
-/// strfmt's time of day: `hh:mm:ss`, a fraction, and `z` or an offset (lower-cased).
+/// strfmt's time of day: `hh:mm:ss`, a fraction, and `z` (either case) or an offset.
 static TIME_OF_DAY: LazyLock<Regex> = LazyLock::new(|| {
-    regex("^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$")
+    regex("^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?([zZ]|([+-][0-9]{2}:[0-9]{2}))$")
 });
 /// strfmt's fallback duration terms (`3 days`, `1w`), found anywhere in the value.
 static DURATION_TERM: LazyLock<Regex> = LazyLock::new(|| regex(r"(\d+)\s*([A-Za-zµ]+)"));
@@ -79,8 +80,7 @@ fn date_time(value: &str) -> bool {
     if value.len() < 4 {
         return false;
     }
-    let lower = value.to_lowercase();
-    let mut parts = lower.split('t');
+    let mut parts = value.split(['t', 'T']);
     let (Some(day), Some(time)) = (parts.next(), parts.next()) else {
         return false;
     };

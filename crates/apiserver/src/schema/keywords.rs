@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::{FieldError, FieldErrorReason, child, flag, quote, string_items};
+use super::{FieldError, FieldErrorReason, child, flag, quote, string_items, unsupported};
 
 /// Where a node is, as far as its keywords' checks care.
 pub(super) struct Placement<'r> {
@@ -156,19 +156,6 @@ fn wrong_type(path: &str, ty: &str, wanted: &str, extension: &str) -> FieldError
             format!("Invalid value: {}: {detail}", quote(ty)),
         ),
     }
-}
-
-fn unsupported(at: String, value: &str, supported: &[&str]) -> FieldError {
-    let supported: Vec<String> = supported.iter().map(|s| quote(s)).collect();
-    FieldError::new(
-        at,
-        FieldErrorReason::NotSupported,
-        format!(
-            "Unsupported value: {}: supported values: {}",
-            quote(value),
-            supported.join(", ")
-        ),
-    )
 }
 
 /// The items of a `set` list must be atomic: lists atomic, objects `atomic` maps.

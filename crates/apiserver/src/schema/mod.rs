@@ -199,6 +199,25 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// kube's `NotSupported` error at `at` for `value`, naming the values it supports.
+fn unsupported(at: String, value: &str, supported: &[&str]) -> FieldError {
+    let supported: Vec<String> = supported.iter().map(|s| quote(s)).collect();
+    FieldError::new(
+        at,
+        FieldErrorReason::NotSupported,
+        format!(
+            "Unsupported value: {}: supported values: {}",
+            quote(value),
+            supported.join(", ")
+        ),
+    )
+}
+
+/// The schema of a map's values (`additionalProperties` of an object), when it has one.
+fn map_values(s: &Value) -> Option<&Value> {
+    s.get("additionalProperties").filter(|v| v.is_object())
+}
+
 /// The strings of list `key` of schema node `s` (`required`, `x-kubernetes-list-map-keys`).
 fn string_items<'s>(s: &'s Value, key: &str) -> impl Iterator<Item = &'s str> {
     s.get(key)

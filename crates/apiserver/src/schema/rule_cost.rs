@@ -19,7 +19,7 @@
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use serde_json::Value;
 
-use super::{FieldError, FieldErrorReason, flag, string_items};
+use super::{FieldError, FieldErrorReason, flag, map_values, string_items};
 
 /// kube's `StaticEstimatedCostLimit`: the most one rule (times its cardinality) or one
 /// `messageExpression` may cost.
@@ -425,10 +425,6 @@ impl<'s> Decl<'s> {
             _ => self.element(),
         }
     }
-}
-
-fn map_values(s: &Value) -> Option<&Value> {
-    s.get("additionalProperties").filter(|v| v.is_object())
 }
 
 fn is_date(s: &Value) -> bool {

@@ -10,6 +10,8 @@
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use serde_json::Value;
 
+use super::map_values;
+
 /// The root's `metadata`, as kube declares it to rules: only these fields.
 const ROOT_METADATA: [&str; 2] = ["name", "generateName"];
 
@@ -76,11 +78,6 @@ fn declared_field<'s>(s: &'s Value, field: &str) -> Option<Option<&'s Value>> {
         None => Some(None),
         Some(_) => None,
     }
-}
-
-/// The schema of a map's values (`additionalProperties` of an object).
-fn map_values(s: &Value) -> Option<&Value> {
-    s.get("additionalProperties").filter(|v| v.is_object())
 }
 
 /// A selection the schema does not declare: the expression's id and the field.

@@ -240,17 +240,7 @@ pub(crate) fn entry_errors(s: &Value, path: &str) -> Vec<FieldError> {
         if let Some(reason) = entry.get("reason").and_then(Value::as_str)
             && !SUPPORTED_REASONS.contains(&reason)
         {
-            let supported: Vec<String> =
-                SUPPORTED_REASONS.iter().map(|r| super::quote(r)).collect();
-            errors.push(FieldError::new(
-                at("reason"),
-                FieldErrorReason::NotSupported,
-                format!(
-                    "Unsupported value: {}: supported values: {}",
-                    super::quote(reason),
-                    supported.join(", ")
-                ),
-            ));
+            errors.push(super::unsupported(at("reason"), reason, &SUPPORTED_REASONS));
         }
         let field_path = text("fieldPath");
         if !field_path.is_empty() && field_path.trim().is_empty() {

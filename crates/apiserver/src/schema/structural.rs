@@ -189,16 +189,7 @@ fn check_node(s: &Value, path: &str, within: &Within, found: &mut Found) {
         Some(Value::String(t)) if t.is_empty() => None,
         Some(Value::String(t)) => {
             if !VALID_TYPES.contains(&t.as_str()) {
-                let supported: Vec<String> = VALID_TYPES.iter().map(|t| quote(t)).collect();
-                out.push(FieldError::new(
-                    child(path, "type"),
-                    FieldErrorReason::NotSupported,
-                    format!(
-                        "Unsupported value: {}: supported values: {}",
-                        quote(t),
-                        supported.join(", ")
-                    ),
-                ));
+                out.push(super::unsupported(child(path, "type"), t, &VALID_TYPES));
             }
             Some(t.as_str())
         }
