@@ -138,6 +138,11 @@ impl ApiError {
         Self::new(code, "", message)
     }
 
+    pub fn with_reason(mut self, reason: &'static str) -> Self {
+        self.reason = reason;
+        self
+    }
+
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into();
         self

@@ -12,6 +12,7 @@
 //! talk to it only through the Kubernetes API.
 
 mod admission_objects;
+mod admission_policy;
 mod apply;
 pub mod auth;
 mod bootstrap;
@@ -33,6 +34,7 @@ mod meta;
 mod negotiate;
 mod objects;
 mod patch;
+mod per_revision;
 mod pod_admission;
 mod pod_security;
 mod protobuf;
@@ -147,6 +149,8 @@ struct Inner {
     admission_objects: admission_objects::AdmissionObjects,
     /// RBAC objects decoded once per revision, for the authorizer.
     rbac_objects: rbac::DecodedObjects,
+    /// ValidatingAdmissionPolicies compiled, and their bindings decoded, once per revision.
+    admission_policies: admission_policy::StoredPolicies,
 }
 
 impl ApiServer {
@@ -172,6 +176,7 @@ impl ApiServer {
                 quota_turns: Default::default(),
                 admission_objects: Default::default(),
                 rbac_objects: Default::default(),
+                admission_policies: Default::default(),
             }),
         };
         server.inner.admission_objects.find_stored(server.store());

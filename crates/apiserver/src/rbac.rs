@@ -6,8 +6,7 @@
 //! impersonated with `kubectl --as`), refusing with kube's 403. Aggregation rules are not
 //! evaluated: a ClusterRole's own rules count.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::meta;
 use serde::{Deserialize, Serialize};
@@ -16,6 +15,7 @@ use serde_json::Value;
 use crate::ApiServer;
 use crate::auth::Identity;
 use crate::error::{ApiError, ApiResult};
+use crate::per_revision::PerRevision;
 
 /// The RBAC API group.
 pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -262,45 +262,10 @@ impl PolicyRule {
     }
 }
 
-/// RBAC objects decoded once per revision, by store key: every request of an identity
-/// outside `system:masters` reads every role and binding that can apply to it, and
-/// decoding them each time would cost more than most requests. The store is still read
-/// at every request, so a grant or a revocation applies to the very next one.
-#[derive(Debug, Default)]
-pub(crate) struct DecodedObjects(Mutex<HashMap<Arc<str>, Decoded>>);
-
-/// An object's revision and its decoded value.
-type Decoded = (u64, Arc<Value>);
-
-/// Past this many entries beyond what one read needs, entries of deleted objects are
-/// dropped (the map is rebuilt from the next read).
-const DECODED_SLACK: usize = 1024;
-
-impl DecodedObjects {
-    fn of(&self, objects: &[steady_store::Object]) -> Vec<Arc<Value>> {
-        let Ok(mut decoded) = self.0.lock() else {
-            return Vec::new();
-        };
-        if decoded.len() > objects.len() + DECODED_SLACK {
-            decoded.clear();
-        }
-        objects
-            .iter()
-            .filter_map(|object| {
-                let revision = object.revision;
-                match decoded.get(&object.key) {
-                    Some((at, value)) if *at == revision => Some(value.clone()),
-                    _ => {
-                        let value: Arc<Value> =
-                            Arc::new(serde_json::from_slice(&object.value).ok()?);
-                        decoded.insert(object.key.clone(), (revision, value.clone()));
-                        Some(value)
-                    }
-                }
-            })
-            .collect()
-    }
-}
+/// RBAC objects decoded once per revision: every request of an identity outside
+/// `system:masters` reads every role and binding that can apply to it, and decoding them
+/// each time would cost more than most requests.
+pub(crate) type DecodedObjects = PerRevision<Value>;
 
 fn stored(server: &ApiServer, plural: &str, ns: Option<&str>) -> Vec<Arc<Value>> {
     let Some(rt) = server.registry().builtin(RBAC_GROUP, plural) else {
@@ -310,7 +275,9 @@ fn stored(server: &ApiServer, plural: &str, ns: Option<&str>) -> Vec<Arc<Value>>
         .store()
         .list(&rt.list_prefix(ns), &Default::default(), &|_| true);
     match listed {
-        Ok(page) => server.rbac_objects().of(&page.items),
+        Ok(page) => server
+            .rbac_objects()
+            .of(&page.items, |o| serde_json::from_slice(&o.value).ok()),
         Err(_) => Vec::new(),
     }
 }

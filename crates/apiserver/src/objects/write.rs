@@ -11,6 +11,7 @@ use super::delete::deletion_complete;
 use super::ownership::{Ownership, apply_error, shape, writer};
 use super::{Target, attempts_until_applied, parse_revision, to_bytes};
 use crate::ApiServer;
+use crate::admission_policy;
 use crate::apply;
 use crate::controllers::derived_for_collector;
 use crate::crd;
@@ -373,6 +374,13 @@ impl ApiServer {
                 (rt.group.as_str(), rt.plural.as_str())
             {
                 admission::prepare_configuration(obj, plural == admission::MUTATING)?;
+            }
+            if let (
+                admission::GROUP,
+                plural @ (admission_policy::POLICIES | admission_policy::BINDINGS),
+            ) = (rt.group.as_str(), rt.plural.as_str())
+            {
+                admission_policy::config::prepare(obj, plural == admission_policy::BINDINGS)?;
             }
         }
         if rt.crd_name.is_none() && rt.group == "apiextensions.k8s.io" {

@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 
 pub use defaults::apply_defaults;
 pub use prune::prune;
+pub(crate) use rules::{Expression, new_context, plain_value, value_nodes};
 pub use structural::check_structural;
 pub use validate::{ValueSchema, validate};
 
@@ -78,7 +79,7 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    pub(super) fn new(
+    pub(crate) fn new(
         field: impl Into<String>,
         reason: FieldErrorReason,
         message: impl Into<String>,

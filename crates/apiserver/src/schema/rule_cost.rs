@@ -43,8 +43,25 @@ pub(super) fn max_cost(expr: &IdedExpr, s: &Value, root: bool) -> u64 {
 /// evaluates to something other than a bool: an integer field, a string, a list built by
 /// `map` (kube's "cel expression must evaluate to a bool").
 pub(super) fn certainly_not_bool(expr: &IdedExpr, s: &Value, root: bool) -> bool {
-    let kind = Estimate::of_rule_at(s, root).expr(expr).ty.kind();
-    !matches!(kind, Kind::Bool | Kind::Dyn)
+    not_bool(expr, s, root).is_some()
+}
+
+/// cel-go's name of the type `expr` certainly evaluates to, when that is not a bool
+/// (lists and maps named with their elements as `dyn`).
+pub(super) fn not_bool(expr: &IdedExpr, s: &Value, root: bool) -> Option<&'static str> {
+    Some(match Estimate::of_rule_at(s, root).expr(expr).ty.kind() {
+        Kind::Bool | Kind::Dyn => return None,
+        Kind::String => "string",
+        Kind::Bytes => "bytes",
+        Kind::Int => "int",
+        Kind::Uint => "uint",
+        Kind::Double => "double",
+        Kind::Null => "null_type",
+        Kind::Duration => "google.protobuf.Duration",
+        Kind::Timestamp => "google.protobuf.Timestamp",
+        Kind::List => "list(dyn)",
+        Kind::Map | Kind::Object => "map(string, dyn)",
+    })
 }
 
 /// kube's `getCostErrorMessage`.

@@ -780,6 +780,99 @@ fn object_meta(metadata: &Value) -> cel::Value {
     cel::Value::from(kept)
 }
 
+/// A CEL expression outside a CRD's schema (an admission policy's), compiled once in the
+/// environment rules have, and held to the same bound on its work.
+pub(crate) struct Expression {
+    source: String,
+    /// The program, or why the expression does not compile.
+    program: Result<Program, String>,
+    exponent: u32,
+}
+
+impl Expression {
+    pub(crate) fn compile(source: &str) -> Expression {
+        let program = compile(source);
+        let exponent = program
+            .as_ref()
+            .map_or(0, |p| cost_exponent(p.expression()));
+        Expression {
+            source: source.to_string(),
+            program,
+            exponent,
+        }
+    }
+
+    pub(crate) fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// cel-go's error for an expression that does not compile.
+    pub(crate) fn compile_error(&self) -> Option<&str> {
+        self.program.as_ref().err().map(String::as_str)
+    }
+
+    /// The type the expression can only evaluate to, when that is not a bool (a literal,
+    /// arithmetic, a string function): cel-go's type check refuses it.
+    pub(crate) fn not_bool(&self) -> Option<&'static str> {
+        let program = self.program.as_ref().ok()?;
+        rule_cost::not_bool(program.expression(), &serde_json::json!({}), false)
+    }
+
+    /// Whether the expression is nothing but a value read from one of `roots` (fields
+    /// selected, items indexed): of CEL's type `dyn` where those are.
+    pub(crate) fn is_read_from(&self, roots: &[&str]) -> bool {
+        let Ok(program) = &self.program else {
+            return false;
+        };
+        let mut expr = program.expression();
+        loop {
+            match &expr.expr {
+                Expr::Select(select) if !select.test => expr = &select.operand,
+                Expr::Call(call) if call.func_name == "_[_]" && call.args.len() == 2 => {
+                    expr = &call.args[0];
+                }
+                Expr::Ident(name) => return roots.contains(&name.as_str()),
+                _ => return false,
+            }
+        }
+    }
+
+    /// The expression's value over `context`, whose variables hold `input_nodes` values
+    /// (counted as [`value_nodes`] counts them); kube's wording of what went wrong.
+    pub(crate) fn evaluate(
+        &self,
+        context: &Context,
+        input_nodes: u64,
+    ) -> Result<cel::Value, String> {
+        let program = self.program.as_ref().map_err(Clone::clone)?;
+        if self.exponent > 0 && input_nodes.saturating_pow(self.exponent) > PER_CALL_LIMIT {
+            return Err("operation cancelled: actual cost limit exceeded".into());
+        }
+        program.execute(context).map_err(|e| execution_error(&e))
+    }
+
+    /// A `messageExpression`'s message (see [`message_of`]).
+    pub(crate) fn message(&self, context: &Context) -> Option<String> {
+        message_of(self.program.as_ref().ok()?, context)
+    }
+}
+
+/// A context of the environment every rule and expression runs in, with no variables.
+pub(crate) fn new_context() -> Context<'static, 'static> {
+    Context::with_env(ENV.clone())
+}
+
+/// A JSON value as CEL sees it without a schema: integers as `int`, other numbers as
+/// `double`, objects as maps keyed by their properties' names.
+pub(crate) fn plain_value(value: &Value) -> cel::Value {
+    to_cel(value, &ValueSchema::default(), false)
+}
+
+/// How many values `value` holds, for the bound on an expression's work over it.
+pub(crate) fn value_nodes(value: &Value) -> u64 {
+    nodes(value)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

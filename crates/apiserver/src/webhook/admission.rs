@@ -183,26 +183,23 @@ impl Webhook {
             Some("None" | "NoneOnDryRun")
         )
     }
-
-    fn selector(&self, field: &str) -> ApiResult<LabelSelector> {
-        LabelSelector::from_label_selector_json(&self.spec[field]).map_err(|e| {
-            ApiError::internal(format!(
-                "webhook {:?} has an invalid {field}: {}",
-                self.name(),
-                e.0
-            ))
-        })
-    }
 }
 
-/// Which version of the resource a webhook is sent: the request's own, or (matchPolicy
-/// Equivalent) another served version of the same resource its rules name.
-enum Matched {
+/// The label selector at `spec[field]` of an admission configuration (`owner` names it in
+/// the error of one that cannot be read).
+fn selector(spec: &Value, field: &str, owner: &str) -> ApiResult<LabelSelector> {
+    LabelSelector::from_label_selector_json(&spec[field])
+        .map_err(|e| ApiError::internal(format!("{owner} has an invalid {field}: {}", e.0)))
+}
+
+/// Which version of the resource a webhook is sent (or a policy sees): the request's own,
+/// or (matchPolicy Equivalent) another served version of the same resource its rules name.
+pub(crate) enum Matched {
     Exact,
     Equivalent(Arc<ResourceType>),
 }
 
-fn strings(value: &Value) -> impl Iterator<Item = &str> {
+pub(crate) fn strings(value: &Value) -> impl Iterator<Item = &str> {
     value
         .as_array()
         .into_iter()
@@ -222,7 +219,12 @@ fn names_resource(entry: &str, plural: &str, sub: &str) -> bool {
     (res == "*" || res == plural) && (entry_sub == "*" || entry_sub == sub)
 }
 
-fn rule_matches(rule: &Value, operation: Operation, rt: &ResourceType, sub: &str) -> bool {
+pub(crate) fn rule_matches(
+    rule: &Value,
+    operation: Operation,
+    rt: &ResourceType,
+    sub: &str,
+) -> bool {
     let scope_matches = match rule["scope"].as_str().unwrap_or("*") {
         "Cluster" => !rt.namespaced,
         "Namespaced" => rt.namespaced,
@@ -371,7 +373,9 @@ impl ApiServer {
         warnings: &mut Vec<String>,
     ) -> ApiResult<()> {
         if attrs.exempt() {
-            return Ok(());
+            return self
+                .admit_by_policies(attrs, Some(object), old, warnings)
+                .await;
         }
         if self.run_mutating(attrs, object, old, warnings).await? {
             // Fields a webhook adds are pruned and defaulted as kube-apiserver does after
@@ -382,6 +386,8 @@ impl ApiServer {
             };
             self.admit(attrs.rt, old, object, &again, warnings)?;
         }
+        self.admit_by_policies(attrs, Some(object), old, warnings)
+            .await?;
         self.run_validating(attrs, Some(object), old, warnings)
             .await
     }
@@ -393,14 +399,18 @@ impl ApiServer {
         attrs: &Attributes<'_>,
         old: &Value,
     ) -> ApiResult<()> {
-        if attrs.exempt() {
-            return Ok(());
-        }
         let mut warnings = Vec::new();
+        if attrs.exempt() {
+            return self
+                .admit_by_policies(attrs, None, Some(old), &mut warnings)
+                .await;
+        }
         for hook in self.webhooks(&MUTATING_CONFIGS)? {
             self.call(&hook, attrs, None, Some(old), &mut warnings)
                 .await?;
         }
+        self.admit_by_policies(attrs, None, Some(old), &mut warnings)
+            .await?;
         self.run_validating(attrs, None, Some(old), &mut warnings)
             .await
     }
@@ -533,32 +543,62 @@ impl ApiServer {
         object: Option<&Value>,
         old: Option<&Value>,
     ) -> ApiResult<Option<Matched>> {
-        let matched = if rules_match(hook, attrs, attrs.rt) {
-            Matched::Exact
-        } else if hook.exact_match_only() {
+        let version = self.matched_version(attrs, hook.exact_match_only(), |rt| {
+            rules_match(hook, attrs, rt)
+        });
+        let Some(matched) = version else {
             return Ok(None);
-        } else {
-            let equivalent = self.registry().all().into_iter().find(|rt| {
+        };
+        let owner = format!("webhook {:?}", hook.name());
+        match self.selectors_select(&hook.spec, &owner, attrs, object, old)? {
+            true => Ok(Some(matched)),
+            false => Ok(None),
+        }
+    }
+
+    /// The version of the written resource that `rules_match` accepts: the request's own,
+    /// else (unless `exact_only`) another served version of the same group and resource.
+    pub(crate) fn matched_version(
+        &self,
+        attrs: &Attributes<'_>,
+        exact_only: bool,
+        rules_match: impl Fn(&ResourceType) -> bool,
+    ) -> Option<Matched> {
+        if rules_match(attrs.rt) {
+            return Some(Matched::Exact);
+        }
+        if exact_only {
+            return None;
+        }
+        self.registry()
+            .all()
+            .into_iter()
+            .find(|rt| {
                 rt.group == attrs.rt.group
                     && rt.plural == attrs.rt.plural
                     && rt.version != attrs.rt.version
-                    && rules_match(hook, attrs, rt)
-            });
-            match equivalent {
-                Some(rt) => Matched::Equivalent(rt),
-                None => return Ok(None),
-            }
-        };
-        let objects = hook.selector("objectSelector")?;
+                    && rules_match(rt)
+            })
+            .map(Matched::Equivalent)
+    }
+
+    /// Whether the `objectSelector` (the new or the old object) and the
+    /// `namespaceSelector` of an admission configuration's `spec` select this write.
+    pub(crate) fn selectors_select(
+        &self,
+        spec: &Value,
+        owner: &str,
+        attrs: &Attributes<'_>,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> ApiResult<bool> {
+        let objects = selector(spec, "objectSelector", owner)?;
         let selected = |o: Option<&Value>| o.is_some() && objects.matches(labels_of(o));
         if !(objects.is_empty() || selected(object) || selected(old)) {
-            return Ok(None);
+            return Ok(false);
         }
-        let namespaces = hook.selector("namespaceSelector")?;
-        if !namespaces.is_empty() && !self.namespace_selected(&namespaces, attrs, object, old)? {
-            return Ok(None);
-        }
-        Ok(Some(matched))
+        let namespaces = selector(spec, "namespaceSelector", owner)?;
+        Ok(namespaces.is_empty() || self.namespace_selected(&namespaces, attrs, object, old)?)
     }
 
     /// A Namespace is matched on its own labels, a namespaced object on its namespace's,
@@ -576,18 +616,20 @@ impl ApiServer {
         let Some(namespace) = attrs.namespace.filter(|_| attrs.rt.namespaced) else {
             return Ok(true);
         };
+        let value = self.stored_namespace(namespace)?;
+        Ok(selector.matches(labels_of(value.as_ref())))
+    }
+
+    /// The Namespace `name` as stored, if it is.
+    pub(crate) fn stored_namespace(&self, name: &str) -> ApiResult<Option<Value>> {
         let stored = self
             .store()
-            .get(&format!("/core/namespaces/{namespace}"), None)
-            .map_err(|e| ApiError::from_store(e, "namespaces", namespace))?;
-        let value = match stored {
-            Some(stored) => Some(
-                serde_json::from_slice::<Value>(&stored.value)
-                    .map_err(|e| ApiError::internal(e.to_string()))?,
-            ),
-            None => None,
-        };
-        Ok(selector.matches(labels_of(value.as_ref())))
+            .get(&format!("/core/namespaces/{name}"), None)
+            .map_err(|e| ApiError::from_store(e, "namespaces", name))?;
+        stored
+            .map(|stored| serde_json::from_slice::<Value>(&stored.value))
+            .transpose()
+            .map_err(|e| ApiError::internal(e.to_string()))
     }
 
     /// Every webhook of every configuration of `plural`, configurations in name order and
@@ -620,6 +662,16 @@ fn review(
     object: Option<&Value>,
     old: Option<&Value>,
 ) -> Value {
+    let mut request = admission_request(attrs, target);
+    request["uid"] = json!(uid);
+    request["object"] = object.cloned().unwrap_or(Value::Null);
+    request["oldObject"] = old.cloned().unwrap_or(Value::Null);
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+}
+
+/// What an AdmissionReview's `request` says of a write, but its objects: what webhooks
+/// are sent and what admission policies read as `request`.
+pub(crate) fn admission_request(attrs: &Attributes<'_>, target: &ResourceType) -> Value {
     let kind =
         |rt: &ResourceType| json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
     let resource = |rt: &ResourceType| json!({"group": rt.group, "version": rt.version, "resource": rt.plural});
@@ -635,7 +687,6 @@ fn review(
         options["fieldManager"] = json!(manager);
     }
     let mut request = json!({
-        "uid": uid,
         "kind": kind(target),
         "resource": resource(target),
         "requestKind": kind(attrs.rt),
@@ -643,8 +694,6 @@ fn review(
         "name": attrs.name,
         "operation": attrs.operation.as_str(),
         "userInfo": attrs.user.user_info(),
-        "object": object.cloned().unwrap_or(Value::Null),
-        "oldObject": old.cloned().unwrap_or(Value::Null),
         "dryRun": attrs.dry_run,
         "options": options,
     });
@@ -655,7 +704,7 @@ fn review(
     if let Some(namespace) = attrs.namespace.filter(|_| attrs.rt.namespaced) {
         request["namespace"] = json!(namespace);
     }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+    request
 }
 
 /// Default and validate a webhook configuration being written, as kube-apiserver does.

@@ -1,0 +1,326 @@
+//! ValidatingAdmissionPolicies and their bindings as they are written: kube-apiserver's
+//! defaults, and what its validation refuses (expressions that do not compile among it),
+//! so a policy that would never be stored on a cluster is not stored here either.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::schema::{Expression, FieldError, FieldErrorReason};
+
+/// kube's bound on a policy's `matchConditions`.
+const MAX_MATCH_CONDITIONS: usize = 64;
+
+/// The reasons a validation may give (kube's `supportedValidationPolicyReason`).
+const REASONS: [&str; 3] = ["Forbidden", "Invalid", "RequestEntityTooLarge"];
+
+/// Default and validate a policy (`binding: false`) or a binding being written.
+pub(crate) fn prepare(object: &mut Value, binding: bool) -> ApiResult<()> {
+    let errors = match binding {
+        false => {
+            default_policy(object);
+            policy_errors(&object["spec"])
+        }
+        true => {
+            default_binding(object);
+            binding_errors(&object["spec"])
+        }
+    };
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let kind = match binding {
+        false => "ValidatingAdmissionPolicy",
+        true => "ValidatingAdmissionPolicyBinding",
+    };
+    Err(ApiError::invalid(
+        &format!("{kind}.admissionregistration.k8s.io"),
+        meta::name(object).unwrap_or(""),
+        &errors,
+    ))
+}
+
+fn default_policy(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.entry("failurePolicy").or_insert(json!("Fail"));
+    if let Some(constraints) = spec
+        .get_mut("matchConstraints")
+        .and_then(Value::as_object_mut)
+    {
+        default_match_resources(constraints);
+    }
+}
+
+fn default_binding(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(resources) = spec
+        .get_mut("matchResources")
+        .and_then(Value::as_object_mut)
+    {
+        default_match_resources(resources);
+    }
+}
+
+/// kube's `SetDefaults_MatchResources` and each rule's scope.
+fn default_match_resources(resources: &mut Map<String, Value>) {
+    resources
+        .entry("matchPolicy")
+        .or_insert(json!("Equivalent"));
+    resources.entry("namespaceSelector").or_insert(json!({}));
+    resources.entry("objectSelector").or_insert(json!({}));
+    for field in ["resourceRules", "excludeResourceRules"] {
+        let rules = resources.get_mut(field).and_then(Value::as_array_mut);
+        for rule in rules.into_iter().flatten().filter_map(Value::as_object_mut) {
+            rule.entry("scope").or_insert(json!("*"));
+        }
+    }
+}
+
+/// Errors at `path`, built the way kube's `field.ErrorList` prints them.
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn required(&mut self, path: String, detail: &str) {
+        let message = match detail {
+            "" => "Required value".to_string(),
+            detail => format!("Required value: {detail}"),
+        };
+        self.0
+            .push(FieldError::new(path, FieldErrorReason::Required, message));
+    }
+
+    fn invalid(&mut self, path: String, value: &str, detail: &str) {
+        let message = format!("Invalid value: {value:?}: {detail}");
+        self.0
+            .push(FieldError::new(path, FieldErrorReason::Invalid, message));
+    }
+
+    fn unsupported(&mut self, path: String, value: &str, supported: &[&str]) {
+        let quoted: Vec<String> = supported.iter().map(|v| format!("{v:?}")).collect();
+        let message = format!(
+            "Unsupported value: {value:?}: supported values: {}",
+            quoted.join(", ")
+        );
+        self.0.push(FieldError::new(
+            path,
+            FieldErrorReason::NotSupported,
+            message,
+        ));
+    }
+
+    /// An expression that must compile (and, `bool`, evaluate to a bool).
+    fn expression(&mut self, path: String, source: &str, bool_typed: bool) {
+        if source.trim().is_empty() {
+            self.required(path, "expression is not specified");
+            return;
+        }
+        let expression = Expression::compile(source);
+        if let Some(why) = expression.compile_error() {
+            self.invalid(path, source, &format!("compilation failed: {why}"));
+        } else if let Some(ty) = not_bool(&expression).filter(|_| bool_typed) {
+            self.invalid(path, source, &format!("must evaluate to bool but got {ty}"));
+        }
+    }
+}
+
+/// The type cel-go's check gives a policy's expression when that is not a bool: the
+/// estimate's, or `dyn` for a value read straight from `object`, `oldObject` or `params`
+/// (declared `dyn`; `request`, `namespaceObject` and `variables` have types).
+fn not_bool(expression: &Expression) -> Option<&'static str> {
+    match expression.is_read_from(&["object", "oldObject", "params"]) {
+        true => Some("dyn"),
+        false => expression.not_bool(),
+    }
+}
+
+fn entries<'v>(spec: &'v Value, field: &str) -> &'v [Value] {
+    spec[field].as_array().map(Vec::as_slice).unwrap_or(&[])
+}
+
+fn policy_errors(spec: &Value) -> Vec<FieldError> {
+    let mut errors = Errors(Vec::new());
+    match spec["failurePolicy"].as_str() {
+        Some("Fail" | "Ignore") => {}
+        other => errors.unsupported(
+            "spec.failurePolicy".into(),
+            other.unwrap_or(""),
+            &["Fail", "Ignore"],
+        ),
+    }
+    if let Some(kind) = spec.get("paramKind").filter(|k| !k.is_null()) {
+        for field in ["apiVersion", "kind"] {
+            if kind[field].as_str().is_none_or(str::is_empty) {
+                errors.required(format!("spec.paramKind.{field}"), "");
+            }
+        }
+    }
+    match spec.get("matchConstraints").filter(|c| c.is_object()) {
+        None => errors.required("spec.matchConstraints".into(), ""),
+        Some(constraints) if entries(constraints, "resourceRules").is_empty() => {
+            errors.required("spec.matchConstraints.resourceRules".into(), "");
+        }
+        Some(_) => {}
+    }
+    let conditions = entries(spec, "matchConditions").len();
+    if conditions > MAX_MATCH_CONDITIONS {
+        errors.0.push(FieldError::new(
+            "spec.matchConditions".to_string(),
+            FieldErrorReason::TooMany,
+            format!("Too many: {conditions}: must have at most {MAX_MATCH_CONDITIONS} items"),
+        ));
+    }
+    named_expressions(&mut errors, spec, "matchConditions", true);
+    named_expressions(&mut errors, spec, "variables", false);
+    let validations = entries(spec, "validations");
+    if validations.is_empty() && entries(spec, "auditAnnotations").is_empty() {
+        let detail = "validations or auditAnnotations must contain at least one item";
+        errors.required("spec.validations".into(), detail);
+        errors.required("spec.auditAnnotations".into(), detail);
+    }
+    for (i, validation) in validations.iter().enumerate() {
+        validation_errors(&mut errors, validation, &format!("spec.validations[{i}]"));
+    }
+    errors.0
+}
+
+/// `matchConditions` or `variables`: named, names unique (and CEL identifiers for
+/// variables), expressions that compile.
+fn named_expressions(errors: &mut Errors, spec: &Value, field: &str, bool_typed: bool) {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, entry) in entries(spec, field).iter().enumerate() {
+        let at = format!("spec.{field}[{i}]");
+        match entry["name"].as_str().filter(|n| !n.trim().is_empty()) {
+            None if bool_typed => errors.required(format!("{at}.name"), ""),
+            None => errors.required(format!("{at}.name"), "name is not specified"),
+            Some(name) if !seen.insert(name) => errors.0.push(FieldError::new(
+                format!("{at}.name"),
+                FieldErrorReason::Duplicate,
+                format!("Duplicate value: {name:?}"),
+            )),
+            Some(name) if !bool_typed && !is_cel_identifier(name) => {
+                errors.invalid(
+                    format!("{at}.name"),
+                    name,
+                    "name is not a valid CEL identifier",
+                );
+            }
+            Some(_) => {}
+        }
+        let source = entry["expression"].as_str().unwrap_or("");
+        errors.expression(format!("{at}.expression"), source, bool_typed);
+    }
+}
+
+fn is_cel_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn validation_errors(errors: &mut Errors, validation: &Value, at: &str) {
+    let source = validation["expression"].as_str().unwrap_or("");
+    errors.expression(format!("{at}.expression"), source, true);
+    if let Some(message) = validation["message"].as_str() {
+        if !message.is_empty() && message.trim().is_empty() {
+            errors.invalid(
+                format!("{at}.message"),
+                message,
+                "message must be non-empty if specified",
+            );
+        } else if message.trim().contains(['\n', '\r']) {
+            errors.invalid(
+                format!("{at}.message"),
+                message,
+                "message must not contain line breaks",
+            );
+        }
+    }
+    if let Some(expression) = validation["messageExpression"].as_str() {
+        let path = format!("{at}.messageExpression");
+        if !expression.is_empty() && expression.trim().is_empty() {
+            errors.invalid(path, expression, "must be non-empty if specified");
+        } else if let Some(why) = Expression::compile(expression).compile_error() {
+            errors.invalid(path, expression, &format!("compilation failed: {why}"));
+        }
+    }
+    if let Some(reason) = validation["reason"].as_str()
+        && !REASONS.contains(&reason)
+    {
+        errors.unsupported(format!("{at}.reason"), reason, &REASONS);
+    }
+}
+
+fn binding_errors(spec: &Value) -> Vec<FieldError> {
+    let mut errors = Errors(Vec::new());
+    if spec["policyName"].as_str().is_none_or(str::is_empty) {
+        errors.required("spec.policyName".into(), "");
+    }
+    let actions = entries(spec, "validationActions");
+    if actions.is_empty() {
+        errors.required(
+            "spec.validationActions".into(),
+            "at least one validation action is required",
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, action) in actions.iter().enumerate() {
+        let at = format!("spec.validationActions[{i}]");
+        let action = action.as_str().unwrap_or("");
+        if !["Deny", "Warn", "Audit"].contains(&action) {
+            errors.unsupported(at, action, &["Audit", "Deny", "Warn"]);
+        } else if !seen.insert(action) {
+            errors.0.push(FieldError::new(
+                at,
+                FieldErrorReason::Duplicate,
+                format!("Duplicate value: {action:?}"),
+            ));
+        }
+    }
+    if seen.contains("Deny") && seen.contains("Warn") {
+        errors.0.push(FieldError::new(
+            "spec.validationActions".to_string(),
+            FieldErrorReason::Invalid,
+            "Invalid value: [\"Deny\",\"Warn\"]: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)".to_string(),
+        ));
+    }
+    if let Some(param_ref) = spec.get("paramRef").filter(|r| r.is_object()) {
+        param_ref_errors(&mut errors, param_ref);
+    }
+    errors.0
+}
+
+fn param_ref_errors(errors: &mut Errors, param_ref: &Value) {
+    let named = param_ref["name"].as_str().is_some_and(|n| !n.is_empty());
+    let selected = param_ref.get("selector").is_some_and(|s| !s.is_null());
+    match (named, selected) {
+        (true, true) => {
+            for field in ["name", "selector"] {
+                errors.0.push(FieldError::new(
+                    format!("spec.paramRef.{field}"),
+                    FieldErrorReason::Forbidden,
+                    "Forbidden: name and selector are mutually exclusive".to_string(),
+                ));
+            }
+        }
+        (false, false) => errors.required(
+            "spec.paramRef".into(),
+            "one of name or selector must be specified",
+        ),
+        _ => {}
+    }
+    match param_ref["parameterNotFoundAction"].as_str() {
+        None => errors.required("spec.paramRef.parameterNotFoundAction".into(), ""),
+        Some("Allow" | "Deny") => {}
+        Some(other) => errors.unsupported(
+            "spec.paramRef.parameterNotFoundAction".into(),
+            other,
+            &["Allow", "Deny"],
+        ),
+    }
+}
