@@ -1228,6 +1228,64 @@ async fn kubectl_crd_validation_rules_refuse_as_in_kube() {
     assert!(created.success, "{}", created.stderr);
 }
 
+/// The ValidatingAdmissionPolicy of Kubernetes' own documentation, applied with kubectl,
+/// refuses what it refuses on a cluster with the same words (kubectl's `is invalid: :`
+/// included); bound for `Warn` instead, it admits with kubectl's `Warning:` line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_validating_admission_policies_refuse_and_warn_as_in_kube() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let policy = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+        metadata: {name: demo-policy.example.com}\nspec:\n  failurePolicy: Fail\n  \
+        matchConstraints:\n    resourceRules:\n    - apiGroups: [apps]\n      \
+        apiVersions: [v1]\n      operations: [CREATE, UPDATE]\n      resources: [deployments]\n  \
+        validations:\n  - expression: object.spec.replicas <= 5\n";
+    let binding = |actions: &str| {
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+            metadata: {{name: demo-binding-test.example.com}}\nspec:\n  \
+            policyName: demo-policy.example.com\n  validationActions: [{actions}]\n"
+        )
+    };
+    k.run_with_input(&["apply", "-f", "-"], policy);
+    k.run_with_input(&["apply", "-f", "-"], &binding("Deny"));
+    let big = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx}\nspec:\n  \
+        replicas: 6\n  selector: {matchLabels: {app: nginx}}\n  template:\n    \
+        metadata: {labels: {app: nginx}}\n    spec:\n      \
+        containers: [{name: nginx, image: 'nginx:1.27'}]\n";
+    let refused = k.try_run_with_input(&["apply", "-f", "-"], Some(big));
+    assert!(!refused.success, "{}", refused.stdout);
+    assert_contains(
+        &refused.stderr,
+        "The deployments \"nginx\" is invalid: : ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5",
+    );
+    let refused = k.try_run(&["get", "deployment", "nginx"]);
+    assert!(!refused.success, "nothing was stored: {}", refused.stdout);
+    // A dry run is held to the policy too.
+    let dry = k.try_run(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--replicas=9",
+        "--dry-run=server",
+    ]);
+    assert!(!dry.success, "{}", dry.stdout);
+    assert_contains(
+        &dry.stderr,
+        "denied request: failed expression: object.spec.replicas <= 5",
+    );
+
+    k.run_with_input(&["apply", "-f", "-"], &binding("Warn"));
+    let warned = k.try_run_with_input(&["apply", "-f", "-"], Some(big));
+    assert!(warned.success, "{}", warned.stderr);
+    assert_contains(
+        &warned.stderr,
+        "Warning: Validation failed for ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com': failed expression: object.spec.replicas <= 5",
+    );
+    assert_eq!(k.jsonpath("deployment", "nginx", "{.spec.replicas}"), "6");
+}
+
 /// kubectl validates strictly by default (`fieldValidation=Strict`): a misspelt field is
 /// refused as kube-apiserver's decoder refuses it, `--validate=warn` stores the object
 /// without it and prints kube's warning, and a value of the wrong type is refused in Go's

@@ -97,6 +97,15 @@ async fn objects_credentials_and_revisions_survive_a_restart() {
             .unwrap(),
     ));
     let team_cms: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    // The new namespace's root CA is published after its create returns (kube's
+    // root-ca-cert-publisher): the snapshot below must not race it.
+    let published = steady_test_support::eventually(
+        "team-a's kube-root-ca.crt",
+        std::time::Duration::from_secs(30),
+        || async { team_cms.get_opt("kube-root-ca.crt").await.ok().flatten() },
+    )
+    .await;
+    seen(object_rv(&published));
     seen(object_rv(
         &team_cms
             .create(&pp, &configmap("elsewhere", json!({"where": "team-a"})))
