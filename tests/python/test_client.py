@@ -865,3 +865,45 @@ def test_quantities_and_quota(core, unique):
         assert used == {"pods": "1", "limits.memory": "512Mi"}
     finally:
         core.delete_namespace(ns)
+
+
+def test_a_validating_admission_policy_refuses_and_can_be_removed(api_client, core, unique):
+    """A ValidatingAdmissionPolicy written with the typed client refuses what its CEL
+    refuses, with kube's message and 422, only where its namespaceSelector points."""
+    admission = client.AdmissionregistrationV1Api(api_client)
+    ns = f"vap-{unique}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name=ns, labels={"policy-test": unique})))
+    policy_name = f"no-passwords-{unique}"
+    admission.create_validating_admission_policy(client.V1ValidatingAdmissionPolicy(
+        metadata=client.V1ObjectMeta(name=policy_name),
+        spec=client.V1ValidatingAdmissionPolicySpec(
+            match_constraints=client.V1MatchResources(
+                namespace_selector=client.V1LabelSelector(match_labels={"policy-test": unique}),
+                resource_rules=[client.V1NamedRuleWithOperations(
+                    api_groups=[""], api_versions=["v1"], operations=["CREATE", "UPDATE"],
+                    resources=["configmaps"])]),
+            validations=[client.V1Validation(
+                expression="!has(object.data) || !('password' in object.data)",
+                message="secrets belong in Secrets")])))
+    admission.create_validating_admission_policy_binding(
+        client.V1ValidatingAdmissionPolicyBinding(
+            metadata=client.V1ObjectMeta(name=policy_name),
+            spec=client.V1ValidatingAdmissionPolicyBindingSpec(
+                policy_name=policy_name, validation_actions=["Deny"])))
+    try:
+        stored = admission.read_validating_admission_policy(policy_name)
+        assert stored.spec.failure_policy == "Fail"
+        leaky = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="leaky"),
+                                   data={"password": "hunter2"})
+        refused = expect_status(422, core.create_namespaced_config_map, ns, leaky)
+        assert json.loads(refused.body)["message"] == (
+            f'configmaps "leaky" is forbidden: ValidatingAdmissionPolicy \'{policy_name}\' '
+            f"with binding '{policy_name}' denied request: secrets belong in Secrets")
+        core.create_namespaced_config_map(ns, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="fine"), data={"mode": "fast"}))
+    finally:
+        admission.delete_validating_admission_policy_binding(policy_name)
+        admission.delete_validating_admission_policy(policy_name)
+    core.create_namespaced_config_map(ns, leaky)
+    core.delete_namespace(ns)

@@ -157,7 +157,7 @@ impl Policy {
                 match expression.evaluate(context, nodes) {
                     Ok(cel::Value::Bool(true)) => None,
                     Ok(_) => Some(Evaluation::Failed {
-                        message: validation.message(context),
+                        message: validation.message(context, nodes),
                         reason: validation.reason,
                     }),
                     Err(e) => {
@@ -200,12 +200,9 @@ impl Policy {
 impl Validation {
     /// kube's choice of message for a failed validation: its `messageExpression`'s, else
     /// its `message`, else the expression itself.
-    fn message(&self, context: &Context) -> String {
-        if let Some(message) = self
-            .message_expression
-            .as_ref()
-            .and_then(|m| m.message(context))
-        {
+    fn message(&self, context: &Context, nodes: u64) -> String {
+        let expression = self.message_expression.as_ref();
+        if let Some(message) = expression.and_then(|m| m.message(context, nodes)) {
             return message;
         }
         match &self.message {
@@ -227,5 +224,99 @@ fn aggregate(errors: &[String]) -> String {
     match errors {
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::{new_context, plain_value};
+
+    fn policy(spec: Value) -> Policy {
+        Policy::read(&json!({"metadata": {"name": "p"}, "spec": spec})).expect("named")
+    }
+
+    fn evaluate(policy: &Policy, object: Value) -> Vec<Evaluation> {
+        let mut context = new_context();
+        context.add_variable_from_value("object", plain_value(&object));
+        policy.evaluate(&mut context, 10)
+    }
+
+    fn failed(message: &str) -> Evaluation {
+        Evaluation::Failed {
+            message: message.into(),
+            reason: "Invalid",
+        }
+    }
+
+    #[test]
+    fn a_failed_validation_says_what_kube_would() {
+        let p = policy(json!({"validations": [
+            {"expression": "object.n < 1", "messageExpression": "'n is ' + string(object.n)"},
+            {"expression": "object.n < 1", "messageExpression": "'  '", "message": "blank: the message"},
+            {"expression": "object.n < 1", "messageExpression": "'two\\nlines'", "message": "lines: the message"},
+            {"expression": "object.n < 1", "messageExpression": "object.missing", "message": "error: the message"},
+            {"expression": " object.n < 1 "},
+            {"expression": "object.n > 0"},
+        ]}));
+        assert_eq!(
+            evaluate(&p, json!({"n": 2})),
+            [
+                failed("n is 2"),
+                failed("blank: the message"),
+                failed("lines: the message"),
+                failed("error: the message"),
+                failed("failed expression: object.n < 1"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_false_match_condition_wins_over_an_error_and_errors_are_aggregated() {
+        let conditions = |first: &str| {
+            policy(json!({
+                "matchConditions": [
+                    {"name": "a", "expression": first},
+                    {"name": "b", "expression": "object.other == 1"},
+                ],
+                "validations": [{"expression": "false"}],
+            }))
+        };
+        assert_eq!(evaluate(&conditions("object.n == 1"), json!({"n": 2})), []);
+        assert_eq!(
+            evaluate(&conditions("object.gone == 1"), json!({"n": 2})),
+            [Evaluation::Error(
+                "[expression 'object.gone == 1' resulted in error: no such key: gone, expression 'object.other == 1' resulted in error: no such key: other]"
+                    .into()
+            )]
+        );
+    }
+
+    #[test]
+    fn variables_see_those_before_them_and_report_their_own_errors() {
+        let p = policy(json!({
+            "variables": [
+                {"name": "double", "expression": "object.n * 2"},
+                {"name": "quadruple", "expression": "variables.double * 2"},
+                {"name": "broken", "expression": "object.gone"},
+            ],
+            "validations": [
+                {"expression": "variables.quadruple == 8", "message": "not four times two"},
+                {"expression": "variables.broken == 1"},
+            ],
+        }));
+        assert_eq!(
+            evaluate(&p, json!({"n": 2})),
+            [Evaluation::Error(
+                "expression 'variables.broken == 1' resulted in error: composited variable \"broken\" fails to evaluate: no such key: gone"
+                    .into()
+            )]
+        );
+        assert_eq!(
+            evaluate(&p, json!({"n": 3}))[0],
+            failed("not four times two")
+        );
     }
 }

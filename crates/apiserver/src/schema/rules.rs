@@ -845,15 +845,23 @@ impl Expression {
         input_nodes: u64,
     ) -> Result<cel::Value, String> {
         let program = self.program.as_ref().map_err(Clone::clone)?;
-        if self.exponent > 0 && input_nodes.saturating_pow(self.exponent) > PER_CALL_LIMIT {
+        if self.over_bound(input_nodes) {
             return Err("operation cancelled: actual cost limit exceeded".into());
         }
         program.execute(context).map_err(|e| execution_error(&e))
     }
 
-    /// A `messageExpression`'s message (see [`message_of`]).
-    pub(crate) fn message(&self, context: &Context) -> Option<String> {
+    /// A `messageExpression`'s message (see [`message_of`]); `None` also when the
+    /// expression could cost more than the bound over `input_nodes`.
+    pub(crate) fn message(&self, context: &Context, input_nodes: u64) -> Option<String> {
+        if self.over_bound(input_nodes) {
+            return None;
+        }
         message_of(self.program.as_ref().ok()?, context)
+    }
+
+    fn over_bound(&self, input_nodes: u64) -> bool {
+        self.exponent > 0 && input_nodes.saturating_pow(self.exponent) > PER_CALL_LIMIT
     }
 }
 
