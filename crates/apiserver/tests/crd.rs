@@ -452,6 +452,46 @@ async fn refused_crd(server: &ApiServer, crd: Value) -> (u16, String) {
     )
 }
 
+/// Rules may call kube's CEL libraries (quantities, URLs, regular expressions, lists, IPs):
+/// an object a cluster admits is admitted, one it refuses is refused with the rule's message.
+#[tokio::test]
+async fn rules_call_kubes_cel_libraries() {
+    let server = server().await;
+    let schema = json!({"type": "object", "properties": {"spec": {
+    "type": "object",
+    "x-kubernetes-validations": [
+        {"rule": "quantity(self.memory).isLessThan(quantity('1Gi'))", "message": "memory below 1Gi"},
+        {"rule": "isURL(self.endpoint) && url(self.endpoint).getScheme() == 'https'", "message": "an https endpoint"},
+        {"rule": "self.ports.isSorted() && self.ports.max() < 10000", "message": "sorted ports below 10000"},
+        {"rule": "self.allowed.all(c, isCIDR(c) && cidr(c).prefixLength() >= 8)", "message": "CIDRs of at least /8"},
+        {"rule": "self.endpoint.find('[0-9]+$') != ''", "message": "a port in the endpoint"},
+    ],
+    "properties": {
+        "memory": {"type": "string", "maxLength": 16},
+        "endpoint": {"type": "string", "maxLength": 256},
+        "ports": {"type": "array", "maxItems": 16, "items": {"type": "integer"}},
+        "allowed": {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 43}},
+    }}}});
+    common::install_widgets(&server, schema).await;
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(server.client(), "default", &widget_resource());
+    let spec = |memory: &str, endpoint: &str| json!({"spec": {"memory": memory, "endpoint": endpoint, "ports": [80, 443], "allowed": ["10.0.0.0/8"]}});
+    create_widget(
+        &widgets,
+        "fits",
+        spec("512Mi", "https://cache.example.com:6379"),
+    )
+    .await
+    .expect("what kube admits");
+    let (code, message) =
+        refusal(create_widget(&widgets, "large", spec("2Gi", "http://cache.example.com")).await);
+    assert_eq!(code, 422);
+    assert_eq!(
+        message,
+        "Widget.example.steady.dev \"large\" is invalid: [spec: Invalid value: \"object\": memory below 1Gi, spec: Invalid value: \"object\": an https endpoint, spec: Invalid value: \"object\": a port in the endpoint]"
+    );
+}
+
 #[tokio::test]
 async fn validation_rules_hold_creates_and_updates_as_kube_does() {
     let server = server().await;

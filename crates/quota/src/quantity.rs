@@ -129,6 +129,14 @@ impl Quantity {
         self.nanos % NANOS == 0
     }
 
+    /// The quantity as a whole number of units, if it is one that fits an `i64`.
+    pub fn whole_units(&self) -> Option<i64> {
+        if !self.is_whole() {
+            return None;
+        }
+        i64::try_from(self.nanos / NANOS).ok()
+    }
+
     pub fn is_negative(&self) -> bool {
         self.nanos < 0
     }

@@ -7,6 +7,7 @@
 //! schema) and `structural` (the schema itself); what is here is their shared vocabulary:
 //! field errors, paths and how values are named in messages.
 
+mod cel_library;
 mod cel_names;
 mod defaults;
 mod formats;

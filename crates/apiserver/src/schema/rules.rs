@@ -3,7 +3,8 @@
 //! rule), evaluated on every create and update of a custom resource as kube-apiserver
 //! evaluates them, with its messages: `spec: Invalid value: "object": <message>` (or the
 //! rule's `reason`, at its `fieldPath`), `messageExpression`, the default `failed rule:
-//! <rule>`. CEL is the `cel` crate's, with its strings extension.
+//! <rule>`. CEL is the `cel` crate's, with its strings extension and kube's libraries
+//! ([`super::cel_library`]).
 //!
 //! Rules are compiled once, when their CRD is registered, and a subtree of the schema
 //! without rules is never walked. A transition rule runs only where the old value can be
@@ -649,7 +650,7 @@ impl Walk<'_> {
             }
             self.budget -= cost;
             let context = bound.get_or_insert_with(|| {
-                let mut context = Context::with_env(ENV.clone());
+                let mut context = new_context();
                 context.add_variable_from_value("self", to_cel(value, schema, root));
                 if let Some(old) = old {
                     context.add_variable_from_value(OLD_SELF, to_cel(old, schema, root));
@@ -865,9 +866,12 @@ impl Expression {
     }
 }
 
-/// A context of the environment every rule and expression runs in, with no variables.
+/// A context of the environment every rule and expression runs in, with kube's
+/// libraries and no variables.
 pub(crate) fn new_context() -> Context<'static, 'static> {
-    Context::with_env(ENV.clone())
+    let mut context = Context::with_env(ENV.clone());
+    super::cel_library::register(&mut context);
+    context
 }
 
 /// A JSON value as CEL sees it without a schema: integers as `int`, other numbers as
