@@ -1,6 +1,7 @@
 //! kube's CEL libraries (`k8s.io/apiserver/pkg/cel/library`) on the `cel` crate: what a
 //! CRD rule or an admission policy may call on kube-apiserver 1.32 beyond CEL's standard
-//! library and its strings extension — lists (`isSorted`, `sum`, `min`, `max`), regular
+//! library and its strings extension — lists (`isSorted`, `sum`, `min`, `max`,
+//! `indexOf`, `lastIndexOf`), sets (`sets.contains`, `equivalent`, `intersects`), regular
 //! expressions (`find`, `findAll`), quantities (`quantity`, `isQuantity` and the
 //! quantity's methods), URLs (`url`, `isURL`, the getters), IP addresses and CIDRs
 //! (`ip`, `isIP`, `cidr`, `isCIDR` and their methods). Errors use kube's words.
@@ -10,10 +11,51 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use cel::common::types::{CelBool, CelInt, DYN_TYPE, LIST_TYPE};
+use cel::common::value::{CowVal, Val};
 use cel::extractors::{Arguments, This};
 use cel::objects::{Opaque, Value};
-use cel::{Context, ExecutionError};
+use cel::{Context, DeclarationError, Env, ExecutionError};
 use steady_quota::Quantity;
+
+/// Declare what the libraries add to functions the environment already has (lists'
+/// `indexOf` and `lastIndexOf`, beside strings') and the `sets` namespace.
+pub(super) fn extend(env: &mut Env) -> Result<(), DeclarationError> {
+    let list_dyn = || vec![DYN_TYPE];
+    env.add_member_overload(
+        "indexOf",
+        "list.indexOf(dyn)",
+        LIST_TYPE,
+        list_dyn(),
+        list_index_of,
+    )?;
+    env.add_member_overload(
+        "lastIndexOf",
+        "list.lastIndexOf(dyn)",
+        LIST_TYPE,
+        list_dyn(),
+        list_last_index_of,
+    )?;
+    let two_lists = || vec![LIST_TYPE, LIST_TYPE];
+    env.add_overload(
+        "sets.contains",
+        "sets.contains(list,list)",
+        two_lists(),
+        sets_contains,
+    )?;
+    env.add_overload(
+        "sets.equivalent",
+        "sets.equivalent(list,list)",
+        two_lists(),
+        sets_equivalent,
+    )?;
+    env.add_overload(
+        "sets.intersects",
+        "sets.intersects(list,list)",
+        two_lists(),
+        sets_intersects,
+    )
+}
 
 /// Register every function of the libraries on `context`.
 pub(super) fn register(context: &mut Context<'_, '_>) {
@@ -246,6 +288,69 @@ fn extreme(
         }
     }
     Ok(best.clone())
+}
+
+fn elements<'a, 'v>(value: &'a CowVal<'_, 'v>) -> Result<&'a [Box<dyn Val + 'v>], ExecutionError> {
+    <&[Box<dyn Val + 'v>]>::try_from(value.as_ref())
+        .map_err(|_| ExecutionError::function_error("list", "no such overload"))
+}
+
+fn two<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<[CowVal<'b, 'v>; 2], ExecutionError> {
+    args.try_into()
+        .map_err(|args: Vec<_>| ExecutionError::invalid_argument_count(2, args.len()))
+}
+
+fn index_in<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+    last: bool,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [list, wanted] = two(args)?;
+    let items = elements(&list)?;
+    let mut equal = items.iter().map(|item| item.equals(wanted.as_ref()));
+    let found = match last {
+        false => equal.position(|same| same),
+        true => equal.rposition(|same| same),
+    };
+    let index = found.map_or(-1, |i| i64::try_from(i).unwrap_or(i64::MAX));
+    Ok(CowVal::owned(CelInt::from(index)))
+}
+
+fn list_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    index_in(args, false)
+}
+
+fn list_last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    index_in(args, true)
+}
+
+/// Whether every element of `subset` is in `set`.
+fn holds_all(set: &[Box<dyn Val + '_>], subset: &[Box<dyn Val + '_>]) -> bool {
+    subset
+        .iter()
+        .all(|wanted| set.iter().any(|item| item.equals(wanted.as_ref())))
+}
+
+fn sets_contains<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [set, subset] = two(args)?;
+    let holds = holds_all(elements(&set)?, elements(&subset)?);
+    Ok(CowVal::owned(CelBool::from(holds)))
+}
+
+fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [a, b] = two(args)?;
+    let (a, b) = (elements(&a)?, elements(&b)?);
+    Ok(CowVal::owned(CelBool::from(
+        holds_all(a, b) && holds_all(b, a),
+    )))
+}
+
+fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [a, b] = two(args)?;
+    let (a, b) = (elements(&a)?, elements(&b)?);
+    let shared = a
+        .iter()
+        .any(|item| b.iter().any(|other| item.equals(other.as_ref())));
+    Ok(CowVal::owned(CelBool::from(shared)))
 }
 
 // ---------------------------------------------------------------------------- regex
@@ -579,6 +684,11 @@ mod tests {
             "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && !cidr('10.1.0.0/16').containsCIDR('10.0.0.0/8')",
             "cidr('10.1.2.3/8').masked() == cidr('10.0.0.0/8') && cidr('10.0.0.0/8').prefixLength() == 8",
             "cidr('fd00::/8').ip().family() == 6",
+            "[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2 && ['a'].indexOf('b') == -1",
+            "'abcb'.indexOf('b') == 1 && 'abcb'.lastIndexOf('b') == 3",
+            "sets.contains([1, 2, 3], [3, 1]) && !sets.contains([1], [2])",
+            "sets.equivalent([1, 2], [2, 1, 1]) && !sets.equivalent([1], [1, 2])",
+            "sets.intersects([1, 2], [2, 3]) && !sets.intersects([1], [])",
         ];
         for source in holds {
             assert_eq!(evaluate(source), Ok(cel::Value::Bool(true)), "{source}");

@@ -43,6 +43,7 @@ static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
     // Not the crate's lists extension: it is not kube's list library, and its
     // `lists.range(n)` would build a list as long as a number in the object says.
     let _ = env.add_extension(cel::extensions::strings);
+    let _ = env.add_extension(super::cel_library::extend);
     Arc::new(env)
 });
 
