@@ -184,7 +184,33 @@ fn policy_errors(spec: &Value) -> Vec<FieldError> {
     for (i, validation) in validations.iter().enumerate() {
         validation_errors(&mut errors, validation, &format!("spec.validations[{i}]"));
     }
+    audit_annotation_errors(&mut errors, spec);
     errors.0
+}
+
+/// `auditAnnotations`: keys present and unique, value expressions that compile (steady
+/// records no audit log, but keeps out what kube keeps out).
+fn audit_annotation_errors(errors: &mut Errors, spec: &Value) {
+    let mut keys = std::collections::BTreeSet::new();
+    for (i, annotation) in entries(spec, "auditAnnotations").iter().enumerate() {
+        let at = format!("spec.auditAnnotations[{i}]");
+        match annotation["key"].as_str().filter(|k| !k.is_empty()) {
+            None => errors.required(format!("{at}.key"), ""),
+            Some(key) if !keys.insert(key) => errors.0.push(FieldError::new(
+                format!("{at}.key"),
+                FieldErrorReason::Duplicate,
+                format!("Duplicate value: {key:?}"),
+            )),
+            Some(_) => {}
+        }
+        let source = annotation["valueExpression"].as_str().unwrap_or("");
+        let path = format!("{at}.valueExpression");
+        if source.trim().is_empty() {
+            errors.required(path, "valueExpression is not specified");
+        } else if let Some(why) = Expression::compile(source).compile_error() {
+            errors.invalid(path, source, &format!("compilation failed: {why}"));
+        }
+    }
 }
 
 /// `matchConditions` or `variables`: named, names unique (and CEL identifiers for
@@ -322,5 +348,84 @@ fn param_ref_errors(errors: &mut Errors, param_ref: &Value) {
             other,
             &["Allow", "Deny"],
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(object: Value, binding: bool) -> Vec<String> {
+        let mut object = object;
+        match prepare(&mut object, binding) {
+            Ok(()) => Vec::new(),
+            Err(e) => {
+                let causes = e.details.expect("details")["causes"].clone();
+                causes
+                    .as_array()
+                    .expect("causes")
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{}: {}",
+                            c["field"].as_str().unwrap_or(""),
+                            c["message"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    #[test]
+    fn a_policy_is_defaulted_as_kube_defaults_it() {
+        let mut policy = json!({"metadata": {"name": "p"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["pods"]}]},
+            "validations": [{"expression": "object.metadata.name != ''"}],
+        }});
+        prepare(&mut policy, false).expect("valid");
+        assert_eq!(policy["spec"]["failurePolicy"], "Fail");
+        let constraints = &policy["spec"]["matchConstraints"];
+        assert_eq!(constraints["matchPolicy"], "Equivalent");
+        assert_eq!(constraints["namespaceSelector"], json!({}));
+        assert_eq!(constraints["resourceRules"][0]["scope"], "*");
+    }
+
+    #[test]
+    fn audit_annotations_match_conditions_and_variables_are_checked() {
+        let conditions: Vec<Value> = (0..65)
+            .map(|i| json!({"name": format!("c{i}"), "expression": "true"}))
+            .collect();
+        let policy = json!({"metadata": {"name": "p"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["pods"]}]},
+            "matchConditions": conditions,
+            "variables": [{"name": "2fast", "expression": "object"}, {"name": "", "expression": "1"}],
+            "auditAnnotations": [
+                {"key": "k", "valueExpression": "'a'"},
+                {"key": "k", "valueExpression": "'b' +"},
+            ],
+        }});
+        let found = messages(policy, false);
+        assert_eq!(
+            found[0],
+            "spec.matchConditions: Too many: 65: must have at most 64 items"
+        );
+        assert!(found.contains(&"spec.variables[0].name: Invalid value: \"2fast\": name is not a valid CEL identifier".to_string()), "{found:?}");
+        assert!(
+            found.contains(
+                &"spec.variables[1].name: Required value: name is not specified".to_string()
+            ),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&"spec.auditAnnotations[1].key: Duplicate value: \"k\"".to_string()),
+            "{found:?}"
+        );
+        assert!(
+            found.iter().any(|m| m.starts_with("spec.auditAnnotations[1].valueExpression: Invalid value: \"'b' +\": compilation failed: ERROR: <input>:1:")),
+            "{found:?}"
+        );
     }
 }
