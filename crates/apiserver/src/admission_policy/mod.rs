@@ -290,18 +290,8 @@ impl ApiServer {
         object: Option<&Value>,
         old: Option<&Value>,
     ) -> ApiResult<Inputs> {
-        let target: &ResourceType = match matched {
-            Matched::Exact => attrs.rt,
-            Matched::Equivalent(rt) => rt,
-        };
-        let object = match object {
-            Some(o) => Some(self.convert_object(target, o.clone()).await?),
-            None => None,
-        };
-        let old = match old {
-            Some(o) => Some(self.convert_object(target, o.clone()).await?),
-            None => None,
-        };
+        let target = matched.resource(attrs.rt);
+        let (object, old) = self.as_version(target, object, old).await?;
         let namespace = match attrs.namespace.filter(|_| attrs.rt.namespaced) {
             Some(name) => self.stored_namespace(name)?.map(namespace_object),
             None => None,

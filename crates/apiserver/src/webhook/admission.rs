@@ -199,6 +199,16 @@ pub(crate) enum Matched {
     Equivalent(Arc<ResourceType>),
 }
 
+impl Matched {
+    /// The resource matched, the write being to `requested`.
+    pub(crate) fn resource<'a>(&'a self, requested: &'a ResourceType) -> &'a ResourceType {
+        match self {
+            Matched::Exact => requested,
+            Matched::Equivalent(rt) => rt,
+        }
+    }
+}
+
 pub(crate) fn strings(value: &Value) -> impl Iterator<Item = &str> {
     value
         .as_array()
@@ -502,18 +512,8 @@ impl ApiServer {
                 hook.name()
             )));
         }
-        let target: &ResourceType = match &matched {
-            Matched::Exact => attrs.rt,
-            Matched::Equivalent(rt) => rt,
-        };
-        let object = match object {
-            Some(o) => Some(self.convert_object(target, o.clone()).await?),
-            None => None,
-        };
-        let old = match old {
-            Some(o) => Some(self.convert_object(target, o.clone()).await?),
-            None => None,
-        };
+        let target = matched.resource(attrs.rt);
+        let (object, old) = self.as_version(target, object, old).await?;
         let uid = self.new_uid();
         let review = review(&uid, attrs, target, object.as_ref(), old.as_ref());
         let called = match hook.accepts_v1() {
@@ -554,6 +554,23 @@ impl ApiServer {
             true => Ok(Some(matched)),
             false => Ok(None),
         }
+    }
+
+    /// A write's new and old objects as version `target` of their kind.
+    pub(crate) async fn as_version(
+        &self,
+        target: &ResourceType,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> ApiResult<(Option<Value>, Option<Value>)> {
+        let mut converted = [None, None];
+        for (slot, value) in converted.iter_mut().zip([object, old]) {
+            if let Some(value) = value {
+                *slot = Some(self.convert_object(target, value.clone()).await?);
+            }
+        }
+        let [object, old] = converted;
+        Ok((object, old))
     }
 
     /// The version of the written resource that `rules_match` accepts: the request's own,
