@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{post_json, server};
+use common::{ADMIN_TOKEN, authenticated_client, post_json, server};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -410,5 +410,88 @@ async fn policies_kube_would_not_store_are_refused() {
     assert_eq!(
         refused.message,
         "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io \"both\" is invalid: [spec.validationActions: Invalid value: [\"Deny\",\"Warn\"]: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose), spec.paramRef.name: Forbidden: name and selector are mutually exclusive, spec.paramRef.selector: Forbidden: name and selector are mutually exclusive, spec.paramRef.parameterNotFoundAction: Required value]"
+    );
+}
+
+/// A client acting as `user` (the administrator impersonating them, as `kubectl --as`).
+fn acting_as(server: &ApiServer, user: &str) -> kube::Client {
+    authenticated_client(
+        server,
+        &[
+            ("authorization", format!("Bearer {ADMIN_TOKEN}")),
+            ("impersonate-user", user.to_string()),
+        ],
+    )
+}
+
+/// A ClusterRole of `verbs` on ConfigMaps, bound to `user`.
+async fn may(server: &ApiServer, user: &str, verbs: &[&str]) {
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": user},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]});
+    assert_eq!(
+        post_json(server, &format!("{rbac}/clusterroles"), &role)
+            .await
+            .status,
+        201
+    );
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]});
+    assert_eq!(
+        post_json(server, &format!("{rbac}/clusterrolebindings"), &binding)
+            .await
+            .status,
+        201
+    );
+}
+
+#[tokio::test]
+async fn the_authorizer_answers_what_the_writer_may_do() {
+    let server = server().await;
+    let policy = json!({
+        "metadata": {"name": "deleters-create"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"],
+            }]},
+            "validations": [
+                {
+                    "expression": "authorizer.group('').resource('configmaps').namespace(request.namespace).check('delete').allowed()",
+                    "messageExpression": "request.userInfo.username + ' may not delete ConfigMaps'",
+                },
+                {
+                    "expression": "authorizer.requestResource.check('create').allowed() && !authorizer.serviceAccount('default', 'nobody').group('').resource('configmaps').check('create').allowed()",
+                    "message": "the request's own check",
+                },
+            ],
+        },
+    });
+    install(
+        &server,
+        policy,
+        binding("deleters-create", "deleters-create", &["Deny"]),
+    )
+    .await;
+    may(&server, "alice", &["create"]).await;
+    may(&server, "bob", &["create", "delete"]).await;
+    let config_map = |name: &str| json!({"metadata": {"name": name}});
+    let created = |client: kube::Client, name: &str| {
+        let api: Api<ConfigMap> = Api::default_namespaced(client);
+        let object: ConfigMap = serde_json::from_value(config_map(name)).expect("ConfigMap");
+        async move { api.create(&PostParams::default(), &object).await }
+    };
+    created(server.client(), "by-admin")
+        .await
+        .expect("the administrator may do anything");
+    created(acting_as(&server, "bob"), "by-bob")
+        .await
+        .expect("bob may delete ConfigMaps");
+    let refused = refusal(created(acting_as(&server, "alice"), "by-alice").await);
+    assert_eq!(
+        refused.message,
+        "configmaps \"by-alice\" is forbidden: ValidatingAdmissionPolicy 'deleters-create' with binding 'deleters-create' denied request: alice may not delete ConfigMaps"
     );
 }

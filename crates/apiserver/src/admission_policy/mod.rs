@@ -13,6 +13,7 @@
 //!
 //! Must not know: HTTP, or the store write that follows admission.
 
+mod authorizer;
 mod compiled;
 pub(crate) mod config;
 
@@ -297,12 +298,23 @@ impl ApiServer {
             None => None,
         };
         let request = admission_request(attrs, target);
+        let requested = authorizer::request_check(
+            &attrs.rt.group,
+            &attrs.rt.plural,
+            attrs.sub.unwrap_or(""),
+            attrs
+                .namespace
+                .filter(|_| attrs.rt.namespaced)
+                .unwrap_or(""),
+            attrs.name,
+        );
         let nodes = object.as_ref().map_or(0, value_nodes) + old.as_ref().map_or(0, value_nodes);
         Ok(Inputs {
             object: object.as_ref().map_or(cel::Value::Null, plain_value),
             old: old.as_ref().map_or(cel::Value::Null, plain_value),
             request: plain_value(&request),
             namespace: namespace.as_ref().map_or(cel::Value::Null, plain_value),
+            authorizer: authorizer::variable(self, attrs.user, requested),
             nodes,
         })
     }
@@ -458,6 +470,8 @@ fn policy_failures(
     context.add_variable_from_value("oldObject", inputs.old.clone());
     context.add_variable_from_value("request", inputs.request.clone());
     context.add_variable_from_value("namespaceObject", inputs.namespace.clone());
+    context.add_variable_from_value("authorizer", inputs.authorizer.clone());
+    authorizer::register(&mut context);
     context.add_variable_from_value("params", param.map_or(cel::Value::Null, plain_value));
     let nodes = inputs.nodes + param.map_or(0, value_nodes);
     policy
@@ -515,6 +529,7 @@ struct Inputs {
     old: cel::Value,
     request: cel::Value,
     namespace: cel::Value,
+    authorizer: cel::Value,
     /// How many values `object` and `old` hold, for the bound on an expression's work.
     nodes: u64,
 }
