@@ -1249,6 +1249,38 @@ async fn kubectl_validating_admission_policies_refuse_and_warn_as_in_kube() {
     };
     k.run_with_input(&["apply", "-f", "-"], policy);
     k.run_with_input(&["apply", "-f", "-"], &binding("Deny"));
+    let listed = rows(&k.run(&[
+        "get",
+        "validatingadmissionpolicies,validatingadmissionpolicybindings",
+    ]));
+    assert_eq!(
+        listed[0][..3],
+        ["NAME", "VALIDATIONS", "PARAMKIND"],
+        "{listed:?}"
+    );
+    assert_eq!(
+        listed[1][..3],
+        [
+            "validatingadmissionpolicy.admissionregistration.k8s.io/demo-policy.example.com",
+            "1",
+            "<unset>"
+        ],
+        "{listed:?}"
+    );
+    assert_eq!(
+        listed[2][..3],
+        ["NAME", "POLICYNAME", "PARAMREF"],
+        "{listed:?}"
+    );
+    assert_eq!(
+        listed[3][..3],
+        [
+            "validatingadmissionpolicybinding.admissionregistration.k8s.io/demo-binding-test.example.com",
+            "demo-policy.example.com",
+            "<unset>"
+        ],
+        "{listed:?}"
+    );
     let big = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx}\nspec:\n  \
         replicas: 6\n  selector: {matchLabels: {app: nginx}}\n  template:\n    \
         metadata: {labels: {app: nginx}}\n    spec:\n      \

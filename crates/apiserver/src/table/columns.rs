@@ -46,6 +46,8 @@ fn compute(name: &str) -> Option<Compute> {
         "quota_request" => policy::quota_request,
         "quota_limit" => policy::quota_limit,
         "revision_controller" => policy::revision_controller,
+        "policy_param_kind" => policy::policy_param_kind,
+        "binding_param_ref" => policy::binding_param_ref,
         "service_external_ip" => computed::service_external_ip,
         "service_ports" => computed::service_ports,
         "node_status" => computed::node_status,

@@ -1,6 +1,7 @@
-//! The cells kube's printers compute for autoscalers, RBAC bindings, quotas and
-//! ControllerRevisions: an HPA's reference and targets (`formatHPAMetrics`), a binding's
-//! role and subjects, a quota's used/hard pairs, a revision's controller. Each is a
+//! The cells kube's printers compute for autoscalers, RBAC bindings, quotas,
+//! ControllerRevisions and admission policies: an HPA's reference and targets
+//! (`formatHPAMetrics`), a binding's role and subjects, a quota's used/hard pairs, a
+//! revision's controller, a policy's param kind and a policy binding's param. Each is a
 //! `columns::Compute`, named in `kinds.txt`.
 
 use chrono::{DateTime, Utc};
@@ -211,6 +212,64 @@ pub(super) fn revision_controller(revision: &Value, _: DateTime<Utc>) -> Value {
     })
 }
 
+/// PARAMKIND of a ValidatingAdmissionPolicy: `apiVersion/kind`, `<unset>` without one.
+pub(super) fn policy_param_kind(policy: &Value, _: DateTime<Utc>) -> Value {
+    let kind = at(policy, &["spec", "paramKind"]).filter(|k| k.is_object());
+    json!(match kind {
+        Some(kind) => format!(
+            "{}/{}",
+            kind["apiVersion"].as_str().unwrap_or(""),
+            kind["kind"].as_str().unwrap_or("")
+        ),
+        None => "<unset>".to_string(),
+    })
+}
+
+/// PARAMREF of a policy binding: `namespace/name` (`*/name` without a namespace), else
+/// its selector as Go prints a `*LabelSelector`, `<unset>` without one.
+pub(super) fn binding_param_ref(binding: &Value, _: DateTime<Utc>) -> Value {
+    let Some(param_ref) = at(binding, &["spec", "paramRef"]).filter(|r| r.is_object()) else {
+        return json!("<unset>");
+    };
+    let name = param_ref["name"].as_str().unwrap_or("");
+    let namespace = param_ref["namespace"].as_str().unwrap_or("");
+    json!(match (name, namespace, param_ref.get("selector")) {
+        ("", _, Some(selector)) if selector.is_object() => go_label_selector(selector),
+        ("", _, _) => "<unset>".to_string(),
+        (name, "", _) => format!("*/{name}"),
+        (name, namespace, _) => format!("{namespace}/{name}"),
+    })
+}
+
+/// Go's `(*metav1.LabelSelector).String()`.
+fn go_label_selector(selector: &Value) -> String {
+    let labels: std::collections::BTreeMap<&str, &str> = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or("")))
+        .collect();
+    let labels: String = labels.iter().map(|(k, v)| format!("{k}: {v},")).collect();
+    let expressions: String = arr_at(selector, &["matchExpressions"])
+        .iter()
+        .map(|e| {
+            let values: Vec<&str> = arr_at(e, &["values"])
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            format!(
+                "LabelSelectorRequirement{{Key:{},Operator:{},Values:[{}],}},",
+                e["key"].as_str().unwrap_or(""),
+                e["operator"].as_str().unwrap_or(""),
+                values.join(" ")
+            )
+        })
+        .collect();
+    format!(
+        "&LabelSelector{{MatchLabels:map[string]string{{{labels}}},MatchExpressions:[]LabelSelectorRequirement{{{expressions}}},}}"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +298,26 @@ mod tests {
         assert_eq!(hpa_targets(&v1, now()), "cpu: <unknown>/80%");
         assert_eq!(hpa_targets(&json!({"spec": {}}), now()), "<none>");
         assert_eq!(hpa_min_pods(&json!({"spec": {}}), now()), "<unset>");
+    }
+
+    #[test]
+    fn admission_policies_and_their_bindings() {
+        let policy = json!({"spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}}});
+        assert_eq!(policy_param_kind(&policy, now()), "v1/ConfigMap");
+        assert_eq!(policy_param_kind(&json!({"spec": {}}), now()), "<unset>");
+        let param =
+            |param_ref: Value| binding_param_ref(&json!({"spec": {"paramRef": param_ref}}), now());
+        assert_eq!(
+            param(json!({"name": "limits", "namespace": "ops"})),
+            "ops/limits"
+        );
+        assert_eq!(param(json!({"name": "limits"})), "*/limits");
+        assert_eq!(
+            param(json!({"selector": {"matchLabels": {"b": "2", "a": "1"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["x", "y"]}]}})),
+            "&LabelSelector{MatchLabels:map[string]string{a: 1,b: 2,},MatchExpressions:[]LabelSelectorRequirement{LabelSelectorRequirement{Key:tier,Operator:In,Values:[x y],},},}"
+        );
+        assert_eq!(binding_param_ref(&json!({"spec": {}}), now()), "<unset>");
     }
 
     #[test]
