@@ -81,6 +81,15 @@ fn minimal_body(kind: &str) -> Value {
         "RoleBinding" | "ClusterRoleBinding" => {
             json!({"roleRef": {"kind": "ClusterRole", "name": "view"}})
         }
+        // Matching a kind nothing in the test writes, so it refuses nothing else.
+        "ValidatingAdmissionPolicy" => json!({"spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["example.com"],
+                "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["gadgets"]}]},
+            "validations": [{"expression": "false"}],
+        }}),
+        "ValidatingAdmissionPolicyBinding" => json!({"spec": {
+            "policyName": "min-validatingadmissionpolicies", "validationActions": ["Deny"],
+        }}),
         _ => json!({}),
     }
 }

@@ -40,8 +40,17 @@ pub(crate) fn prepare(object: &mut Value, binding: bool) -> ApiResult<()> {
     ))
 }
 
+/// The object's `spec`, made an empty one when it has none (Go's struct is always there).
+fn spec_of(object: &mut Value) -> Option<&mut Map<String, Value>> {
+    let object = object.as_object_mut()?;
+    if !object.get("spec").is_some_and(Value::is_object) {
+        object.insert("spec".into(), json!({}));
+    }
+    object.get_mut("spec").and_then(Value::as_object_mut)
+}
+
 fn default_policy(object: &mut Value) {
-    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+    let Some(spec) = spec_of(object) else {
         return;
     };
     spec.entry("failurePolicy").or_insert(json!("Fail"));
@@ -54,7 +63,7 @@ fn default_policy(object: &mut Value) {
 }
 
 fn default_binding(object: &mut Value) {
-    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+    let Some(spec) = spec_of(object) else {
         return;
     };
     if let Some(resources) = spec
