@@ -121,19 +121,56 @@ impl Errors {
         ));
     }
 
-    /// An expression that must compile (and, `bool`, evaluate to a bool).
-    fn expression(&mut self, path: String, source: &str, bool_typed: bool) {
+    /// An expression that must compile over `variables` (and, `bool_typed`, evaluate to
+    /// a bool).
+    fn expression(&mut self, path: String, source: &str, variables: &[&str], bool_typed: bool) {
         if source.trim().is_empty() {
             self.required(path, "expression is not specified");
             return;
         }
-        let expression = Expression::compile(source);
-        if let Some(why) = expression.compile_error() {
-            self.invalid(path, source, &format!("compilation failed: {why}"));
-        } else if let Some(ty) = not_bool(&expression).filter(|_| bool_typed) {
+        let Some(expression) = self.compiled(&path, source, variables) else {
+            return;
+        };
+        if let Some(ty) = not_bool(&expression).filter(|_| bool_typed) {
             self.invalid(path, source, &format!("must evaluate to bool but got {ty}"));
         }
     }
+
+    /// `source` compiled, or why not reported at `path`: cel-go's syntax errors, or an
+    /// identifier none of `variables` declares.
+    fn compiled(&mut self, path: &str, source: &str, variables: &[&str]) -> Option<Expression> {
+        let expression = Expression::compile(source);
+        let why = match expression.compile_error() {
+            Some(why) => Some(why.to_string()),
+            None => expression.undeclared_references(variables),
+        };
+        match why {
+            Some(why) => {
+                self.invalid(
+                    path.to_string(),
+                    source,
+                    &format!("compilation failed: {why}"),
+                );
+                None
+            }
+            None => Some(expression),
+        }
+    }
+}
+
+/// The variables a policy's expressions may read: `params` only with a param kind, and no
+/// `authorizer` in a `messageExpression`.
+fn variables(params: bool, authorizer: bool) -> Vec<&'static str> {
+    let mut declared = vec![
+        "object",
+        "oldObject",
+        "request",
+        "namespaceObject",
+        "variables",
+    ];
+    declared.extend(params.then_some("params"));
+    declared.extend(authorizer.then_some("authorizer"));
+    declared
 }
 
 /// The type cel-go's check gives a policy's expression when that is not a bool: the
@@ -160,6 +197,8 @@ fn policy_errors(spec: &Value) -> Vec<FieldError> {
             &["Fail", "Ignore"],
         ),
     }
+    let params = spec.get("paramKind").is_some_and(|k| !k.is_null());
+    let declared = variables(params, true);
     if let Some(kind) = spec.get("paramKind").filter(|k| !k.is_null()) {
         for field in ["apiVersion", "kind"] {
             if kind[field].as_str().is_none_or(str::is_empty) {
@@ -182,8 +221,8 @@ fn policy_errors(spec: &Value) -> Vec<FieldError> {
             format!("Too many: {conditions}: must have at most {MAX_MATCH_CONDITIONS} items"),
         ));
     }
-    named_expressions(&mut errors, spec, "matchConditions", true);
-    named_expressions(&mut errors, spec, "variables", false);
+    named_expressions(&mut errors, spec, "matchConditions", &declared, true);
+    named_expressions(&mut errors, spec, "variables", &declared, false);
     let validations = entries(spec, "validations");
     if validations.is_empty() && entries(spec, "auditAnnotations").is_empty() {
         let detail = "validations or auditAnnotations must contain at least one item";
@@ -191,15 +230,16 @@ fn policy_errors(spec: &Value) -> Vec<FieldError> {
         errors.required("spec.auditAnnotations".into(), detail);
     }
     for (i, validation) in validations.iter().enumerate() {
-        validation_errors(&mut errors, validation, &format!("spec.validations[{i}]"));
+        let at = format!("spec.validations[{i}]");
+        validation_errors(&mut errors, validation, &at, params);
     }
-    audit_annotation_errors(&mut errors, spec);
+    audit_annotation_errors(&mut errors, spec, &declared);
     errors.0
 }
 
 /// `auditAnnotations`: keys present and unique, value expressions that compile (steady
 /// records no audit log, but keeps out what kube keeps out).
-fn audit_annotation_errors(errors: &mut Errors, spec: &Value) {
+fn audit_annotation_errors(errors: &mut Errors, spec: &Value, declared: &[&str]) {
     let mut keys = std::collections::BTreeSet::new();
     for (i, annotation) in entries(spec, "auditAnnotations").iter().enumerate() {
         let at = format!("spec.auditAnnotations[{i}]");
@@ -216,15 +256,21 @@ fn audit_annotation_errors(errors: &mut Errors, spec: &Value) {
         let path = format!("{at}.valueExpression");
         if source.trim().is_empty() {
             errors.required(path, "valueExpression is not specified");
-        } else if let Some(why) = Expression::compile(source).compile_error() {
-            errors.invalid(path, source, &format!("compilation failed: {why}"));
+        } else {
+            errors.compiled(&path, source, declared);
         }
     }
 }
 
 /// `matchConditions` or `variables`: named, names unique (and CEL identifiers for
 /// variables), expressions that compile.
-fn named_expressions(errors: &mut Errors, spec: &Value, field: &str, bool_typed: bool) {
+fn named_expressions(
+    errors: &mut Errors,
+    spec: &Value,
+    field: &str,
+    declared: &[&str],
+    bool_typed: bool,
+) {
     let mut seen = std::collections::BTreeSet::new();
     for (i, entry) in entries(spec, field).iter().enumerate() {
         let at = format!("spec.{field}[{i}]");
@@ -246,7 +292,7 @@ fn named_expressions(errors: &mut Errors, spec: &Value, field: &str, bool_typed:
             Some(_) => {}
         }
         let source = entry["expression"].as_str().unwrap_or("");
-        errors.expression(format!("{at}.expression"), source, bool_typed);
+        errors.expression(format!("{at}.expression"), source, declared, bool_typed);
     }
 }
 
@@ -258,9 +304,14 @@ fn is_cel_identifier(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn validation_errors(errors: &mut Errors, validation: &Value, at: &str) {
+fn validation_errors(errors: &mut Errors, validation: &Value, at: &str, params: bool) {
     let source = validation["expression"].as_str().unwrap_or("");
-    errors.expression(format!("{at}.expression"), source, true);
+    errors.expression(
+        format!("{at}.expression"),
+        source,
+        &variables(params, true),
+        true,
+    );
     if let Some(message) = validation["message"].as_str() {
         if !message.is_empty() && message.trim().is_empty() {
             errors.invalid(
@@ -280,8 +331,8 @@ fn validation_errors(errors: &mut Errors, validation: &Value, at: &str) {
         let path = format!("{at}.messageExpression");
         if !expression.is_empty() && expression.trim().is_empty() {
             errors.invalid(path, expression, "must be non-empty if specified");
-        } else if let Some(why) = Expression::compile(expression).compile_error() {
-            errors.invalid(path, expression, &format!("compilation failed: {why}"));
+        } else {
+            errors.compiled(&path, expression, &variables(params, false));
         }
     }
     if let Some(reason) = validation["reason"].as_str()
@@ -434,6 +485,58 @@ mod tests {
         );
         assert!(
             found.iter().any(|m| m.starts_with("spec.auditAnnotations[1].valueExpression: Invalid value: \"'b' +\": compilation failed: ERROR: <input>:1:")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_identifier_no_policy_declares_is_refused_as_cel_go_refuses_it() {
+        let policy = |param_kind: Option<Value>, expressions: &[&str]| {
+            let validations: Vec<Value> = expressions
+                .iter()
+                .map(|e| json!({"expression": e, "messageExpression": "'for ' + object.metadata.name"}))
+                .collect();
+            let mut spec = json!({
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["pods"]}]},
+                "validations": validations,
+            });
+            if let Some(kind) = param_kind {
+                spec["paramKind"] = kind;
+            }
+            json!({"metadata": {"name": "p"}, "spec": spec})
+        };
+        assert_eq!(
+            messages(
+                policy(
+                    None,
+                    &["self.spec.replicas <= 5", "object.spec.x == params.x"]
+                ),
+                false
+            ),
+            [
+                "spec.validations[0].expression: Invalid value: \"self.spec.replicas <= 5\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'self' (in container '')\n | self.spec.replicas <= 5\n | ^",
+                "spec.validations[1].expression: Invalid value: \"object.spec.x == params.x\": compilation failed: ERROR: <input>:1:18: undeclared reference to 'params' (in container '')\n | object.spec.x == params.x\n | .................^",
+            ]
+        );
+        let fine = [
+            "object.spec.x == params.x",
+            "object.spec.containers.all(c, c.image != '' && c.ports.exists(p, p.containerPort > 0))",
+            "type(object.spec) == map && sets.contains([1, 2], [1]) && authorizer.group('').resource('pods').check('get').allowed()",
+            "[1, 2].map(n, n * 2).filter(d, d > 2).size() == 1 && request.dryRun == false",
+        ];
+        let kind = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        assert_eq!(
+            messages(policy(Some(kind), &fine), false),
+            Vec::<String>::new()
+        );
+        // A messageExpression has no authorizer, as in kube.
+        let mut policy = policy(None, &["true"]);
+        policy["spec"]["validations"][0]["messageExpression"] =
+            json!("authorizer.group('').toString()");
+        let found = messages(policy, false);
+        assert!(
+            found[0].contains("undeclared reference to 'authorizer'"),
             "{found:?}"
         );
     }

@@ -448,12 +448,24 @@ fn undefined_message(
     source: &str,
     undefined: &[super::rule_fields::Undefined],
 ) -> String {
-    undefined
+    let errors = undefined
         .iter()
-        .map(|u| {
+        .map(|u| (u.id, format!("undefined field '{}'", u.field)));
+    positioned_errors(program, source, errors)
+}
+
+/// cel-go's report of errors at nodes of `program`: `ERROR: <input>:line:column: what`,
+/// the source line and a caret under the column, one after another.
+fn positioned_errors(
+    program: &Program,
+    source: &str,
+    errors: impl Iterator<Item = (u64, String)>,
+) -> String {
+    errors
+        .map(|(id, what)| {
             let offset = program
                 .source_info()
-                .offset_for(u.id)
+                .offset_for(id)
                 .map_or(0, |(start, _)| start as usize);
             let before = source.get(..offset).unwrap_or(source);
             let line = before.matches('\n').count() + 1;
@@ -461,13 +473,99 @@ fn undefined_message(
             let column = before[line_start..].chars().count() + 1;
             let text = source.lines().nth(line - 1).unwrap_or("");
             format!(
-                "ERROR: <input>:{line}:{column}: undefined field '{}'\n | {text}\n | {}^",
-                u.field,
+                "ERROR: <input>:{line}:{column}: {what}\n | {text}\n | {}^",
                 ".".repeat(column - 1)
             )
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Names CEL itself declares that an expression may use as identifiers: types, and the
+/// namespaces of namespaced functions (`sets.contains`, `math.abs`).
+const CEL_NAMES: &[&str] = &[
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "dyn",
+    "google",
+    "sets",
+    "lists",
+    "math",
+    "strings",
+    "optional",
+    "base64",
+    "cel",
+];
+
+/// The identifiers of `expr` that are neither `declared`, nor bound by a comprehension
+/// around them, nor CEL's own: each node's id and name.
+fn undeclared(
+    expr: &IdedExpr,
+    declared: &[&str],
+    bound: &mut Vec<String>,
+    out: &mut Vec<(u64, String)>,
+) {
+    let mut walk = |e: &IdedExpr, bound: &mut Vec<String>| undeclared(e, declared, bound, out);
+    match &expr.expr {
+        Expr::Ident(name) => {
+            let known = declared.contains(&name.as_str())
+                || CEL_NAMES.contains(&name.as_str())
+                || bound.iter().any(|b| b == name);
+            if !known {
+                out.push((expr.id, name.clone()));
+            }
+        }
+        Expr::Select(select) => walk(&select.operand, bound),
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                walk(target, bound);
+            }
+            for arg in &call.args {
+                walk(arg, bound);
+            }
+        }
+        Expr::Comprehension(c) => {
+            walk(&c.iter_range, bound);
+            walk(&c.accu_init, bound);
+            let depth = bound.len();
+            bound.push(c.iter_var.clone());
+            bound.extend(c.iter_var2.clone());
+            bound.push(c.accu_var.clone());
+            walk(&c.loop_cond, bound);
+            walk(&c.loop_step, bound);
+            walk(&c.result, bound);
+            bound.truncate(depth);
+        }
+        Expr::List(list) => {
+            for element in &list.elements {
+                walk(element, bound);
+            }
+        }
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let cel::common::ast::EntryExpr::MapEntry(entry) = &entry.expr {
+                    walk(&entry.key, bound);
+                    walk(&entry.value, bound);
+                }
+            }
+        }
+        Expr::Struct(s) => {
+            for entry in &s.entries {
+                if let cel::common::ast::EntryExpr::StructField(field) = &entry.expr {
+                    walk(&field.value, bound);
+                }
+            }
+        }
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
 }
 
 /// How many times a rule's work can multiply the size of what it reads: one per nested
@@ -811,6 +909,24 @@ impl Expression {
     /// cel-go's error for an expression that does not compile.
     pub(crate) fn compile_error(&self) -> Option<&str> {
         self.program.as_ref().err().map(String::as_str)
+    }
+
+    /// cel-go's check error for identifiers the expression reads that are not among
+    /// `declared` (a typo, `self` in an admission policy, `params` without a param kind).
+    pub(crate) fn undeclared_references(&self, declared: &[&str]) -> Option<String> {
+        let program = self.program.as_ref().ok()?;
+        let mut found = Vec::new();
+        undeclared(program.expression(), declared, &mut Vec::new(), &mut found);
+        if found.is_empty() {
+            return None;
+        }
+        let errors = found.into_iter().map(|(id, name)| {
+            (
+                id,
+                format!("undeclared reference to '{name}' (in container '')"),
+            )
+        });
+        Some(positioned_errors(program, &self.source, errors))
     }
 
     /// The type the expression can only evaluate to, when that is not a bool (a literal,
