@@ -101,6 +101,28 @@ impl Decision<'_> {
     }
 }
 
+/// A policy put to work by one of its bindings.
+#[derive(Clone, Copy)]
+struct Bound<'p> {
+    policy: &'p Policy,
+    /// The resource of the policy's `paramKind`, if it has one.
+    param_kind: Option<&'p ResourceType>,
+    binding: &'p Value,
+}
+
+/// What admission of a write has come to so far: its warnings, and its first denial.
+struct Verdict<'w> {
+    warnings: &'w mut Vec<String>,
+    denial: &'w mut Option<ApiError>,
+}
+
+impl Verdict<'_> {
+    /// Refuse the write for `decision`, unless an earlier denial already does.
+    fn deny(&mut self, decision: Decision<'_>, attrs: &Attributes<'_>) {
+        self.denial.get_or_insert_with(|| decision.refusal(attrs));
+    }
+}
+
 /// A binding's `validationActions`.
 struct Actions {
     deny: bool,
@@ -139,6 +161,10 @@ impl ApiServer {
         }
         let bindings = self.stored_bindings()?;
         let mut denial = None;
+        let mut verdict = Verdict {
+            warnings,
+            denial: &mut denial,
+        };
         for policy in &policies {
             let bound: Vec<&Value> = bindings
                 .iter()
@@ -164,55 +190,77 @@ impl ApiServer {
                         message: format!("failed to configure policy: {why}"),
                         reason: "Invalid",
                     };
-                    denial.get_or_insert_with(|| decision.refusal(attrs));
+                    verdict.deny(decision, attrs);
                     continue;
                 }
             };
             let inputs = self.inputs(attrs, &matched, object, old).await?;
             for binding in bound {
-                let binding_name = meta::name(binding).unwrap_or("");
-                if let Some(resources) = binding["spec"].get("matchResources")
-                    && self
-                        .criteria_match(resources, binding_name, attrs, object, old)?
-                        .is_none()
-                {
-                    continue;
-                }
-                let params = self
-                    .params(param_kind.as_deref(), binding, attrs)
-                    .await
-                    .map_err(|why| format!("failed to configure binding: {why}"));
-                let decide = |message: String, reason: &'static str| Decision {
-                    policy: policy.name(),
-                    binding: Some(binding_name),
-                    message,
-                    reason,
+                let under = Bound {
+                    policy,
+                    param_kind: param_kind.as_deref(),
+                    binding,
                 };
-                let params = match params {
-                    Ok(params) => params,
-                    Err(_) if policy.ignores_failures() => continue,
-                    Err(message) => {
-                        // Configuration errors deny whatever the binding's actions are.
-                        let decision = decide(message, "Invalid");
-                        denial.get_or_insert_with(|| decision.refusal(attrs));
-                        continue;
-                    }
-                };
-                let actions = Actions::of(binding);
-                for param in params {
-                    for (message, reason) in policy_failures(policy, &inputs, param.as_ref()) {
-                        let decision = decide(message, reason);
-                        if actions.warn {
-                            warnings.push(decision.warning());
-                        }
-                        if actions.deny {
-                            denial.get_or_insert_with(|| decision.refusal(attrs));
-                        }
-                    }
-                }
+                self.decide(&under, attrs, object, old, &inputs, &mut verdict)
+                    .await?;
             }
         }
         denial.map_or(Ok(()), Err)
+    }
+
+    /// What one binding of `policy` makes of the write, if its `matchResources` matches:
+    /// its parameters' evaluations, each failure warned and/or denied as its actions say
+    /// (a configuration error always denied), under the policy's `failurePolicy`.
+    async fn decide(
+        &self,
+        under: &Bound<'_>,
+        attrs: &Attributes<'_>,
+        object: Option<&Value>,
+        old: Option<&Value>,
+        inputs: &Inputs,
+        verdict: &mut Verdict<'_>,
+    ) -> ApiResult<()> {
+        let Bound {
+            policy,
+            param_kind,
+            binding,
+        } = *under;
+        let binding_name = meta::name(binding).unwrap_or("");
+        if let Some(resources) = binding["spec"].get("matchResources")
+            && self
+                .criteria_match(resources, binding_name, attrs, object, old)?
+                .is_none()
+        {
+            return Ok(());
+        }
+        let decision = |message: String, reason: &'static str| Decision {
+            policy: policy.name(),
+            binding: Some(binding_name),
+            message,
+            reason,
+        };
+        let params = match self.params(param_kind, binding, attrs).await {
+            Ok(params) => params,
+            Err(_) if policy.ignores_failures() => return Ok(()),
+            Err(why) => {
+                let message = format!("failed to configure binding: {why}");
+                verdict.deny(decision(message, "Invalid"), attrs);
+                return Ok(());
+            }
+        };
+        let actions = Actions::of(binding);
+        for param in params {
+            for (message, reason) in policy_failures(policy, inputs, param.as_ref()) {
+                let decision = decision(message, reason);
+                if actions.warn {
+                    verdict.warnings.push(decision.warning());
+                }
+                if actions.deny {
+                    verdict.deny(decision, attrs);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every stored policy, compiled, in name order.
