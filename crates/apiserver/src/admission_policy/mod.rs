@@ -17,7 +17,7 @@ mod authorizer;
 mod compiled;
 pub(crate) mod config;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::{Value, json};
 use steady_store::ListOptions;
@@ -26,7 +26,7 @@ use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::registry::ResourceType;
-use crate::schema::{new_context, plain_value, value_nodes};
+use crate::schema::{library_root, plain_value, value_nodes};
 use crate::selector::LabelSelector;
 use crate::webhook::admission::{Attributes, Matched, admission_request, rule_matches, strings};
 use compiled::{Evaluation, Policy};
@@ -35,6 +35,14 @@ pub(crate) const POLICIES: &str = "validatingadmissionpolicies";
 pub(crate) const BINDINGS: &str = "validatingadmissionpolicybindings";
 const POLICY_KEYS: &str = "/admissionregistration.k8s.io/validatingadmissionpolicies/";
 const BINDING_KEYS: &str = "/admissionregistration.k8s.io/validatingadmissionpolicybindings/";
+
+/// kube's CEL libraries and the authorizer's functions, declared once: every evaluation
+/// of a policy runs in a scope of it.
+static LIBRARY: LazyLock<cel::Context<'static, 'static>> = LazyLock::new(|| {
+    let mut root = library_root();
+    authorizer::register(&mut root);
+    root
+});
 
 /// Policies compiled, and bindings decoded, once per revision.
 #[derive(Default)]
@@ -513,13 +521,12 @@ fn policy_failures(
     inputs: &Inputs,
     param: Option<&Value>,
 ) -> Vec<(String, &'static str)> {
-    let mut context = new_context();
+    let mut context = LIBRARY.new_inner_scope();
     context.add_variable_from_value("object", inputs.object.clone());
     context.add_variable_from_value("oldObject", inputs.old.clone());
     context.add_variable_from_value("request", inputs.request.clone());
     context.add_variable_from_value("namespaceObject", inputs.namespace.clone());
     context.add_variable_from_value("authorizer", inputs.authorizer.clone());
-    authorizer::register(&mut context);
     context.add_variable_from_value("params", param.map_or(cel::Value::Null, plain_value));
     let nodes = inputs.nodes + param.map_or(0, value_nodes);
     policy

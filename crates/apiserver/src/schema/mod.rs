@@ -25,7 +25,9 @@ use serde_json::{Map, Value};
 
 pub use defaults::apply_defaults;
 pub use prune::prune;
-pub(crate) use rules::{Expression, new_context, plain_value, value_nodes};
+#[cfg(test)]
+pub(crate) use rules::new_context;
+pub(crate) use rules::{Expression, library_root, plain_value, value_nodes};
 pub use structural::check_structural;
 pub use validate::{ValueSchema, validate};
 

@@ -983,12 +983,20 @@ impl Expression {
     }
 }
 
-/// A context of the environment every rule and expression runs in, with kube's
-/// libraries and no variables.
-pub(crate) fn new_context() -> Context<'static, 'static> {
+/// The functions of kube's libraries, declared once: every rule runs in a scope of it.
+static LIBRARY: LazyLock<Context<'static, 'static>> = LazyLock::new(library_root);
+
+/// A root context of the environment every rule and expression runs in, with kube's
+/// libraries: what a caller declaring functions of its own starts from.
+pub(crate) fn library_root() -> Context<'static, 'static> {
     let mut context = Context::with_env(ENV.clone());
     super::cel_library::register(&mut context);
     context
+}
+
+/// A context with kube's libraries and no variables, for one evaluation.
+pub(crate) fn new_context() -> Context<'static, 'static> {
+    LIBRARY.new_inner_scope()
 }
 
 /// A JSON value as CEL sees it without a schema: integers as `int`, other numbers as
