@@ -87,3 +87,56 @@ fn cache_like(scenario: Scenario) -> Scenario {
                 .await;
         })
 }
+
+/// A cluster's ValidatingAdmissionPolicy and its binding, refusing Pods for which
+/// `expression` does not hold.
+fn pod_policy(scenario: Scenario, name: &str, expression: &str) -> Scenario {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+            "validations": [{"expression": expression}],
+        },
+    }))
+    .expect("a policy");
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }))
+    .expect("a binding");
+    scenario.create(&policy).create(&binding)
+}
+
+fn pods_running(world: &steady_sim::World) -> Result<(), String> {
+    match world.list::<Pod>().len() {
+        1 => Ok(()),
+        n => Err(format!("{n} pods, the Cache asks for 1")),
+    }
+}
+
+#[test]
+fn an_operator_is_proved_under_the_admission_policies_of_its_cluster() {
+    // The Cache operator sets a memory limit on every container: under every fault, the
+    // cluster's policy never refuses its pods.
+    let limited =
+        "object.spec.containers.all(c, has(c.resources.limits) && 'memory' in c.resources.limits)";
+    let scenario = Scenario::new("cache-under-policy")
+        .crd(steady_cache_operator::crd())
+        .goal("pods-running", pods_running);
+    let scenario = cache_like(pod_policy(scenario, "memory-limits", limited));
+    Simulation::default().check(&scenario, 0..8);
+
+    // A policy it does not meet (a label it never sets) refuses every pod, and the
+    // scenario's goal reports it.
+    let scenario = Scenario::new("cache-under-team-policy")
+        .crd(steady_cache_operator::crd())
+        .goal("pods-running", pods_running);
+    let labelled = "has(object.metadata.labels) && 'team' in object.metadata.labels";
+    let scenario = cache_like(pod_policy(scenario, "team-label", labelled));
+    let message = panic_message(|| quiet().check(&scenario, 0..1));
+    assert!(message.contains("pods-running: 0 pods"), "{message}");
+}
