@@ -139,4 +139,8 @@ fn an_operator_is_proved_under_the_admission_policies_of_its_cluster() {
     let scenario = cache_like(pod_policy(scenario, "team-label", labelled));
     let message = panic_message(|| quiet().check(&scenario, 0..1));
     assert!(message.contains("pods-running: 0 pods"), "{message}");
+    assert!(
+        message.contains("write POST /api/v1/namespaces/default/pods → 422"),
+        "the refusals are in the trace: {message}"
+    );
 }
