@@ -495,3 +495,62 @@ async fn the_authorizer_answers_what_the_writer_may_do() {
         "configmaps \"by-alice\" is forbidden: ValidatingAdmissionPolicy 'deleters-create' with binding 'deleters-create' denied request: alice may not delete ConfigMaps"
     );
 }
+
+/// As on a cluster, a policy on `deployments` does not hold scale writes (the famous gap);
+/// one on `deployments/scale` does, and sees them as the `autoscaling/v1` Scale written.
+#[tokio::test]
+async fn scale_writes_are_the_scale_subresource() {
+    let server = server().await;
+    install(
+        &server,
+        max_replicas_policy(),
+        binding("max-replicas", "max-replicas", &["Deny"]),
+    )
+    .await;
+    let deployments: Api<Deployment> = Api::default_namespaced(server.client());
+    create_json(&deployments, deployment("web", 2)).await;
+    deployments
+        .patch_scale(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"replicas": 9}})),
+        )
+        .await
+        .expect("a policy on deployments does not match deployments/scale");
+
+    let scale_policy = json!({
+        "metadata": {"name": "max-scale"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["UPDATE"], "resources": ["deployments/scale"],
+            }]},
+            "validations": [{
+                "expression": "request.kind.kind == 'Scale' && object.kind == 'Scale' && object.spec.replicas <= 10",
+                "messageExpression": "'at most 10, not ' + string(object.spec.replicas)",
+            }],
+        },
+    });
+    install(
+        &server,
+        scale_policy,
+        binding("max-scale", "max-scale", &["Deny"]),
+    )
+    .await;
+    let refused = refusal(
+        deployments
+            .patch_scale(
+                "web",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"spec": {"replicas": 11}})),
+            )
+            .await,
+    );
+    assert!(
+        refused.message.starts_with("deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'max-scale' with binding 'max-scale' denied request: at most 10, not 11"),
+        "{}",
+        refused.message
+    );
+    let stored = deployments.get("web").await.expect("read");
+    assert_eq!(stored.spec.and_then(|s| s.replicas), Some(9));
+}

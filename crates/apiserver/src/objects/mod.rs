@@ -12,7 +12,7 @@ mod delete;
 mod ownership;
 mod read;
 mod recent;
-mod scale;
+pub(crate) mod scale;
 mod write;
 
 use bytes::Bytes;

@@ -120,13 +120,13 @@ impl ApiServer {
                 subresource: "scale",
             },
         };
-        self.commit_update(Target::object(rt, ns, name), update, opts)
-            .await
+        let target = Target::object(rt, ns, name).subresource(Some("scale"));
+        self.commit_update(target, update, opts).await
     }
 }
 
-/// The `autoscaling/v1 Scale` view of a custom resource.
-fn scale_of(obj: &Value, scale: &ScaleSubresource) -> Value {
+/// The `autoscaling/v1 Scale` view of an object with replicas.
+pub(crate) fn scale_of(obj: &Value, scale: &ScaleSubresource) -> Value {
     let spec_replicas = get_path(obj, &scale.spec_replicas_path)
         .and_then(Value::as_i64)
         .unwrap_or(0);

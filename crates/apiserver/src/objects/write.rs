@@ -481,6 +481,8 @@ impl ApiServer {
             Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
             // `pods/binding` writes the node, annotations and the PodScheduled condition.
             Some("binding") => new,
+            // The scale subresource wrote the replicas into the object it read.
+            Some("scale") => new,
             Some(other) if other != "finalize" => {
                 return Err(ApiError::path_not_found());
             }

@@ -703,6 +703,11 @@ pub(crate) fn admission_request(attrs: &Attributes<'_>, target: &ResourceType) -
     {
         options["fieldManager"] = json!(manager);
     }
+    // The scale subresource is written as an `autoscaling/v1` Scale, whatever its parent.
+    let kind = |rt: &ResourceType| match attrs.sub {
+        Some("scale") => json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+        _ => kind(rt),
+    };
     let mut request = json!({
         "kind": kind(target),
         "resource": resource(target),
