@@ -45,6 +45,15 @@ async fn install(server: &ApiServer, policy: Value, binding: Value) {
     create_json(&bindings, binding).await;
 }
 
+/// Install `policy` with a binding of its own name that denies what it refuses.
+async fn deny_with(server: &ApiServer, policy: Value) {
+    let name = policy["metadata"]["name"]
+        .as_str()
+        .expect("a named policy")
+        .to_string();
+    install(server, policy, binding(&name, &name, &["Deny"])).await;
+}
+
 fn binding(name: &str, policy: &str, actions: &[&str]) -> Value {
     json!({
         "metadata": {"name": name},
@@ -139,12 +148,7 @@ async fn message_expressions_reasons_and_selectors() {
             }],
         },
     });
-    install(
-        &server,
-        policy,
-        binding("named-images", "named-images", &["Deny"]),
-    )
-    .await;
+    deny_with(&server, policy).await;
     let namespaces: Api<Namespace> = Api::all(server.client());
     create_json(
         &namespaces,
@@ -259,12 +263,7 @@ async fn match_conditions_variables_and_failure_policies() {
             },
         })
     };
-    install(
-        &server,
-        policy("strict", "Fail"),
-        binding("strict", "strict", &["Deny"]),
-    )
-    .await;
+    deny_with(&server, policy("strict", "Fail")).await;
     let deployments: Api<Deployment> = Api::default_namespaced(server.client());
     let mut annotated = deployment("owned", 1);
     annotated["metadata"]["annotations"] = json!({"owner": "team-a"});
@@ -289,12 +288,7 @@ async fn match_conditions_variables_and_failure_policies() {
         .delete("strict", &DeleteParams::default())
         .await
         .expect("deleted");
-    install(
-        &server,
-        policy("lenient", "Ignore"),
-        binding("lenient", "lenient", &["Deny"]),
-    )
-    .await;
+    deny_with(&server, policy("lenient", "Ignore")).await;
     create_json(&deployments, deployment("orphan", 1)).await;
     let mut two = deployment("two", 1);
     two["metadata"]["annotations"] = json!({"owner": "team-b"});
@@ -325,12 +319,7 @@ async fn deletes_see_the_old_object_and_policies_cannot_lock_themselves_in() {
             }],
         },
     });
-    install(
-        &server,
-        policy,
-        binding("keep-protected", "keep-protected", &["Deny"]),
-    )
-    .await;
+    deny_with(&server, policy).await;
     let config_maps: Api<ConfigMap> = Api::default_namespaced(server.client());
     create_json(
         &config_maps,
@@ -469,12 +458,7 @@ async fn the_authorizer_answers_what_the_writer_may_do() {
             ],
         },
     });
-    install(
-        &server,
-        policy,
-        binding("deleters-create", "deleters-create", &["Deny"]),
-    )
-    .await;
+    deny_with(&server, policy).await;
     may(&server, "alice", &["create"]).await;
     may(&server, "bob", &["create", "delete"]).await;
     let config_map = |name: &str| json!({"metadata": {"name": name}});
@@ -501,12 +485,7 @@ async fn the_authorizer_answers_what_the_writer_may_do() {
 #[tokio::test]
 async fn scale_writes_are_the_scale_subresource() {
     let server = server().await;
-    install(
-        &server,
-        max_replicas_policy(),
-        binding("max-replicas", "max-replicas", &["Deny"]),
-    )
-    .await;
+    deny_with(&server, max_replicas_policy()).await;
     let deployments: Api<Deployment> = Api::default_namespaced(server.client());
     create_json(&deployments, deployment("web", 2)).await;
     deployments
@@ -531,12 +510,7 @@ async fn scale_writes_are_the_scale_subresource() {
             }],
         },
     });
-    install(
-        &server,
-        scale_policy,
-        binding("max-scale", "max-scale", &["Deny"]),
-    )
-    .await;
+    deny_with(&server, scale_policy).await;
     let refused = refusal(
         deployments
             .patch_scale(
