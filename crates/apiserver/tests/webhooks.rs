@@ -103,6 +103,24 @@ async fn stamp(Json(review): Json<Value>) -> Json<Value> {
     )
 }
 
+/// Caps a Scale's replicas at 5 with a JSON patch.
+async fn cap(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
+    let request = review["request"].clone();
+    seen.lock().unwrap().push(request.clone());
+    if request
+        .pointer("/object/spec/replicas")
+        .and_then(Value::as_i64)
+        <= Some(5)
+    {
+        return Json(allow(&request));
+    }
+    let patch = json!([{"op": "replace", "path": "/spec/replicas", "value": 5}]);
+    let patch = base64::engine::general_purpose::STANDARD.encode(patch.to_string());
+    answer(
+        json!({"uid": request["uid"], "allowed": true, "patchType": "JSONPatch", "patch": patch}),
+    )
+}
+
 /// Never answers: the caller's timeout must end the call.
 async fn hang(Json(_): Json<Value>) -> Json<Value> {
     std::future::pending().await
@@ -173,6 +191,7 @@ async fn start_webhooks() -> WebhookServer {
         .route("/label", post(label))
         .route("/hang", post(hang))
         .route("/stamp", post(stamp))
+        .route("/cap", post(cap))
         .route("/convert", post(convert))
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -757,4 +776,63 @@ async fn an_if_needed_webhook_runs_again_after_a_later_change() {
         labelled[1]["object"]["metadata"]["annotations"]["stamped"],
         "yes"
     );
+}
+
+/// A webhook on `deployments/scale` is sent the `autoscaling/v1` Scale a scale write
+/// writes, and its patch of the Scale's replicas is what is stored; one on `deployments`
+/// is not called for it.
+#[tokio::test]
+async fn a_scale_write_is_sent_as_a_scale() {
+    let (_server, client, hooks) = setup().await;
+    let scale_rule = json!([{"operations": ["UPDATE"], "apiGroups": ["apps"],
+        "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
+    let deployment_rule = json!([{"operations": ["UPDATE"], "apiGroups": ["apps"],
+        "apiVersions": ["v1"], "resources": ["deployments"]}]);
+    let hooks_config = json!([
+        webhook("cap.steady.dev", hooks.at("/cap"), scale_rule),
+        webhook("stamp.steady.dev", hooks.at("/stamp"), deployment_rule),
+    ]);
+    configure(&client, MUTATING, "scale", hooks_config).await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::default_namespaced(client.clone());
+    let deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}},
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let scaled = deployments
+        .patch_scale(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"replicas": 9}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        scaled.spec.and_then(|s| s.replicas),
+        Some(5),
+        "the webhook's cap"
+    );
+    let stored = deployments.get("web").await.unwrap();
+    assert_eq!(stored.spec.and_then(|s| s.replicas), Some(5));
+    assert_eq!(
+        stored.metadata.annotations, None,
+        "the webhook on deployments is not called for a scale write"
+    );
+    let seen = hooks.seen.lock().unwrap().clone();
+    let request = seen.last().expect("the cap webhook was called");
+    assert_eq!(
+        request["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(request["subResource"], "scale");
+    assert_eq!(request["object"]["kind"], "Scale");
+    assert_eq!(request["object"]["spec"]["replicas"], 9);
+    assert_eq!(request["oldObject"]["spec"]["replicas"], 1);
 }

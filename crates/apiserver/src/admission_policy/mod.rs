@@ -25,7 +25,6 @@ use steady_store::ListOptions;
 use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::objects::scale::scale_of;
 use crate::registry::ResourceType;
 use crate::schema::{library_root, plain_value, value_nodes};
 use crate::selector::LabelSelector;
@@ -349,15 +348,7 @@ impl ApiServer {
         old: Option<&Value>,
     ) -> ApiResult<Inputs> {
         let target = matched.resource(attrs.rt);
-        let (object, old) = self.as_version(target, object, old).await?;
-        // A write through the scale subresource is seen as the Scale it wrote.
-        let (object, old) = match (attrs.sub, &target.scale) {
-            (Some("scale"), Some(scale)) => (
-                object.map(|o| scale_of(&o, scale)),
-                old.map(|o| scale_of(&o, scale)),
-            ),
-            _ => (object, old),
-        };
+        let (object, old) = self.admission_view(attrs, target, object, old).await?;
         let namespace = match attrs.namespace.filter(|_| attrs.rt.namespaced) {
             Some(name) => self.stored_namespace(name)?.map(namespace_object),
             None => None,

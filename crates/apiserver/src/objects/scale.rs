@@ -162,6 +162,15 @@ pub(crate) fn scale_of(obj: &Value, scale: &ScaleSubresource) -> Value {
     })
 }
 
+/// `object` with the replicas of `written`, a Scale of it (patched by a webhook).
+pub(crate) fn with_replicas_of(object: &Value, written: &Value, scale: &ScaleSubresource) -> Value {
+    let mut object = object.clone();
+    if let Some(replicas) = written.pointer("/spec/replicas").filter(|r| r.is_i64()) {
+        set_path(&mut object, &scale.spec_replicas_path, replicas.clone());
+    }
+    object
+}
+
 /// A Scale's `status.selector`: a CRD's string as is; a built-in kind's `spec.selector`
 /// (a LabelSelector, or a ReplicationController's plain label map) in selector syntax.
 fn selector_string(selector: &Value) -> Option<String> {

@@ -18,6 +18,7 @@ use crate::ApiServer;
 use crate::auth::{ADMIN, Identity};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use crate::objects::scale::{scale_of, with_replicas_of};
 use crate::registry::ResourceType;
 use crate::request::{DeleteOptions, FieldValidation, WriteOptions};
 use crate::schema::{FieldError, FieldErrorReason};
@@ -487,7 +488,16 @@ impl ApiServer {
             .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
         json_patch::patch(&mut patched, &operations)
             .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
-        let patched = self.convert_object(attrs.rt, patched).await?;
+        // A Scale patched: only its replicas reach the object.
+        let patched = match attrs
+            .rt
+            .scale
+            .as_ref()
+            .filter(|_| attrs.sub == Some("scale"))
+        {
+            Some(scale) => with_replicas_of(object, &patched, scale),
+            None => self.convert_object(attrs.rt, patched).await?,
+        };
         let changed = patched != *object;
         *object = patched;
         Ok(changed)
@@ -513,7 +523,7 @@ impl ApiServer {
             )));
         }
         let target = matched.resource(attrs.rt);
-        let (object, old) = self.as_version(target, object, old).await?;
+        let (object, old) = self.admission_view(attrs, target, object, old).await?;
         let uid = self.new_uid();
         let review = review(&uid, attrs, target, object.as_ref(), old.as_ref());
         let called = match hook.accepts_v1() {
@@ -556,17 +566,24 @@ impl ApiServer {
         }
     }
 
-    /// A write's new and old objects as version `target` of their kind.
-    pub(crate) async fn as_version(
+    /// A write's new and old objects as admission shows them: as version `target` of
+    /// their kind, or, written through the scale subresource, as the `autoscaling/v1`
+    /// Scale of each.
+    pub(crate) async fn admission_view(
         &self,
+        attrs: &Attributes<'_>,
         target: &ResourceType,
         object: Option<&Value>,
         old: Option<&Value>,
     ) -> ApiResult<(Option<Value>, Option<Value>)> {
+        let scale = target.scale.as_ref().filter(|_| attrs.sub == Some("scale"));
         let mut converted = [None, None];
         for (slot, value) in converted.iter_mut().zip([object, old]) {
             if let Some(value) = value {
-                *slot = Some(self.convert_object(target, value.clone()).await?);
+                *slot = Some(match scale {
+                    Some(scale) => scale_of(value, scale),
+                    None => self.convert_object(target, value.clone()).await?,
+                });
             }
         }
         let [object, old] = converted;
