@@ -21,6 +21,7 @@ use cel::{Context, ExecutionError};
 use crate::ApiServer;
 use crate::auth::Identity;
 use crate::rbac::{Access, Target, allowed_by};
+use crate::schema::declared;
 
 /// The key of the checker inside the `authorizer` map; not a CEL identifier, so no
 /// expression selects it by accident.
@@ -193,37 +194,32 @@ fn refine(
 
 /// Register the authorizer's functions on `context`.
 pub(super) fn register(context: &mut Context<'_, '_>) {
-    let add = |result: Result<(), cel::DeclarationError>| {
-        if let Err(e) = result {
-            tracing::error!(error = ?e, "an authorizer function could not be declared");
-        }
-    };
-    add(
+    declared(
         context.add_function("group", |this: This<Value>, v: Arc<String>| {
             refine(this, v, "group", |c, v| c.group = v)
         }),
     );
-    add(
+    declared(
         context.add_function("resource", |this: This<Value>, v: Arc<String>| {
             refine(this, v, "resource", |c, v| c.resource = v)
         }),
     );
-    add(
+    declared(
         context.add_function("subresource", |this: This<Value>, v: Arc<String>| {
             refine(this, v, "subresource", |c, v| c.subresource = v)
         }),
     );
-    add(
+    declared(
         context.add_function("namespace", |this: This<Value>, v: Arc<String>| {
             refine(this, v, "namespace", |c, v| c.namespace = v)
         }),
     );
-    add(
+    declared(
         context.add_function("name", |this: This<Value>, v: Arc<String>| {
             refine(this, v, "name", |c, v| c.name = v)
         }),
     );
-    add(
+    declared(
         context.add_function("path", |This(this): This<Value>, path: Arc<String>| {
             let checker = checker_of(&this, "path")?;
             let check = Check {
@@ -233,7 +229,7 @@ pub(super) fn register(context: &mut Context<'_, '_>) {
             Ok::<_, ExecutionError>(wrap(Bound { checker, check }))
         }),
     );
-    add(context.add_function(
+    declared(context.add_function(
         "serviceAccount",
         |This(this): This<Value>, namespace: Arc<String>, name: Arc<String>| {
             let checker = checker_of(&this, "serviceAccount")?;
@@ -244,24 +240,24 @@ pub(super) fn register(context: &mut Context<'_, '_>) {
             Ok::<_, ExecutionError>(Value::Opaque(Arc::new(account)))
         },
     ));
-    add(
+    declared(
         context.add_function("check", |This(this): This<Value>, verb: Arc<String>| {
             let bound = bound_of(&this, "check")?;
             Ok::<_, ExecutionError>(Value::Opaque(Arc::new(decide(&bound, &verb))))
         }),
     );
-    add(context.add_function("allowed", |This(this): This<Value>| {
+    declared(context.add_function("allowed", |This(this): This<Value>| {
         Ok::<_, ExecutionError>(Value::Bool(decision_of(&this, "allowed")?.is_some()))
     }));
-    add(context.add_function("reason", |This(this): This<Value>| {
+    declared(context.add_function("reason", |This(this): This<Value>| {
         Ok::<_, ExecutionError>(Value::from(
             decision_of(&this, "reason")?.unwrap_or_default(),
         ))
     }));
-    add(context.add_function("errored", |This(this): This<Value>| {
+    declared(context.add_function("errored", |This(this): This<Value>| {
         decision_of(&this, "errored").map(|_| Value::Bool(false))
     }));
-    add(context.add_function("error", |This(this): This<Value>| {
+    declared(context.add_function("error", |This(this): This<Value>| {
         decision_of(&this, "error").map(|_| Value::from(""))
     }));
 }

@@ -59,49 +59,63 @@ pub(super) fn extend(env: &mut Env) -> Result<(), DeclarationError> {
 
 /// Register every function of the libraries on `context`.
 pub(super) fn register(context: &mut Context<'_, '_>) {
-    // A name the environment already declares is refused; none of these is.
-    let add = |result: Result<(), cel::DeclarationError>| {
-        if let Err(e) = result {
-            tracing::error!(error = ?e, "a kube CEL library function could not be declared");
-        }
-    };
-    add(context.add_function("isSorted", is_sorted));
-    add(context.add_function("sum", sum));
-    add(
+    register_lists_and_regex(context);
+    register_quantities(context);
+    register_urls(context);
+    register_addresses(context);
+}
+
+/// Log a function the context refused: a name the environment already declares (none of
+/// these is), so the function would be missing.
+pub(crate) fn declared(result: Result<(), DeclarationError>) {
+    if let Err(e) = result {
+        tracing::error!(error = ?e, "a kube CEL library function could not be declared");
+    }
+}
+
+/// Lists' `isSorted`, `sum`, `min`, `max`; strings' `find`, `findAll`.
+fn register_lists_and_regex(context: &mut Context<'_, '_>) {
+    declared(context.add_function("isSorted", is_sorted));
+    declared(context.add_function("sum", sum));
+    declared(
         context.add_function("min", |This(list): This<Arc<Vec<Value>>>| {
             extreme(&list, "min", std::cmp::Ordering::Less)
         }),
     );
-    add(
+    declared(
         context.add_function("max", |This(list): This<Arc<Vec<Value>>>| {
             extreme(&list, "max", std::cmp::Ordering::Greater)
         }),
     );
-    add(context.add_function("find", find));
-    add(context.add_function("findAll", find_all));
-    add(context.add_function("quantity", quantity));
-    add(context.add_function("isQuantity", |text: Arc<String>| {
+    declared(context.add_function("find", find));
+    declared(context.add_function("findAll", find_all));
+}
+
+/// `quantity`, `isQuantity` and the quantity's methods.
+fn register_quantities(context: &mut Context<'_, '_>) {
+    declared(context.add_function("quantity", quantity));
+    declared(context.add_function("isQuantity", |text: Arc<String>| {
         Value::Bool(Quantity::parse(&text).is_ok())
     }));
-    add(context.add_function(
+    declared(context.add_function(
         "isGreaterThan",
         |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| {
             Ok(Value::Bool(as_quantity(&a)? > as_quantity(&b)?))
         },
     ));
-    add(context.add_function(
+    declared(context.add_function(
         "isLessThan",
         |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| {
             Ok(Value::Bool(as_quantity(&a)? < as_quantity(&b)?))
         },
     ));
-    add(context.add_function(
+    declared(context.add_function(
         "compareTo",
         |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| {
             Ok(Value::Int(as_quantity(&a)?.cmp(as_quantity(&b)?) as i64))
         },
     ));
-    add(
+    declared(
         context.add_function("sign", |This(a): This<Arc<dyn Opaque>>| {
             let q = as_quantity(&a)?;
             Ok(Value::Int(match (q.is_zero(), q.is_negative()) {
@@ -111,12 +125,12 @@ pub(super) fn register(context: &mut Context<'_, '_>) {
             }))
         }),
     );
-    add(
+    declared(
         context.add_function("isInteger", |This(a): This<Arc<dyn Opaque>>| {
             Ok(Value::Bool(as_quantity(&a)?.whole_units().is_some()))
         }),
     );
-    add(
+    declared(
         context.add_function("asInteger", |This(a): This<Arc<dyn Opaque>>| {
             as_quantity(&a)?
                 .whole_units()
@@ -126,63 +140,71 @@ pub(super) fn register(context: &mut Context<'_, '_>) {
                 })
         }),
     );
-    add(
+    declared(
         context.add_function("asApproximateFloat", |This(a): This<Arc<dyn Opaque>>| {
             Ok(Value::Float(as_quantity(&a)?.as_f64()))
         }),
     );
-    add(
+    declared(
         context.add_function("add", |This(a): This<Arc<dyn Opaque>>, b: Value| {
             Ok(wrap(CelQuantity(
                 *as_quantity(&a)? + quantity_operand(&b, "add")?,
             )))
         }),
     );
-    add(
+    declared(
         context.add_function("sub", |This(a): This<Arc<dyn Opaque>>, b: Value| {
             Ok(wrap(CelQuantity(
                 *as_quantity(&a)? - quantity_operand(&b, "sub")?,
             )))
         }),
     );
-    add(context.add_function("isURL", |text: Arc<String>| {
+}
+
+/// `url`, `isURL` and the URL's getters.
+fn register_urls(context: &mut Context<'_, '_>) {
+    declared(context.add_function("isURL", |text: Arc<String>| {
         Value::Bool(Url::parse(&text).is_some())
     }));
-    add(context.add_function("url", |text: Arc<String>| {
+    declared(context.add_function("url", |text: Arc<String>| {
         Url::parse(&text)
             .map(wrap)
             .ok_or_else(|| ExecutionError::function_error("url", "URL is invalid"))
     }));
-    add(
+    declared(
         context.add_function("getScheme", |This(u): This<Arc<dyn Opaque>>| {
             url_part(&u, |u| u.scheme.clone())
         }),
     );
-    add(
+    declared(
         context.add_function("getHost", |This(u): This<Arc<dyn Opaque>>| {
             url_part(&u, |u| u.host.clone())
         }),
     );
-    add(
+    declared(
         context.add_function("getHostname", |This(u): This<Arc<dyn Opaque>>| {
             url_part(&u, Url::hostname)
         }),
     );
-    add(
+    declared(
         context.add_function("getPort", |This(u): This<Arc<dyn Opaque>>| {
             url_part(&u, Url::port)
         }),
     );
-    add(
+    declared(
         context.add_function("getEscapedPath", |This(u): This<Arc<dyn Opaque>>| {
             url_part(&u, |u| u.path.clone())
         }),
     );
-    add(context.add_function("isIP", |text: Arc<String>| {
+}
+
+/// `ip`, `isIP`, `cidr`, `isCIDR` and their methods.
+fn register_addresses(context: &mut Context<'_, '_>) {
+    declared(context.add_function("isIP", |text: Arc<String>| {
         Value::Bool(parse_ip(&text).is_some())
     }));
-    add(context.add_function("ip", ip));
-    add(
+    declared(context.add_function("ip", ip));
+    declared(
         context.add_function("family", |This(a): This<Arc<dyn Opaque>>| {
             Ok(Value::Int(match as_ip(&a)? {
                 IpAddr::V4(_) => 4,
@@ -190,27 +212,27 @@ pub(super) fn register(context: &mut Context<'_, '_>) {
             }))
         }),
     );
-    add(
+    declared(
         context.add_function("isLoopback", |This(a): This<Arc<dyn Opaque>>| {
             Ok(Value::Bool(as_ip(&a)?.is_loopback()))
         }),
     );
-    add(
+    declared(
         context.add_function("isUnspecified", |This(a): This<Arc<dyn Opaque>>| {
             Ok(Value::Bool(as_ip(&a)?.is_unspecified()))
         }),
     );
-    add(context.add_function("isCIDR", |text: Arc<String>| {
+    declared(context.add_function("isCIDR", |text: Arc<String>| {
         Value::Bool(Cidr::parse(&text).is_some())
     }));
-    add(context.add_function("cidr", |text: Arc<String>| {
+    declared(context.add_function("cidr", |text: Arc<String>| {
         Cidr::parse(&text)
             .map(wrap)
             .ok_or_else(|| ExecutionError::function_error("cidr", format!("network address parse error during conversion from string: invalid CIDR {text:?}")))
     }));
-    add(context.add_function("containsIP", contains_ip));
-    add(context.add_function("containsCIDR", contains_cidr));
-    add(
+    declared(context.add_function("containsIP", contains_ip));
+    declared(context.add_function("containsCIDR", contains_cidr));
+    declared(
         context.add_function("masked", |This(c): This<Arc<dyn Opaque>>| {
             let cidr = as_cidr(&c)?;
             Ok(wrap(Cidr {
@@ -219,7 +241,7 @@ pub(super) fn register(context: &mut Context<'_, '_>) {
             }))
         }),
     );
-    add(
+    declared(
         context.add_function("prefixLength", |This(c): This<Arc<dyn Opaque>>| {
             Ok(Value::Int(i64::from(as_cidr(&c)?.prefix)))
         }),

@@ -23,6 +23,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+pub(crate) use cel_library::declared;
 pub use defaults::apply_defaults;
 pub use prune::prune;
 #[cfg(test)]
