@@ -172,13 +172,16 @@ fn wrap(bound: Bound) -> Value {
     Value::Opaque(Arc::new(bound))
 }
 
+/// Sets one attribute of a check.
+type SetAttribute = fn(&mut Check, String);
+
 /// A check's field set: `group` starts a resource check from the authorizer, the others
 /// refine one.
 fn refine(
     This(this): This<Value>,
     value: Arc<String>,
     function: &str,
-    set: fn(&mut Check, String),
+    set: SetAttribute,
 ) -> Result<Value, ExecutionError> {
     let mut bound = match bound_of(&this, function) {
         Ok(bound) => bound,
@@ -194,31 +197,21 @@ fn refine(
 
 /// Register the authorizer's functions on `context`.
 pub(super) fn register(context: &mut Context<'_, '_>) {
-    declared(
-        context.add_function("group", |this: This<Value>, v: Arc<String>| {
-            refine(this, v, "group", |c, v| c.group = v)
-        }),
-    );
-    declared(
-        context.add_function("resource", |this: This<Value>, v: Arc<String>| {
-            refine(this, v, "resource", |c, v| c.resource = v)
-        }),
-    );
-    declared(
-        context.add_function("subresource", |this: This<Value>, v: Arc<String>| {
-            refine(this, v, "subresource", |c, v| c.subresource = v)
-        }),
-    );
-    declared(
-        context.add_function("namespace", |this: This<Value>, v: Arc<String>| {
-            refine(this, v, "namespace", |c, v| c.namespace = v)
-        }),
-    );
-    declared(
-        context.add_function("name", |this: This<Value>, v: Arc<String>| {
-            refine(this, v, "name", |c, v| c.name = v)
-        }),
-    );
+    // Each sets one attribute of the check (`group` starts one from the authorizer).
+    let attributes: [(&'static str, SetAttribute); 5] = [
+        ("group", |c, v| c.group = v),
+        ("resource", |c, v| c.resource = v),
+        ("subresource", |c, v| c.subresource = v),
+        ("namespace", |c, v| c.namespace = v),
+        ("name", |c, v| c.name = v),
+    ];
+    for (attribute, set) in attributes {
+        declared(
+            context.add_function(attribute, move |this: This<Value>, value: Arc<String>| {
+                refine(this, value, attribute, set)
+            }),
+        );
+    }
     declared(
         context.add_function("path", |This(this): This<Value>, path: Arc<String>| {
             let checker = checker_of(&this, "path")?;
