@@ -21,7 +21,7 @@ use cel::{Context, ExecutionError};
 use crate::ApiServer;
 use crate::auth::Identity;
 use crate::rbac::{Access, Target, allowed_by};
-use crate::schema::declared;
+use crate::schema::{declared, no_such_overload, opaque};
 
 /// The key of the checker inside the `authorizer` map; not a CEL identifier, so no
 /// expression selects it by accident.
@@ -130,41 +130,13 @@ pub(super) fn request_check(
     }
 }
 
-fn no_such_overload(function: &str) -> ExecutionError {
-    ExecutionError::function_error(function, "no such overload")
-}
-
 fn checker_of(value: &Value, function: &str) -> Result<Checker, ExecutionError> {
-    let found = match value {
-        Value::Map(map) => map.get(&cel::objects::Key::from(CHECKER)).cloned(),
-        other => Some(other.clone()),
-    };
-    match found {
-        Some(Value::Opaque(o)) => o
-            .downcast_ref::<Checker>()
-            .cloned()
-            .ok_or_else(|| no_such_overload(function)),
-        _ => Err(no_such_overload(function)),
-    }
-}
-
-fn bound_of(value: &Value, function: &str) -> Result<Bound, ExecutionError> {
     match value {
-        Value::Opaque(o) => o
-            .downcast_ref::<Bound>()
-            .cloned()
-            .ok_or_else(|| no_such_overload(function)),
-        _ => Err(no_such_overload(function)),
-    }
-}
-
-fn decision_of(value: &Value, function: &str) -> Result<Option<String>, ExecutionError> {
-    match value {
-        Value::Opaque(o) => o
-            .downcast_ref::<Decision>()
-            .map(|d| d.allowed.clone())
-            .ok_or_else(|| no_such_overload(function)),
-        _ => Err(no_such_overload(function)),
+        Value::Map(map) => map
+            .get(&cel::objects::Key::from(CHECKER))
+            .ok_or_else(|| no_such_overload(function))
+            .and_then(|checker| opaque::<Checker>(checker, function).cloned()),
+        other => opaque::<Checker>(other, function).cloned(),
     }
 }
 
@@ -183,7 +155,7 @@ fn refine(
     function: &str,
     set: SetAttribute,
 ) -> Result<Value, ExecutionError> {
-    let mut bound = match bound_of(&this, function) {
+    let mut bound = match opaque::<Bound>(&this, function).cloned() {
         Ok(bound) => bound,
         Err(_) if function == "group" => Bound {
             checker: checker_of(&this, function)?,
@@ -235,23 +207,28 @@ pub(super) fn register(context: &mut Context<'_, '_>) {
     ));
     declared(
         context.add_function("check", |This(this): This<Value>, verb: Arc<String>| {
-            let bound = bound_of(&this, "check")?;
-            Ok::<_, ExecutionError>(Value::Opaque(Arc::new(decide(&bound, &verb))))
+            let bound = opaque::<Bound>(&this, "check")?;
+            Ok::<_, ExecutionError>(Value::Opaque(Arc::new(decide(bound, &verb))))
         }),
     );
     declared(context.add_function("allowed", |This(this): This<Value>| {
-        Ok::<_, ExecutionError>(Value::Bool(decision_of(&this, "allowed")?.is_some()))
+        Ok::<_, ExecutionError>(Value::Bool(
+            opaque::<Decision>(&this, "allowed")?.allowed.is_some(),
+        ))
     }));
     declared(context.add_function("reason", |This(this): This<Value>| {
         Ok::<_, ExecutionError>(Value::from(
-            decision_of(&this, "reason")?.unwrap_or_default(),
+            opaque::<Decision>(&this, "reason")?
+                .allowed
+                .clone()
+                .unwrap_or_default(),
         ))
     }));
     declared(context.add_function("errored", |This(this): This<Value>| {
-        decision_of(&this, "errored").map(|_| Value::Bool(false))
+        opaque::<Decision>(&this, "errored").map(|_| Value::Bool(false))
     }));
     declared(context.add_function("error", |This(this): This<Value>| {
-        decision_of(&this, "error").map(|_| Value::from(""))
+        opaque::<Decision>(&this, "error").map(|_| Value::from(""))
     }));
 }
 

@@ -75,10 +75,7 @@ impl Decision<'_> {
                 self.policy, self.message
             ),
         };
-        let resource = match attrs.rt.group.as_str() {
-            "" => attrs.rt.plural.clone(),
-            group => format!("{}.{group}", attrs.rt.plural),
-        };
+        let resource = attrs.rt.qualified_name();
         let whole = match attrs.name {
             "" => format!("{resource} is forbidden: {message}"),
             name => format!("{resource} \"{name}\" is forbidden: {message}"),

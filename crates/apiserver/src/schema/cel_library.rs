@@ -252,8 +252,29 @@ fn wrap<T: Opaque>(value: T) -> Value {
     Value::Opaque(Arc::new(value))
 }
 
-fn no_such_overload(function: &str) -> ExecutionError {
+pub(crate) fn no_such_overload(function: &str) -> ExecutionError {
     ExecutionError::function_error(function, "no such overload")
+}
+
+/// `value` as the opaque type `T` a library function of `function` expects, or CEL's
+/// "no such overload".
+pub(crate) fn opaque<'v, T: Opaque>(
+    value: &'v Value,
+    function: &str,
+) -> Result<&'v T, ExecutionError> {
+    match value {
+        Value::Opaque(o) => opaque_ref(o, function),
+        _ => Err(no_such_overload(function)),
+    }
+}
+
+fn opaque_ref<'v, T: Opaque>(
+    value: &'v Arc<dyn Opaque>,
+    function: &str,
+) -> Result<&'v T, ExecutionError> {
+    value
+        .downcast_ref::<T>()
+        .ok_or_else(|| no_such_overload(function))
 }
 
 // ---------------------------------------------------------------------------- lists
@@ -428,10 +449,7 @@ fn quantity(text: Arc<String>) -> Result<Value, ExecutionError> {
 }
 
 fn as_quantity(value: &Arc<dyn Opaque>) -> Result<&Quantity, ExecutionError> {
-    value
-        .downcast_ref::<CelQuantity>()
-        .map(|q| &q.0)
-        .ok_or_else(|| no_such_overload("quantity"))
+    opaque_ref::<CelQuantity>(value, "quantity").map(|q| &q.0)
 }
 
 /// The other operand of a quantity's `add` or `sub`: a quantity or an integer.
@@ -517,10 +535,7 @@ fn url_part(
     value: &Arc<dyn Opaque>,
     part: impl Fn(&Url) -> String,
 ) -> Result<Value, ExecutionError> {
-    value
-        .downcast_ref::<Url>()
-        .map(|url| Value::from(part(url)))
-        .ok_or_else(|| no_such_overload("url"))
+    opaque_ref::<Url>(value, "url").map(|url| Value::from(part(url)))
 }
 
 // ---------------------------------------------------------------------------- IPs, CIDRs
@@ -559,10 +574,7 @@ fn ip(This(value): This<Value>) -> Result<Value, ExecutionError> {
 }
 
 fn as_ip(value: &Arc<dyn Opaque>) -> Result<IpAddr, ExecutionError> {
-    value
-        .downcast_ref::<CelIp>()
-        .map(|ip| ip.0)
-        .ok_or_else(|| no_such_overload("ip"))
+    opaque_ref::<CelIp>(value, "ip").map(|ip| ip.0)
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -630,9 +642,7 @@ fn same_prefix(a: u128, b: u128, prefix: u8, bits: u8) -> bool {
 }
 
 fn as_cidr(value: &Arc<dyn Opaque>) -> Result<&Cidr, ExecutionError> {
-    value
-        .downcast_ref::<Cidr>()
-        .ok_or_else(|| no_such_overload("cidr"))
+    opaque_ref(value, "cidr")
 }
 
 /// `cidr.containsIP(ip or string)`.

@@ -23,7 +23,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-pub(crate) use cel_library::declared;
+pub(crate) use cel_library::{declared, no_such_overload, opaque};
 pub use defaults::apply_defaults;
 pub use prune::prune;
 #[cfg(test)]
