@@ -165,6 +165,8 @@ impl ApiServer {
             return Ok(());
         }
         let bindings = self.stored_bindings()?;
+        // What the policies read of the write, made once per version they match it in.
+        let mut views: Vec<(String, Arc<Inputs>)> = Vec::new();
         let mut denial = None;
         let mut verdict = Verdict {
             warnings,
@@ -199,7 +201,15 @@ impl ApiServer {
                     continue;
                 }
             };
-            let inputs = self.inputs(attrs, &matched, object, old).await?;
+            let version = matched.resource(attrs.rt).api_version();
+            let inputs = match views.iter().find(|(seen, _)| *seen == version) {
+                Some((_, inputs)) => inputs.clone(),
+                None => {
+                    let inputs = Arc::new(self.inputs(attrs, &matched, object, old).await?);
+                    views.push((version, inputs.clone()));
+                    inputs
+                }
+            };
             for binding in bound {
                 let under = Bound {
                     policy,
