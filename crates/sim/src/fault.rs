@@ -436,9 +436,10 @@ async fn changed_the_world(
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .unwrap_or_default();
-    let written_at = serde_json::from_slice::<Head>(&bytes)
+    let written_at = steady_store::metadata_of::<HeadMetadata>(&bytes)
         .ok()
-        .and_then(|object| object.metadata.resource_version?.parse::<u64>().ok());
+        .flatten()
+        .and_then(|metadata| metadata.resource_version?.parse::<u64>().ok());
     let effective = match written_at {
         Some(revision) => revision > revision_before,
         None => revision_after > revision_before,

@@ -56,10 +56,13 @@ impl Decodes {
         {
             return decoded.clone();
         }
-        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let decoded = deserialize_skipping::<MetadataOnly, _>(&mut deserializer, MANAGED_FIELDS)
-            .map(|object| object.metadata)
-            .ok();
+        let decoded = steady_store::metadata_of::<Unmanaged>(bytes)
+            .ok()
+            .map(|metadata| {
+                metadata
+                    .map(|Unmanaged(metadata)| metadata)
+                    .unwrap_or_default()
+            });
         memo.insert(key.clone(), (bytes.clone(), decoded.clone()));
         decoded
     }
@@ -224,13 +227,15 @@ fn normalised_line(key: &str, value: &[u8]) -> Option<String> {
     Some(format!("{key} {object}"))
 }
 
-/// An object with only its metadata decoded: serde skips the rest, and
-/// [`Decodes::metadata`] the managed fields, whose field sets are most of a decode's cost,
-/// without building them.
-#[derive(Deserialize)]
-struct MetadataOnly {
-    #[serde(default)]
-    metadata: ObjectMeta,
+/// An object's metadata without its managed fields, whose field sets are most of a
+/// metadata decode's cost: [`Decodes::metadata`] skips them without building them, and
+/// reads nothing after the metadata.
+struct Unmanaged(ObjectMeta);
+
+impl<'de> Deserialize<'de> for Unmanaged {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserialize_skipping(deserializer, &["managedFields"]).map(Unmanaged)
+    }
 }
 
 /// The store-key prefix of every object of `K` (`/<group or core>/<plural>/`).

@@ -263,6 +263,7 @@ impl Backend for SqliteBackend {
                     key: Arc::from(key),
                     deleted: deleted != 0,
                     value: Bytes::from(value),
+                    labels: None,
                 })
             })
             .map_err(backend_err)?;

@@ -37,19 +37,13 @@ impl Labels {
     /// The labels of a stored object, reading only what it must of the bytes.
     pub fn of_json_bytes(bytes: &[u8]) -> Labels {
         #[derive(Deserialize)]
-        struct Doc {
-            metadata: Option<Meta>,
-        }
-        #[derive(Deserialize)]
         struct Meta {
             labels: Option<BTreeMap<String, Value>>,
         }
-        match serde_json::from_slice::<Doc>(bytes) {
-            Ok(Doc {
-                metadata: Some(Meta {
-                    labels: Some(labels),
-                }),
-            }) => Labels::collect(labels.iter().map(|(k, v)| (k.as_str(), v))),
+        match crate::metadata_of::<Meta>(bytes) {
+            Ok(Some(Meta {
+                labels: Some(labels),
+            })) => Labels::collect(labels.iter().map(|(k, v)| (k.as_str(), v))),
             _ => Labels::default(),
         }
     }

@@ -45,6 +45,7 @@
 mod backend;
 mod follow;
 mod labels;
+mod metadata;
 mod state;
 mod watcher;
 mod writer;
@@ -63,6 +64,7 @@ use writer::{Encoded, Op, Request, WriteReq, Writer};
 
 pub use follow::{Change, ChangeKind, Filter, Follow, Followed, Snapshot};
 pub use labels::Labels;
+pub use metadata::metadata_of;
 pub use watcher::Watcher;
 
 /// A global, strictly increasing revision (Kubernetes `resourceVersion`).

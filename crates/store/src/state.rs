@@ -50,6 +50,9 @@ pub(crate) struct Record {
     pub key: Arc<str>,
     pub deleted: bool,
     pub value: Bytes,
+    /// The value's labels when the record comes from memory (an [`crate::Image`]);
+    /// a backend's rows leave them to be read from `value`.
+    pub labels: Option<Labels>,
 }
 
 /// How many of `versions` (one key's, ascending) compacting to `target` drops: every
@@ -102,7 +105,7 @@ impl State {
             max_rev = max_rev.max(r.rev);
             let (key, prev) = st.latest(&r.key);
             let key = key.unwrap_or(r.key);
-            let labels = Labels::of_json_bytes(&r.value);
+            let labels = r.labels.unwrap_or_else(|| Labels::of_json_bytes(&r.value));
             if r.rev > compacted {
                 let kind = if r.deleted {
                     EventKind::Deleted
@@ -152,6 +155,7 @@ impl State {
                     key: key.clone(),
                     deleted: v.deleted,
                     value: v.value.clone(),
+                    labels: Some(v.labels.clone()),
                 })
             })
             .collect();
@@ -460,6 +464,7 @@ mod tests {
             key: Arc::from("/a"),
             deleted: false,
             value: Bytes::from(format!(r#"{{"metadata":{{"labels":{{"app":"{app}"}}}}}}"#)),
+            labels: None,
         };
         let st = State::from_records(vec![record(2, "web"), record(3, "db")], 0);
         let labels = |l: &Labels| {

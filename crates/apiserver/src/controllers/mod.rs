@@ -61,12 +61,6 @@ const SKIM_DEPTH: usize = 100;
 /// The metadata fields the collector reads, typed as a valid object stores them, so the
 /// skim builds no `Value`. An object whose metadata does not fit (only a store written by
 /// an older version could hold one) is read through [`Node::parse`] instead.
-#[derive(serde::Deserialize)]
-struct Skeleton {
-    #[serde(default)]
-    metadata: SkeletonMetadata,
-}
-
 #[derive(Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct SkeletonMetadata {
@@ -159,11 +153,15 @@ impl Node {
         let no_uid = || "it has no metadata.uid".to_string();
         if !Node::reads_spec(key)
             && !deeper_than_skim_depth(bytes)
-            && let Ok(skeleton) = serde_json::from_slice::<Skeleton>(bytes)
+            && let Ok(metadata) = steady_store::metadata_of::<SkeletonMetadata>(bytes)
         {
-            // The collector reads every write: decoding only the metadata it looks at
-            // skips spec, status and managedFields, most of an object's bytes.
-            return skeleton.metadata.into_node(key).ok_or_else(no_uid);
+            // The collector reads every write: decoding only the metadata it looks at,
+            // and stopping at its end, skips spec, status and managedFields, most of an
+            // object's bytes.
+            return metadata
+                .unwrap_or_default()
+                .into_node(key)
+                .ok_or_else(no_uid);
         }
         let obj: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         Node::parse(key, &obj).ok_or_else(no_uid)
