@@ -281,7 +281,7 @@ pub fn decode_json_value(body: &[u8], what: &str) -> Result<Value, String> {
     if json_deeper_than(body, MAX_NESTING_DEPTH) {
         return Err(too_deep(what));
     }
-    serde_json::from_slice(body).map_err(|e| {
+    steady_store::json::from_bytes(body).map_err(|e| {
         format!(
             "couldn't decode {what} as JSON: {e} (line {}, column {})",
             e.line(),

@@ -44,6 +44,7 @@
 
 mod backend;
 mod follow;
+pub mod json;
 mod labels;
 mod metadata;
 mod state;

@@ -74,7 +74,7 @@ pub(crate) fn attempts_until_applied() -> impl Iterator<Item = ()> {
 const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 fn parse_stored(object: &Object) -> ApiResult<Value> {
-    serde_json::from_slice(&object.value)
+    steady_store::json::from_bytes(&object.value)
         .map_err(|e| ApiError::internal(format!("stored object {} is corrupt: {e}", object.key)))
 }
 
