@@ -48,6 +48,7 @@ pub mod json;
 mod labels;
 mod metadata;
 mod state;
+mod tombstone;
 mod watcher;
 mod writer;
 

@@ -166,9 +166,13 @@ fn write_object(
     Ok(())
 }
 
-/// A stored object again, with `rev` as its `resourceVersion` (a delete's tombstone).
-fn reencode(bytes: &Bytes, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
-    let mut value: Value = serde_json::from_slice(bytes)
+/// A stored object again, with `rev` as its `resourceVersion` (a delete's tombstone):
+/// spliced into its bytes, or encoded again when they are not as the store writes them.
+fn tombstone(prev: &Version, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
+    if let Some(bytes) = crate::tombstone::at_revision(&prev.value, rev) {
+        return Ok((bytes, prev.labels.clone()));
+    }
+    let mut value: Value = serde_json::from_slice(&prev.value)
         .map_err(|e| StoreError::Backend(format!("stored value is not JSON: {e}")))?;
     Ok(Encoded::new(&mut value, None)?.at_revision(rev))
 }
@@ -442,7 +446,7 @@ fn stage(key: &Arc<str>, cur: Option<Version>, op: Op, rev: Revision) -> Result<
             let prev = check(expected)?;
             (
                 EventKind::Deleted,
-                (reencode(&prev.value, rev)?, None),
+                (tombstone(&prev, rev)?, None),
                 Some(prev),
             )
         }
@@ -528,5 +532,30 @@ mod tests {
         let bare = Encoded::new(&mut serde_json::json!({"a": 1}), None).expect("encodes");
         let (bytes, _) = bare.at_revision(7);
         assert_eq!(&bytes[..], br#"{"a":1,"metadata":{"resourceVersion":"7"}}"#);
+    }
+
+    #[test]
+    fn a_tombstone_is_the_stored_bytes_as_encoding_them_again_gives() {
+        let mut value = serde_json::json!({
+            "apiVersion": "v1",
+            "data": {"metadata": {"resourceVersion": "1"}, "k": "\"}"},
+            "metadata": {"name": "a", "labels": {"app": "x"}, "managedFields": [{"f:data": {}}]},
+            "spec": {"list": [{"a": [1, {"b": "]"}]}, -2.5e3, false]},
+        });
+        let (stored, labels) = Encoded::new(&mut value.clone(), None)
+            .expect("encodes")
+            .at_revision(41);
+        let prev = Version {
+            rev: 41,
+            value: stored,
+            labels,
+            deleted: false,
+        };
+        let (again, _) = Encoded::new(&mut value, None)
+            .expect("encodes")
+            .at_revision(1000);
+        let (spliced, labels) = tombstone(&prev, 1000).expect("a tombstone");
+        assert_eq!(spliced, again);
+        assert_eq!(labels.get("app"), Some("x"));
     }
 }
