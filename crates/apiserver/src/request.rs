@@ -215,9 +215,9 @@ fn hex(b: u8) -> Option<u8> {
 /// The deepest nesting of objects and arrays a request body, and every object written to the
 /// store, may have (`{}` is one level). serde_json reads back at most 127 levels, so a stored
 /// object deeper than that could never be read again; kube-apiserver's decoder allows 10,000.
-/// One limit below serde_json's, applied to every decoded body and to every object just
-/// before it is stored, keeps everything that is written readable.
-pub const MAX_NESTING_DEPTH: usize = 100;
+/// One limit below serde_json's, applied to every decoded body and by the store to every
+/// object it encodes, keeps everything that is written readable.
+pub const MAX_NESTING_DEPTH: usize = steady_store::MAX_DEPTH;
 
 /// The error for a body or object nested more deeply than [`MAX_NESTING_DEPTH`].
 pub fn too_deep(what: &str) -> String {

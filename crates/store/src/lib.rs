@@ -202,11 +202,18 @@ pub enum StoreError {
     },
     #[error("invalid value: {0}")]
     InvalidValue(String),
+    #[error("value nests more than {MAX_DEPTH} levels of objects and arrays")]
+    TooDeep,
     #[error("storage backend error: {0}")]
     Backend(String),
     #[error("store is closed")]
     Closed,
 }
+
+/// The most levels of objects and arrays a stored value may nest: serde_json reads back no
+/// more than 128, and the store must read back every value it holds. Deeper values are
+/// refused ([`StoreError::TooDeep`]).
+pub const MAX_DEPTH: usize = 100;
 
 /// Store configuration.
 #[derive(Clone, Debug)]

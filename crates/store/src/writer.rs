@@ -2,17 +2,22 @@
 //! them against memory plus a staging overlay, persists the batch in one
 //! backend transaction, then applies it to memory and wakes watchers.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::io;
 use std::mem;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::Backend;
 use crate::state::Version;
-use crate::{Derived, DerivedSlot, Event, EventKind, Labels, Object, Revision, Shared, StoreError};
+use crate::{
+    Derived, DerivedSlot, Event, EventKind, Labels, MAX_DEPTH, Object, Revision, Shared, StoreError,
+};
 
 /// Maximum number of requests drained into one group commit.
 const MAX_BATCH: usize = 1024;
@@ -95,20 +100,30 @@ impl Encoded {
         meta.insert("resourceVersion".into(), Value::String(String::new()));
         let mut json = Vec::with_capacity(256);
         let mut revision_at = 0;
-        write_object(&mut json, obj, &mut |json, key, value| {
+        let deepest = Cell::new(0);
+        write_object(&mut json, obj, 1, &deepest, &mut |json, key, value| {
             if key != "metadata" {
                 return None;
             }
             let meta = value.as_object()?;
-            Some(write_object(json, meta, &mut |json, key, _| {
-                (key == "resourceVersion").then(|| {
-                    json.push(b'"');
-                    revision_at = json.len();
-                    json.push(b'"');
-                    Ok(())
-                })
-            }))
+            Some(write_object(
+                json,
+                meta,
+                2,
+                &deepest,
+                &mut |json, key, _| {
+                    (key == "resourceVersion").then(|| {
+                        json.push(b'"');
+                        revision_at = json.len();
+                        json.push(b'"');
+                        Ok(())
+                    })
+                },
+            ))
         })?;
+        if deepest.get() > MAX_DEPTH {
+            return Err(StoreError::TooDeep);
+        }
         Ok(Encoded {
             json,
             revision_at,
@@ -142,14 +157,18 @@ impl Encoded {
 type MemberWriter<'a> =
     dyn FnMut(&mut Vec<u8>, &str, &Value) -> Option<Result<(), StoreError>> + 'a;
 
-/// Writes `map` as compact JSON, exactly as `serde_json::to_writer` would, except for the
-/// members `special` writes.
+/// Writes `map`, an object `depth` levels deep, as compact JSON, exactly as
+/// `serde_json::to_writer` would, except for the members `special` writes; `deepest` is
+/// raised to the deepest level written.
 fn write_object(
     json: &mut Vec<u8>,
     map: &serde_json::Map<String, Value>,
+    depth: usize,
+    deepest: &Cell<usize>,
     special: &mut MemberWriter<'_>,
 ) -> Result<(), StoreError> {
     let encoding = |e: serde_json::Error| StoreError::InvalidValue(e.to_string());
+    deepest.set(deepest.get().max(depth));
     json.push(b'{');
     for (i, (key, value)) in map.iter().enumerate() {
         if i > 0 {
@@ -159,11 +178,52 @@ fn write_object(
         json.push(b':');
         match special(json, key, value) {
             Some(written) => written?,
-            None => serde_json::to_writer(&mut *json, value).map_err(encoding)?,
+            None => {
+                let nesting = Nesting { depth, deepest };
+                let mut serializer = serde_json::Serializer::with_formatter(&mut *json, nesting);
+                value.serialize(&mut serializer).map_err(encoding)?;
+            }
         }
     }
     json.push(b'}');
     Ok(())
+}
+
+/// serde_json's compact format, noting how deeply what it writes nests: the encoding
+/// walks every value anyway, so the store's depth limit costs no walk of its own.
+struct Nesting<'a> {
+    /// Levels of objects and arrays around what is written next.
+    depth: usize,
+    deepest: &'a Cell<usize>,
+}
+
+impl Nesting<'_> {
+    fn enter(&mut self) {
+        self.depth += 1;
+        self.deepest.set(self.deepest.get().max(self.depth));
+    }
+}
+
+impl serde_json::ser::Formatter for Nesting<'_> {
+    fn begin_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.enter();
+        writer.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.depth -= 1;
+        writer.write_all(b"]")
+    }
+
+    fn begin_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.enter();
+        writer.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.depth -= 1;
+        writer.write_all(b"}")
+    }
 }
 
 /// A stored object again, with `rev` as its `resourceVersion` (a delete's tombstone):
@@ -532,6 +592,39 @@ mod tests {
         let bare = Encoded::new(&mut serde_json::json!({"a": 1}), None).expect("encodes");
         let (bytes, _) = bare.at_revision(7);
         assert_eq!(&bytes[..], br#"{"a":1,"metadata":{"resourceVersion":"7"}}"#);
+    }
+
+    #[test]
+    fn a_value_nesting_deeper_than_the_limit_is_refused() {
+        // A value of `depth` levels of objects and arrays.
+        let nested = |depth: usize| {
+            (0..depth).fold(serde_json::json!(1), |inner, level| {
+                if level % 2 == 0 {
+                    serde_json::json!([inner])
+                } else {
+                    serde_json::json!({ "a": inner })
+                }
+            })
+        };
+        // Objects of `levels` in all: under `spec` (the root is one level), and under
+        // `metadata.annotations` (three), which the encoding writes on its own.
+        let objects = |levels: usize| {
+            [
+                serde_json::json!({"metadata": {"name": "n"}, "spec": nested(levels - 1)}),
+                serde_json::json!({"metadata": {"annotations": {"x": nested(levels - 3)}}}),
+            ]
+        };
+        for mut deepest in objects(MAX_DEPTH) {
+            let encoded = Encoded::new(&mut deepest, None).expect("at the limit");
+            let (bytes, _) = encoded.at_revision(2);
+            assert!(serde_json::from_slice::<Value>(&bytes).is_ok());
+        }
+        for mut deeper in objects(MAX_DEPTH + 1) {
+            assert!(matches!(
+                Encoded::new(&mut deeper, None),
+                Err(StoreError::TooDeep)
+            ));
+        }
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub(crate) struct Role {
 
 impl Role {
     fn read(revision: Revision, labels: &Labels, bytes: &[u8]) -> Option<Role> {
-        let stored: StoredRole = serde_json::from_slice(bytes).ok()?;
+        let stored: StoredRole = steady_store::json::from_bytes(bytes).ok()?;
         let selectors = stored.aggregation_rule.map(|rule| {
             rule.selectors
                 .iter()

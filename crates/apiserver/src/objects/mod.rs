@@ -114,8 +114,8 @@ fn to_bytes(value: &Value) -> ApiResult<Bytes> {
 
 impl ApiServer {
     /// [`Self::present_converted`] for an object the store has just committed: the write succeeded, so the
-    /// client gets a success whatever happens here. Every object passed [`write::fit_for_storage`]
-    /// before it was written, so this only logs (a conversion webhook may also fail); the
+    /// client gets a success whatever happens here. The store holds only objects it can read
+    /// back (see [`steady_store::MAX_DEPTH`]), so this only logs (a conversion webhook may also fail); the
     /// stored bytes are valid JSON either way.
     async fn present_committed(&self, rt: &ResourceType, stored: Bytes) -> Bytes {
         match self.present_converted(rt, stored.clone()).await {

@@ -69,25 +69,35 @@ impl Written {
     }
 }
 
-/// The check after ownership is recorded: the store must be able to read the object back
-/// (see [`MAX_NESTING_DEPTH`]). `managedFields` nest about as deep as the fields they
-/// describe, so an object near the limit is stored without them rather than refused
-/// (kube-apiserver, too, drops them when its field manager fails). One walk of the object
-/// when it is within the limit, as nearly every object is.
+/// A dry run's stand-in for the store's depth limit ([`steady_store::MAX_DEPTH`], see
+/// [`ApiServer::put_fitting`]), which a write that is not stored never meets: the object
+/// within it, without its managedFields if need be, or refused as the store would.
 fn fit_for_storage(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
     if !deeper_than(obj, MAX_NESTING_DEPTH) {
         return Ok(());
     }
     meta::metadata_mut(obj).remove("managedFields");
     if deeper_than(obj, MAX_NESTING_DEPTH) {
-        let name = meta::name(obj).unwrap_or("");
-        return Err(ApiError::unprocessable(format!(
-            "{} \"{name}\" is invalid: {}",
-            rt.kind,
-            too_deep("the object")
-        )));
+        return Err(too_deep_to_store(rt, obj));
     }
     Ok(())
+}
+
+/// The 422 for an object nested too deeply to store, even without its managedFields.
+fn too_deep_to_store(rt: &ResourceType, obj: &Value) -> ApiError {
+    let name = meta::name(obj).unwrap_or("");
+    ApiError::unprocessable(format!(
+        "{} \"{name}\" is invalid: {}",
+        rt.kind,
+        too_deep("the object")
+    ))
+}
+
+/// A write the store is asked for: a create, or an update of the revision read.
+#[derive(Clone, Copy)]
+enum Put {
+    Create,
+    Update(Revision),
 }
 
 /// Whether a stored namespace is being deleted: only `metadata.deletionTimestamp` is
@@ -141,6 +151,50 @@ fn check_builtin_rules(rt: &ResourceType, old: Option<&Value>, new: &Value) -> A
 }
 
 impl ApiServer {
+    /// Stores `obj` at `key`. The store refuses an object nested deeper than it can read
+    /// back ([`steady_store::MAX_DEPTH`]), and finds that while encoding it, so no write
+    /// walks its object for it. `managedFields` nest about as deep as the fields they
+    /// describe, so such an object is stored again without them rather than refused
+    /// (kube-apiserver, too, drops them when its field manager fails), and refused (422)
+    /// only when it is still too deep.
+    async fn put_fitting(
+        &self,
+        rt: &ResourceType,
+        key: &str,
+        obj: &mut Value,
+        put: Put,
+    ) -> ApiResult<steady_store::Object> {
+        let derived = derived_for_collector(key, obj);
+        let stored = match self.put(key, obj, put, derived.clone()).await {
+            Err(steady_store::StoreError::TooDeep) => {
+                meta::metadata_mut(obj).remove("managedFields");
+                self.put(key, obj, put, derived).await
+            }
+            stored => stored,
+        };
+        stored.map_err(|e| match e {
+            steady_store::StoreError::TooDeep => too_deep_to_store(rt, obj),
+            e => ApiError::from_store(e, &rt.qualified_name(), meta::name(obj).unwrap_or("")),
+        })
+    }
+
+    async fn put(
+        &self,
+        key: &str,
+        obj: &mut Value,
+        put: Put,
+        derived: Option<steady_store::Derived>,
+    ) -> Result<steady_store::Object, steady_store::StoreError> {
+        match put {
+            Put::Create => self.store().create_derived(key, obj, derived).await,
+            Put::Update(rev) => {
+                self.store()
+                    .update_derived(key, obj, Some(rev), derived)
+                    .await
+            }
+        }
+    }
+
     pub(crate) fn namespace_key(&self, name: &str) -> String {
         format!("/core/namespaces/{name}")
     }
@@ -240,18 +294,13 @@ impl ApiServer {
             .check_quotas(rt, ns.as_deref(), &name, &obj, None, opts.dry_run)
             .await?;
         self.record_ownership(rt, None, &mut obj, opts, ownership);
-        fit_for_storage(rt, &mut obj)?;
         if opts.dry_run {
+            fit_for_storage(rt, &mut obj)?;
             return Ok(Written::created(to_bytes(&obj)?, warnings));
         }
         let key = rt.key(ns.as_deref(), &name);
         let mut obj = self.to_storage_version(rt, obj).await?;
-        let derived = derived_for_collector(&key, &obj);
-        let stored = self
-            .store()
-            .create_derived(&key, &mut obj, derived)
-            .await
-            .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), &name))?;
+        let stored = self.put_fitting(rt, &key, &mut obj, Put::Create).await?;
         self.after_commit(rt, &stored.value);
         if let Some(charges) = charges {
             self.settle_quotas(charges).await;
@@ -530,7 +579,9 @@ impl ApiServer {
         self.admit_by_webhooks(&attrs, &mut new, Some(old), opts, &mut warnings)
             .await?;
         self.record_ownership(rt, Some(old), &mut new, opts, ownership);
-        fit_for_storage(rt, &mut new)?;
+        if opts.dry_run {
+            fit_for_storage(rt, &mut new)?;
+        }
         meta::metadata_mut(&mut new)
             .insert("resourceVersion".into(), Value::String(rev.to_string()));
         if meta::same_content(old, &new) {
@@ -566,12 +617,9 @@ impl ApiServer {
             ));
         }
         let mut new = self.to_storage_version(rt, new).await?;
-        let derived = derived_for_collector(&key, &new);
         let stored = self
-            .store()
-            .update_derived(&key, &mut new, Some(rev), derived)
-            .await
-            .map_err(|e| ApiError::from_store(e, &rt.qualified_name(), name))?;
+            .put_fitting(rt, &key, &mut new, Put::Update(rev))
+            .await?;
         self.after_commit(rt, &stored.value);
         if let Some(charges) = charges {
             self.settle_quotas(charges).await;
@@ -680,8 +728,7 @@ impl ApiServer {
         };
         let (now, api_version) = (self.timestamp(), rt.api_version());
         let writer = writer(&api_version, opts, sub.unwrap_or(""), &now);
-        // Too deep with its managedFields, it loses them in `fit_for_storage`, which every
-        // write ends with: one nesting walk per write.
+        // Too deep with its managedFields, it is stored without them (`put_fitting`).
         apply::apply(current, config, &writer, opts.force, shape(rt)).map_err(apply_error)
     }
 }
