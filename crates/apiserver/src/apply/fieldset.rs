@@ -12,7 +12,11 @@ use serde_json::{Map, Value};
 
 /// The element of a path that names a field of an object.
 pub fn field(name: &str) -> String {
-    format!("f:{name}")
+    // Built for every field a write compares: `format!` costs several times this.
+    let mut element = String::with_capacity(name.len() + 2);
+    element.push_str("f:");
+    element.push_str(name);
+    element
 }
 
 /// The element naming an item of a list of objects by its key fields: their values as a

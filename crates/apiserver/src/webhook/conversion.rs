@@ -108,8 +108,7 @@ impl ApiServer {
         rt: &ResourceType,
         stored: Bytes,
     ) -> ApiResult<Bytes> {
-        let expected = format!("{{\"apiVersion\":\"{}\"", rt.api_version());
-        if stored.starts_with(expected.as_bytes()) {
+        if written_in_version(&stored, rt) {
             return Ok(stored);
         }
         let object: Value = serde_json::from_slice(&stored)
@@ -145,6 +144,23 @@ impl ApiServer {
         }
         convert_by_webhook(&crd, object, &desired).await
     }
+}
+
+/// Whether `stored` begins `{"apiVersion":"<rt's group/version>"`, as the store writes an
+/// object of that version (its keys in order). Asked of every object read: nothing is
+/// allocated.
+fn written_in_version(stored: &[u8], rt: &ResourceType) -> bool {
+    let Some(rest) = stored.strip_prefix(br#"{"apiVersion":""#) else {
+        return false;
+    };
+    let rest = match rt.group.as_str() {
+        "" => Some(rest),
+        group => rest
+            .strip_prefix(group.as_bytes())
+            .and_then(|rest| rest.strip_prefix(b"/")),
+    };
+    rest.and_then(|rest| rest.strip_prefix(rt.version.as_bytes()))
+        .is_some_and(|rest| rest.starts_with(b"\""))
 }
 
 /// A built-in kind's (or a CRD's converted by `None`) object in `desired`: the shapes of
@@ -243,6 +259,38 @@ mod tests {
 
     fn original() -> Value {
         json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "uid": "u"}})
+    }
+
+    #[test]
+    fn an_object_is_presented_as_stored_only_when_written_in_the_version_asked() {
+        let registry = crate::registry::Registry::default();
+        let pods = registry.builtin("", "pods").expect("pods");
+        let deployments = registry
+            .builtin("apps", "deployments")
+            .expect("deployments");
+        assert!(written_in_version(
+            br#"{"apiVersion":"v1","kind":"Pod"}"#,
+            &pods
+        ));
+        assert!(written_in_version(
+            br#"{"apiVersion":"apps/v1","kind":"Deployment"}"#,
+            &deployments
+        ));
+        for stored in [
+            &br#"{"apiVersion":"v1beta1","kind":"Deployment"}"#[..],
+            br#"{"apiVersion":"apps/v1beta1","kind":"Deployment"}"#,
+            br#"{"apiVersion":"apps/v1"#,
+            br#"{"kind":"Deployment","apiVersion":"apps/v1"}"#,
+            br#"{"apiVersion":"extensions/v1","kind":"Deployment"}"#,
+            br#"{"apiVersion":"v1","kind":"Deployment"}"#,
+        ] {
+            assert!(
+                !written_in_version(stored, &deployments),
+                "{}",
+                String::from_utf8_lossy(stored)
+            );
+        }
+        assert!(!written_in_version(br#"{"apiVersion":"v1beta1"}"#, &pods));
     }
 
     #[test]
