@@ -436,10 +436,7 @@ async fn changed_the_world(
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .unwrap_or_default();
-    let written_at = steady_store::metadata_of::<HeadMetadata>(&bytes)
-        .ok()
-        .flatten()
-        .and_then(|metadata| metadata.resource_version?.parse::<u64>().ok());
+    let written_at = steady_store::revision_in(&bytes);
     let effective = match written_at {
         Some(revision) => revision > revision_before,
         None => revision_after > revision_before,

@@ -47,8 +47,8 @@ mod follow;
 pub mod json;
 mod labels;
 mod metadata;
+mod revision_bytes;
 mod state;
-mod tombstone;
 mod watcher;
 mod writer;
 
@@ -67,6 +67,7 @@ use writer::{Encoded, Op, Request, WriteReq, Writer};
 pub use follow::{Change, ChangeKind, Filter, Follow, Followed, Snapshot};
 pub use labels::Labels;
 pub use metadata::metadata_of;
+pub use revision_bytes::revision_in;
 pub use watcher::Watcher;
 
 /// A global, strictly increasing revision (Kubernetes `resourceVersion`).

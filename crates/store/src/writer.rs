@@ -229,7 +229,7 @@ impl serde_json::ser::Formatter for Nesting<'_> {
 /// A stored object again, with `rev` as its `resourceVersion` (a delete's tombstone):
 /// spliced into its bytes, or encoded again when they are not as the store writes them.
 fn tombstone(prev: &Version, rev: Revision) -> Result<(Bytes, Labels), StoreError> {
-    if let Some(bytes) = crate::tombstone::at_revision(&prev.value, rev) {
+    if let Some(bytes) = crate::revision_bytes::at_revision(&prev.value, rev) {
         return Ok((bytes, prev.labels.clone()));
     }
     let mut value: Value = serde_json::from_slice(&prev.value)

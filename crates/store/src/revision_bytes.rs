@@ -1,10 +1,10 @@
-//! A delete's tombstone: the object's last state with the delete's revision as its
-//! `resourceVersion`, made by splicing the revision into the stored bytes.
+//! An object's `metadata.resourceVersion` in its JSON bytes, found by a walk of the JSON
+//! structure that decodes nothing: read (what revision a write's reply is at), or replaced
+//! (a delete's tombstone: the object's last state at the delete's revision).
 //!
-//! The store wrote those bytes itself (see `writer::Encoded`), so their
-//! `metadata.resourceVersion` is a string of digits that a walk of the JSON structure
-//! finds without decoding anything; decoding the object and encoding it again cost as
-//! much as the write that stored it.
+//! The store wrote those bytes itself (see `writer::Encoded`), with a `resourceVersion`
+//! of digits; decoding the object and encoding it again to make a tombstone cost as much
+//! as the write that stored it.
 
 use std::ops::Range;
 
@@ -23,6 +23,13 @@ pub(crate) fn at_revision(stored: &[u8], rev: Revision) -> Option<Bytes> {
     bytes.extend_from_slice(rev.as_bytes());
     bytes.extend_from_slice(&stored[digits.end..]);
     Some(Bytes::from(bytes))
+}
+
+/// The `metadata.resourceVersion` of the JSON object `json` (an object as the API returns
+/// it), without decoding it; `None` when it has none, or not of digits.
+pub fn revision_in(json: &[u8]) -> Option<Revision> {
+    let digits = revision_digits(json)?;
+    std::str::from_utf8(&json[digits]).ok()?.parse().ok()
 }
 
 /// Where the digits of `metadata.resourceVersion` are in the JSON object `json`.
@@ -166,6 +173,14 @@ mod tests {
         let bytes = at_revision(pretty.as_bytes(), 7).expect("found in pretty JSON too");
         let read: Value = serde_json::from_slice(&bytes).expect("JSON");
         assert_eq!(read["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn reads_the_revision_where_it_is() {
+        let object = json!({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "42"}});
+        assert_eq!(revision_in(object.to_string().as_bytes()), Some(42));
+        let status = json!({"kind": "Status", "metadata": {}, "status": "Success"});
+        assert_eq!(revision_in(status.to_string().as_bytes()), None);
     }
 
     #[test]
