@@ -156,23 +156,28 @@ impl ApiServer {
     /// walks its object for it. `managedFields` nest about as deep as the fields they
     /// describe, so such an object is stored again without them rather than refused
     /// (kube-apiserver, too, drops them when its field manager fails), and refused (422)
-    /// only when it is still too deep.
+    /// only when it is still too deep. `None`: without them, the object is what it was
+    /// (`unchanged`), and nothing is written, as for any write that changes nothing.
     async fn put_fitting(
         &self,
         rt: &ResourceType,
         key: &str,
         obj: &mut Value,
         put: Put,
-    ) -> ApiResult<steady_store::Object> {
+        unchanged: &(dyn Fn(&Value) -> bool + Sync),
+    ) -> ApiResult<Option<steady_store::Object>> {
         let derived = derived_for_collector(key, obj);
         let stored = match self.put(key, obj, put, derived.clone()).await {
             Err(steady_store::StoreError::TooDeep) => {
                 meta::metadata_mut(obj).remove("managedFields");
+                if unchanged(obj) {
+                    return Ok(None);
+                }
                 self.put(key, obj, put, derived).await
             }
             stored => stored,
         };
-        stored.map_err(|e| match e {
+        stored.map(Some).map_err(|e| match e {
             steady_store::StoreError::TooDeep => too_deep_to_store(rt, obj),
             e => ApiError::from_store(e, &rt.qualified_name(), meta::name(obj).unwrap_or("")),
         })
@@ -300,7 +305,11 @@ impl ApiServer {
         }
         let key = rt.key(ns.as_deref(), &name);
         let mut obj = self.to_storage_version(rt, obj).await?;
-        let stored = self.put_fitting(rt, &key, &mut obj, Put::Create).await?;
+        // A create always changes something: `put_fitting` answers `None` for none.
+        let stored = self
+            .put_fitting(rt, &key, &mut obj, Put::Create, &|_| false)
+            .await?
+            .ok_or_else(|| ApiError::internal("a create changed nothing"))?;
         self.after_commit(rt, &stored.value);
         if let Some(charges) = charges {
             self.settle_quotas(charges).await;
@@ -617,9 +626,14 @@ impl ApiServer {
             ));
         }
         let mut new = self.to_storage_version(rt, new).await?;
-        let stored = self
-            .put_fitting(rt, &key, &mut new, Put::Update(rev))
-            .await?;
+        let unchanged = |stripped: &Value| meta::same_content(old, stripped);
+        let put = self.put_fitting(rt, &key, &mut new, Put::Update(rev), &unchanged);
+        let Some(stored) = put.await? else {
+            return Ok(Written::updated(
+                self.present_converted(rt, old_bytes).await?,
+                warnings,
+            ));
+        };
         self.after_commit(rt, &stored.value);
         if let Some(charges) = charges {
             self.settle_quotas(charges).await;
