@@ -10,9 +10,9 @@ use common::{eventually, eventually_gone, release_held, server};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use steady_apiserver::ApiServer;
 use steady_apiserver::request::{DeleteOptions, WriteOptions};
-use steady_store::ListOptions;
+use steady_apiserver::{ApiServer, Config};
+use steady_store::{ListOptions, Store, StoreOptions};
 
 async fn create_namespace(s: &ApiServer, name: &str) {
     let rt = s.registry().builtin("", "namespaces").expect("namespaces");
@@ -133,7 +133,8 @@ async fn a_namespace_made_again_under_its_name_is_emptied_when_deleted_again() {
 }
 
 /// An object nested deeper than any JSON reader here accepts (serde_json stops at 128),
-/// as an older version could store it: the collector cannot parse it.
+/// as an older version of steady could store it (the store now refuses one): the collector
+/// cannot parse it.
 fn too_deep_configmap(namespace: &str, name: &str) -> Value {
     let mut deep = json!("bottom");
     for _ in 0..200 {
@@ -144,9 +145,26 @@ fn too_deep_configmap(namespace: &str, name: &str) -> Value {
         "metadata": {
             "name": name, "namespace": namespace,
             "uid": "33333333-3333-3333-3333-333333333333",
+            "resourceVersion": "",
         },
         "data": {"deep": deep},
     })
+}
+
+/// Appends `objects` (by key) to the log of the SQLite store at `path`, closed, as rows an
+/// older version wrote: the store reads them back at its next start as they are.
+fn append_as_an_older_version_did(path: &std::path::Path, objects: &[(String, Value)]) {
+    let db = rusqlite::Connection::open(path).expect("the store's database opens");
+    let last: i64 = db
+        .query_row("SELECT MAX(rev) FROM log", [], |row| row.get(0))
+        .expect("the log has rows");
+    for (rev, (key, object)) in (last + 1..).zip(objects) {
+        db.execute(
+            "INSERT INTO log (rev, key, deleted, value) VALUES (?1, ?2, 0, ?3)",
+            rusqlite::params![rev, key, object.to_string().into_bytes()],
+        )
+        .expect("a row is appended");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -171,21 +189,36 @@ async fn nothing_is_created_in_a_terminating_namespace() {
     create_configmap(&s, "open", "early", &[]).await;
 }
 
-#[tokio::test(start_paused = true)]
+// Real time: a SQLite store does not run under a paused clock.
+#[tokio::test]
 async fn unreadable_object_goes_with_its_namespace() {
-    let s = server().await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("state.db");
+    let start = || async {
+        let store = Store::sqlite(&path, StoreOptions::default())
+            .await
+            .expect("the store opens");
+        ApiServer::start(store, Config::default())
+            .await
+            .expect("server starts")
+    };
+    let s = start().await;
     create_namespace(&s, "old").await;
     create_namespace(&s, "neighbour").await;
     create_configmap(&s, "old", "fine", &[]).await;
-    for ns in ["old", "neighbour"] {
-        s.store()
-            .create(
-                &format!("/core/configmaps/{ns}/deep"),
+    s.shutdown().await;
+    drop(s);
+    let deep: Vec<(String, Value)> = ["old", "neighbour"]
+        .iter()
+        .map(|ns| {
+            (
+                format!("/core/configmaps/{ns}/deep"),
                 too_deep_configmap(ns, "deep"),
             )
-            .await
-            .expect("the store takes any JSON object");
-    }
+        })
+        .collect();
+    append_as_an_older_version_did(&path, &deep);
+    let s = start().await;
     let stored = s
         .store()
         .get("/core/configmaps/old/deep", None)
