@@ -188,7 +188,7 @@ impl ApiServer {
         classes: &crate::registry::ResourceType,
     ) -> Option<Value> {
         const MARK: &[u8] = br#""globalDefault":true"#;
-        let marked = |o: &steady_store::Object| o.value.windows(MARK.len()).any(|w| w == MARK);
+        let marked = |o: &steady_store::Object| memchr::memmem::find(&o.value, MARK).is_some();
         let listed = self
             .store()
             .list(

@@ -28,9 +28,7 @@ fn namespace_and_name<'k>(key: &'k str, prefix: &str) -> Option<(&'k str, &'k st
 
 /// Whether a Secret's stored bytes may be a token Secret's (the type string appears).
 fn may_be_token_secret(bytes: &[u8]) -> bool {
-    bytes
-        .windows(SECRET_TYPE.len())
-        .any(|window| window == SECRET_TYPE.as_bytes())
+    memchr::memmem::find(bytes, SECRET_TYPE.as_bytes()).is_some()
 }
 
 impl GarbageCollector {
