@@ -12,6 +12,8 @@
 //! rule) and any other role so labelled; the aggregation controller
 //! (`controllers::aggregation`) fills them in before the server answers.
 
+use std::sync::LazyLock;
+
 use serde_json::{Value, json};
 
 use crate::ApiServer;
@@ -374,25 +376,37 @@ fn kubernetes_service(port: u16) -> Value {
 pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
     let port = server.config().api_port.unwrap_or(6443);
     reconcile_kubernetes_service(server, kubernetes_service(port)).await?;
-    let objects = [
-        (RBAC, "clusterroles", None, cluster_admin()),
-        (RBAC, "clusterroles", None, aggregated_role("admin")),
+    for (group, plural, object) in BOOTSTRAP_OBJECTS.iter() {
+        create_if_missing(server, group, plural, None, object).await?;
+    }
+    for namespace in live_namespaces(server)? {
+        default_service_account(server, &namespace).await?;
+    }
+    move_events_to_core(server).await
+}
+
+/// The cluster-scoped objects every server starts with, built once per process: every
+/// start checks them all (and a simulated run starts a server per seed), but creates
+/// them only on a fresh store.
+static BOOTSTRAP_OBJECTS: LazyLock<Vec<(&str, &str, Value)>> = LazyLock::new(bootstrap_objects);
+
+fn bootstrap_objects() -> Vec<(&'static str, &'static str, Value)> {
+    vec![
+        (RBAC, "clusterroles", cluster_admin()),
+        (RBAC, "clusterroles", aggregated_role("admin")),
         (
             RBAC,
             "clusterroles",
-            None,
             aggregated_into(aggregated_role("edit"), "admin"),
         ),
         (
             RBAC,
             "clusterroles",
-            None,
             aggregated_into(aggregated_role("view"), "edit"),
         ),
         (
             RBAC,
             "clusterroles",
-            None,
             aggregated_into(
                 cluster_role("system:aggregate-to-admin", rules(AGGREGATE_TO_ADMIN)),
                 "admin",
@@ -401,7 +415,6 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
         (
             RBAC,
             "clusterroles",
-            None,
             aggregated_into(
                 cluster_role("system:aggregate-to-edit", rules(AGGREGATE_TO_EDIT)),
                 "edit",
@@ -410,7 +423,6 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
         (
             RBAC,
             "clusterroles",
-            None,
             aggregated_into(
                 cluster_role("system:aggregate-to-view", rules(AGGREGATE_TO_VIEW)),
                 "view",
@@ -419,34 +431,29 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
         (
             RBAC,
             "clusterroles",
-            None,
             cluster_role("system:auth-delegator", rules(AUTH_DELEGATOR)),
         ),
-        (RBAC, "clusterroles", None, discovery_role()),
-        (RBAC, "clusterroles", None, basic_user_role()),
-        (RBAC, "clusterroles", None, public_info_role()),
+        (RBAC, "clusterroles", discovery_role()),
+        (RBAC, "clusterroles", basic_user_role()),
+        (RBAC, "clusterroles", public_info_role()),
         (
             RBAC,
             "clusterrolebindings",
-            None,
             binding_to_groups("cluster-admin", &["system:masters"]),
         ),
         (
             RBAC,
             "clusterrolebindings",
-            None,
             binding_to_groups("system:discovery", &["system:authenticated"]),
         ),
         (
             RBAC,
             "clusterrolebindings",
-            None,
             binding_to_groups("system:basic-user", &["system:authenticated"]),
         ),
         (
             RBAC,
             "clusterrolebindings",
-            None,
             binding_to_groups(
                 "system:public-info-viewer",
                 &["system:authenticated", "system:unauthenticated"],
@@ -455,7 +462,6 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
         (
             "scheduling.k8s.io",
             "priorityclasses",
-            None,
             system_priority_class(
                 "system-node-critical",
                 2_000_001_000,
@@ -465,21 +471,13 @@ pub async fn ensure(server: &ApiServer) -> ApiResult<()> {
         (
             "scheduling.k8s.io",
             "priorityclasses",
-            None,
             system_priority_class(
                 "system-cluster-critical",
                 2_000_000_000,
                 "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
             ),
         ),
-    ];
-    for (group, plural, ns, object) in objects {
-        create_if_missing(server, group, plural, ns, object).await?;
-    }
-    for namespace in live_namespaces(server)? {
-        default_service_account(server, &namespace).await?;
-    }
-    move_events_to_core(server).await
+    ]
 }
 
 /// One of the two PriorityClasses kube-apiserver creates at start.
@@ -535,7 +533,7 @@ async fn reconcile_kubernetes_service(server: &ApiServer, wanted: Value) -> ApiR
         return Ok(());
     };
     let Ok((mut current, _)) = server.get_value(&rt, Some("default"), "kubernetes") else {
-        return create_if_missing(server, "", "services", Some("default"), wanted).await;
+        return create_if_missing(server, "", "services", Some("default"), &wanted).await;
     };
     if current["spec"]["ports"] == wanted["spec"]["ports"] {
         return Ok(());
@@ -575,7 +573,7 @@ pub async fn default_service_account(server: &ApiServer, namespace: &str) -> Api
         "kind": "ServiceAccount",
         "metadata": {"name": "default", "namespace": namespace},
     });
-    create_if_missing(server, "", "serviceaccounts", Some(namespace), account).await?;
+    create_if_missing(server, "", "serviceaccounts", Some(namespace), &account).await?;
     let Some(ca) = server.config().root_ca_pem.clone() else {
         return Ok(());
     };
@@ -589,7 +587,7 @@ pub async fn default_service_account(server: &ApiServer, namespace: &str) -> Api
         },
         "data": {"ca.crt": ca},
     });
-    create_if_missing(server, "", "configmaps", Some(namespace), root_ca).await
+    create_if_missing(server, "", "configmaps", Some(namespace), &root_ca).await
 }
 
 /// kube's root-ca-cert-publisher's words on its ConfigMap.
@@ -601,7 +599,7 @@ pub async fn create_if_missing(
     group: &str,
     plural: &str,
     ns: Option<&str>,
-    object: Value,
+    object: &Value,
 ) -> ApiResult<()> {
     let Some(rt) = server.registry().builtin(group, plural) else {
         return Ok(());
@@ -611,7 +609,7 @@ pub async fn create_if_missing(
         return Ok(());
     }
     match server
-        .create(&rt, ns, object, &WriteOptions::default())
+        .create(&rt, ns, object.clone(), &WriteOptions::default())
         .await
     {
         Err(e) if e.reason != "AlreadyExists" => Err(e),
