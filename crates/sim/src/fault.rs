@@ -727,11 +727,10 @@ struct Head {
 }
 
 #[derive(serde::Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
+#[serde(default)]
 struct HeadMetadata {
     name: Option<String>,
     namespace: Option<String>,
-    resource_version: Option<String>,
 }
 
 /// What the fault layer reads of a watch event.
