@@ -196,7 +196,18 @@ async fn accept(
         .await
         .map_err(|_| io::Error::other("the connection slots were closed"))?;
     let (stream, peer) = listener.accept().await?;
+    without_nagle(&stream);
     Ok((stream, peer, slot))
+}
+
+/// Send each write at once, as Go's net package does for every TCP connection (so
+/// kube-apiserver does). With Nagle's algorithm on, a watch event written while the last
+/// one is still unacknowledged waits for that acknowledgement, which a client may delay by
+/// up to 40 ms.
+pub(crate) fn without_nagle(stream: &TcpStream) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "could not set TCP_NODELAY");
+    }
 }
 
 /// The connection budget for an open-file limit: all of it but a reserve (a quarter, at
@@ -425,6 +436,18 @@ pub fn raise_fd_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_send_without_nagle_delay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let slots = Arc::new(Semaphore::new(1));
+        let client = TcpStream::connect(addr);
+        let (accepted, client) = tokio::join!(accept(&listener, &slots), client);
+        let (stream, _, _slot) = accepted.expect("accepted");
+        assert!(stream.nodelay().expect("TCP_NODELAY readable"));
+        drop(client);
+    }
 
     #[test]
     fn accept_backoff_doubles_to_a_second_and_resets() {

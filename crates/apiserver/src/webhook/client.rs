@@ -212,6 +212,7 @@ async fn exchange(
                 endpoint.connect_host, endpoint.port
             ))
         })?;
+    crate::serve::without_nagle(&tcp);
     let stream = tokio_rustls::TlsConnector::from(tls)
         .connect(endpoint.server_name.clone(), tcp)
         .await
