@@ -42,6 +42,11 @@ const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
+/// Silence before the first TCP keep-alive probe (kube-apiserver's `defaultKeepAlivePeriod`)
+/// and between probes (Go's default interval).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(180);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
+
 /// File descriptors kept out of the connection budget for the store, logs and the runtime.
 const RESERVED_FDS: u64 = 32;
 
@@ -197,6 +202,7 @@ async fn accept(
         .map_err(|_| io::Error::other("the connection slots were closed"))?;
     let (stream, peer) = listener.accept().await?;
     without_nagle(&stream);
+    probe_when_idle(&stream);
     Ok((stream, peer, slot))
 }
 
@@ -207,6 +213,18 @@ async fn accept(
 pub(crate) fn without_nagle(stream: &TcpStream) {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "could not set TCP_NODELAY");
+    }
+}
+
+/// TCP keep-alive probes after 3 minutes of silence, then every 15 s, as kube-apiserver
+/// sets them on the connections it accepts (Go's interval): a peer that vanished without
+/// closing (a laptop shut mid-watch) loses its connection and its slot.
+fn probe_when_idle(stream: &TcpStream) {
+    let probes = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_INTERVAL);
+    if let Err(error) = socket2::SockRef::from(stream).set_tcp_keepalive(&probes) {
+        tracing::debug!(%error, "could not set TCP keep-alive");
     }
 }
 
@@ -438,7 +456,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn accepted_connections_send_without_nagle_delay() {
+    async fn accepted_connections_send_at_once_and_probe_when_idle() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
         let slots = Arc::new(Semaphore::new(1));
@@ -446,6 +464,8 @@ mod tests {
         let (accepted, client) = tokio::join!(accept(&listener, &slots), client);
         let (stream, _, _slot) = accepted.expect("accepted");
         assert!(stream.nodelay().expect("TCP_NODELAY readable"));
+        let socket = socket2::SockRef::from(&stream);
+        assert!(socket.keepalive().expect("SO_KEEPALIVE readable"));
         drop(client);
     }
 
