@@ -8,9 +8,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, PostParams, Preconditions};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use steady_runtime::{Action, Context};
 use tokio::time::Instant;
@@ -48,7 +49,7 @@ struct Step {
 }
 
 enum Write {
-    /// Replace the pod's status with this pod's.
+    /// Replace the pod's status with this one (the rest of the pod is as read).
     Status(Value),
     /// Confirm the pod's deletion (no grace left, only if it is still this pod).
     Delete,
@@ -216,7 +217,6 @@ fn start(pod: &Pod, index: usize, pod_ip: &str, nodes: &Nodes) -> Step {
         .as_ref()
         .and_then(|s| s.qos_class.clone())
         .unwrap_or_else(|| "BestEffort".into());
-    let mut started = json!(pod);
     let mut conditions = vec![
         condition("PodReadyToStartContainers", !failed),
         condition("Initialized", true),
@@ -235,7 +235,7 @@ fn start(pod: &Pod, index: usize, pod_ip: &str, nodes: &Nodes) -> Step {
             .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()))
             .map(|c| json!(c)),
     );
-    started["status"] = json!({
+    let started = json!({
         "phase": if failed { "Failed" } else { "Running" },
         "conditions": conditions,
         "hostIP": host_ip,
@@ -265,9 +265,9 @@ fn follow_node_readiness(pod: &Pod, index: usize, nodes: &Nodes) -> Option<Step>
     }
     let now = nodes.config.timestamp();
     let status = if should_be_ready { "True" } else { "False" };
-    let mut updated = json!(pod);
+    let mut updated = json!(pod.status);
     if let Some(conditions) = updated
-        .pointer_mut("/status/conditions")
+        .pointer_mut("/conditions")
         .and_then(Value::as_array_mut)
     {
         for condition in conditions {
@@ -283,7 +283,7 @@ fn follow_node_readiness(pod: &Pod, index: usize, nodes: &Nodes) -> Option<Step>
         }
     }
     if let Some(statuses) = updated
-        .pointer_mut("/status/containerStatuses")
+        .pointer_mut("/containerStatuses")
         .and_then(Value::as_array_mut)
     {
         for container in statuses {
@@ -315,10 +315,10 @@ fn complete_after_run(timers: &mut Timers, pod: &Pod, uid: &str, nodes: &Nodes) 
     }
     timers.running_since.remove(uid);
     let finished_at = nodes.config.timestamp();
-    let mut completed = json!(pod);
-    completed["status"]["phase"] = json!("Succeeded");
+    let mut completed = json!(pod.status);
+    completed["phase"] = json!("Succeeded");
     if let Some(statuses) = completed
-        .pointer_mut("/status/containerStatuses")
+        .pointer_mut("/containerStatuses")
         .and_then(Value::as_array_mut)
     {
         for status in statuses {
@@ -329,7 +329,7 @@ fn complete_after_run(timers: &mut Timers, pod: &Pod, uid: &str, nodes: &Nodes) 
         }
     }
     if let Some(conditions) = completed
-        .pointer_mut("/status/conditions")
+        .pointer_mut("/conditions")
         .and_then(Value::as_array_mut)
     {
         for condition in conditions {
@@ -429,7 +429,7 @@ async fn take(
         return Ok(());
     };
     let result = match write {
-        Write::Status(pod) => write_status(pod, ctx).await,
+        Write::Status(status) => write_status(pod, status, ctx).await,
         Write::Delete => confirm_deletion(pod, ctx).await,
     };
     tolerate_races(result)
@@ -437,12 +437,15 @@ async fn take(
 
 /// Replace the pod's status (conflicting if the pod changed since it was read), through
 /// the context: the result is cached, so the next reconcile reads it.
-async fn write_status(pod: Value, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
-    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
-    let name = pod["metadata"]["name"].as_str().unwrap_or("");
-    let typed = <Pod as serde::Deserialize>::deserialize(&pod).map_err(kube::Error::SerdeError)?;
-    ctx.api::<Pod>(namespace)
-        .replace_status(name, &PostParams::default(), &typed)
+async fn write_status(pod: &Pod, status: Value, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
+    let status = Option::<PodStatus>::deserialize(status).map_err(kube::Error::SerdeError)?;
+    let written = Pod {
+        status,
+        ..pod.clone()
+    };
+    let namespace = pod.namespace().unwrap_or_default();
+    ctx.api::<Pod>(&namespace)
+        .replace_status(&pod.name_any(), &PostParams::default(), &written)
         .await
         .map(drop)
 }
