@@ -48,6 +48,7 @@ mod schema;
 mod selector;
 pub mod serve;
 mod spec_rules;
+mod status_rules;
 mod storage_protection;
 mod table;
 pub mod tls;

@@ -878,10 +878,12 @@ async fn only_kinds_whose_strategy_keeps_it_carry_a_generation() {
     );
 }
 
-/// A write through `pods/status` keeps everything but the status as stored, whatever else the
-/// patch adds, changes or removes, and a write to the pod itself keeps the stored status.
+/// A write through `pods/status` keeps the spec and everything else outside the metadata
+/// as stored, whatever the patch adds, changes or removes there, and takes labels from
+/// the request as kube's pod status strategy does; a write to the pod itself keeps the
+/// stored status.
 #[tokio::test]
-async fn the_status_subresource_changes_only_the_status() {
+async fn the_status_subresource_changes_the_status_and_the_metadata_the_kind_allows() {
     let s = server().await;
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
         "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}});
@@ -910,7 +912,7 @@ async fn the_status_subresource_changes_only_the_status() {
     for field in ["apiVersion", "kind", "spec", "extra"] {
         assert_eq!(patched.get(field), created.get(field), "{field}: {patched}");
     }
-    assert_eq!(patched["metadata"]["labels"], json!({"a": "1"}));
+    assert_eq!(patched["metadata"]["labels"], json!({"b": "2"}));
     let main = json!({"status": {"phase": "Failed"}, "metadata": {"labels": {"c": "3"}}});
     let updated = raw(
         &s,
@@ -922,7 +924,93 @@ async fn the_status_subresource_changes_only_the_status() {
     .await
     .json();
     assert_eq!(updated["status"], patched["status"], "{updated}");
-    assert_eq!(updated["metadata"]["labels"], json!({"a": "1", "c": "3"}));
+    assert_eq!(updated["metadata"]["labels"], json!({"b": "2", "c": "3"}));
+}
+
+/// kube's status strategies differ in the metadata a status write may change: a PUT of
+/// `pods/status` without labels, annotations or finalizers clears them but keeps the owner
+/// references and the QoS class; `deployments/status` keeps the labels and takes the
+/// annotations; a custom resource's status keeps all of its metadata.
+#[tokio::test]
+async fn status_writes_take_the_metadata_their_kinds_strategy_allows() {
+    let s = server().await;
+    let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "o"}});
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let config_map = raw(
+        &s,
+        "POST",
+        configmaps,
+        Some("application/json"),
+        config_map.to_string(),
+    )
+    .await
+    .json();
+    let owner = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
+        "uid": config_map["metadata"]["uid"]}]);
+    let metadata = json!({"name": "p", "labels": {"a": "1"}, "annotations": {"n": "1"},
+        "finalizers": ["example.com/f"], "ownerReferences": owner});
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}});
+    let pods = "/api/v1/namespaces/default/pods";
+    let created = raw(&s, "POST", pods, Some("application/json"), pod.to_string())
+        .await
+        .json();
+    assert_eq!(created["status"]["qosClass"], "BestEffort", "{created}");
+    let put = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "status": {"phase": "Running"}});
+    let replaced = raw(
+        &s,
+        "PUT",
+        &format!("{pods}/p/status"),
+        Some("application/json"),
+        put.to_string(),
+    )
+    .await
+    .json();
+    let meta = &replaced["metadata"];
+    for cleared in ["labels", "annotations", "finalizers"] {
+        assert!(meta.get(cleared).is_none(), "{cleared}: {replaced}");
+    }
+    assert_eq!(meta["ownerReferences"], owner, "{replaced}");
+    assert_eq!(replaced["status"]["phase"], "Running", "{replaced}");
+    assert_eq!(replaced["status"]["qosClass"], "BestEffort", "{replaced}");
+    assert_eq!(replaced["spec"], created["spec"]);
+
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d", "labels": {"app": "d"}, "annotations": {"n": "1"}},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}});
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    raw(
+        &s,
+        "POST",
+        deployments,
+        Some("application/json"),
+        deployment.to_string(),
+    )
+    .await;
+    let patch = json!({"metadata": {"labels": {"app": null, "x": "y"}, "annotations": {"n": "2"}},
+        "status": {"replicas": 0}});
+    let patched = raw(
+        &s,
+        "PATCH",
+        &format!("{deployments}/d/status"),
+        Some("application/merge-patch+json"),
+        patch.to_string(),
+    )
+    .await
+    .json();
+    assert_eq!(
+        patched["metadata"]["labels"],
+        json!({"app": "d"}),
+        "{patched}"
+    );
+    assert_eq!(
+        patched["metadata"]["annotations"],
+        json!({"n": "2"}),
+        "{patched}"
+    );
 }
 
 /// `kubectl autoscale` writes autoscaling/v1, `kubectl get hpa` and operators read v2:

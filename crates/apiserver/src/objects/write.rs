@@ -25,6 +25,7 @@ use crate::registry::ResourceType;
 use crate::request::{FieldValidation, MAX_NESTING_DEPTH, WriteOptions, deeper_than, too_deep};
 use crate::schema;
 use crate::spec_rules;
+use crate::status_rules::{self, StoredMetadata};
 use crate::storage_protection;
 use crate::update_rules;
 use crate::validation::{self, NameRule};
@@ -535,7 +536,7 @@ impl ApiServer {
             ownership,
         } = update;
         let mut new = match sub {
-            Some("status") => with_fields_of(new, old, |field| field != "status"),
+            Some("status") => status_write(rt, new, old),
             Some("ephemeralcontainers") => with_ephemeral_containers_of(old, &new),
             // `pods/binding` writes the node, annotations and the PodScheduled condition.
             Some("binding") => new,
@@ -841,6 +842,21 @@ fn with_ephemeral_containers_of(old: &Value, new: &Value) -> Value {
         }
     }
     merged
+}
+
+/// What a status write of `new` leaves of the stored `old`: its status, and the
+/// metadata the kind's status strategy takes from the request.
+fn status_write(rt: &ResourceType, new: Value, old: &Value) -> Value {
+    match status_rules::stored_metadata(&rt.group, &rt.plural, rt.builtin) {
+        StoredMetadata::All => with_fields_of(new, old, |field| field != "status"),
+        StoredMetadata::Fields(stored) => {
+            let mut new =
+                with_fields_of(new, old, |field| field != "status" && field != "metadata");
+            status_rules::keep_stored_metadata(old, &mut new, stored);
+            status_rules::backfill_status(&rt.group, &rt.plural, old, &mut new);
+            new
+        }
+    }
 }
 
 /// `target` with the top-level fields `chosen` as they are in `source`: what the status
