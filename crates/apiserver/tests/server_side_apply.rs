@@ -267,3 +267,46 @@ async fn a_status_write_is_recorded_for_the_status_subresource() {
     assert_eq!(status_entry["operation"], "Update");
     assert_eq!(status_entry["fieldsV1"]["f:status"]["f:message"], json!({}));
 }
+
+/// Past ten `Update` managers, kube-apiserver merges the oldest into `ancient-changes`:
+/// a client that patches under a new manager name each time cannot grow an object's
+/// `managedFields` without bound, and every field stays owned.
+#[tokio::test]
+async fn update_managers_past_ten_merge_into_ancient_changes() {
+    let (_s, api) = default_configmaps().await;
+    applied(&api, "applier", json!({"applied": "1"})).await;
+    let mut last = None;
+    for i in 0..14 {
+        let params = PatchParams {
+            field_manager: Some(format!("writer-{i:02}")),
+            ..PatchParams::default()
+        };
+        let patch = json!({"data": {format!("k{i:02}"): "v"}});
+        last = Some(
+            api.patch("cm", &params, &Patch::Merge(&patch))
+                .await
+                .unwrap(),
+        );
+    }
+    let entries = managers(&last.unwrap());
+    let updates: Vec<&(String, String, Value)> =
+        entries.iter().filter(|(_, op, _)| op == "Update").collect();
+    assert_eq!(updates.len(), 10, "{entries:?}");
+    assert!(
+        updates.iter().any(|(m, _, _)| m == "ancient-changes"),
+        "{entries:?}"
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|(m, op, _)| m == "applier" && op == "Apply")
+    );
+    let owned: usize = updates
+        .iter()
+        .map(|(_, _, fields)| fields["f:data"].as_object().map_or(0, |d| d.len()))
+        .sum();
+    assert_eq!(
+        owned, 14,
+        "every key stays owned by one updater: {entries:?}"
+    );
+}

@@ -251,6 +251,134 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer, shap
     if let Err(taken) = record_update_in_place(old, new, writer, taken, &removed) {
         record_update_decoded(old, new, writer, taken, &removed);
     }
+    cap_update_managers_of(new);
+}
+
+/// kube-apiserver keeps at most this many `Update` entries: an update that leaves more
+/// merges the oldest into one [`ANCIENT_CHANGES`] entry per apiVersion
+/// (structured-merge-diff's `capManagersManager`), so a client that writes under a new
+/// manager name each time cannot grow an object without bound. Apply entries are not
+/// capped.
+const MAX_UPDATE_MANAGERS: usize = 10;
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// Caps `obj`'s `Update` entries at [`MAX_UPDATE_MANAGERS`]; counted without decoding,
+/// as nearly every object has fewer.
+fn cap_update_managers_of(obj: &mut Value) {
+    let updates = managed_fields(obj)
+        .and_then(Value::as_array)
+        .map_or(0, |entries| {
+            entries
+                .iter()
+                .filter(|e| e.get("operation").and_then(Value::as_str) == Some("Update"))
+                .count()
+        });
+    if updates <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    if let Some(entries) = decode(obj) {
+        encode(obj, cap_update_managers(entries));
+    }
+}
+
+/// The entries with the oldest `Update` entries merged as kube merges them: ordered by
+/// time (whole seconds), then by manager identifier; the first of each apiVersion stays
+/// on its own until a second of that version comes, when it becomes the version's
+/// bucket (unless one exists), and every later one joins the bucket, which takes its
+/// time; until at most [`MAX_UPDATE_MANAGERS`] remain.
+fn cap_update_managers(entries: Vec<Entry>) -> Vec<Entry> {
+    let mut managed: std::collections::HashMap<String, Entry> = entries
+        .into_iter()
+        .map(|entry| (manager_identifier(&entry), entry))
+        .collect();
+    let mut updaters: Vec<(Option<String>, String)> = managed
+        .iter()
+        .filter(|(_, e)| e.operation == Operation::Update)
+        .map(|(id, e)| (e.time.clone(), id.clone()))
+        .collect();
+    updaters.sort();
+    let mut remaining = updaters.len();
+    let mut first_of_version: std::collections::HashMap<String, String> = Default::default();
+    for (_, manager) in &updaters {
+        if remaining <= MAX_UPDATE_MANAGERS {
+            break;
+        }
+        let Some(entry) = managed.get(manager) else {
+            continue;
+        };
+        let (version, time) = (entry.api_version.clone(), entry.time.clone());
+        let Some(first) = first_of_version.get(&version) else {
+            first_of_version.insert(version, manager.clone());
+            continue;
+        };
+        let bucket_entry = Entry {
+            manager: ANCIENT_CHANGES.into(),
+            operation: Operation::Update,
+            api_version: version,
+            subresource: String::new(),
+            time: None,
+            fields: FieldSet::default(),
+        };
+        let bucket = manager_identifier(&bucket_entry);
+        if !managed.contains_key(&bucket)
+            && let Some(moved) = managed.remove(first)
+        {
+            managed.insert(
+                bucket.clone(),
+                Entry {
+                    fields: moved.fields,
+                    ..bucket_entry
+                },
+            );
+        }
+        // kube unions before it deletes, so a bucket merged into itself is lost.
+        let merged = managed
+            .remove(manager)
+            .map(|e| e.fields)
+            .unwrap_or_default();
+        remaining -= 1;
+        if let Some(bucket) = managed.get_mut(&bucket) {
+            bucket.fields = merged.union(&bucket.fields);
+            bucket.time = time;
+        }
+    }
+    managed.into_values().collect()
+}
+
+/// kube's manager identifier: the entry's manager, operation, apiVersion (not an
+/// applier's) and subresource as Go's `encoding/json` writes them, which orders
+/// managers of the same second.
+fn manager_identifier(entry: &Entry) -> String {
+    let string = |s: &str| go_json_escapes(&Value::String(s.to_owned()).to_string());
+    let mut members = Vec::with_capacity(4);
+    if !entry.manager.is_empty() {
+        members.push(format!("\"manager\":{}", string(&entry.manager)));
+    }
+    members.push(format!("\"operation\":\"{}\"", entry.operation.as_str()));
+    if entry.operation == Operation::Update && !entry.api_version.is_empty() {
+        members.push(format!("\"apiVersion\":{}", string(&entry.api_version)));
+    }
+    if !entry.subresource.is_empty() {
+        members.push(format!("\"subresource\":{}", string(&entry.subresource)));
+    }
+    format!("{{{}}}", members.join(","))
+}
+
+/// Go's encoder escapes `<`, `>`, `&`, U+2028 and U+2029 in strings; serde_json writes
+/// them as they are (and nowhere else, so a plain replacement is exact).
+fn go_json_escapes(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// [`record_update`] on decoded entries: every entry the write starts from is read (and
@@ -572,6 +700,118 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// `count` managers, each the last to update its own key of a ConfigMap, one second
+    /// apart (`m00` oldest), through `versions` in turn.
+    fn updated_by(count: usize, versions: &[&str]) -> Value {
+        let mut obj = cm(json!({}));
+        for i in 0..count {
+            let (manager, key) = (format!("m{i:02}"), format!("k{i:02}"));
+            let now = format!("2024-01-01T00:00:{i:02}Z");
+            let before = obj.clone();
+            obj["data"][&key] = json!("v");
+            let writer = Writer {
+                manager: &manager,
+                api_version: versions[i % versions.len()],
+                subresource: "",
+                now: &now,
+            };
+            record_update(Some(&before), &mut obj, &writer, CM);
+        }
+        obj
+    }
+
+    fn entry_named<'v>(obj: &'v Value, manager: &str, api_version: &str) -> &'v Value {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["manager"] == manager && e["apiVersion"] == api_version)
+            .unwrap_or_else(|| panic!("no {manager} using {api_version}: {obj}"))
+    }
+
+    #[test]
+    fn update_managers_past_ten_merge_into_ancient_changes() {
+        let ten = updated_by(10, &["v1"]);
+        assert_eq!(managers(&ten).len(), 10);
+        assert!(ten.to_string().find(ANCIENT_CHANGES).is_none());
+
+        let twelve = updated_by(12, &["v1"]);
+        let names: Vec<String> = managers(&twelve).into_iter().map(|m| m.0).collect();
+        let mut expected = vec![ANCIENT_CHANGES.to_string()];
+        expected.extend((3..12).map(|i| format!("m{i:02}")));
+        assert_eq!(names, expected, "{twelve}");
+        // The three oldest, merged; the bucket has the time of the last one merged.
+        let bucket = entry_named(&twelve, ANCIENT_CHANGES, "v1");
+        assert_eq!(
+            bucket["fieldsV1"],
+            json!({"f:data": {"f:k00": {}, "f:k01": {}, "f:k02": {}}})
+        );
+        assert_eq!(bucket["time"], "2024-01-01T00:00:02Z");
+        assert!(bucket.get("subresource").is_none());
+
+        // A later update past the cap joins the existing bucket.
+        let thirteen = updated_by(13, &["v1"]);
+        let bucket = entry_named(&thirteen, ANCIENT_CHANGES, "v1");
+        assert_eq!(bucket["fieldsV1"]["f:data"].as_object().unwrap().len(), 4);
+        assert_eq!(managers(&thirteen).len(), 10);
+    }
+
+    #[test]
+    fn each_api_version_has_its_own_bucket_and_appliers_are_not_counted() {
+        // m00 v1, m01 v2, m02 v1, m03 v2, ...: one bucket per version, each made from
+        // the first of its version and every later one merged into it. The 11th update
+        // merges m00 and m02; the 12th finds the v1 bucket the second-oldest and merges
+        // m01 and m03.
+        let obj = updated_by(12, &["v1", "v2"]);
+        let names: Vec<(String, String)> = decode(&obj)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.manager, e.api_version))
+            .collect();
+        assert_eq!(names.len(), 10, "{obj}");
+        assert_eq!(
+            entry_named(&obj, ANCIENT_CHANGES, "v1")["fieldsV1"],
+            json!({"f:data": {"f:k00": {}, "f:k02": {}}})
+        );
+        assert_eq!(
+            entry_named(&obj, ANCIENT_CHANGES, "v2")["fieldsV1"],
+            json!({"f:data": {"f:k01": {}, "f:k03": {}}})
+        );
+        assert!(names.contains(&("m04".into(), "v1".into())), "{obj}");
+
+        let mut applied = apply_data(&updated_by(10, &["v1"]), json!({"a": "1"}), "applier");
+        assert_eq!(managers(&applied).len(), 11);
+        let before = applied.clone();
+        applied["data"]["k00"] = json!("changed");
+        record_update(Some(&before), &mut applied, &writer("m00"), CM);
+        assert_eq!(managers(&applied).len(), 11, "{applied}");
+    }
+
+    #[test]
+    fn manager_identifiers_are_gos_json() {
+        let entry = Entry {
+            manager: "a<b".into(),
+            operation: Operation::Update,
+            api_version: "apps/v1".into(),
+            subresource: "status".into(),
+            time: None,
+            fields: FieldSet::default(),
+        };
+        assert_eq!(
+            manager_identifier(&entry),
+            r#"{"manager":"a\u003cb","operation":"Update","apiVersion":"apps/v1","subresource":"status"}"#
+        );
+        let applier = Entry {
+            operation: Operation::Apply,
+            manager: String::new(),
+            ..entry
+        };
+        assert_eq!(
+            manager_identifier(&applier),
+            r#"{"operation":"Apply","subresource":"status"}"#
+        );
     }
 
     #[test]
