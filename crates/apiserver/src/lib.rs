@@ -17,6 +17,7 @@ mod apply;
 pub mod auth;
 mod bootstrap;
 mod builtin;
+mod claim_resize;
 mod controllers;
 mod crd;
 mod default_storage_class;

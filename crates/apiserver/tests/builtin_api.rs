@@ -1358,3 +1358,93 @@ async fn new_pods_mount_their_service_account_token_and_need_the_account() {
         other => panic!("expected 403, got {other:?}"),
     }
 }
+
+/// A bound claim grows only when its StorageClass allows expansion (kube's
+/// `PersistentVolumeClaimResize` admission, 403), shrinks no lower than its capacity, and
+/// keeps the rest of its spec (the update rules, 422).
+#[tokio::test]
+async fn a_bound_claim_grows_only_as_its_class_allows() {
+    let s = server().await;
+    for (class, expands) in [("expandable", true), ("fixed", false)] {
+        let body = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": class}, "provisioner": "example.com/disk",
+            "allowVolumeExpansion": expands});
+        let created = raw(
+            &s,
+            "POST",
+            "/apis/storage.k8s.io/v1/storageclasses",
+            Some("application/json"),
+            body.to_string(),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.json());
+    }
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let patch = |name: &str, sub: &str, patch: Value| {
+        let uri = format!("{claims}/{name}{sub}");
+        let s = &s;
+        async move {
+            raw(
+                s,
+                "PATCH",
+                &uri,
+                Some("application/merge-patch+json"),
+                patch.to_string(),
+            )
+            .await
+        }
+    };
+    for (name, class) in [("grows", "expandable"), ("stays", "fixed")] {
+        let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}});
+        let created = raw(
+            &s,
+            "POST",
+            claims,
+            Some("application/json"),
+            claim.to_string(),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.json());
+        let bound = json!({"status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}});
+        assert_eq!(patch(name, "/status", bound).await.status, 200);
+    }
+    let storage = |size: &str| json!({"spec": {"resources": {"requests": {"storage": size}}}});
+
+    let grown = patch("grows", "", storage("2Gi")).await;
+    assert_eq!(grown.status, 200, "{}", grown.json());
+    assert_eq!(
+        grown.json()["spec"]["resources"]["requests"]["storage"],
+        "2Gi"
+    );
+    let refused = patch("stays", "", storage("2Gi")).await;
+    let status = refused.assert_status(403, "Forbidden");
+    assert_eq!(
+        status["message"],
+        "persistentvolumeclaims \"stays\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"
+    );
+
+    let shrunk = patch("grows", "", storage("1Gi")).await;
+    let status = shrunk.assert_status(422, "Invalid");
+    assert!(
+        status["message"].as_str().is_some_and(|m| m.ends_with(
+            "spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"
+        )),
+        "{status}"
+    );
+    let shared = patch(
+        "grows",
+        "",
+        json!({"spec": {"accessModes": ["ReadWriteMany"]}}),
+    )
+    .await;
+    let status = shared.assert_status(422, "Invalid");
+    assert!(
+        status["message"].as_str().is_some_and(|m| m.starts_with(
+            "PersistentVolumeClaim \"grows\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"
+        )),
+        "{status}"
+    );
+}

@@ -975,7 +975,7 @@ async fn kubectl_pod_spec_updates_are_limited_as_in_kube() {
 
 /// What kube-apiserver never lets an update change, refused with its messages: a
 /// Deployment's selector, a StatefulSet's volume claim templates, a Service's cluster IP,
-/// an immutable ConfigMap's data.
+/// a claim's access modes, an immutable ConfigMap's data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_immutable_fields_are_refused_as_in_kube() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1050,6 +1050,22 @@ async fn kubectl_immutable_fields_are_refused_as_in_kube() {
     assert_eq!(
         ips, r#"["None"]"#,
         "a headless Service lists its cluster IP too"
+    );
+
+    // A claim no class provisions stays Pending: its whole spec is fixed.
+    let claim = |mode: &str| {
+        format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data}}\nspec:\n  \
+             storageClassName: \"\"\n  accessModes: [{mode}]\n  \
+             resources: {{requests: {{storage: 1Gi}}}}\n"
+        )
+    };
+    assert!(apply(claim("ReadWriteOnce")).success);
+    let shared = apply(claim("ReadWriteMany"));
+    assert!(!shared.success, "{}", shared.stdout);
+    assert_contains(
+        &shared.stderr,
+        "The PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
     );
 
     let config = |value: &str| {

@@ -604,6 +604,7 @@ impl ApiServer {
             None => {
                 self.check_pod_security(rt, ns, name, &new, Some(old), &mut warnings)?;
                 self.check_limit_ranges(rt, ns, name, &new, false)?;
+                self.check_claim_resize(rt, name, old, &new)?;
                 self.check_quotas(rt, ns, name, &new, Some(old), opts.dry_run)
                     .await?
             }

@@ -1,13 +1,14 @@
 //! What an update may not change in a built-in object, as kube-apiserver's
 //! `Validate*Update` functions decide: a pod's spec (`pods.rs`), the selector of a
 //! Deployment, ReplicaSet or DaemonSet, most of a StatefulSet's spec, a Job's selector and
-//! template, a Service's cluster IP, the data of a ConfigMap or Secret marked
-//! `immutable`, and a binding's `roleRef`. An operator that changes these in place must fail on steady as it would
+//! template, a Service's cluster IP, a PersistentVolumeClaim's spec (`claims.rs`), the
+//! data of a ConfigMap or Secret marked `immutable`, and a binding's `roleRef`. An operator that changes these in place must fail on steady as it would
 //! on a cluster, with kube's messages.
 //!
 //! Runs on the main resource only (subresources write what they own). Only JSON (the
 //! stored object and the defaulted update): knows nothing of storage or HTTP.
 
+mod claims;
 mod pods;
 
 use serde_json::{Map, Value};
@@ -20,6 +21,7 @@ use crate::schema::{FieldError, FieldErrorReason};
 pub(crate) fn validate(group: &str, plural: &str, old: &Value, new: &Value) -> Vec<FieldError> {
     match (group, plural) {
         ("", "pods") => pods::validate(old, new),
+        ("", "persistentvolumeclaims") => claims::validate(old, new),
         ("apps", "deployments" | "replicasets" | "daemonsets") => {
             immutable_selector(old, new).into_iter().collect()
         }
@@ -67,6 +69,65 @@ fn forbidden(field: &str, message: &str) -> FieldError {
         field: field.into(),
         reason: FieldErrorReason::Forbidden,
         message: format!("Forbidden: {message}"),
+    }
+}
+
+/// How many differing fields a `spec: Forbidden` message lists.
+const LISTED_DIFFERENCES: usize = 8;
+
+/// The `spec: Forbidden` error with kube's `message`, listing the fields that changed
+/// where kube appends Go's diff of the two specs.
+fn spec_forbidden(
+    message: &str,
+    old_spec: &Map<String, Value>,
+    munged: Map<String, Value>,
+) -> FieldError {
+    let mut differences = Vec::new();
+    differing_fields(
+        "spec",
+        &Value::Object(old_spec.clone()),
+        &Value::Object(munged),
+        &mut differences,
+    );
+    let mut message = message.to_owned();
+    for field in differences.iter().take(LISTED_DIFFERENCES) {
+        message.push_str("\n  ");
+        message.push_str(field);
+    }
+    let more = differences.len().saturating_sub(LISTED_DIFFERENCES);
+    if more > 0 {
+        message.push_str(&format!("\n  … and {more} more"));
+    }
+    FieldError {
+        field: "spec".into(),
+        reason: FieldErrorReason::Forbidden,
+        message,
+    }
+}
+
+/// The paths where `old` and `new` differ, deepest first found, objects by field and lists
+/// by index.
+fn differing_fields(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            for (name, value) in n {
+                let child = format!("{path}.{name}");
+                match o.get(name) {
+                    Some(before) => differing_fields(&child, before, value, out),
+                    None => out.push(format!("{child}: added")),
+                }
+            }
+            for name in o.keys().filter(|k| !n.contains_key(*k)) {
+                out.push(format!("{path}.{name}: removed"));
+            }
+        }
+        (Value::Array(o), Value::Array(n)) if o.len() == n.len() => {
+            for (i, (before, after)) in o.iter().zip(n).enumerate() {
+                differing_fields(&format!("{path}[{i}]"), before, after, out);
+            }
+        }
+        _ if old != new => out.push(format!("{path}: {old} → {new}")),
+        _ => {}
     }
 }
 

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::forbidden;
+use super::{forbidden, spec_forbidden};
 use crate::schema::{FieldError, FieldErrorReason};
 
 /// kube-apiserver's message, before the difference it appends.
@@ -14,9 +14,6 @@ const SPEC_FORBIDDEN: &str = "Forbidden: pod updates may not change fields other
 `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,\
 `spec.tolerations` (only additions to existing tolerations),\
 `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
-
-/// How many differing fields the message lists.
-const LISTED_DIFFERENCES: usize = 8;
 
 /// The errors of updating the pod `old` to `new`: none when only what may change did.
 pub(super) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
@@ -45,35 +42,9 @@ pub(super) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
     }
     let munged = with_mutable_fields_of(old_spec, new_spec);
     if munged != *old_spec {
-        errors.push(spec_forbidden(old_spec, munged));
+        errors.push(spec_forbidden(SPEC_FORBIDDEN, old_spec, munged));
     }
     errors
-}
-
-/// The `spec: Forbidden` error, listing the fields that changed where kube prints Go's
-/// diff of the two specs.
-fn spec_forbidden(old_spec: &Map<String, Value>, munged: Map<String, Value>) -> FieldError {
-    let mut differences = Vec::new();
-    differing_fields(
-        "spec",
-        &Value::Object(old_spec.clone()),
-        &Value::Object(munged),
-        &mut differences,
-    );
-    let mut message = SPEC_FORBIDDEN.to_owned();
-    for field in differences.iter().take(LISTED_DIFFERENCES) {
-        message.push_str("\n  ");
-        message.push_str(field);
-    }
-    let more = differences.len().saturating_sub(LISTED_DIFFERENCES);
-    if more > 0 {
-        message.push_str(&format!("\n  … and {more} more"));
-    }
-    FieldError {
-        field: "spec".into(),
-        reason: FieldErrorReason::Forbidden,
-        message,
-    }
 }
 
 fn spec_of(pod: &Value) -> Option<&Map<String, Value>> {
@@ -220,32 +191,6 @@ fn scheduling_gates_error(
         "spec.schedulingGates",
         &format!("only deletion is allowed, but found new scheduling gate '{name}'"),
     ))
-}
-
-/// The paths where `old` and `new` differ, deepest first found, objects by field and lists
-/// by index.
-fn differing_fields(path: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
-    match (old, new) {
-        (Value::Object(o), Value::Object(n)) => {
-            for (name, value) in n {
-                let child = format!("{path}.{name}");
-                match o.get(name) {
-                    Some(before) => differing_fields(&child, before, value, out),
-                    None => out.push(format!("{child}: added")),
-                }
-            }
-            for name in o.keys().filter(|k| !n.contains_key(*k)) {
-                out.push(format!("{path}.{name}: removed"));
-            }
-        }
-        (Value::Array(o), Value::Array(n)) if o.len() == n.len() => {
-            for (i, (before, after)) in o.iter().zip(n).enumerate() {
-                differing_fields(&format!("{path}[{i}]"), before, after, out);
-            }
-        }
-        _ if old != new => out.push(format!("{path}: {old} → {new}")),
-        _ => {}
-    }
 }
 
 #[cfg(test)]
