@@ -511,19 +511,18 @@ fn job_restart_policy(obj: &Value, template: &str) -> Option<FieldError> {
 
 /// The defaults kube-apiserver fills in for the built-in kinds steady serves: the workloads'
 /// ([`workload`]), pods', services', namespaces' and secrets'. `old` is the stored object on
-/// an update; a new service without a `clusterIP` gets `random_cluster_ip()`.
+/// an update.
 pub(crate) fn builtin(
     group: &str,
     plural: &str,
     kind: &str,
     old: Option<&Value>,
     obj: &mut Value,
-    random_cluster_ip: impl FnOnce() -> String,
 ) -> ApiResult<()> {
     workload(group, plural, kind, old.is_none(), obj)?;
     match (group, plural) {
         ("", "pods") => default_pod(obj, old.is_none()),
-        ("", "services") => default_service(obj, old, random_cluster_ip),
+        ("", "services") => default_service(obj),
         ("", "namespaces") => default_namespace(obj, old.is_none()),
         ("", "secrets") => default_secret(obj),
         ("", "limitranges") => default_limit_range(obj),
@@ -678,42 +677,84 @@ fn qos_class(spec: &Value) -> steady_quota::QosClass {
     }))
 }
 
-fn default_service(
-    svc: &mut Value,
-    old: Option<&Value>,
-    random_cluster_ip: impl FnOnce() -> String,
-) {
+/// kube's `SetDefaults_Service`. The cluster IP, IP families and node ports are the
+/// registry's to allocate (`service_allocation.rs`), after these defaults.
+fn default_service(svc: &mut Value) {
     if !svc.get("spec").is_some_and(Value::is_object) {
         svc["spec"] = json!({});
     }
-    let old_ip = old.and_then(|o| o.pointer("/spec/clusterIP")).cloned();
     let spec = &mut svc["spec"];
-    default_if_missing(spec, "type", json!("ClusterIP"));
-    default_if_missing(spec, "sessionAffinity", json!("None"));
-    default_if_missing(spec, "ipFamilies", json!(["IPv4"]));
-    default_if_missing(spec, "ipFamilyPolicy", json!("SingleStack"));
-    default_if_missing(spec, "internalTrafficPolicy", json!("Cluster"));
-    // An update that leaves the cluster IP out keeps the allocated one, as kube's
-    // `patchAllocatedValues` does; one that names another is refused (`update_rules`).
-    let requested = spec
-        .get("clusterIP")
-        .and_then(Value::as_str)
-        .filter(|ip| !ip.is_empty())
-        .map(|ip| json!(ip));
-    let ip = requested
-        .or(old_ip)
-        .unwrap_or_else(|| json!(random_cluster_ip()));
-    spec["clusterIP"] = ip.clone();
-    // A headless Service's too: kube shows `clusterIPs: ["None"]`.
-    spec["clusterIPs"] = json!([ip]);
+    default_if_empty(spec, "type", json!("ClusterIP"));
+    default_if_empty(spec, "sessionAffinity", json!("None"));
+    match spec.get("sessionAffinity").and_then(Value::as_str) {
+        Some("None") => {
+            if let Some(spec) = spec.as_object_mut() {
+                spec.remove("sessionAffinityConfig");
+            }
+        }
+        Some("ClientIP")
+            if spec
+                .pointer("/sessionAffinityConfig/clientIP/timeoutSeconds")
+                .is_none_or(Value::is_null) =>
+        {
+            spec["sessionAffinityConfig"] =
+                json!({"clientIP": {"timeoutSeconds": CLIENT_IP_AFFINITY_SECONDS}});
+        }
+        _ => {}
+    }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports {
-            default_if_missing(p, "protocol", json!("TCP"));
-            let port = p.get("port").cloned().unwrap_or(Value::Null);
-            default_if_missing(p, "targetPort", port);
+            default_if_empty(p, "protocol", json!("TCP"));
+            let unset = p
+                .get("targetPort")
+                .is_none_or(|t| t.is_null() || *t == json!(0) || *t == json!(""));
+            if unset && let Some(port) = p.get("port").cloned() {
+                p["targetPort"] = port;
+            }
         }
     }
+    let service_type = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if externally_accessible(spec) {
+        default_if_empty(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if service_type != "ExternalName" {
+        default_if_missing(spec, "internalTrafficPolicy", json!("Cluster"));
+    }
+    if service_type == "LoadBalancer" {
+        default_if_missing(spec, "allocateLoadBalancerNodePorts", json!(true));
+    }
     default_if_missing(svc, "status", json!({"loadBalancer": {}}));
+}
+
+/// kube's `DefaultClientIPServiceAffinitySeconds`: three hours.
+const CLIENT_IP_AFFINITY_SECONDS: u32 = 10_800;
+
+/// A Service reached from outside the cluster (kube's `ExternallyAccessible`): by node
+/// port, load balancer, or external IPs.
+pub(crate) fn externally_accessible(spec: &Value) -> bool {
+    let has_external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|ips| !ips.is_empty());
+    match spec.get("type").and_then(Value::as_str) {
+        Some("NodePort" | "LoadBalancer") => true,
+        Some("ClusterIP") => has_external_ips,
+        _ => false,
+    }
+}
+
+/// [`default_if_missing`], also over a null or `""` (Go's zero string).
+fn default_if_empty(map: &mut Value, field: &str, value: Value) {
+    if let Some(m) = map.as_object_mut() {
+        let entry = m.entry(field).or_insert(Value::Null);
+        if entry.is_null() || entry.as_str() == Some("") {
+            *entry = value;
+        }
+    }
 }
 
 fn default_secret(secret: &mut Value) {

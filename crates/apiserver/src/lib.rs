@@ -48,6 +48,7 @@ mod review;
 mod schema;
 mod selector;
 pub mod serve;
+mod service_allocation;
 mod spec_rules;
 mod status_rules;
 mod storage_protection;

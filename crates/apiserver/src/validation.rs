@@ -97,6 +97,21 @@ pub(crate) fn dns1123_label_problems(s: &str) -> Vec<&'static str> {
     problems
 }
 
+/// What kube's `IsDNS1123Subdomain` finds wrong with `s` (a Service's `externalName`),
+/// one message per problem.
+pub(crate) fn dns1123_subdomain_problems(s: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if s.len() > DNS1123_SUBDOMAIN_MAX {
+        problems.push(format!(
+            "must be no more than {DNS1123_SUBDOMAIN_MAX} characters"
+        ));
+    }
+    if !matches_dns1123_subdomain(s) {
+        problems.push(DNS1123_SUBDOMAIN_MSG.to_string());
+    }
+    problems
+}
+
 const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 
 /// What kube's `IsDNS1035Label` finds wrong with `s` (a CRD's names and versions), one

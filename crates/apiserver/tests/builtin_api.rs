@@ -1448,3 +1448,160 @@ async fn a_bound_claim_grows_only_as_its_class_allows() {
         "{status}"
     );
 }
+
+/// kube's Service registry: node ports allocated per port number and unique across
+/// Services, kept by an update that leaves them out and dropped with the type that had
+/// them; a health-check node port for a local load balancer; no cluster IP for an
+/// `ExternalName` Service, and kube's messages for what a type may not carry.
+#[tokio::test]
+async fn services_get_and_lose_what_their_type_allocates() {
+    let s = server().await;
+    let services = "/api/v1/namespaces/default/services";
+    let create = |body: Value| {
+        let s = &s;
+        async move {
+            raw(
+                s,
+                "POST",
+                services,
+                Some("application/json"),
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let patch = |name: &str, body: Value| {
+        let (s, uri) = (&s, format!("{services}/{name}"));
+        async move {
+            raw(
+                s,
+                "PATCH",
+                &uri,
+                Some("application/merge-patch+json"),
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let service = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec});
+    let node_port = |svc: &Value, i: usize| svc["spec"]["ports"][i]["nodePort"].as_i64();
+
+    let web = create(service(
+        "web",
+        json!({"type": "NodePort", "selector": {"app": "web"},
+        "ports": [{"name": "http", "port": 80}, {"name": "dns", "port": 80, "protocol": "UDP"},
+                  {"name": "https", "port": 443}]}),
+    ))
+    .await;
+    assert_eq!(web.status, 201, "{}", web.json());
+    let web = web.json();
+    let http = node_port(&web, 0).expect("a node port");
+    assert!((30000..=32767).contains(&http), "{web}");
+    assert_eq!(
+        node_port(&web, 1),
+        Some(http),
+        "one node port per port number"
+    );
+    assert_ne!(node_port(&web, 2), Some(http));
+    assert_eq!(web["spec"]["externalTrafficPolicy"], "Cluster");
+    assert_eq!(web["spec"]["internalTrafficPolicy"], "Cluster");
+
+    let taken = create(service(
+        "copy",
+        json!({"type": "NodePort",
+        "ports": [{"port": 8080, "nodePort": http}]}),
+    ))
+    .await;
+    let status = taken.assert_status(422, "Invalid");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Service \"copy\" is invalid: spec.ports[0].nodePort: Invalid value: {http}: provided port is already allocated"
+        )
+    );
+    let low = create(service(
+        "low",
+        json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}),
+    ))
+    .await
+    .assert_status(422, "Invalid");
+    assert!(
+        low["message"].as_str().is_some_and(|m| m.ends_with(
+            "provided port is not in the valid range. The range of valid ports is 30000-32767"
+        )),
+        "{low}"
+    );
+
+    let mut replaced = web.clone();
+    for port in replaced["spec"]["ports"].as_array_mut().unwrap() {
+        port.as_object_mut().unwrap().remove("nodePort");
+    }
+    let kept = raw(
+        &s,
+        "PUT",
+        &format!("{services}/web"),
+        Some("application/json"),
+        replaced.to_string(),
+    )
+    .await
+    .json();
+    assert_eq!(
+        kept["spec"]["ports"], web["spec"]["ports"],
+        "an update that leaves them out keeps them"
+    );
+
+    let cluster_ip = patch("web", json!({"spec": {"type": "ClusterIP"}}))
+        .await
+        .json();
+    assert!(node_port(&cluster_ip, 0).is_none(), "{cluster_ip}");
+    assert!(
+        cluster_ip["spec"].get("externalTrafficPolicy").is_none(),
+        "{cluster_ip}"
+    );
+    assert_eq!(cluster_ip["spec"]["clusterIP"], web["spec"]["clusterIP"]);
+    let forbidden = patch(
+        "web",
+        json!({"spec": {"ports": [{"name": "http", "port": 80, "nodePort": 30007}]}}),
+    )
+    .await
+    .assert_status(422, "Invalid");
+    assert!(
+        forbidden["message"].as_str().is_some_and(|m| m.ends_with(
+            "spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"
+        )),
+        "{forbidden}"
+    );
+
+    let external = patch(
+        "web",
+        json!({"spec": {"type": "ExternalName", "externalName": "web.example.com"}}),
+    )
+    .await
+    .json();
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        assert!(external["spec"].get(field).is_none(), "{field}: {external}");
+    }
+    let unnamed = create(service("away", json!({"type": "ExternalName"})))
+        .await
+        .assert_status(422, "Invalid");
+    assert_eq!(
+        unnamed["message"],
+        "Service \"away\" is invalid: spec.externalName: Required value"
+    );
+
+    let balancer = create(service(
+        "lb",
+        json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+        "selector": {"app": "lb"}, "ports": [{"port": 80}]}),
+    ))
+    .await
+    .json();
+    assert_eq!(
+        balancer["spec"]["allocateLoadBalancerNodePorts"], true,
+        "{balancer}"
+    );
+    let health = balancer["spec"]["healthCheckNodePort"]
+        .as_i64()
+        .expect("a health check port");
+    assert!((30000..=32767).contains(&health) && Some(health) != node_port(&balancer, 0));
+}

@@ -418,8 +418,10 @@ impl ApiServer {
                     reading.drop_from(obj);
                 }
             }
-            let random_cluster_ip = || self.random_cluster_ip();
-            defaults::builtin(&rt.group, &rt.plural, &rt.kind, old, obj, random_cluster_ip)?;
+            defaults::builtin(&rt.group, &rt.plural, &rt.kind, old, obj)?;
+            if rt.group.is_empty() && rt.plural == "services" {
+                self.allocate_service(rt, old, obj)?;
+            }
             if old.is_none() && rt.group.is_empty() && rt.plural == "pods" {
                 self.admit_new_pod(obj)?;
             }
@@ -450,7 +452,7 @@ impl ApiServer {
 
     /// A free-looking address in kube's default service range (10.96.0.0/12), drawn from the
     /// server's seeded RNG so a simulation run is reproducible.
-    fn random_cluster_ip(&self) -> String {
+    pub(crate) fn random_cluster_ip(&self) -> String {
         let (a, b) = self.with_rng(|rng| {
             (
                 rand::Rng::random_range(rng, 0..16u8),

@@ -23,7 +23,7 @@ mod rbac;
 use crate::defaults::pod_template_of;
 use crate::rbac::RBAC_GROUP;
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::dns1123_label_problems;
+use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
 
 /// The errors of a built-in `group`/`plural` object.
 pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError> {
@@ -44,7 +44,10 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
     }
     match (group, plural) {
         ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), ANY_RESTART, &mut errors),
-        ("", "services") => service_ports(obj, &mut errors),
+        ("", "services") => {
+            service_ports(obj, &mut errors);
+            service_type_fields(obj, &mut errors);
+        }
         ("", "resourcequotas") => quota_spec(obj, &mut errors),
         ("", "configmaps") => config::config_map(obj, &mut errors),
         ("", "secrets") => config::secret(obj, &mut errors),
@@ -604,6 +607,78 @@ fn service_ports(service: &Value, errors: &mut Vec<FieldError>) {
             _ => {}
         }
         protocol(port, &at, errors);
+    }
+}
+
+/// What only some types of Service may carry, with kube's messages: node ports need a
+/// type that has them, an `ExternalName` Service its external name and no cluster IP, an
+/// external traffic policy a Service reached from outside, and
+/// `allocateLoadBalancerNodePorts` a load balancer.
+fn service_type_fields(service: &Value, errors: &mut Vec<FieldError>) {
+    let empty = Value::Object(Map::new());
+    let spec = service.get("spec").unwrap_or(&empty);
+    let service_type = text(spec, "type");
+    let all = Path::At("spec.ports");
+    if service_type == "ClusterIP" {
+        for (i, port) in list(spec, "ports").iter().enumerate() {
+            if port
+                .get("nodePort")
+                .and_then(Value::as_i64)
+                .is_some_and(|n| n != 0)
+            {
+                let at = Path::Item(&all, i);
+                errors.push(error(
+                    &Path::Field(&at, "nodePort"),
+                    FieldErrorReason::Forbidden,
+                    "Forbidden: may not be used when `type` is 'ClusterIP'".into(),
+                ));
+            }
+        }
+    }
+    if service_type == "ExternalName" {
+        for field in ["clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            let set = spec.get(field).is_some_and(|v| {
+                !(v.is_null() || v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty))
+            });
+            if set {
+                errors.push(error(
+                    &Path::At(&format!("spec.{field}")),
+                    FieldErrorReason::Forbidden,
+                    "Forbidden: may not be set for ExternalName services".into(),
+                ));
+            }
+        }
+        let name = text(spec, "externalName");
+        let name = name.strip_suffix('.').unwrap_or(name);
+        let field = Path::At("spec.externalName");
+        if name.is_empty() {
+            errors.push(required(&field));
+        }
+        for problem in dns1123_subdomain_problems(name)
+            .iter()
+            .filter(|_| !name.is_empty())
+        {
+            errors.push(invalid(&field, &Value::from(name), problem));
+        }
+    }
+    let policy = text(spec, "externalTrafficPolicy");
+    if !policy.is_empty() && !crate::defaults::externally_accessible(spec) {
+        errors.push(invalid(
+            &Path::At("spec.externalTrafficPolicy"),
+            &Value::from(policy),
+            "may only be set for externally-accessible services",
+        ));
+    }
+    if service_type != "LoadBalancer"
+        && spec
+            .get("allocateLoadBalancerNodePorts")
+            .is_some_and(|v| !v.is_null())
+    {
+        errors.push(error(
+            &Path::At("spec.allocateLoadBalancerNodePorts"),
+            FieldErrorReason::Forbidden,
+            "Forbidden: may only be used when `type` is 'LoadBalancer'".into(),
+        ));
     }
 }
 
