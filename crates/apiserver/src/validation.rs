@@ -266,6 +266,87 @@ pub fn validate_labels_and_annotations(obj: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// The finalizers kube knows without a domain: the namespace controller's and the
+/// garbage collector's two.
+const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
+
+fn finalizers_of(obj: &Value) -> Vec<&str> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// Problems with `metadata.finalizers`, as kube-apiserver reports them: each must be a
+/// qualified name, `orphan` and `foregroundDeletion` exclude each other (apimachinery's
+/// `ValidateFinalizers`), and a built-in object's without a `/` must be a standard one
+/// (core's `validateKubeFinalizerName`; `strict`).
+pub fn validate_finalizers(obj: &Value, strict: bool) -> Vec<FieldError> {
+    const FIELD: &str = "metadata.finalizers";
+    let finalizers = finalizers_of(obj);
+    let mut errors = Vec::new();
+    for finalizer in &finalizers {
+        for problem in qualified_name_problems(finalizer) {
+            errors.push(invalid_field(FIELD, finalizer, &[problem]));
+        }
+    }
+    if finalizers.contains(&"orphan") && finalizers.contains(&"foregroundDeletion") {
+        let shown: Vec<String> = finalizers.iter().map(|f| format!("{f:?}")).collect();
+        errors.push(FieldError {
+            field: FIELD.into(),
+            reason: FieldErrorReason::Invalid,
+            message: format!(
+                "Invalid value: []string{{{}}}: finalizer orphan and foregroundDeletion cannot be both set",
+                shown.join(", ")
+            ),
+        });
+    }
+    if strict {
+        for (i, finalizer) in finalizers.iter().enumerate() {
+            if !finalizer.contains('/') && !STANDARD_FINALIZERS.contains(finalizer) {
+                errors.push(invalid_field(
+                    &format!("{FIELD}[{i}]"),
+                    finalizer,
+                    &[
+                        "name is neither a standard finalizer name nor is it fully qualified"
+                            .into(),
+                    ],
+                ));
+            }
+        }
+    }
+    errors
+}
+
+/// The warnings kube's custom resource strategy gives for the finalizers a write adds
+/// (`generateWarningsFromObj`): the qualified-name problems, and a name without a `/`
+/// that is not a standard one.
+pub fn finalizer_warnings(obj: &Value, old: Option<&Value>) -> Vec<String> {
+    const FIELD: &str = "metadata.finalizers";
+    let before = old.map(finalizers_of).unwrap_or_default();
+    let mut warnings = Vec::new();
+    for finalizer in finalizers_of(obj)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+    {
+        for problem in qualified_name_problems(finalizer) {
+            warnings.push(format!("{FIELD}: {finalizer:?}: {problem}"));
+        }
+        if !finalizer.contains('/') && !STANDARD_FINALIZERS.contains(&finalizer) {
+            // A name with a dot looks like a domain: kube asks for the path as well.
+            let how = if finalizer.contains('.') {
+                "a domain-qualified finalizer name including a path (/)"
+            } else {
+                "a domain-qualified finalizer name"
+            };
+            warnings.push(format!(
+                "{FIELD}: {finalizer:?}: prefer {how} to avoid accidental conflicts with other finalizer writers"
+            ));
+        }
+    }
+    warnings
+}
+
 fn validate_labels(labels: &Map<String, Value>, errors: &mut Vec<FieldError>) {
     const FIELD: &str = "metadata.labels";
     for (key, value) in labels {

@@ -1605,3 +1605,51 @@ async fn services_get_and_lose_what_their_type_allocates() {
         .expect("a health check port");
     assert!((30000..=32767).contains(&health) && Some(health) != node_port(&balancer, 0));
 }
+
+/// A built-in object's finalizers are qualified names, and one without a `/` must be one
+/// of kube's own, as core's `ValidateObjectMeta` checks them on every write.
+#[tokio::test]
+async fn a_built_in_objects_finalizers_are_fully_qualified_or_kubes_own() {
+    let s = server().await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let create = |name: &str, finalizers: Value| {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "finalizers": finalizers}});
+        let s = &s;
+        async move {
+            raw(
+                s,
+                "POST",
+                configmaps,
+                Some("application/json"),
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let refused = create("short", json!(["cleanup"]))
+        .await
+        .assert_status(422, "Invalid");
+    assert_eq!(
+        refused["message"],
+        "ConfigMap \"short\" is invalid: metadata.finalizers[0]: Invalid value: \"cleanup\": name is neither a standard finalizer name nor is it fully qualified"
+    );
+    let both = create("both", json!(["orphan", "foregroundDeletion"]))
+        .await
+        .assert_status(422, "Invalid");
+    assert_eq!(
+        both["message"],
+        "ConfigMap \"both\" is invalid: metadata.finalizers: Invalid value: []string{\"orphan\", \"foregroundDeletion\"}: finalizer orphan and foregroundDeletion cannot be both set"
+    );
+    let spaced = create("spaced", json!(["example.com/clean up"]))
+        .await
+        .assert_status(422, "Invalid");
+    assert!(
+        spaced["message"].as_str().is_some_and(|m| m.contains("metadata.finalizers: Invalid value: \"example.com/clean up\": name part must consist of")),
+        "{spaced}"
+    );
+    for (name, finalizer) in [("qualified", "example.com/cleanup"), ("standard", "orphan")] {
+        let created = create(name, json!([finalizer])).await;
+        assert_eq!(created.status, 201, "{}", created.json());
+    }
+}

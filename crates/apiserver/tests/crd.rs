@@ -955,3 +955,52 @@ async fn updates_are_not_refused_for_values_they_leave_alone() {
         .await
         .expect("a valid time");
 }
+
+/// A custom resource's finalizer without a domain is kept, with kube's warning, for the
+/// write that adds it; one that is not a qualified name is refused when it is created.
+#[tokio::test]
+async fn a_custom_resources_unqualified_finalizer_is_only_warned_about() {
+    let (s, _api) = setup().await;
+    let widgets = "/apis/example.steady.dev/v1/namespaces/default/widgets";
+    let create = |name: &str, finalizers: Value| {
+        let body = json!({"apiVersion": "example.steady.dev/v1", "kind": "Widget",
+            "metadata": {"name": name, "finalizers": finalizers}, "spec": {"size": "s"}});
+        let s = &s;
+        async move {
+            common::raw(
+                s,
+                "POST",
+                widgets,
+                Some("application/json"),
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let warned = create(
+        "w",
+        json!(["cleanup", "cleanup.example.com", "example.com/ok"]),
+    )
+    .await;
+    assert_eq!(warned.status, 201, "{}", warned.json());
+    let warnings: Vec<String> = warned
+        .headers
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains(
+        r#"metadata.finalizers: \"cleanup\": prefer a domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers"#
+    ), "{warnings:?}");
+    assert!(warnings[1].contains("including a path (/)"), "{warnings:?}");
+    let refused = create("v", json!(["clean up"]))
+        .await
+        .assert_status(422, "Invalid");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("metadata.finalizers: Invalid value: \"clean up\"")),
+        "{refused}"
+    );
+}

@@ -384,7 +384,15 @@ impl ApiServer {
         opts: &WriteOptions,
         warnings: &mut Vec<String>,
     ) -> ApiResult<()> {
-        let errors = validation::validate_labels_and_annotations(obj);
+        let mut errors = validation::validate_labels_and_annotations(obj);
+        // kube checks a custom resource's finalizer names when it is created, and only
+        // warns about the ones that are not domain-qualified; a built-in object's always.
+        if rt.builtin || old.is_none() {
+            errors.extend(validation::validate_finalizers(obj, strict_finalizers(rt)));
+        }
+        if !rt.builtin {
+            warnings.extend(validation::finalizer_warnings(obj, old));
+        }
         if !errors.is_empty() {
             return Err(ApiError::invalid(
                 &rt.qualified_kind(),
@@ -845,6 +853,17 @@ fn with_ephemeral_containers_of(old: &Value, new: &Value) -> Value {
         }
     }
     merged
+}
+
+/// Whether the kind's finalizer names follow core's rule (a name without a `/` must be
+/// kube's own): every built-in kind validated by core's `ValidateObjectMeta`, which
+/// apiextensions' and the aggregator's objects are not.
+fn strict_finalizers(rt: &ResourceType) -> bool {
+    rt.builtin
+        && !matches!(
+            rt.group.as_str(),
+            "apiextensions.k8s.io" | "apiregistration.k8s.io"
+        )
 }
 
 /// What a status write of `new` leaves of the stored `old`: its status, and the
