@@ -266,6 +266,67 @@ pub fn validate_labels_and_annotations(obj: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// Problems with `metadata.ownerReferences`, as apimachinery's `ValidateOwnerReferences`
+/// reports them on every write: each reference names a version, kind, name and uid, no
+/// Event owns anything, and at most one reference is the controller. Where kube prints the
+/// references as a Go value, `{...}` stands for it.
+pub fn validate_owner_references(obj: &Value) -> Vec<FieldError> {
+    const FIELD: &str = "metadata.ownerReferences";
+    let Some(references) = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    let mut first_controller: Option<String> = None;
+    for reference in references {
+        let text = |field: &str| {
+            reference
+                .get(field)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let (api_version, kind) = (text("apiVersion"), text("kind"));
+        let version = api_version.rsplit('/').next().unwrap_or_default();
+        for (field, value, empty, what) in [
+            ("apiVersion", api_version, version.is_empty(), "version"),
+            ("kind", kind, kind.is_empty(), "kind"),
+            ("name", text("name"), text("name").is_empty(), "name"),
+            ("uid", text("uid"), text("uid").is_empty(), "uid"),
+        ] {
+            if empty {
+                errors.push(FieldError {
+                    field: format!("{FIELD}.{field}"),
+                    reason: FieldErrorReason::Invalid,
+                    message: format!("Invalid value: {value:?}: {what} must not be empty"),
+                });
+            }
+        }
+        if api_version == "v1" && kind == "Event" {
+            errors.push(FieldError {
+                field: FIELD.into(),
+                reason: FieldErrorReason::Invalid,
+                message: "Invalid value: v1.OwnerReference{...}: /v1, Kind=Event is disallowed from being an owner".into(),
+            });
+        }
+        if reference.get("controller").and_then(Value::as_bool) == Some(true) {
+            let this = format!("{kind}/{}", text("name"));
+            match &first_controller {
+                Some(first) => errors.push(FieldError {
+                    field: FIELD.into(),
+                    reason: FieldErrorReason::Invalid,
+                    message: format!(
+                        "Invalid value: []v1.OwnerReference{{...}}: Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}"
+                    ),
+                }),
+                None => first_controller = Some(this),
+            }
+        }
+    }
+    errors
+}
+
 /// The finalizers kube knows without a domain: the namespace controller's and the
 /// garbage collector's two.
 const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];

@@ -1653,3 +1653,56 @@ async fn a_built_in_objects_finalizers_are_fully_qualified_or_kubes_own() {
         assert_eq!(created.status, 201, "{}", created.json());
     }
 }
+
+/// Every owner reference names its owner whole (version, kind, name, uid), and only one
+/// is the controller: an operator that sets a reference before its owner has a uid is
+/// refused as on a cluster, not left for the collector to treat as an orphan.
+#[tokio::test]
+async fn owner_references_name_their_owner_whole_and_one_controller() {
+    let s = server().await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let create = |name: &str, references: Value| {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "ownerReferences": references}});
+        let s = &s;
+        async move {
+            raw(
+                s,
+                "POST",
+                configmaps,
+                Some("application/json"),
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let owner = |name: &str, uid: &str, controller: bool| {
+        json!({"apiVersion": "example.com/v1", "kind": "Cache", "name": name, "uid": uid,
+            "controller": controller})
+    };
+    let no_uid = create("no-uid", json!([owner("a", "", true)]))
+        .await
+        .assert_status(422, "Invalid");
+    assert_eq!(
+        no_uid["message"],
+        "ConfigMap \"no-uid\" is invalid: metadata.ownerReferences.uid: Invalid value: \"\": uid must not be empty"
+    );
+    let two = create(
+        "two",
+        json!([owner("a", "u-1", true), owner("b", "u-2", true)]),
+    )
+    .await
+    .assert_status(422, "Invalid");
+    assert!(
+        two["message"].as_str().is_some_and(|m| m.ends_with(
+            "Only one reference can have Controller set to true. Found \"true\" in references for Cache/a and Cache/b"
+        )),
+        "{two}"
+    );
+    let owned = create(
+        "owned",
+        json!([owner("a", "u-1", true), owner("b", "u-2", false)]),
+    )
+    .await;
+    assert_eq!(owned.status, 201, "{}", owned.json());
+}

@@ -385,6 +385,7 @@ impl ApiServer {
         warnings: &mut Vec<String>,
     ) -> ApiResult<()> {
         let mut errors = validation::validate_labels_and_annotations(obj);
+        errors.extend(validation::validate_owner_references(obj));
         // kube checks a custom resource's finalizer names when it is created, and only
         // warns about the ones that are not domain-qualified; a built-in object's always.
         if rt.builtin || old.is_none() {
