@@ -1652,6 +1652,25 @@ async fn a_built_in_objects_finalizers_are_fully_qualified_or_kubes_own() {
         let created = create(name, json!([finalizer])).await;
         assert_eq!(created.status, 201, "{}", created.json());
     }
+
+    // Once it is being deleted, none may be added; kube names them all, as Go prints them.
+    let uri = format!("{configmaps}/qualified");
+    assert_eq!(raw(&s, "DELETE", &uri, None, "").await.status, 200);
+    let more = json!({"metadata": {"finalizers":
+        ["example.com/cleanup", "example.com/more", "example.com/also"]}});
+    let refused = raw(
+        &s,
+        "PATCH",
+        &uri,
+        Some("application/merge-patch+json"),
+        more.to_string(),
+    )
+    .await
+    .assert_status(422, "Invalid");
+    assert_eq!(
+        refused["message"],
+        "ConfigMap \"qualified\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"example.com/also\", \"example.com/more\"}"
+    );
 }
 
 /// Every owner reference names its owner whole (version, kind, name, uid), and only one

@@ -579,14 +579,22 @@ impl ApiServer {
         }
         if meta::deletion_timestamp(old).is_some() {
             let old_finalizers = meta::finalizers(old);
-            if let Some(added) = meta::finalizers(&new)
+            let added: std::collections::BTreeSet<String> = meta::finalizers(&new)
                 .into_iter()
-                .find(|f| !old_finalizers.contains(f))
-            {
-                return Err(ApiError::unprocessable(format!(
-                    "{} \"{name}\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [\"{added}\"]",
-                    rt.kind
-                )));
+                .filter(|f| !old_finalizers.contains(f))
+                .collect();
+            if !added.is_empty() {
+                // Go's `%#v` of the sorted set kube builds.
+                let shown: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
+                let error = schema::FieldError {
+                    field: "metadata.finalizers".into(),
+                    reason: schema::FieldErrorReason::Forbidden,
+                    message: format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        shown.join(", ")
+                    ),
+                };
+                return Err(ApiError::invalid(&rt.qualified_kind(), name, &[error]));
             }
         }
         let mut warnings = Vec::new();
