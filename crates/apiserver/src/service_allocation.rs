@@ -15,11 +15,13 @@
 //!   as stored (node ports when going back to `ClusterIP`, the cluster IP when becoming
 //!   `ExternalName`).
 //!
-//! Deviation: node ports in use are read from the store when a Service asks for one, so
-//! two Services created at the same instant could draw the same port (kube's allocator
-//! is a transaction of its own); one draw in 2,768 makes that rare.
+//! Deviation: node ports and cluster IPs in use are read from the store when a Service
+//! asks for one, so two Services created at the same instant could draw the same port
+//! (kube's allocator is a transaction of its own; one draw in 2,768 makes that rare), and
+//! a drawn cluster IP is not checked against those in use (one in about a million).
 
 use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
 
 use serde_json::{Map, Value, json};
 
@@ -32,6 +34,11 @@ use crate::schema::{FieldError, FieldErrorReason};
 
 /// kube-apiserver's default `--service-node-port-range`.
 const NODE_PORTS: std::ops::RangeInclusive<i64> = 30_000..=32_767;
+
+/// kube-apiserver's default `--service-cluster-ip-range`, 10.96.0.0/12: its base address
+/// and size.
+const SERVICE_RANGE: (u32, u32) = (0x0A60_0000, 1 << 20);
+const SERVICE_RANGE_TEXT: &str = "10.96.0.0/12";
 
 impl ApiServer {
     /// Allocates and drops what kube's registry does for the Service `svc` (`old`: the
@@ -52,6 +59,30 @@ impl ApiServer {
             keep_allocated(old_spec, spec);
         }
         if type_of(spec) != "ExternalName" {
+            let had_ip = old_spec.is_some_and(|old| type_of(old) != "ExternalName");
+            let first_listed = spec
+                .get("clusterIPs")
+                .and_then(Value::as_array)
+                .and_then(|ips| ips.first());
+            let requested = spec
+                .get("clusterIP")
+                .filter(|ip| !unset(Some(ip)))
+                .or(first_listed)
+                .and_then(Value::as_str)
+                .filter(|ip| !ip.is_empty() && *ip != "None" && !had_ip)
+                .map(str::to_owned);
+            if let Some(ip) = requested
+                && let Some(why) = self.cluster_ip_unavailable(rt, &namespace, &name, &ip)
+            {
+                let error = FieldError {
+                    field: "spec.clusterIPs".into(),
+                    reason: FieldErrorReason::Invalid,
+                    message: format!(
+                        "Invalid value: []string{{{ip:?}}}: failed to allocate IP {ip}: {why}"
+                    ),
+                };
+                return Err(ApiError::invalid(&rt.kind, &name, &[error]));
+            }
             let allocate = || self.random_cluster_ip();
             allocate_cluster_ip(spec, allocate);
         }
@@ -79,6 +110,44 @@ impl ApiServer {
             svc["status"] = json!({"loadBalancer": {}});
         }
         Ok(())
+    }
+
+    /// An address of the service range above the band kube keeps for addresses asked for
+    /// (its first 256), drawn from the server's seeded RNG so a simulation run is
+    /// reproducible. Not checked against the addresses in use: one draw in about a million.
+    fn random_cluster_ip(&self) -> String {
+        let (high, low) = self.with_rng(|rng| {
+            (
+                rand::Rng::random_range(rng, 0..255u32),
+                rand::Rng::random_range(rng, 0..4096u32),
+            )
+        });
+        let offset = 257 + high * 4096 + low;
+        Ipv4Addr::from(SERVICE_RANGE.0 + offset).to_string()
+    }
+
+    /// Why the cluster IP `requested` (not kept from the stored Service) cannot be had, in
+    /// kube's words: outside the range, or another Service's.
+    fn cluster_ip_unavailable(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        requested: &str,
+    ) -> Option<String> {
+        let ip = requested.parse::<Ipv4Addr>().ok()?;
+        let offset = u32::from(ip).wrapping_sub(SERVICE_RANGE.0);
+        if offset == 0 || offset >= SERVICE_RANGE.1 - 1 {
+            return Some(format!(
+                "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {SERVICE_RANGE_TEXT}"
+            ));
+        }
+        let services: Vec<Value> = self.current_builtin_objects(rt, None).unwrap_or_default();
+        services
+            .iter()
+            .filter(|s| !(meta::namespace(s) == Some(namespace) && meta::name(s) == Some(name)))
+            .any(|s| s.pointer("/spec/clusterIP").and_then(Value::as_str) == Some(requested))
+            .then(|| "provided IP is already allocated".to_string())
     }
 
     /// Every node port (and health-check node port) of the Services but this one.

@@ -1589,6 +1589,38 @@ async fn services_get_and_lose_what_their_type_allocates() {
         "Service \"away\" is invalid: spec.externalName: Required value"
     );
 
+    // A cluster IP asked for must be free and in the service range (web's was released
+    // when it became an ExternalName Service).
+    let released = web["spec"]["clusterIP"].as_str().unwrap().to_owned();
+    let reused = create(service(
+        "reused",
+        json!({"clusterIP": released, "ports": [{"port": 80}]}),
+    ))
+    .await;
+    assert_eq!(reused.status, 201, "{}", reused.json());
+    let same_ip = create(service(
+        "same-ip",
+        json!({"clusterIP": released, "ports": [{"port": 80}]}),
+    ))
+    .await
+    .assert_status(422, "Invalid");
+    assert_eq!(
+        same_ip["message"],
+        format!(
+            "Service \"same-ip\" is invalid: spec.clusterIPs: Invalid value: []string{{\"{released}\"}}: failed to allocate IP {released}: provided IP is already allocated"
+        )
+    );
+    let outside = create(service(
+        "outside",
+        json!({"clusterIP": "1.1.1.1", "ports": [{"port": 80}]}),
+    ))
+    .await
+    .assert_status(422, "Invalid");
+    assert_eq!(
+        outside["message"],
+        "Service \"outside\" is invalid: spec.clusterIPs: Invalid value: []string{\"1.1.1.1\"}: failed to allocate IP 1.1.1.1: the provided IP (1.1.1.1) is not in the valid range. The range of valid IPs is 10.96.0.0/12"
+    );
+
     let balancer = create(service(
         "lb",
         json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",

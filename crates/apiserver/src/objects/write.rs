@@ -459,18 +459,6 @@ impl ApiServer {
         Ok(())
     }
 
-    /// A free-looking address in kube's default service range (10.96.0.0/12), drawn from the
-    /// server's seeded RNG so a simulation run is reproducible.
-    pub(crate) fn random_cluster_ip(&self) -> String {
-        let (a, b) = self.with_rng(|rng| {
-            (
-                rand::Rng::random_range(rng, 0..16u8),
-                rand::Rng::random_range(rng, 1..255u8),
-            )
-        });
-        format!("10.96.{a}.{b}")
-    }
-
     /// Side effects of a committed write that must be visible before the response:
     /// a CRD's kinds are served as soon as its create or update returns.
     fn after_commit(&self, rt: &ResourceType, stored: &Bytes) {
