@@ -1459,16 +1459,7 @@ async fn services_get_and_lose_what_their_type_allocates() {
     let services = "/api/v1/namespaces/default/services";
     let create = |body: Value| {
         let s = &s;
-        async move {
-            raw(
-                s,
-                "POST",
-                services,
-                Some("application/json"),
-                body.to_string(),
-            )
-            .await
-        }
+        async move { post_json(s, services, &body).await }
     };
     let patch = |name: &str, body: Value| {
         let (s, uri) = (&s, format!("{services}/{name}"));
@@ -1648,16 +1639,7 @@ async fn a_built_in_objects_finalizers_are_fully_qualified_or_kubes_own() {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "finalizers": finalizers}});
         let s = &s;
-        async move {
-            raw(
-                s,
-                "POST",
-                configmaps,
-                Some("application/json"),
-                body.to_string(),
-            )
-            .await
-        }
+        async move { post_json(s, configmaps, &body).await }
     };
     let refused = create("short", json!(["cleanup"]))
         .await
@@ -1716,16 +1698,7 @@ async fn owner_references_name_their_owner_whole_and_one_controller() {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "ownerReferences": references}});
         let s = &s;
-        async move {
-            raw(
-                s,
-                "POST",
-                configmaps,
-                Some("application/json"),
-                body.to_string(),
-            )
-            .await
-        }
+        async move { post_json(s, configmaps, &body).await }
     };
     let owner = |name: &str, uid: &str, controller: bool| {
         json!({"apiVersion": "example.com/v1", "kind": "Cache", "name": name, "uid": uid,
