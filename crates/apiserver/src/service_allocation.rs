@@ -359,6 +359,16 @@ fn allocate_node_ports(
             .and_then(Value::as_i64)
             .filter(|n| *n != 0)
     };
+    // Most writes (every status write, every update that keeps its ports) need neither
+    // a check nor a draw, and so no read of the other Services.
+    let needs_work =
+        (0..service_ports.len()).any(|index| match node_port_at(service_ports, index) {
+            Some(port) => !kept.contains(&port),
+            None => allocate_new,
+        });
+    if !needs_work {
+        return Ok(());
+    }
     let mut taken = in_use();
     let mut by_number: Vec<(Value, i64)> = Vec::new();
     let take = |taken: &mut BTreeSet<i64>, index: usize, port: i64| {
@@ -433,15 +443,17 @@ fn allocate_health_check(
     in_use: &mut impl FnMut() -> BTreeSet<i64>,
     draw: &mut impl FnMut(&BTreeSet<i64>) -> Option<i64>,
 ) -> Result<(), String> {
-    let mut taken = in_use();
-    taken.extend(node_ports(spec));
     let kept = old_spec.and_then(|old| old.get("healthCheckNodePort"));
-    match spec
+    let asked = spec
         .get("healthCheckNodePort")
         .and_then(Value::as_i64)
-        .filter(|n| *n != 0)
-    {
-        Some(port) if kept.and_then(Value::as_i64) == Some(port) => Ok(()),
+        .filter(|n| *n != 0);
+    if asked.is_some() && asked == kept.and_then(Value::as_i64) {
+        return Ok(());
+    }
+    let mut taken = in_use();
+    taken.extend(node_ports(spec));
+    match asked {
         Some(port) => match unavailable(port, &taken) {
             Some(why) => Err(format!(
                 "failed to allocate requested HealthCheck NodePort {port}: {why}"
