@@ -1090,7 +1090,7 @@ async fn kubectl_immutable_fields_are_refused_as_in_kube() {
 
 /// Objects kube-apiserver refuses as invalid are refused here, every problem named: the
 /// pod an operator got wrong, a Deployment with negative replicas and no image, a Service
-/// port out of range. Nothing is stored.
+/// port out of range, a CronJob's schedule. Nothing is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1139,7 +1139,20 @@ async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
             ),
         );
     }
-    let listed = k.run(&["get", "pods,deployments,services", "-o", "name"]);
+    // kubectl's typed `create cronjob` sends the schedule as it was typed.
+    let cron_job = k.try_run(&[
+        "create",
+        "cronjob",
+        "bad",
+        "--image=busybox",
+        "--schedule=*/5 * *",
+    ]);
+    assert!(!cron_job.success, "{}", cron_job.stdout);
+    assert_contains(
+        &cron_job.stderr,
+        "CronJob.batch \"bad\" is invalid: spec.schedule: Invalid value: \"*/5 * *\": expected exactly 5 fields, found 3: [*/5 * *]",
+    );
+    let listed = k.run(&["get", "pods,deployments,services,cronjobs", "-o", "name"]);
     assert!(!listed.contains("bad"), "{listed}");
 }
 

@@ -139,6 +139,9 @@ fn check_builtin_rules(rt: &ResourceType, old: Option<&Value>, new: &Value) -> A
     let mut errors = Vec::new();
     if old.is_none_or(|old| spec_rules::checked_fields_changed(&rt.group, &rt.plural, old, new)) {
         errors = spec_rules::validate(&rt.group, &rt.plural, new);
+        if (rt.group.as_str(), rt.plural.as_str()) == ("batch", "cronjobs") {
+            errors.extend(spec_rules::cron_jobs::validate(old, new));
+        }
     }
     if let Some(old) = old {
         errors.extend(update_rules::validate(&rt.group, &rt.plural, old, new));

@@ -8,7 +8,8 @@
 //! cause per problem).
 //!
 //! RBAC objects are checked as kube checks them all (`rbac.rs`), ConfigMaps and Secrets
-//! too (`config.rs`).
+//! too (`config.rs`), and a CronJob's schedule and policies (`cron_jobs.rs`, which also
+//! needs the stored object).
 //!
 //! Only JSON (the defaulted object): knows nothing of storage or HTTP.
 
@@ -18,6 +19,7 @@ use serde_json::{Map, Value};
 use steady_quota::Quantity;
 
 mod config;
+pub(crate) mod cron_jobs;
 mod rbac;
 
 use crate::defaults::pod_template_of;
