@@ -708,8 +708,11 @@ fn default_service(svc: &mut Value) {
             let unset = p
                 .get("targetPort")
                 .is_none_or(|t| t.is_null() || *t == json!(0) || *t == json!(""));
-            if unset && let Some(port) = p.get("port").cloned() {
-                p["targetPort"] = port;
+            if unset
+                && let Some(port) = p.get("port").cloned()
+                && let Some(p) = p.as_object_mut()
+            {
+                p.insert("targetPort".into(), port);
             }
         }
     }

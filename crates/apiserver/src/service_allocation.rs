@@ -254,8 +254,9 @@ fn keep_allocated(old_spec: &Map<String, Value>, spec: &mut Map<String, Value>) 
                 if let Some(&(_, node_port)) = old_by_name
                     .iter()
                     .find(|(old_name, n)| *old_name == name && !used.contains(n))
+                    && let Some(port) = port.as_object_mut()
                 {
-                    port["nodePort"] = json!(node_port);
+                    port.insert("nodePort".into(), json!(node_port));
                 }
             }
         }
@@ -423,7 +424,9 @@ fn allocate_node_ports(
                 port
             }
         };
-        service_ports[index]["nodePort"] = json!(node_port);
+        if let Some(port) = service_ports[index].as_object_mut() {
+            port.insert("nodePort".into(), json!(node_port));
+        }
     }
     Ok(())
 }

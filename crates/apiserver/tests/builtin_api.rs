@@ -1580,6 +1580,10 @@ async fn services_get_and_lose_what_their_type_allocates() {
         "Service \"away\" is invalid: spec.externalName: Required value"
     );
 
+    // A port that is not an object is refused before anything is allocated.
+    let odd = create(service("odd", json!({"type": "NodePort", "ports": ["80"]}))).await;
+    assert!(odd.status.is_client_error(), "{}", odd.json());
+
     // A cluster IP asked for must be free and in the service range (web's was released
     // when it became an ExternalName Service).
     let released = web["spec"]["clusterIP"].as_str().unwrap().to_owned();
