@@ -6,6 +6,26 @@ pub fn metadata(obj: &Value) -> Option<&Map<String, Value>> {
     obj.get("metadata").and_then(Value::as_object)
 }
 
+/// `into` with each of `fields` as `from` has it, or without it where `from` has none: what
+/// an update keeps of the stored object. A field already equal is left as it is.
+pub fn copy_fields(
+    from: Option<&Map<String, Value>>,
+    into: &mut Map<String, Value>,
+    fields: &[&str],
+) {
+    for &field in fields {
+        match from.and_then(|m| m.get(field)) {
+            Some(value) if into.get(field) != Some(value) => {
+                into.insert(field.into(), value.clone());
+            }
+            Some(_) => {}
+            None => {
+                into.remove(field);
+            }
+        }
+    }
+}
+
 /// `metadata` as a mutable map, created if missing or not an object.
 pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
     object_mut(obj, "metadata")
@@ -172,6 +192,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn copied_fields_are_restored_or_removed_as_in_the_source() {
+        let from = serde_json::json!({"labels": {"a": "1"}});
+        let mut into = serde_json::json!({"labels": {"b": "2"}, "annotations": {"x": "y"},
+            "ownerReferences": [{"uid": "u"}]});
+        let into_map = into.as_object_mut().unwrap();
+        copy_fields(from.as_object(), into_map, &["labels", "ownerReferences"]);
+        assert_eq!(
+            into,
+            serde_json::json!({"labels": {"a": "1"}, "annotations": {"x": "y"}})
+        );
+    }
     #[test]
     fn same_spec_ignores_metadata_and_status() {
         let a = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": 1}});

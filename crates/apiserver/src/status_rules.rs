@@ -13,8 +13,6 @@
 
 use serde_json::Value;
 
-use crate::meta;
-
 /// The metadata a status write keeps as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StoredMetadata {
@@ -44,23 +42,6 @@ pub(crate) fn stored_metadata(group: &str, plural: &str, builtin: bool) -> Store
         | ("storage.k8s.io", "volumeattachments")
         | ("admissionregistration.k8s.io", "validatingadmissionpolicies") => StoredMetadata::All,
         _ => StoredMetadata::Fields(&[]),
-    }
-}
-
-/// `new`'s metadata with `fields` as `old` has them (absent where `old` has none).
-pub(crate) fn keep_stored_metadata(old: &Value, new: &mut Value, fields: &[&str]) {
-    let old_meta = meta::metadata(old);
-    let new_meta = meta::metadata_mut(new);
-    for &field in fields {
-        match old_meta.and_then(|m| m.get(field)) {
-            Some(value) if new_meta.get(field) != Some(value) => {
-                new_meta.insert(field.into(), value.clone());
-            }
-            Some(_) => {}
-            None => {
-                new_meta.remove(field);
-            }
-        }
     }
 }
 
@@ -113,18 +94,6 @@ mod tests {
         assert_eq!(
             stored_metadata("storage.k8s.io", "volumeattachments", true),
             All
-        );
-    }
-
-    #[test]
-    fn kept_fields_are_restored_or_removed_as_stored() {
-        let old = json!({"metadata": {"labels": {"a": "1"}}});
-        let mut new = json!({"metadata": {"labels": {"b": "2"}, "annotations": {"x": "y"},
-            "ownerReferences": [{"uid": "u"}]}});
-        keep_stored_metadata(&old, &mut new, &["labels", "ownerReferences"]);
-        assert_eq!(
-            new,
-            json!({"metadata": {"labels": {"a": "1"}, "annotations": {"x": "y"}}})
         );
     }
 

@@ -874,7 +874,7 @@ fn status_write(rt: &ResourceType, new: Value, old: &Value) -> Value {
         StoredMetadata::Fields(stored) => {
             let mut new =
                 with_fields_of(new, old, |field| field != "status" && field != "metadata");
-            status_rules::keep_stored_metadata(old, &mut new, stored);
+            meta::copy_fields(meta::metadata(old), meta::metadata_mut(&mut new), stored);
             status_rules::backfill_status(&rt.group, &rt.plural, old, &mut new);
             new
         }
@@ -907,9 +907,7 @@ fn with_fields_of(mut target: Value, source: &Value, chosen: impl Fn(&str) -> bo
 
 /// Fields clients cannot change with an update.
 fn keep_server_fields(old: &Value, new: &mut Value) {
-    let old_meta = meta::metadata(old);
-    let new_meta = meta::metadata_mut(new);
-    for field in [
+    let fields = [
         "uid",
         "creationTimestamp",
         "deletionTimestamp",
@@ -917,14 +915,6 @@ fn keep_server_fields(old: &Value, new: &mut Value) {
         "generation",
         "name",
         "namespace",
-    ] {
-        match old_meta.and_then(|m| m.get(field)) {
-            Some(v) => {
-                new_meta.insert(field.into(), v.clone());
-            }
-            None => {
-                new_meta.remove(field);
-            }
-        }
-    }
+    ];
+    meta::copy_fields(meta::metadata(old), meta::metadata_mut(new), &fields);
 }

@@ -10,6 +10,7 @@ use steady_quota::Quantity;
 
 use super::{at, field_is_immutable, forbidden, spec_forbidden};
 use crate::go_text::quote;
+use crate::meta;
 use crate::schema::FieldError;
 
 /// kube-apiserver's message, before the difference it appends.
@@ -30,7 +31,7 @@ pub(super) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
     let mut expected = old_spec.clone();
     let mut munged = new_spec.clone();
     if text(&old_spec, "volumeName").is_empty() {
-        copy_field(&new_spec, &mut expected, "volumeName");
+        meta::copy_fields(Some(&new_spec), &mut expected, &["volumeName"]);
     }
     if moves_class_out_of_annotation(old, new, &old_spec, &new_spec) {
         munged.remove("storageClassName");
@@ -94,13 +95,6 @@ pub(super) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
 
 fn text<'a>(spec: &'a Map<String, Value>, field: &str) -> &'a str {
     spec.get(field).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn copy_field(from: &Map<String, Value>, into: &mut Map<String, Value>, field: &str) {
-    match from.get(field) {
-        Some(value) => into.insert(field.into(), value.clone()),
-        None => into.remove(field),
-    };
 }
 
 fn storage_request(spec: &Map<String, Value>) -> Option<&Value> {
