@@ -721,7 +721,7 @@ fn default_service(svc: &mut Value) {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    if externally_accessible(spec) {
+    if spec.as_object().is_some_and(externally_accessible) {
         default_if_empty(spec, "externalTrafficPolicy", json!("Cluster"));
     }
     if service_type != "ExternalName" {
@@ -738,7 +738,7 @@ const CLIENT_IP_AFFINITY_SECONDS: u32 = 10_800;
 
 /// A Service reached from outside the cluster (kube's `ExternallyAccessible`): by node
 /// port, load balancer, or external IPs.
-pub(crate) fn externally_accessible(spec: &Value) -> bool {
+pub(crate) fn externally_accessible(spec: &Map<String, Value>) -> bool {
     let has_external_ips = spec
         .get("externalIPs")
         .and_then(Value::as_array)

@@ -156,15 +156,9 @@ impl ApiServer {
         services
             .iter()
             .filter(|s| !(meta::namespace(s) == Some(namespace) && meta::name(s) == Some(name)))
-            .filter_map(|s| s.get("spec"))
+            .filter_map(|s| s.get("spec").and_then(Value::as_object))
             .flat_map(|spec| {
-                let ports = spec.get("ports").and_then(Value::as_array);
-                ports
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
-                    .chain(spec.get("healthCheckNodePort").and_then(Value::as_i64))
-                    .collect::<Vec<_>>()
+                node_ports(spec).chain(spec.get("healthCheckNodePort").and_then(Value::as_i64))
             })
             .collect()
     }
@@ -506,9 +500,10 @@ fn drop_type_dependent_fields(old_spec: &Map<String, Value>, spec: &mut Map<Stri
             }
         }
     }
-    let old_external = externally_accessible(&Value::Object(old_spec.clone()));
-    let external = externally_accessible(&Value::Object(spec.clone()));
-    if old_external && !external && same(spec, "externalTrafficPolicy") {
+    if externally_accessible(old_spec)
+        && !externally_accessible(spec)
+        && same(spec, "externalTrafficPolicy")
+    {
         spec.remove("externalTrafficPolicy");
     }
 }

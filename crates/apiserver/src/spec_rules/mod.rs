@@ -664,7 +664,10 @@ fn service_type_fields(service: &Value, errors: &mut Vec<FieldError>) {
         }
     }
     let policy = text(spec, "externalTrafficPolicy");
-    if !policy.is_empty() && !crate::defaults::externally_accessible(spec) {
+    let external = spec
+        .as_object()
+        .is_some_and(crate::defaults::externally_accessible);
+    if !policy.is_empty() && !external {
         errors.push(invalid(
             &Path::At("spec.externalTrafficPolicy"),
             &Value::from(policy),
