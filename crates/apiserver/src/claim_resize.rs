@@ -12,8 +12,7 @@ use crate::ApiServer;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::registry::ResourceType;
-
-const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+use crate::update_rules::beta_storage_class;
 
 impl ApiServer {
     /// Refuses (403) an update of claim `old` to `new` that grows its storage request
@@ -75,10 +74,6 @@ fn storage_request(claim: &Value) -> Quantity {
 fn class_of(claim: &Value) -> &str {
     match claim.pointer("/spec/storageClassName") {
         Some(Value::String(class)) => class,
-        _ => claim
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(BETA_STORAGE_CLASS))
-            .and_then(Value::as_str)
-            .unwrap_or_default(),
+        _ => beta_storage_class(claim).unwrap_or_default(),
     }
 }

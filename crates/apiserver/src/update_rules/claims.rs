@@ -19,6 +19,13 @@ resources.requests and volumeAttributesClassName for bound claims";
 
 const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 
+/// The class a claim names in the beta annotation that preceded `storageClassName`.
+pub(crate) fn beta_storage_class(claim: &Value) -> Option<&str> {
+    at(claim, "/metadata/annotations")
+        .and_then(|a| a.get(BETA_STORAGE_CLASS))
+        .and_then(Value::as_str)
+}
+
 /// The errors of updating the claim `old` to `new`: none when only what may change did.
 pub(super) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
     let empty = Map::new();
@@ -36,18 +43,12 @@ pub(super) fn validate(old: &Value, new: &Value) -> Vec<FieldError> {
     if moves_class_out_of_annotation(old, new, &old_spec, &new_spec) {
         munged.remove("storageClassName");
     } else {
-        let annotation = |claim: &Value| {
-            at(claim, "/metadata/annotations")
-                .and_then(|a| a.get(BETA_STORAGE_CLASS))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let annotation = |claim| beta_storage_class(claim).unwrap_or_default();
         let (before, after) = (annotation(old), annotation(new));
         if before != after {
             errors.push(field_is_immutable(
                 &format!("metadata.annotations.{BETA_STORAGE_CLASS}"),
-                quote(&after),
+                quote(after),
             ));
         }
     }
@@ -110,18 +111,12 @@ fn moves_class_out_of_annotation(
     old_spec: &Map<String, Value>,
     new_spec: &Map<String, Value>,
 ) -> bool {
-    let annotation = |claim: &Value| {
-        at(claim, "/metadata/annotations")
-            .and_then(|a| a.get(BETA_STORAGE_CLASS))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let Some(old_class) = annotation(old) else {
+    let Some(old_class) = beta_storage_class(old) else {
         return false;
     };
     old_spec.get("storageClassName").is_none_or(Value::is_null)
-        && new_spec.get("storageClassName").and_then(Value::as_str) == Some(old_class.as_str())
-        && annotation(new).is_none_or(|class| class == old_class)
+        && new_spec.get("storageClassName").and_then(Value::as_str) == Some(old_class)
+        && beta_storage_class(new).is_none_or(|class| class == old_class)
 }
 
 #[cfg(test)]

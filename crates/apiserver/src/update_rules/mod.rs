@@ -11,6 +11,8 @@
 mod claims;
 mod pods;
 
+pub(crate) use claims::beta_storage_class;
+
 use serde_json::{Map, Value};
 
 use crate::go_text::quote;
