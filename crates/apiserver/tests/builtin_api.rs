@@ -1734,3 +1734,80 @@ async fn owner_references_name_their_owner_whole_and_one_controller() {
     .await;
     assert_eq!(owned.status, 201, "{}", owned.json());
 }
+
+/// kube 1.32 defaults a pod spec wherever it sits: probes and hooks, volumes and their
+/// sources, downward-API field selectors, ephemeral containers, a host-network pod's host
+/// ports, and a StatefulSet's claim templates as whole claims. An operator that compares
+/// the template it wrote with the one it reads meets them here as on a cluster, and one
+/// that writes back what it read changes nothing.
+#[tokio::test]
+async fn pod_specs_read_back_with_kubes_defaults_and_a_write_back_is_a_no_op() {
+    let server = server().await;
+    let sets: Api<StatefulSet> = Api::default_namespaced(server.client());
+    let labels = json!({"app": "db"});
+    let created = create_json(
+        &sets,
+        json!({"metadata": {"name": "db"}, "spec": {
+            "selector": {"matchLabels": labels}, "serviceName": "db",
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "containers": [{"name": "db", "image": "postgres:17",
+                    "env": [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                    "livenessProbe": {"httpGet": {"port": 8080}},
+                    "readinessProbe": {"grpc": {"port": 9000}, "failureThreshold": 6},
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/tmp"},
+                        {"name": "conf", "mountPath": "/etc/db"}]}],
+                "volumes": [{"name": "scratch"}, {"name": "conf", "configMap": {"name": "db"}}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}),
+    )
+    .await;
+    let stored = get(&server, "/apis/apps/v1/namespaces/default/statefulsets/db")
+        .await
+        .json();
+    let spec = &stored["spec"]["template"]["spec"];
+    let container = &spec["containers"][0];
+    assert_eq!(
+        container["livenessProbe"],
+        json!({"httpGet": {"port": 8080, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1,
+            "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
+    );
+    assert_eq!(
+        container["readinessProbe"]["grpc"],
+        json!({"port": 9000, "service": ""})
+    );
+    assert_eq!(container["readinessProbe"]["failureThreshold"], 6);
+    assert_eq!(
+        container["env"][0]["valueFrom"]["fieldRef"]["apiVersion"],
+        "v1"
+    );
+    assert_eq!(
+        spec["volumes"],
+        json!([{"name": "scratch", "emptyDir": {}},
+            {"name": "conf", "configMap": {"name": "db", "defaultMode": 420}}])
+    );
+    assert_eq!(
+        stored["spec"]["volumeClaimTemplates"][0],
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                "volumeMode": "Filesystem"},
+            "status": {"phase": "Pending"}})
+    );
+    let written_back = sets
+        .replace("db", &PostParams::default(), &created)
+        .await
+        .expect("writing back what was read");
+    assert_eq!(
+        written_back.metadata.resource_version, created.metadata.resource_version,
+        "a write of what was read changes nothing"
+    );
+
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pod = create_json(
+        &pods,
+        json!({"metadata": {"name": "agent"}, "spec": {"hostNetwork": true,
+            "containers": [{"name": "agent", "image": "agent:1", "ports": [{"containerPort": 9100}]}]}}),
+    )
+    .await;
+    let ports = pod.spec.expect("spec").containers[0].ports.clone();
+    assert_eq!(ports.expect("ports")[0].host_port, Some(9100));
+}

@@ -19,6 +19,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::schema::{FieldError, FieldErrorReason};
 
+mod pod_spec;
+use pod_spec::{pod_spec, service_account_alias};
+
 /// Set `value` (JSON text) at `at` when nothing is there, and when `when` (pointer, value)
 /// holds.
 struct Default {
@@ -196,6 +199,12 @@ fn workload(
     if let Some(spec) = obj.pointer_mut(&format!("{}/spec", w.template)) {
         pod_spec(spec);
     }
+    if plural == "statefulsets" {
+        let claims = obj.pointer_mut("/spec/volumeClaimTemplates");
+        for claim in claims.and_then(Value::as_array_mut).into_iter().flatten() {
+            pod_spec::claim_template(claim);
+        }
+    }
     if plural == "replicationcontrollers" {
         default_from_template_labels(obj, "/spec/selector");
     }
@@ -278,67 +287,6 @@ pub(crate) fn set_pointer(obj: &mut Value, at: &str, value: Value) {
 fn default_if_missing(map: &mut Value, field: &str, value: Value) {
     if let Some(m) = map.as_object_mut() {
         m.entry(field).or_insert(value);
-    }
-}
-
-/// The defaults of a pod spec, in a pod or in a template (kube's `SetDefaults_PodSpec` and
-/// `SetDefaults_Container`).
-fn pod_spec(spec: &mut Value) {
-    if !spec.is_object() {
-        return;
-    }
-    default_if_missing(spec, "restartPolicy", json!("Always"));
-    default_if_missing(spec, "terminationGracePeriodSeconds", json!(30));
-    default_if_missing(spec, "dnsPolicy", json!("ClusterFirst"));
-    default_if_missing(spec, "schedulerName", json!("default-scheduler"));
-    default_if_missing(spec, "securityContext", json!({}));
-    service_account_alias(spec);
-    for list in ["containers", "initContainers"] {
-        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            containers.iter_mut().for_each(container);
-        }
-    }
-}
-
-/// v1's deprecated `serviceAccount` is an alias of `serviceAccountName` (kube's PodSpec
-/// conversion): either names the account (`serviceAccountName` wins), and both are
-/// written back.
-fn service_account_alias(spec: &mut Value) {
-    let named = |field: &str| {
-        spec.get(field)
-            .and_then(Value::as_str)
-            .filter(|name| !name.is_empty())
-            .map(str::to_string)
-    };
-    match named("serviceAccountName").or_else(|| named("serviceAccount")) {
-        Some(name) => {
-            spec["serviceAccountName"] = json!(name);
-            spec["serviceAccount"] = json!(name);
-        }
-        None => {
-            if let Some(fields) = spec.as_object_mut() {
-                fields.remove("serviceAccount");
-            }
-        }
-    }
-}
-
-fn container(c: &mut Value) {
-    let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-    let untagged = !image.rsplit('/').next().unwrap_or("").contains(':');
-    let pull = if image.ends_with(":latest") || untagged {
-        "Always"
-    } else {
-        "IfNotPresent"
-    };
-    default_if_missing(c, "imagePullPolicy", json!(pull));
-    default_if_missing(c, "terminationMessagePath", json!("/dev/termination-log"));
-    default_if_missing(c, "terminationMessagePolicy", json!("File"));
-    default_if_missing(c, "resources", json!({}));
-    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-        for p in ports {
-            default_if_missing(p, "protocol", json!("TCP"));
-        }
     }
 }
 
@@ -587,6 +535,7 @@ fn default_pod(pod: &mut Value, creating: bool) {
     service_account_alias(spec);
     default_if_missing(spec, "serviceAccountName", json!("default"));
     pod_spec(spec);
+    pod_spec::host_network_ports(spec);
     default_if_missing(spec, "enableServiceLinks", json!(true));
     requests_from_limits(spec);
     if creating {
