@@ -1811,3 +1811,117 @@ async fn pod_specs_read_back_with_kubes_defaults_and_a_write_back_is_a_no_op() {
     let ports = pod.spec.expect("spec").containers[0].ports.clone();
     assert_eq!(ports.expect("ports")[0].host_port, Some(9100));
 }
+
+/// A pod and a Deployment stored by a steady that did not yet default probes and volumes
+/// stay writable as on a cluster (kube defaults what it decodes from etcd): relabelling
+/// the pod is not a change of its spec, and relabelling the Deployment keeps its
+/// generation.
+#[tokio::test]
+async fn objects_stored_before_a_default_existed_stay_writable() {
+    let store = steady_store::Store::in_memory(steady_store::StoreOptions::default())
+        .await
+        .expect("store");
+    let spec = json!({"containers": [{"name": "c", "image": "app:1", "imagePullPolicy": "IfNotPresent",
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+            "resources": {}, "livenessProbe": {"httpGet": {"port": 80}}}],
+        "volumes": [{"name": "conf", "configMap": {"name": "app"}}],
+        "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+        "schedulerName": "default-scheduler", "securityContext": {},
+        "serviceAccountName": "default", "serviceAccount": "default", "enableServiceLinks": true});
+    let meta = |name: &str| {
+        json!({"name": name, "namespace": "default", "uid": format!("u-{name}"),
+            "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1, "labels": {"app": "x"}})
+    };
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta("old"), "spec": spec,
+        "status": {"phase": "Pending"}});
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("old"),
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "x"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+            "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+            "template": {"metadata": {"labels": {"app": "x"}}, "spec": spec}}});
+    store
+        .create("/core/pods/default/old", pod)
+        .await
+        .expect("old pod");
+    store
+        .create("/apps/deployments/default/old", deployment)
+        .await
+        .expect("old deployment");
+    let config = steady_apiserver::Config {
+        seed: Some(1),
+        ..Default::default()
+    };
+    let server = steady_apiserver::ApiServer::start(store, config)
+        .await
+        .expect("server");
+    let relabel = Patch::Merge(json!({"metadata": {"labels": {"tier": "web"}}}));
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pod = pods
+        .patch("old", &PatchParams::default(), &relabel)
+        .await
+        .expect("relabelling a stored pod is not a change of its spec");
+    let probe = pod.spec.expect("spec").containers[0]
+        .liveness_probe
+        .clone()
+        .expect("probe");
+    assert_eq!(probe.period_seconds, Some(10));
+    let deployments: Api<Deployment> = Api::default_namespaced(server.client());
+    let relabelled = deployments
+        .patch("old", &PatchParams::default(), &relabel)
+        .await
+        .expect("relabel the deployment");
+    assert_eq!(relabelled.metadata.generation, Some(1));
+}
+
+/// A template with a probe that names no handler, an env var read from two sources and a
+/// volume from two sources is refused whole, with kube's causes, as on a cluster.
+#[tokio::test]
+async fn a_template_kube_refuses_for_its_probes_env_and_volumes_is_refused_here() {
+    let server = server().await;
+    let deployments: Api<Deployment> = Api::default_namespaced(server.client());
+    let labels = json!({"app": "web"});
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "imagePullPolicy": "always",
+                "livenessProbe": {"initialDelaySeconds": 5},
+                "env": [{"name": "TOKEN", "valueFrom": {
+                    "secretKeyRef": {"name": "api", "key": "token"},
+                    "configMapKeyRef": {"name": "api", "key": "token"}}}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "emptyDir": {}, "persistentVolumeClaim": {"claimName": "data"}}]}}}
+    }))
+    .expect("deployment");
+    let Err(kube::Error::Api(status)) = deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+    else {
+        panic!("a template kube refuses was accepted");
+    };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    let at = "spec.template.spec";
+    let causes: Vec<String> = status
+        .details
+        .expect("details")
+        .causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            format!(
+                "{at}.volumes[0].persistentVolumeClaim: Forbidden: may not specify more than 1 volume type"
+            ),
+            format!(
+                "{at}.containers[0].env[0].valueFrom: Invalid value: \"\": may not have more than one field specified at a time"
+            ),
+            format!(
+                "{at}.containers[0].imagePullPolicy: Unsupported value: \"always\": supported values: \"Always\", \"IfNotPresent\", \"Never\""
+            ),
+            format!(
+                "{at}.containers[0].livenessProbe: Required value: must specify a handler type"
+            ),
+        ]
+    );
+}

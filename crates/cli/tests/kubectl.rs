@@ -1156,6 +1156,69 @@ async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
     assert!(!listed.contains("bad"), "{listed}");
 }
 
+/// Workloads read back through kubectl carry kube's pod-spec defaults (a probe's timings,
+/// a volume's file mode, claim templates as whole claims). Applying the same Deployment
+/// again is `unchanged`; the same StatefulSet is `configured`, as on a cluster (its claim
+/// templates are a list kubectl replaces whole, and the live one has the defaults), yet
+/// nothing is written. A probe that names no handler is refused with kube's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_templates_read_back_defaulted_and_reapply_as_on_a_cluster() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, k) = start(dir.path()).await;
+    let workload = |kind: &str, probe: &str, extra: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: db}}\nspec:\n  \
+             selector: {{matchLabels: {{app: db}}}}\n  template:\n    \
+             metadata: {{labels: {{app: db}}}}\n    spec:\n      containers:\n      \
+             - name: db\n        image: postgres:17\n        readinessProbe: {probe}\n      \
+             volumes: [{{name: conf, configMap: {{name: db}}}}]\n{extra}"
+        )
+    };
+    let probe = "{tcpSocket: {port: 5432}}";
+    let deployment = workload("Deployment", probe, "");
+    let claims = "  serviceName: db\n  volumeClaimTemplates:\n  - metadata: {name: data}\n    \
+                  spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n";
+    let stateful_set = workload("StatefulSet", probe, claims);
+    for manifest in [&deployment, &stateful_set] {
+        k.run_with_input(&["apply", "-f", "-"], manifest);
+    }
+    let template = ".spec.template.spec";
+    let defaults = format!(
+        "{{{template}.containers[0].readinessProbe.periodSeconds}} {{{template}.volumes[0].configMap.defaultMode}}"
+    );
+    assert_eq!(k.jsonpath("deployment", "db", &defaults), "10 420");
+    assert_eq!(
+        k.jsonpath(
+            "statefulset",
+            "db",
+            &format!(
+                "{defaults} {{.spec.volumeClaimTemplates[0].kind}} {{.spec.volumeClaimTemplates[0].spec.volumeMode}}"
+            )
+        ),
+        "10 420 PersistentVolumeClaim Filesystem"
+    );
+    assert_contains(
+        &k.run_with_input(&["apply", "-f", "-"], &deployment),
+        "deployment.apps/db unchanged",
+    );
+    let version = "{.metadata.resourceVersion}/{.metadata.generation}";
+    let before = k.jsonpath("statefulset", "db", version);
+    assert_contains(
+        &k.run_with_input(&["apply", "-f", "-"], &stateful_set),
+        "statefulset.apps/db configured",
+    );
+    assert_eq!(k.jsonpath("statefulset", "db", version), before);
+    let refused = k.try_run_with_input(
+        &["apply", "-f", "-"],
+        Some(&workload("Deployment", "{initialDelaySeconds: 5}", "")),
+    );
+    assert!(!refused.success, "{}", refused.stdout);
+    assert_contains(
+        &refused.stderr,
+        "spec.template.spec.containers[0].readinessProbe: Required value: must specify a handler type",
+    );
+}
+
 /// A CRD's `x-kubernetes-validations` rules hold what kubectl applies, as on a cluster: a
 /// custom resource breaking one is refused with the rule's message, and a transition rule
 /// keeps a field immutable; its `selectableFields` serve `--field-selector`.

@@ -196,15 +196,7 @@ fn workload(
     for d in w.defaults {
         apply(d, obj);
     }
-    if let Some(spec) = obj.pointer_mut(&format!("{}/spec", w.template)) {
-        pod_spec(spec);
-    }
-    if plural == "statefulsets" {
-        let claims = obj.pointer_mut("/spec/volumeClaimTemplates");
-        for claim in claims.and_then(Value::as_array_mut).into_iter().flatten() {
-            pod_spec::claim_template(claim);
-        }
-    }
+    pod_specs(group, plural, obj);
     if plural == "replicationcontrollers" {
         default_from_template_labels(obj, "/spec/selector");
     }
@@ -457,6 +449,39 @@ fn job_restart_policy(obj: &Value, template: &str) -> Option<FieldError> {
     })
 }
 
+/// The defaults of every pod spec `obj` holds (a pod's own, a workload's template) and of
+/// a StatefulSet's claim templates.
+fn pod_specs(group: &str, plural: &str, obj: &mut Value) {
+    if (group, plural) == ("", "pods") {
+        if let Some(spec) = obj.get_mut("spec") {
+            pod_spec(spec);
+            pod_spec::host_network_ports(spec);
+        }
+        return;
+    }
+    let Some(template) = pod_template_of(group, plural) else {
+        return;
+    };
+    if let Some(spec) = obj.pointer_mut(&format!("{template}/spec")) {
+        pod_spec(spec);
+    }
+    if plural == "statefulsets" {
+        let claims = obj.pointer_mut("/spec/volumeClaimTemplates");
+        for claim in claims.and_then(Value::as_array_mut).into_iter().flatten() {
+            pod_spec::claim_template(claim);
+        }
+    }
+}
+
+/// kube defaults every object it decodes from etcd, so one stored before a default existed
+/// is compared, on its next write, as if it had it. steady serves stored objects as they
+/// are, but defaults the pod specs of one parsed from storage for a write (where later
+/// versions added defaults), so a write that leaves a pod's spec alone does not change it
+/// (a pod's spec may not change) nor bump a workload's generation.
+pub(crate) fn as_decoded(group: &str, plural: &str, obj: &mut Value) {
+    pod_specs(group, plural, obj);
+}
+
 /// The defaults kube-apiserver fills in for the built-in kinds steady serves: the workloads'
 /// ([`workload`]), pods', services', namespaces' and secrets'. `old` is the stored object on
 /// an update.
@@ -534,8 +559,8 @@ fn default_pod(pod: &mut Value, creating: bool) {
     let spec = &mut pod["spec"];
     service_account_alias(spec);
     default_if_missing(spec, "serviceAccountName", json!("default"));
-    pod_spec(spec);
-    pod_spec::host_network_ports(spec);
+    pod_specs("", "pods", pod);
+    let spec = &mut pod["spec"];
     default_if_missing(spec, "enableServiceLinks", json!(true));
     requests_from_limits(spec);
     if creating {

@@ -44,7 +44,7 @@ impl ApiServer {
     ) -> ApiResult<(Bytes, bool)> {
         for () in attempts_until_applied() {
             let stored = self.get_stored(rt, ns, name)?;
-            let mut obj = self.decoded_for_write(&stored)?;
+            let mut obj = self.decoded_for_write(rt, &stored)?;
             check_preconditions(rt, name, &obj, stored.revision, opts)?;
             let attrs = Attributes::delete(rt, ns, name, opts);
             self.admit_delete_by_webhooks(&attrs, &obj).await?;

@@ -81,13 +81,18 @@ fn parse_stored(object: &Object) -> ApiResult<Value> {
 impl ApiServer {
     /// The object `stored` decoded, for a write that replaces it: taken from the objects
     /// this server wrote last ([`RecentWrites`], when `Config::keep_recent_writes`) when it
-    /// is one of them, else parsed.
-    fn decoded_for_write(&self, stored: &Object) -> ApiResult<Value> {
+    /// is one of them, else parsed and given the defaults kube gives what it decodes (it
+    /// may have been stored before they existed).
+    fn decoded_for_write(&self, rt: &ResourceType, stored: &Object) -> ApiResult<Value> {
         let kept = self
             .recent_writes()
             .and_then(|recent| recent.take(&stored.key, stored.revision));
         let Some(kept) = kept else {
-            return parse_stored(stored);
+            let mut parsed = parse_stored(stored)?;
+            if rt.builtin {
+                crate::defaults::as_decoded(&rt.group, &rt.plural, &mut parsed);
+            }
+            return Ok(parsed);
         };
         debug_assert_eq!(
             Some(&kept),

@@ -43,7 +43,7 @@ impl ApiServer {
         {
             return Err(ApiError::modified(&rt.qualified_name(), name));
         }
-        let old = self.decoded_for_write(&stored)?;
+        let old = self.decoded_for_write(rt, &stored)?;
         let written = self
             .write_replicas(rt, ns, name, scale, &old, &stored, &body, opts)
             .await?;
@@ -62,7 +62,7 @@ impl ApiServer {
         let scale = rt.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
         for () in attempts_until_applied() {
             let stored = self.get_stored(rt, ns, name)?;
-            let old = self.decoded_for_write(&stored)?;
+            let old = self.decoded_for_write(rt, &stored)?;
             let current = scale_of(&old, scale);
             let patched = patch.apply("Scale", &current).map_err(patch_error)?;
             match self

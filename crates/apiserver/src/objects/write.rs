@@ -128,6 +128,15 @@ fn terminating(namespace: &steady_store::Object) -> ApiResult<bool> {
         .is_some_and(|t| t.is_string()))
 }
 
+/// As kube's `PrepareForUpdate`: a kind that counts spec changes in `generation` counts
+/// one when the spec, defaulted (and mutated by admission), differs from the stored one,
+/// so a write that sends less than it reads (no defaults) is not a change.
+fn bump_generation(rt: &ResourceType, old: &Value, new: &mut Value) {
+    if rt.generation.bumped_by_spec_change() && !meta::same_spec(old, new) {
+        meta::metadata_mut(new).insert("generation".into(), json!(meta::generation(old) + 1));
+    }
+}
+
 /// What kube-apiserver checks of a built-in object written through its main resource: its
 /// spec (`spec_rules`), and on an update what may not change (`update_rules`). A spec an
 /// update leaves as stored is not checked again, so objects stored before a rule existed
@@ -505,7 +514,7 @@ impl ApiServer {
             return Err(ApiError::modified(&rt.qualified_name(), name));
         }
         let old = self
-            .convert_object(rt, self.decoded_for_write(&stored)?)
+            .convert_object(rt, self.decoded_for_write(rt, &stored)?)
             .await?;
         let update = Update {
             old: &old,
@@ -564,10 +573,6 @@ impl ApiServer {
             }
         }
         keep_server_fields(old, &mut new);
-        if rt.generation.bumped_by_spec_change() && !meta::same_spec(old, &new) {
-            meta::metadata_mut(&mut new)
-                .insert("generation".into(), json!(meta::generation(old) + 1));
-        }
         if meta::deletion_timestamp(old).is_some() {
             let old_finalizers = meta::finalizers(old);
             let added: std::collections::BTreeSet<String> = meta::finalizers(&new)
@@ -596,8 +601,12 @@ impl ApiServer {
             check_builtin_rules(rt, Some(old), &new)?;
         }
         let attrs = Attributes::new(rt, Operation::Update, ns, name, opts).on_subresource(sub);
+        // Validating policies and webhooks see the generation a spec change gives; one a
+        // mutating webhook makes counts too.
+        bump_generation(rt, old, &mut new);
         self.admit_by_webhooks(&attrs, &mut new, Some(old), opts, &mut warnings)
             .await?;
+        bump_generation(rt, old, &mut new);
         self.record_ownership(rt, Some(old), &mut new, opts, ownership);
         if opts.dry_run {
             fit_for_storage(rt, &mut new)?;
@@ -699,7 +708,7 @@ impl ApiServer {
                 Err(e) => return Err(e),
             };
             let old = self
-                .convert_object(rt, self.decoded_for_write(&stored)?)
+                .convert_object(rt, self.decoded_for_write(rt, &stored)?)
                 .await?;
             let new = self.patched(rt, sub, patch, &old, opts)?;
             if !new.is_object() {

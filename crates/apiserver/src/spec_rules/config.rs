@@ -21,7 +21,7 @@ const KEY_MSG: &str = "a valid config key must consist of alphanumeric character
 const REDACTED: &str = "<secret contents redacted>";
 
 /// kube's `IsConfigMapKey`: why `key` cannot name a file in a volume, if it cannot.
-fn key_problems(key: &str) -> Vec<String> {
+pub(super) fn key_problems(key: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if key.len() > MAX_KEY_LENGTH {
         problems.push(format!("must be no more than {MAX_KEY_LENGTH} characters"));

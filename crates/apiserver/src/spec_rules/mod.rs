@@ -7,9 +7,11 @@
 //! builds an object kube refuses must be refused here too, with kube's messages (one
 //! cause per problem).
 //!
-//! RBAC objects are checked as kube checks them all (`rbac.rs`), ConfigMaps and Secrets
-//! too (`config.rs`), and a CronJob's schedule and policies (`cron_jobs.rs`, which also
-//! needs the stored object).
+//! A container's probes and hooks (`probes.rs`), its environment (`env.rs`) and a pod
+//! spec's volume sources (`volumes.rs`) have modules of their own. RBAC objects are
+//! checked as kube checks them all (`rbac.rs`), ConfigMaps and Secrets too (`config.rs`),
+//! and a CronJob's schedule and policies (`cron_jobs.rs`, which also needs the stored
+//! object).
 //!
 //! Only JSON (the defaulted object): knows nothing of storage or HTTP.
 
@@ -20,7 +22,10 @@ use steady_quota::Quantity;
 
 mod config;
 pub(crate) mod cron_jobs;
+mod env;
+mod probes;
 mod rbac;
+mod volumes;
 
 use crate::defaults::pod_template_of;
 use crate::rbac::RBAC_GROUP;
@@ -137,7 +142,7 @@ const ALWAYS: &[&str] = &["Always"];
 fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<FieldError>) {
     let empty = Value::Object(Map::new());
     let spec = spec.unwrap_or(&empty);
-    let volumes = volume_names(spec, at, errors);
+    let volumes = volumes::volumes(spec, at, errors);
     if list(spec, "containers").is_empty() {
         errors.push(required(&Path::Field(at, "containers")));
     }
@@ -152,9 +157,11 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
                 errors.push(required(&Path::Field(&at, "image")));
             }
             container_ports(container, &at, &mut port_names, errors);
-            env_names(container, &at, errors);
+            env::env(container, &at, errors);
             volume_mounts(container, &at, &volumes, errors);
+            pull_and_termination_policies(container, &at, errors);
             resources(container, &at, errors);
+            probes::probes_and_hooks(container, &at, kind == "initContainers", errors);
         }
     }
     if let Some(policy) = spec.get("restartPolicy").filter(|p| !p.is_null())
@@ -431,15 +438,29 @@ fn container_name(
     unique_label(text(container, "name"), &field, seen, errors);
 }
 
-fn volume_names(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let volumes = Path::Field(at, "volumes");
-    for (i, volume) in list(spec, "volumes").iter().enumerate() {
-        let item = Path::Item(&volumes, i);
-        let field = Path::Field(&item, "name");
-        unique_label(text(volume, "name"), &field, &mut names, errors);
+/// kube's `validatePullPolicy` and the termination message policy's check (both are
+/// defaulted, so only a value kube does not know is refused).
+fn pull_and_termination_policies(container: &Value, at: &Path, errors: &mut Vec<FieldError>) {
+    if let Some(policy) = container.get("imagePullPolicy").filter(|p| !p.is_null())
+        && !matches!(policy.as_str(), Some("Always" | "IfNotPresent" | "Never"))
+    {
+        errors.push(not_supported(
+            &Path::Field(at, "imagePullPolicy"),
+            policy,
+            &["Always", "IfNotPresent", "Never"],
+        ));
     }
-    names
+    if let Some(policy) = container
+        .get("terminationMessagePolicy")
+        .filter(|p| !p.is_null())
+        && !matches!(policy.as_str(), Some("File" | "FallbackToLogsOnError"))
+    {
+        errors.push(invalid(
+            &Path::Field(at, "terminationMessagePolicy"),
+            policy,
+            "must be 'File' or 'FallbackToLogsOnError'",
+        ));
+    }
 }
 
 fn volume_mounts(
@@ -546,23 +567,6 @@ fn port_name_problems(name: &str) -> Vec<&'static str> {
         problems.push("must not begin or end with a hyphen");
     }
     problems
-}
-
-const ENV_NAME_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')";
-
-fn env_names(container: &Value, at: &Path, errors: &mut Vec<FieldError>) {
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_');
-    let envs = Path::Field(at, "env");
-    for (i, env) in list(container, "env").iter().enumerate() {
-        let item = Path::Item(&envs, i);
-        let field = Path::Field(&item, "name");
-        let name = text(env, "name");
-        if name.is_empty() {
-            errors.push(required(&field));
-        } else if name.as_bytes()[0].is_ascii_digit() || !name.bytes().all(allowed) {
-            errors.push(invalid(&field, &Value::from(name), ENV_NAME_MSG));
-        }
-    }
 }
 
 /// A Service's ports: required but for an `ExternalName` or headless Service, each valid,
