@@ -3,7 +3,9 @@
 //! client that wrote `cpu: 1000m`, `cpu: 1` as a number or `memory: 1.5Gi` reads `"1"`,
 //! `"1"` and `"1536Mi"`), and a malformed one refuses the body with kube's 400. Operators
 //! that compare the quantities they asked for with what they read meet the same
-//! normalisation as on a cluster. Custom resources keep their strings as given (kube has
+//! normalisation as on a cluster; a resource list's quantities are also rounded up to
+//! thousandths as kube's defaulting rounds them (`cpu: 0.1234` reads `124m`). Custom
+//! resources keep their strings as given (kube has
 //! no quantity format in CRD schemas).
 //! Must not know: HTTP, the store; what quotas charge (`steady_quota`).
 
@@ -179,11 +181,11 @@ fn visit(value: &mut Value, nodes: &[Node]) -> Result<(), QuantityError> {
                     .into_iter()
                     .flat_map(|m| m.values_mut())
                 {
-                    canonical(quantity)?;
+                    canonical(quantity, Rounding::ToMilli)?;
                 }
             }
             One(_) if inner.is_null() => {}
-            One(_) => canonical(inner)?,
+            One(_) => canonical(inner, Rounding::None)?,
         }
     }
     Ok(())
@@ -192,12 +194,16 @@ fn visit(value: &mut Value, nodes: &[Node]) -> Result<(), QuantityError> {
 /// A JSON quantity (a string, or a number as YAML writes `cpu: 1`) in canonical form;
 /// an already canonical string (nearly every one: clients send back what they read) is
 /// left as it is, compared without allocating.
-fn canonical(value: &mut Value) -> Result<(), QuantityError> {
+fn canonical(value: &mut Value, rounding: Rounding) -> Result<(), QuantityError> {
     let quantity = match value {
         Value::String(s) => Quantity::parse(s)?,
         Value::Number(n) => Quantity::parse(&n.to_string())?,
         Value::Null => Quantity::default(),
         _ => return Err(QuantityError::FormatWrong),
+    };
+    let quantity = match rounding {
+        Rounding::ToMilli => quantity.round_up_to_milli(),
+        Rounding::None => quantity,
     };
     let mut written = StackText::default();
     let fits = quantity.write_canonical(&mut written).is_ok();
@@ -210,6 +216,15 @@ fn canonical(value: &mut Value) -> Result<(), QuantityError> {
     }
     *value = Value::String(quantity.to_string());
     Ok(())
+}
+
+/// kube's `SetDefaults_ResourceList` rounds every quantity of a resource list (a map of
+/// them: requests, limits, capacities, quota) up to thousandths; a lone quantity (an
+/// empty dir's size limit, an autoscaler's target) keeps its precision.
+#[derive(Clone, Copy)]
+enum Rounding {
+    ToMilli,
+    None,
 }
 
 /// A short text written on the stack; writing past its capacity fails.
@@ -267,6 +282,23 @@ mod tests {
             json!({"requests": {"cpu": "1", "memory": "1536Mi"}, "limits": {"cpu": "1", "memory": "1536Mi"}})
         );
         assert_eq!(spec["volumes"][0]["emptyDir"]["sizeLimit"], json!("512Mi"));
+    }
+
+    #[test]
+    fn resource_lists_round_up_to_thousandths_and_lone_quantities_do_not() {
+        let mut pod = json!({"spec": {
+            "containers": [{"name": "a", "resources": {
+                "requests": {"cpu": "0.1234", "memory": "100u"},
+                "limits": {"cpu": "1e-4", "example.com/gpu": "1"}}}],
+            "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "100u"}}]
+        }});
+        canonicalize("", "pods", "Pod", "v1", &mut pod).expect("canonical");
+        let resources = &pod["spec"]["containers"][0]["resources"];
+        assert_eq!(
+            resources,
+            &json!({"requests": {"cpu": "124m", "memory": "1m"}, "limits": {"cpu": "1e-3", "example.com/gpu": "1"}})
+        );
+        assert_eq!(pod["spec"]["volumes"][0]["emptyDir"]["sizeLimit"], "100u");
     }
 
     #[test]

@@ -181,3 +181,23 @@ async fn a_pod_requesting_more_than_its_limit_is_invalid() {
         "spec.containers[0].resources.requests"
     );
 }
+
+/// kube's defaulting rounds a resource list's quantities up to thousandths: an operator
+/// that computes `cpu: 0.1234` (a fraction of a core) reads back `124m`, as on a cluster,
+/// and so must compare what it reads in the form it will get.
+#[tokio::test]
+async fn resource_list_quantities_are_rounded_up_to_thousandths() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    create_json(
+        &pods,
+        pod(
+            "fractional",
+            json!({"requests": {"cpu": "0.1234", "memory": "0.5"}, "limits": {"cpu": "0.1234", "memory": "1"}}),
+        ),
+    )
+    .await;
+    let (requests, limits, _) = read_back(&pods, "fractional").await;
+    assert_eq!(requests, json!({"cpu": "124m", "memory": "500m"}));
+    assert_eq!(limits, json!({"cpu": "124m", "memory": "1"}));
+}

@@ -147,12 +147,22 @@ impl Quantity {
 
     /// Rounded up to a whole number of units (kube's `RoundUp(0)`), away from zero.
     pub fn round_up_to_units(self) -> Quantity {
-        let part = self.nanos % NANOS;
+        self.round_up_to_multiple_of(NANOS)
+    }
+
+    /// Rounded up to a whole number of thousandths (kube's `RoundUp(-3)`, which
+    /// `SetDefaults_ResourceList` gives every quantity of a resource list), away from zero.
+    pub fn round_up_to_milli(self) -> Quantity {
+        self.round_up_to_multiple_of(NANOS / 1000)
+    }
+
+    fn round_up_to_multiple_of(self, step: i128) -> Quantity {
+        let part = self.nanos % step;
         if part == 0 {
             return self;
         }
         Quantity {
-            nanos: self.nanos - part + part.signum() * NANOS,
+            nanos: self.nanos - part + part.signum() * step,
             format: self.format,
         }
     }
