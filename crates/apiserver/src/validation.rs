@@ -409,20 +409,29 @@ pub fn finalizer_warnings(obj: &Value, old: Option<&Value>) -> Vec<String> {
 }
 
 fn validate_labels(labels: &Map<String, Value>, errors: &mut Vec<FieldError>) {
-    const FIELD: &str = "metadata.labels";
+    validate_labels_at("metadata.labels", labels, errors);
+}
+
+/// apimachinery's `ValidateLabels` of the map at `field` (an object's labels, a pod's
+/// `nodeSelector`).
+pub(crate) fn validate_labels_at(
+    field: &str,
+    labels: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) {
     for (key, value) in labels {
         let key_problems = qualified_name_problems(key);
         if !key_problems.is_empty() {
-            errors.push(invalid_field(FIELD, key, &key_problems));
+            errors.push(invalid_field(field, key, &key_problems));
         }
         match value.as_str() {
             Some(value) => {
                 let value_problems = label_value_problems(value);
                 if !value_problems.is_empty() {
-                    errors.push(invalid_field(FIELD, value, &value_problems));
+                    errors.push(invalid_field(field, value, &value_problems));
                 }
             }
-            None if !value.is_null() => errors.push(not_a_string(FIELD, key)),
+            None if !value.is_null() => errors.push(not_a_string(field, key)),
             None => {}
         }
     }

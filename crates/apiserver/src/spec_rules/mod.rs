@@ -7,8 +7,9 @@
 //! builds an object kube refuses must be refused here too, with kube's messages (one
 //! cause per problem).
 //!
-//! A container's probes and hooks (`probes.rs`), its environment (`env.rs`) and a pod
-//! spec's volume sources (`volumes.rs`) have modules of their own. RBAC objects are
+//! A container's probes and hooks (`probes.rs`), its environment (`env.rs`), a pod spec's
+//! volume sources (`volumes.rs`) and its placement (`scheduling.rs`: DNS policy, node
+//! selector, tolerations, topology spread) have modules of their own. RBAC objects are
 //! checked as kube checks them all (`rbac.rs`), ConfigMaps and Secrets too (`config.rs`),
 //! and a CronJob's schedule and policies (`cron_jobs.rs`, which also needs the stored
 //! object).
@@ -25,6 +26,7 @@ pub(crate) mod cron_jobs;
 mod env;
 mod probes;
 mod rbac;
+mod scheduling;
 mod volumes;
 
 use crate::defaults::pod_template_of;
@@ -148,6 +150,9 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
     }
     let mut names = BTreeSet::new();
     let mut port_names = BTreeSet::new();
+    let grace_period = spec
+        .get("terminationGracePeriodSeconds")
+        .and_then(Value::as_i64);
     for kind in ["initContainers", "containers"] {
         let containers = Path::Field(at, kind);
         for (i, container) in list(spec, kind).iter().enumerate() {
@@ -161,7 +166,8 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
             volume_mounts(container, &at, &volumes, errors);
             pull_and_termination_policies(container, &at, errors);
             resources(container, &at, errors);
-            probes::probes_and_hooks(container, &at, kind == "initContainers", errors);
+            let init = kind == "initContainers";
+            probes::probes_and_hooks(container, &at, init, grace_period, errors);
         }
     }
     if let Some(policy) = spec.get("restartPolicy").filter(|p| !p.is_null())
@@ -173,6 +179,7 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
             restart,
         ));
     }
+    scheduling::scheduling(spec, at, errors);
 }
 
 /// kube's `ValidateResourceRequirements`: each resource a container's, no quantity

@@ -22,6 +22,7 @@ pub(super) fn probes_and_hooks(
     container: &Value,
     at: &Path,
     init: bool,
+    grace_period: Option<i64>,
     errors: &mut Vec<FieldError>,
 ) {
     let sidecar = text(container, "restartPolicy") == "Always";
@@ -42,12 +43,8 @@ pub(super) fn probes_and_hooks(
         let lifecycle_at = Path::Field(at, "lifecycle");
         for hook in ["postStart", "preStop"] {
             if let Some(handler) = lifecycle.get(hook).filter(|h| !h.is_null()) {
-                handlers(
-                    handler,
-                    &Path::Field(&lifecycle_at, hook),
-                    HOOK_HANDLERS,
-                    errors,
-                );
+                let hook_at = Path::Field(&lifecycle_at, hook);
+                handlers(handler, &hook_at, HOOK_HANDLERS, grace_period, errors);
             }
         }
     }
@@ -59,7 +56,7 @@ pub(super) fn probes_and_hooks(
 }
 
 fn probe(probe: &Value, which: &str, at: &Path, errors: &mut Vec<FieldError>) {
-    handlers(probe, at, PROBE_HANDLERS, errors);
+    handlers(probe, at, PROBE_HANDLERS, None, errors);
     for field in [
         "initialDelaySeconds",
         "timeoutSeconds",
@@ -108,8 +105,15 @@ fn probe(probe: &Value, which: &str, at: &Path, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// kube's `validateHandler`: exactly one of `kinds`, each checked.
-fn handlers(handler: &Value, at: &Path, kinds: &[&str], errors: &mut Vec<FieldError>) {
+/// kube's `validateHandler`: exactly one of `kinds`, each checked (a sleep against the
+/// pod's `grace_period`).
+fn handlers(
+    handler: &Value,
+    at: &Path,
+    kinds: &[&str],
+    grace_period: Option<i64>,
+    errors: &mut Vec<FieldError>,
+) {
     let mut found = false;
     for kind in kinds {
         let Some(action) = handler.get(*kind).filter(|a| !a.is_null()) else {
@@ -131,6 +135,7 @@ fn handlers(handler: &Value, at: &Path, kinds: &[&str], errors: &mut Vec<FieldEr
             }
             "httpGet" => http_get(action, &action_at, errors),
             "tcpSocket" => port_number_or_name(action.get("port"), &action_at, errors),
+            "sleep" => sleep(action, &action_at, grace_period, errors),
             "grpc" => {
                 let port = action.get("port").unwrap_or(&Value::Null);
                 if !port.as_i64().is_some_and(|p| (1..=65535).contains(&p)) {
@@ -150,6 +155,21 @@ fn handlers(handler: &Value, at: &Path, kinds: &[&str], errors: &mut Vec<FieldEr
             FieldErrorReason::Required,
             "Required value: must specify a handler type".into(),
         ));
+    }
+}
+
+/// kube 1.32's `validateSleepAction` with its zero-sleep gate off: more than 0 seconds and
+/// no more than the grace period.
+fn sleep(action: &Value, at: &Path, grace_period: Option<i64>, errors: &mut Vec<FieldError>) {
+    let Some(grace) = grace_period else {
+        return;
+    };
+    let seconds = action.get("seconds").and_then(Value::as_i64).unwrap_or(0);
+    if seconds <= 0 || seconds > grace {
+        let why = format!(
+            "must be greater than 0 and less than terminationGracePeriodSeconds ({grace}). Please enable PodLifecycleSleepActionAllowZero feature gate if you need a sleep of zero duration."
+        );
+        errors.push(invalid(at, &seconds.into(), &why));
     }
 }
 
@@ -299,6 +319,23 @@ mod tests {
         ];
         for (container, expected) in cases {
             assert_eq!(pod_errors(container.clone()), expected, "{container}");
+        }
+    }
+
+    #[test]
+    fn a_sleep_hook_fits_in_the_grace_period() {
+        let pod = |seconds: i64| {
+            json!({"spec": {"terminationGracePeriodSeconds": 30, "containers": [{"name": "c", "image": "app:1",
+                "lifecycle": {"preStop": {"sleep": {"seconds": seconds}}}}]}})
+        };
+        assert!(validate("", "pods", &pod(30)).is_empty());
+        for seconds in [0, 31] {
+            assert_eq!(
+                messages(&validate("", "pods", &pod(seconds))),
+                [format!(
+                    "spec.containers[0].lifecycle.preStop.sleep: Invalid value: {seconds}: must be greater than 0 and less than terminationGracePeriodSeconds (30). Please enable PodLifecycleSleepActionAllowZero feature gate if you need a sleep of zero duration."
+                )]
+            );
         }
     }
 

@@ -104,7 +104,7 @@ fn aggregation_rule(aggregation: &Value, errors: &mut Vec<FieldError>) {
 }
 
 /// `ValidateLabelSelector`, strict: qualified keys, label values, known operators.
-fn label_selector(selector: &Value, at: &Path, errors: &mut Vec<FieldError>) {
+pub(super) fn label_selector(selector: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     let labels = Path::Field(at, "matchLabels");
     for (key, value) in selector
         .get("matchLabels")
