@@ -1152,6 +1152,28 @@ async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
         &cron_job.stderr,
         "CronJob.batch \"bad\" is invalid: spec.schedule: Invalid value: \"*/5 * *\": expected exactly 5 fields, found 3: [*/5 * *]",
     );
+    // What operators write to place and harden pods: an anti-affinity term needs its
+    // topology key, a toleration that exists takes no value, and a container that may
+    // not escalate cannot be privileged.
+    let placed = create(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: bad}\nspec:\n  \
+         selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    \
+         spec:\n      containers: [{name: x, image: app:1, securityContext: \
+         {allowPrivilegeEscalation: false, privileged: true}}]\n      \
+         tolerations: [{key: dedicated, operator: Exists, value: db}]\n      \
+         affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+         [{labelSelector: {matchLabels: {a: b}}}]}}\n",
+    );
+    assert!(!placed.success, "{}", placed.stdout);
+    let spec = "spec.template.spec";
+    for problem in [
+        format!("{spec}.containers[0].securityContext: Invalid value: core.SecurityContext{{"),
+        "cannot set `allowPrivilegeEscalation` to false and `privileged` to true".to_string(),
+        format!("{spec}.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty"),
+        format!("{spec}.tolerations[0].operator: Invalid value: core.Toleration{{Key:\"dedicated\", Operator:\"Exists\", Value:\"db\""),
+    ] {
+        assert_contains(&placed.stderr, &problem);
+    }
     let listed = k.run(&["get", "pods,deployments,services,cronjobs", "-o", "name"]);
     assert!(!listed.contains("bad"), "{listed}");
 }

@@ -8,8 +8,9 @@
 //! cause per problem).
 //!
 //! A container's probes and hooks (`probes.rs`), its environment (`env.rs`), a pod spec's
-//! volume sources (`volumes.rs`) and its placement (`scheduling.rs`: DNS policy, node
-//! selector, tolerations, topology spread) have modules of their own. RBAC objects are
+//! volume sources (`volumes.rs`), its placement (`scheduling.rs`: DNS policy, node
+//! selector, tolerations, topology spread; `affinity.rs`) and security contexts
+//! (`security.rs`) have modules of their own. RBAC objects are
 //! checked as kube checks them all (`rbac.rs`), ConfigMaps and Secrets too (`config.rs`),
 //! and a CronJob's schedule and policies (`cron_jobs.rs`, which also needs the stored
 //! object).
@@ -21,12 +22,14 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 use steady_quota::Quantity;
 
+mod affinity;
 mod config;
 pub(crate) mod cron_jobs;
 mod env;
 mod probes;
 mod rbac;
 mod scheduling;
+mod security;
 mod volumes;
 
 use crate::defaults::pod_template_of;
@@ -153,6 +156,7 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
     let grace_period = spec
         .get("terminationGracePeriodSeconds")
         .and_then(Value::as_i64);
+    let host_users = security::host_users(spec);
     for kind in ["initContainers", "containers"] {
         let containers = Path::Field(at, kind);
         for (i, container) in list(spec, kind).iter().enumerate() {
@@ -166,6 +170,7 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
             volume_mounts(container, &at, &volumes, errors);
             pull_and_termination_policies(container, &at, errors);
             resources(container, &at, errors);
+            security::container_security_context(container, host_users, &at, errors);
             let init = kind == "initContainers";
             probes::probes_and_hooks(container, &at, init, grace_period, errors);
         }
@@ -179,7 +184,11 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
             restart,
         ));
     }
-    scheduling::scheduling(spec, at, errors);
+    // in the order kube's `ValidatePodSpec` checks them
+    scheduling::dns_and_node_selector(spec, at, errors);
+    security::pod_security_context(spec, at, errors);
+    affinity::affinity(spec, at, errors);
+    scheduling::spread_and_tolerations(spec, at, errors);
 }
 
 /// kube's `ValidateResourceRequirements`: each resource a container's, no quantity

@@ -14,9 +14,8 @@ use crate::validation::{label_value_problems, qualified_name_problems, validate_
 const DNS_POLICIES: &[&str] = &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];
 const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
-/// The scheduling fields of the pod spec at `at`, in the order `ValidatePodSpec` checks
-/// them.
-pub(super) fn scheduling(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
+/// The DNS policy and node selector of the pod spec at `at`.
+pub(super) fn dns_and_node_selector(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     if let Some(policy) = spec.get("dnsPolicy").filter(|p| !p.is_null())
         && !policy.as_str().is_some_and(|p| DNS_POLICIES.contains(&p))
     {
@@ -29,6 +28,10 @@ pub(super) fn scheduling(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) 
     if let Some(selector) = spec.get("nodeSelector").and_then(Value::as_object) {
         validate_labels_at(&Path::Field(at, "nodeSelector").render(), selector, errors);
     }
+}
+
+/// The topology spread constraints and tolerations of the pod spec at `at`.
+pub(super) fn spread_and_tolerations(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     topology_spread(spec, &Path::Field(at, "topologySpreadConstraints"), errors);
     tolerations(spec, &Path::Field(at, "tolerations"), errors);
 }

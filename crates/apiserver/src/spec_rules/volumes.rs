@@ -361,12 +361,18 @@ fn distinct_path(
     }
 }
 
-/// kube's `ValidateLocalNonReservedPath`: relative, without `..` elements, not `..`-led.
-fn local_path(path: &str, at: &Path, errors: &mut Vec<FieldError>) {
+/// kube's `validateLocalDescendingPath`: relative, without `..` elements (also a
+/// localhost seccomp profile's path).
+pub(super) fn descending_path(path: &str, at: &Path, errors: &mut Vec<FieldError>) {
     if path.starts_with('/') {
         errors.push(invalid(at, &Value::from(path), "must be a relative path"));
     }
     no_backsteps(path, at, errors);
+}
+
+/// kube's `ValidateLocalNonReservedPath`: a descending path, not `..`-led.
+fn local_path(path: &str, at: &Path, errors: &mut Vec<FieldError>) {
+    descending_path(path, at, errors);
     if path.starts_with("..") && !path.starts_with("../") {
         errors.push(invalid(at, &Value::from(path), "must not start with '..'"));
     }
