@@ -1169,8 +1169,12 @@ async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
     for problem in [
         format!("{spec}.containers[0].securityContext: Invalid value: core.SecurityContext{{"),
         "cannot set `allowPrivilegeEscalation` to false and `privileged` to true".to_string(),
-        format!("{spec}.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty"),
-        format!("{spec}.tolerations[0].operator: Invalid value: core.Toleration{{Key:\"dedicated\", Operator:\"Exists\", Value:\"db\""),
+        format!(
+            "{spec}.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty"
+        ),
+        format!(
+            "{spec}.tolerations[0].operator: Invalid value: core.Toleration{{Key:\"dedicated\", Operator:\"Exists\", Value:\"db\""
+        ),
     ] {
         assert_contains(&placed.stderr, &problem);
     }

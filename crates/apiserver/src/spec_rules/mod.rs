@@ -26,6 +26,7 @@ mod affinity;
 mod config;
 pub(crate) mod cron_jobs;
 mod env;
+mod pod_fields;
 mod probes;
 mod rbac;
 mod scheduling;
@@ -49,13 +50,17 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
         let keeps_running = group == "apps" || plural == "replicationcontrollers";
         let restart = if keeps_running { ALWAYS } else { ANY_RESTART };
         let spec = obj.pointer(&format!("{template}/spec"));
-        pod_spec(spec, &Path::At(&at), restart, &mut errors);
+        let holder = Holder {
+            restart,
+            in_pod: false,
+        };
+        pod_spec(spec, &Path::At(&at), holder, &mut errors);
         if keeps_running {
             replicas(obj, &mut errors);
         }
     }
     match (group, plural) {
-        ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), ANY_RESTART, &mut errors),
+        ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), IN_POD, &mut errors),
         ("", "services") => {
             service_ports(obj, &mut errors);
             service_type_fields(obj, &mut errors);
@@ -140,14 +145,55 @@ fn replicas(obj: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// A pod spec at `at` (`spec`, `spec.template.spec`, …).
+/// The restart policies a pod, a Job's template, and a controller's template may have.
 const ANY_RESTART: &[&str] = &["Always", "OnFailure", "Never"];
 const ALWAYS: &[&str] = &["Always"];
 
-fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<FieldError>) {
+/// Where a pod spec sits: in a pod, or in a workload's template whose controller allows
+/// `restart`.
+#[derive(Clone, Copy)]
+struct Holder {
+    restart: &'static [&'static str],
+    in_pod: bool,
+}
+
+const IN_POD: Holder = Holder {
+    restart: ANY_RESTART,
+    in_pod: true,
+};
+
+/// kube's `ValidatePodSpec` of the pod spec at `at` (`spec`, `spec.template.spec`, …), in
+/// its order: volumes, containers, then the pod-level fields.
+fn pod_spec(spec: Option<&Value>, at: &Path, holder: Holder, errors: &mut Vec<FieldError>) {
     let empty = Value::Object(Map::new());
     let spec = spec.unwrap_or(&empty);
     let volumes = volumes::volumes(spec, at, errors);
+    containers(spec, at, &volumes, errors);
+    pod_fields::host_port_conflicts(spec, at, errors);
+    pod_fields::host_network_ports(spec, at, holder.in_pod, errors);
+    if let Some(policy) = spec.get("restartPolicy").filter(|p| !p.is_null())
+        && !policy.as_str().is_some_and(|p| holder.restart.contains(&p))
+    {
+        errors.push(not_supported(
+            &Path::Field(at, "restartPolicy"),
+            policy,
+            holder.restart,
+        ));
+    }
+    scheduling::dns_and_node_selector(spec, at, errors);
+    security::pod_security_context(spec, at, errors);
+    affinity::affinity(spec, at, errors);
+    pod_fields::dns_config(spec, at, errors);
+    pod_fields::gates(spec, at, errors);
+    scheduling::topology_spread(spec, at, errors);
+    pod_fields::names_and_deadline(spec, at, errors);
+    scheduling::tolerations(spec, at, errors);
+    pod_fields::aliases_classes_and_os(spec, at, errors);
+}
+
+/// Each container of the pod spec: its name, image, ports, environment, mounts, policies,
+/// resources, security context, probes and hooks.
+fn containers(spec: &Value, at: &Path, volumes: &BTreeSet<String>, errors: &mut Vec<FieldError>) {
     if list(spec, "containers").is_empty() {
         errors.push(required(&Path::Field(at, "containers")));
     }
@@ -167,7 +213,7 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
             }
             container_ports(container, &at, &mut port_names, errors);
             env::env(container, &at, errors);
-            volume_mounts(container, &at, &volumes, errors);
+            volumes::mounts(container, &at, volumes, errors);
             pull_and_termination_policies(container, &at, errors);
             resources(container, &at, errors);
             security::container_security_context(container, host_users, &at, errors);
@@ -175,20 +221,6 @@ fn pod_spec(spec: Option<&Value>, at: &Path, restart: &[&str], errors: &mut Vec<
             probes::probes_and_hooks(container, &at, init, grace_period, errors);
         }
     }
-    if let Some(policy) = spec.get("restartPolicy").filter(|p| !p.is_null())
-        && !policy.as_str().is_some_and(|p| restart.contains(&p))
-    {
-        errors.push(not_supported(
-            &Path::Field(at, "restartPolicy"),
-            policy,
-            restart,
-        ));
-    }
-    // in the order kube's `ValidatePodSpec` checks them
-    scheduling::dns_and_node_selector(spec, at, errors);
-    security::pod_security_context(spec, at, errors);
-    affinity::affinity(spec, at, errors);
-    scheduling::spread_and_tolerations(spec, at, errors);
 }
 
 /// kube's `ValidateResourceRequirements`: each resource a container's, no quantity
@@ -476,32 +508,6 @@ fn pull_and_termination_policies(container: &Value, at: &Path, errors: &mut Vec<
             policy,
             "must be 'File' or 'FallbackToLogsOnError'",
         ));
-    }
-}
-
-fn volume_mounts(
-    container: &Value,
-    at: &Path,
-    volumes: &BTreeSet<String>,
-    errors: &mut Vec<FieldError>,
-) {
-    let mounts = Path::Field(at, "volumeMounts");
-    for (i, mount) in list(container, "volumeMounts").iter().enumerate() {
-        let at = Path::Item(&mounts, i);
-        let field = Path::Field(&at, "name");
-        let name = text(mount, "name");
-        if name.is_empty() {
-            errors.push(required(&field));
-        } else if !volumes.contains(name) {
-            errors.push(error(
-                &field,
-                FieldErrorReason::NotFound,
-                format!("Not found: {name:?}"),
-            ));
-        }
-        if text(mount, "mountPath").is_empty() {
-            errors.push(required(&Path::Field(&at, "mountPath")));
-        }
     }
 }
 

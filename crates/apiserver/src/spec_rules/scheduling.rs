@@ -30,13 +30,9 @@ pub(super) fn dns_and_node_selector(spec: &Value, at: &Path, errors: &mut Vec<Fi
     }
 }
 
-/// The topology spread constraints and tolerations of the pod spec at `at`.
-pub(super) fn spread_and_tolerations(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
-    topology_spread(spec, &Path::Field(at, "topologySpreadConstraints"), errors);
-    tolerations(spec, &Path::Field(at, "tolerations"), errors);
-}
-
-fn tolerations(spec: &Value, all: &Path, errors: &mut Vec<FieldError>) {
+/// kube's `ValidateTolerations` of the pod spec at `at`.
+pub(super) fn tolerations(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
+    let all = &Path::Field(at, "tolerations");
     for (i, toleration) in list(spec, "tolerations").iter().enumerate() {
         let at = Path::Item(all, i);
         let key = text(toleration, "key");
@@ -113,7 +109,9 @@ fn tolerations(spec: &Value, all: &Path, errors: &mut Vec<FieldError>) {
     }
 }
 
-fn topology_spread(spec: &Value, all: &Path, errors: &mut Vec<FieldError>) {
+/// kube's `validateTopologySpreadConstraints` of the pod spec at `at`.
+pub(super) fn topology_spread(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
+    let all = &Path::Field(at, "topologySpreadConstraints");
     let constraints = list(spec, "topologySpreadConstraints");
     for (i, constraint) in constraints.iter().enumerate() {
         let at = Path::Item(all, i);

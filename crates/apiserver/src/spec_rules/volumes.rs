@@ -3,7 +3,8 @@
 //! sources operators write checked whole (a Secret's or ConfigMap's name, its items' keys
 //! and relative paths and file modes, a claim's name, a host path and its type, an empty
 //! dir's size, downward-API files and projections, projected tokens' lifetimes). The
-//! sources of cloud and network disks are counted, not checked.
+//! sources of cloud and network disks are counted, not checked. A container's mounts of
+//! them are checked here too (`mounts`).
 
 use std::collections::BTreeSet;
 
@@ -83,6 +84,126 @@ pub(super) fn volumes(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) -> 
         source(volume, &item, errors);
     }
     names
+}
+
+/// kube's `ValidateVolumeMounts` for the container at `at`: each mount names a volume of
+/// the pod and a path no other mount of the container uses; a sub-path descends; mount
+/// propagation is known (and `Bidirectional` only for a privileged container); a
+/// recursive read-only mount is read-only without propagation. kube names the sub-path,
+/// propagation and recursive read-only errors after the list, not the mount
+/// (`volumeMounts.subPath`), and so does this.
+pub(super) fn mounts(
+    container: &Value,
+    at: &Path,
+    volumes: &BTreeSet<String>,
+    errors: &mut Vec<FieldError>,
+) {
+    let all = Path::Field(at, "volumeMounts");
+    let privileged = container.pointer("/securityContext/privileged") == Some(&Value::Bool(true));
+    let mut paths = BTreeSet::new();
+    for (i, mount) in list(container, "volumeMounts").iter().enumerate() {
+        let item = Path::Item(&all, i);
+        let name_at = Path::Field(&item, "name");
+        let name = text(mount, "name");
+        if name.is_empty() {
+            errors.push(required(&name_at));
+        }
+        if !volumes.contains(name) {
+            errors.push(error(
+                &name_at,
+                FieldErrorReason::NotFound,
+                format!("Not found: {name:?}"),
+            ));
+        }
+        let path = text(mount, "mountPath");
+        let path_at = Path::Field(&item, "mountPath");
+        if path.is_empty() {
+            errors.push(required(&path_at));
+        }
+        if !paths.insert(path) {
+            errors.push(invalid(&path_at, &Value::from(path), "must be unique"));
+        }
+        let sub_path = text(mount, "subPath");
+        if !sub_path.is_empty() {
+            descending_path(sub_path, &Path::Field(&all, "subPath"), errors);
+        }
+        let expression = text(mount, "subPathExpr");
+        if !expression.is_empty() {
+            if !sub_path.is_empty() {
+                errors.push(invalid(
+                    &Path::Field(&item, "subPathExpr"),
+                    &Value::from(expression),
+                    "subPathExpr and subPath are mutually exclusive",
+                ));
+            }
+            descending_path(expression, &Path::Field(&all, "subPathExpr"), errors);
+        }
+        let propagation = mount.get("mountPropagation").filter(|p| !p.is_null());
+        if let Some(propagation) = propagation {
+            mount_propagation(
+                propagation,
+                privileged,
+                &Path::Field(&all, "mountPropagation"),
+                errors,
+            );
+        }
+        recursive_read_only(
+            mount,
+            propagation,
+            &Path::Field(&all, "recursiveReadOnly"),
+            errors,
+        );
+    }
+}
+
+fn mount_propagation(
+    propagation: &Value,
+    privileged: bool,
+    at: &Path,
+    errors: &mut Vec<FieldError>,
+) {
+    const KNOWN: &[&str] = &["Bidirectional", "HostToContainer", "None"];
+    if !propagation.as_str().is_some_and(|p| KNOWN.contains(&p)) {
+        errors.push(not_supported(at, propagation, KNOWN));
+    }
+    if propagation.as_str() == Some("Bidirectional") && !privileged {
+        errors.push(error(
+            at,
+            FieldErrorReason::Forbidden,
+            "Forbidden: Bidirectional mount propagation is available only to privileged containers"
+                .into(),
+        ));
+    }
+}
+
+fn recursive_read_only(
+    mount: &Value,
+    propagation: Option<&Value>,
+    at: &Path,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(mode) = mount.get("recursiveReadOnly").filter(|m| !m.is_null()) else {
+        return;
+    };
+    let forbidden = |why: &str| error(at, FieldErrorReason::Forbidden, format!("Forbidden: {why}"));
+    match mode.as_str() {
+        Some("Disabled") => {}
+        Some("Enabled" | "IfPossible") => {
+            if mount.get("readOnly") != Some(&Value::Bool(true)) {
+                errors.push(forbidden("may only be specified when readOnly is true"));
+            }
+            if propagation.is_some_and(|p| p.as_str() != Some("None")) {
+                errors.push(forbidden(
+                    "may only be specified when mountPropagation is None or not specified",
+                ));
+            }
+        }
+        _ => errors.push(not_supported(
+            at,
+            mode,
+            &["Disabled", "Enabled", "IfPossible"],
+        )),
+    }
 }
 
 fn source(volume: &Value, at: &Path, errors: &mut Vec<FieldError>) {
@@ -451,6 +572,29 @@ mod tests {
                 format!(
                     "{v}[6].emptyDir.sizeLimit: Forbidden: SizeLimit field must be a valid resource quantity"
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn mounts_kube_refuses_are_refused_with_its_messages() {
+        let pod = json!({"spec": {"volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "app:1", "volumeMounts": [
+                {"name": "data", "mountPath": "/data", "subPath": "/abs"},
+                {"name": "data", "mountPath": "/data", "subPath": "a", "subPathExpr": "$(POD)"},
+                {"name": "", "mountPath": "/other", "mountPropagation": "Bidirectional"},
+                {"name": "data", "mountPath": "/ro", "recursiveReadOnly": "Enabled"}]}]}});
+        let m = "spec.containers[0].volumeMounts";
+        assert_eq!(
+            messages(&validate("", "pods", &pod)),
+            [
+                format!("{m}.subPath: Invalid value: \"/abs\": must be a relative path"),
+                format!("{m}[1].mountPath: Invalid value: \"/data\": must be unique"),
+                format!("{m}[1].subPathExpr: Invalid value: \"$(POD)\": subPathExpr and subPath are mutually exclusive"),
+                format!("{m}[2].name: Required value"),
+                format!("{m}[2].name: Not found: \"\""),
+                format!("{m}.mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"),
+                format!("{m}.recursiveReadOnly: Forbidden: may only be specified when readOnly is true"),
             ]
         );
     }
