@@ -203,7 +203,8 @@ fn containers(spec: &Value, at: &Path, volumes: &BTreeSet<String>, errors: &mut 
         .get("terminationGracePeriodSeconds")
         .and_then(Value::as_i64);
     let host_users = security::host_users(spec);
-    for kind in ["initContainers", "containers"] {
+    // kube checks the containers first, then the init containers against them
+    for kind in ["containers", "initContainers"] {
         let containers = Path::Field(at, kind);
         for (i, container) in list(spec, kind).iter().enumerate() {
             let at = Path::Item(&containers, i);
@@ -771,6 +772,16 @@ mod tests {
         assert_eq!(
             messages(&validate("", "pods", &json!({"spec": {}}))),
             ["spec.containers: Required value"]
+        );
+    }
+
+    #[test]
+    fn an_init_container_named_as_a_container_is_the_duplicate() {
+        let pod = json!({"spec": {"containers": [{"name": "app", "image": "app:1"}],
+            "initContainers": [{"name": "app", "image": "migrate:1"}]}});
+        assert_eq!(
+            messages(&validate("", "pods", &pod)),
+            ["spec.initContainers[0].name: Duplicate value: \"app\""]
         );
     }
 

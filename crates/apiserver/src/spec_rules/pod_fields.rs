@@ -20,15 +20,15 @@ const IP_MSG: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ff
 /// kube's `checkHostPortConflicts`: no two ports of the containers (of one init container,
 /// as they run one at a time) claim the same protocol, host IP and host port.
 pub(super) fn host_port_conflicts(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
-    let inits = Path::Field(at, "initContainers");
-    for (i, container) in list(spec, "initContainers").iter().enumerate() {
-        let mut claimed = BTreeSet::new();
-        container_host_ports(container, &Path::Item(&inits, i), &mut claimed, errors);
-    }
     let containers = Path::Field(at, "containers");
     let mut claimed = BTreeSet::new();
     for (i, container) in list(spec, "containers").iter().enumerate() {
         container_host_ports(container, &Path::Item(&containers, i), &mut claimed, errors);
+    }
+    let inits = Path::Field(at, "initContainers");
+    for (i, container) in list(spec, "initContainers").iter().enumerate() {
+        let mut claimed = BTreeSet::new();
+        container_host_ports(container, &Path::Item(&inits, i), &mut claimed, errors);
     }
 }
 

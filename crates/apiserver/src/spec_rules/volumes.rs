@@ -590,11 +590,17 @@ mod tests {
             [
                 format!("{m}.subPath: Invalid value: \"/abs\": must be a relative path"),
                 format!("{m}[1].mountPath: Invalid value: \"/data\": must be unique"),
-                format!("{m}[1].subPathExpr: Invalid value: \"$(POD)\": subPathExpr and subPath are mutually exclusive"),
+                format!(
+                    "{m}[1].subPathExpr: Invalid value: \"$(POD)\": subPathExpr and subPath are mutually exclusive"
+                ),
                 format!("{m}[2].name: Required value"),
                 format!("{m}[2].name: Not found: \"\""),
-                format!("{m}.mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"),
-                format!("{m}.recursiveReadOnly: Forbidden: may only be specified when readOnly is true"),
+                format!(
+                    "{m}.mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"
+                ),
+                format!(
+                    "{m}.recursiveReadOnly: Forbidden: may only be specified when readOnly is true"
+                ),
             ]
         );
     }
