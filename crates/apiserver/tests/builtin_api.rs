@@ -1925,3 +1925,47 @@ async fn a_template_kube_refuses_for_its_probes_env_and_volumes_is_refused_here(
         ]
     );
 }
+
+/// Workload specs as kube checks them: a Deployment that may neither surge nor leave a
+/// pod unavailable is refused; a StatefulSet's pod template is not checked at all (kube
+/// leaves it to the pods' creation, where its controller reports `FailedCreate`), but
+/// its rolling update is.
+#[tokio::test]
+async fn workload_specs_are_checked_as_kube_checks_them_and_a_sets_template_is_not() {
+    let server = server().await;
+    let labels = json!({"app": "db"});
+    let template = json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "db"}]}});
+    let deployments: Api<Deployment> = Api::default_namespaced(server.client());
+    let frozen: Deployment = serde_json::from_value(json!({"metadata": {"name": "frozen"},
+        "spec": {"selector": {"matchLabels": labels}, "template": pod_template(labels.clone(), "Always"),
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}}}))
+    .expect("deployment");
+    let Err(kube::Error::Api(status)) = deployments.create(&PostParams::default(), &frozen).await
+    else {
+        panic!("a rolling update that can never progress was accepted");
+    };
+    assert_eq!(
+        status.message,
+        "Deployment.apps \"frozen\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"0%\"}: may not be 0 when `maxSurge` is 0"
+    );
+    let sets: Api<StatefulSet> = Api::default_namespaced(server.client());
+    let set = |name: &str, strategy: Value| -> StatefulSet {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"serviceName": "db",
+            "selector": {"matchLabels": labels}, "template": template, "updateStrategy": strategy}}))
+        .expect("statefulset")
+    };
+    sets.create(&PostParams::default(), &set("imageless", json!({"type": "RollingUpdate"})))
+        .await
+        .expect("kube does not check a StatefulSet's pod template");
+    let strict = set(
+        "strict",
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}}),
+    );
+    let Err(kube::Error::Api(status)) = sets.create(&PostParams::default(), &strict).await else {
+        panic!("a set that may never have a pod unavailable was accepted");
+    };
+    assert_eq!(
+        status.message,
+        "StatefulSet.apps \"strict\" is invalid: spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: cannot be 0"
+    );
+}

@@ -208,7 +208,7 @@ fn workload(
     }
     let mut errors = Vec::new();
     if w.label_selector {
-        errors.extend(selector_matches_template(obj, w.template));
+        errors.extend(selector_matches_template(obj, w.template, plural));
     }
     if plural == "replicationcontrollers" {
         errors.extend(map_selector_matches_template(obj));
@@ -373,8 +373,10 @@ fn mismatch(template: &str, labels: &Map<String, Value>) -> FieldError {
     )
 }
 
-/// `spec.selector` (a LabelSelector) is required, not empty, and selects the template.
-fn selector_matches_template(obj: &Value, template: &str) -> Option<FieldError> {
+/// kube's check that a workload's `spec.selector` (a LabelSelector) is set, not empty,
+/// and selects its template's labels; `plural` names the kind in the empty-selector message as kube does (a
+/// ReplicaSet's says "deployment").
+fn selector_matches_template(obj: &Value, template: &str, plural: &str) -> Option<FieldError> {
     let Some(selector) = obj.pointer("/spec/selector").filter(|s| !s.is_null()) else {
         return Some(field_error(
             "spec.selector",
@@ -388,7 +390,14 @@ fn selector_matches_template(obj: &Value, template: &str) -> Option<FieldError> 
         return Some(field_error(
             "spec.selector",
             FieldErrorReason::Invalid,
-            "Invalid value: \"null\": empty selector is invalid for deployment".into(),
+            format!(
+                "Invalid value: \"null\": empty selector is invalid for {}",
+                match plural {
+                    "statefulsets" => "statefulset",
+                    "daemonsets" => "daemonset",
+                    _ => "deployment",
+                }
+            ),
         ));
     }
     let labels = template_labels(obj, template);

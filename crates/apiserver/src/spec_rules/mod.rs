@@ -32,6 +32,7 @@ mod rbac;
 mod scheduling;
 mod security;
 mod volumes;
+mod workloads;
 
 use crate::defaults::pod_template_of;
 use crate::rbac::RBAC_GROUP;
@@ -54,10 +55,11 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
             restart,
             in_pod: false,
         };
-        pod_spec(spec, &Path::At(&at), holder, &mut errors);
-        if keeps_running {
-            replicas(obj, &mut errors);
+        // kube leaves a StatefulSet's pod spec to pod creation (`workloads.rs`)
+        if plural != "statefulsets" {
+            pod_spec(spec, &Path::At(&at), holder, &mut errors);
         }
+        workloads::spec(group, plural, obj, &mut errors);
     }
     match (group, plural) {
         ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), IN_POD, &mut errors),
@@ -66,6 +68,7 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
             service_type_fields(obj, &mut errors);
         }
         ("", "resourcequotas") => quota_spec(obj, &mut errors),
+        ("policy", "poddisruptionbudgets") => workloads::spec(group, plural, obj, &mut errors),
         ("", "configmaps") => config::config_map(obj, &mut errors),
         ("", "secrets") => config::secret(obj, &mut errors),
         (RBAC_GROUP, "roles") => rbac::role(obj, true, &mut errors),
@@ -130,19 +133,6 @@ fn list<'v>(obj: &'v Value, field: &str) -> &'v [Value] {
     obj.get(field)
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
-}
-
-fn replicas(obj: &Value, errors: &mut Vec<FieldError>) {
-    if let Some(n) = obj
-        .pointer("/spec/replicas")
-        .filter(|n| n.as_i64().is_some_and(|n| n < 0))
-    {
-        errors.push(invalid(
-            &Path::At("spec.replicas"),
-            n,
-            "must be greater than or equal to 0",
-        ));
-    }
 }
 
 /// The restart policies a pod, a Job's template, and a controller's template may have.
