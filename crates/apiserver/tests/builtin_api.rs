@@ -1934,7 +1934,8 @@ async fn a_template_kube_refuses_for_its_probes_env_and_volumes_is_refused_here(
 async fn workload_specs_are_checked_as_kube_checks_them_and_a_sets_template_is_not() {
     let server = server().await;
     let labels = json!({"app": "db"});
-    let template = json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "db"}]}});
+    let template =
+        json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "db"}]}});
     let deployments: Api<Deployment> = Api::default_namespaced(server.client());
     let frozen: Deployment = serde_json::from_value(json!({"metadata": {"name": "frozen"},
         "spec": {"selector": {"matchLabels": labels}, "template": pod_template(labels.clone(), "Always"),
@@ -1954,9 +1955,12 @@ async fn workload_specs_are_checked_as_kube_checks_them_and_a_sets_template_is_n
             "selector": {"matchLabels": labels}, "template": template, "updateStrategy": strategy}}))
         .expect("statefulset")
     };
-    sets.create(&PostParams::default(), &set("imageless", json!({"type": "RollingUpdate"})))
-        .await
-        .expect("kube does not check a StatefulSet's pod template");
+    sets.create(
+        &PostParams::default(),
+        &set("imageless", json!({"type": "RollingUpdate"})),
+    )
+    .await
+    .expect("kube does not check a StatefulSet's pod template");
     let strict = set(
         "strict",
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}}),

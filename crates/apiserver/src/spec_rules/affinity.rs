@@ -8,11 +8,9 @@
 use serde_json::Value;
 
 use super::rbac::label_selector;
-use super::{error, invalid, list, text};
+use super::{error, invalid, list, present, qualified_name, required_because, text};
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::{
-    dns1123_label_problems, dns1123_subdomain_problems, qualified_name_problems,
-};
+use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
@@ -95,7 +93,7 @@ fn label_requirement(requirement: &Value, at: &Path, errors: &mut Vec<FieldError
             "not a valid selector operator",
         )),
     }
-    label_name(text(requirement, "key"), &Path::Field(at, "key"), errors);
+    qualified_name(text(requirement, "key"), &Path::Field(at, "key"), errors);
 }
 
 /// kube's `ValidateNodeFieldSelectorRequirement`: only `metadata.name`, `In` or `NotIn`
@@ -175,7 +173,7 @@ fn pod_affinity_term(term: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     if key.is_empty() {
         errors.push(required_because(&key_at, "can not be empty"));
     }
-    label_name(key, &key_at, errors);
+    qualified_name(key, &key_at, errors);
 }
 
 /// kube's `validateMatchLabelKeysAndMismatchLabelKeys`: label names beside a selector, a
@@ -206,7 +204,7 @@ fn label_keys(term: &Value, selector: Option<&Value>, at: &Path, errors: &mut Ve
             continue;
         }
         for (i, key) in keys.iter().enumerate() {
-            label_name(key, &Path::Item(&keys_at, i), errors);
+            qualified_name(key, &Path::Item(&keys_at, i), errors);
         }
     }
     if let Some(selector) = selector {
@@ -253,25 +251,6 @@ fn weight(term: &Value, at: &Path, errors: &mut Vec<FieldError>) {
             "must be in the range 1-100",
         ));
     }
-}
-
-/// apimachinery's `ValidateLabelName`: a qualified name.
-fn label_name(name: &str, at: &Path, errors: &mut Vec<FieldError>) {
-    for problem in qualified_name_problems(name) {
-        errors.push(invalid(at, &Value::from(name), &problem));
-    }
-}
-
-fn required_because(at: &Path, why: &str) -> FieldError {
-    error(
-        at,
-        FieldErrorReason::Required,
-        format!("Required value: {why}"),
-    )
-}
-
-fn present<'v>(value: &'v Value, field: &str) -> Option<&'v Value> {
-    value.get(field).filter(|v| !v.is_null())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::config::key_problems;
-use super::{invalid, list, not_supported, required, text};
+use super::{invalid, list, not_supported, present, required, text};
 use crate::schema::{FieldError, Path};
 use crate::validation::{dns1123_subdomain_problems, qualified_name_problems};
 
@@ -262,11 +262,6 @@ pub(super) fn resource_selector(
             CONTAINER_RESOURCES,
         ));
     }
-}
-
-/// The object at `field`, when it is set.
-fn present<'v>(value: &'v Value, field: &str) -> Option<&'v Value> {
-    value.get(field).filter(|v| !v.is_null())
 }
 
 #[cfg(test)]

@@ -108,6 +108,39 @@ fn required(field: &Path) -> FieldError {
     error(field, FieldErrorReason::Required, "Required value".into())
 }
 
+/// `field.Required` with kube's detail.
+fn required_because(field: &Path, why: &str) -> FieldError {
+    error(
+        field,
+        FieldErrorReason::Required,
+        format!("Required value: {why}"),
+    )
+}
+
+/// The value at `field`, when it is set (not absent, not null).
+fn present<'v>(value: &'v Value, field: &str) -> Option<&'v Value> {
+    value.get(field).filter(|v| !v.is_null())
+}
+
+/// A qualified name (apimachinery's `ValidateLabelName` and `ValidateQualifiedName`): a
+/// label key, a condition type, a gate.
+fn qualified_name(name: &str, at: &Path, errors: &mut Vec<FieldError>) {
+    for problem in crate::validation::qualified_name_problems(name) {
+        errors.push(invalid(at, &Value::from(name), &problem));
+    }
+}
+
+/// A Go pointer as `%#v` prints it inside a struct kube shows whole: nil, or an address
+/// (made up here; kube's is its own).
+fn go_pointer(kind: &str, value: Option<&Value>) -> String {
+    let address = if value.is_some() {
+        "0xc000000000"
+    } else {
+        "nil"
+    };
+    format!("({kind})({address})")
+}
+
 /// `field.Invalid`: kube prints the value, strings quoted.
 fn invalid(field: &Path, value: &Value, why: &str) -> FieldError {
     error(

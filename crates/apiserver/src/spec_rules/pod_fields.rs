@@ -9,11 +9,9 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use super::{duplicate, error, invalid, list, not_supported, required, text};
+use super::{duplicate, error, invalid, list, not_supported, qualified_name, required, text};
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::{
-    dns1123_label_problems, dns1123_subdomain_problems, qualified_name_problems,
-};
+use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
 
 const IP_MSG: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
 
@@ -340,12 +338,6 @@ fn subdomain(spec: &Value, field: &str, at: &Path, errors: &mut Vec<FieldError>)
             &Value::from(name),
             &problem,
         ));
-    }
-}
-
-fn qualified_name(name: &str, at: &Path, errors: &mut Vec<FieldError>) {
-    for problem in qualified_name_problems(name) {
-        errors.push(invalid(at, &Value::from(name), &problem));
     }
 }
 

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::{error, invalid, list, not_supported, required, text};
+use super::{error, invalid, list, not_supported, required, required_because, text};
 use crate::go_text::go_string_slice;
 use crate::rbac::RBAC_GROUP;
 use crate::schema::{FieldError, FieldErrorReason, Path};
@@ -69,14 +69,6 @@ fn policy_rule(rule: &Value, namespaced: bool, at: &Path, errors: &mut Vec<Field
             "resource rules must supply at least one resource",
         ));
     }
-}
-
-fn required_because(field: &Path, why: &str) -> FieldError {
-    error(
-        field,
-        FieldErrorReason::Required,
-        format!("Required value: {why}"),
-    )
 }
 
 fn aggregation_rule(aggregation: &Value, errors: &mut Vec<FieldError>) {

@@ -7,9 +7,11 @@
 use serde_json::Value;
 
 use super::rbac::label_selector;
-use super::{duplicate, error, invalid, list, not_supported, required, text};
+use super::{
+    duplicate, error, go_pointer, invalid, list, not_supported, qualified_name, required, text,
+};
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::{label_value_problems, qualified_name_problems, validate_labels_at};
+use crate::validation::{label_value_problems, validate_labels_at};
 
 const DNS_POLICIES: &[&str] = &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];
 const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
@@ -39,15 +41,8 @@ pub(super) fn tolerations(spec: &Value, at: &Path, errors: &mut Vec<FieldError>)
         let operator = text(toleration, "operator");
         let effect = text(toleration, "effect");
         let value = text(toleration, "value");
-        for problem in qualified_name_problems(key)
-            .iter()
-            .filter(|_| !key.is_empty())
-        {
-            errors.push(invalid(
-                &Path::Field(&at, "key"),
-                &Value::from(key),
-                problem,
-            ));
+        if !key.is_empty() {
+            qualified_name(key, &Path::Field(&at, "key"), errors);
         }
         let operator_at = Path::Field(&at, "operator");
         if key.is_empty() && operator != "Exists" {
@@ -78,9 +73,7 @@ pub(super) fn tolerations(spec: &Value, at: &Path, errors: &mut Vec<FieldError>)
             }
             "Exists" if !value.is_empty() => {
                 // kube prints the whole toleration as a Go value here
-                let seconds = seconds.map_or("(*int64)(nil)".to_owned(), |_| {
-                    "(*int64)(0xc000000000)".to_owned()
-                });
+                let seconds = go_pointer("*int64", seconds);
                 let shown = format!(
                     "core.Toleration{{Key:{key:?}, Operator:\"Exists\", Value:{value:?}, Effect:{effect:?}, TolerationSeconds:{seconds}}}"
                 );
@@ -223,12 +216,8 @@ fn match_label_keys(
         let key = key.as_str().unwrap_or_default();
         if key.is_empty() {
             errors.push(required(&item));
-        }
-        for problem in qualified_name_problems(key)
-            .iter()
-            .filter(|_| !key.is_empty())
-        {
-            errors.push(invalid(&item, &Value::from(key), problem));
+        } else {
+            qualified_name(key, &item, errors);
         }
         if in_selector(key) {
             errors.push(invalid(

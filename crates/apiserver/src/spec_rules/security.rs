@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::volumes::descending_path;
-use super::{error, invalid, list, not_supported};
+use super::{error, go_pointer, invalid, list, not_supported};
 use crate::schema::{FieldError, FieldErrorReason, Path};
 
 const ID_RANGE: &str = "must be between 0 and 2147483647, inclusive";
@@ -172,7 +172,8 @@ fn seccomp(context: &Value, at: &Path, errors: &mut Vec<FieldError>) {
         }
         (_, Some(_)) => {
             let shown = format!(
-                "core.SeccompProfile{{Type:{kind:?}, LocalhostProfile:(*string)(0xc000000000)}}"
+                "core.SeccompProfile{{Type:{kind:?}, LocalhostProfile:{}}}",
+                go_pointer("*string", local)
             );
             errors.push(error(
                 &local_at,
@@ -184,8 +185,7 @@ fn seccomp(context: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// A container's security context as Go's `%#v` prints kube's struct (its pointers as
-/// made-up addresses).
+/// A container's security context as Go's `%#v` prints kube's struct.
 fn go_security_context(context: &Value) -> String {
     const FIELDS: [(&str, &str, &str); 12] = [
         ("Capabilities", "capabilities", "*core.Capabilities"),
@@ -216,12 +216,8 @@ fn go_security_context(context: &Value) -> String {
     let fields: Vec<String> = FIELDS
         .iter()
         .map(|(go, json, pointer)| {
-            let address = if context.get(*json).is_some_and(|v| !v.is_null()) {
-                "0xc000000000"
-            } else {
-                "nil"
-            };
-            format!("{go}:({pointer})({address})")
+            let set = context.get(*json).filter(|v| !v.is_null());
+            format!("{go}:{}", go_pointer(pointer, set))
         })
         .collect();
     format!("core.SecurityContext{{{}}}", fields.join(", "))

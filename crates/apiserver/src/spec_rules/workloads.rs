@@ -14,7 +14,7 @@
 use serde_json::Value;
 
 use super::rbac::label_selector;
-use super::{error, invalid, not_supported, required, text};
+use super::{error, go_pointer, invalid, not_supported, required, text};
 use crate::schema::{FieldError, FieldErrorReason, Path};
 
 const PERCENT_MSG: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
@@ -515,16 +515,6 @@ fn go_stateful_rolling_update(rolling: &Value) -> String {
         partition.and_then(Value::as_i64).unwrap_or(0),
         go_pointer("*intstr.IntOrString", unavailable)
     )
-}
-
-/// A Go pointer as `%#v` prints it: nil, or a made-up address.
-fn go_pointer(kind: &str, value: Option<&Value>) -> String {
-    let address = if value.is_some() {
-        "0xc000000000"
-    } else {
-        "nil"
-    };
-    format!("({kind})({address})")
 }
 
 #[cfg(test)]
