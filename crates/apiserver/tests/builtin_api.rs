@@ -78,6 +78,8 @@ fn minimal_body(kind: &str) -> Value {
         "PodTemplate" => json!({"template": pod_template(labels, "Always")}),
         "Pod" => json!({"spec": pod_template(labels, "Always")["spec"]}),
         "Service" => json!({"spec": {"ports": [{"port": 80}]}}),
+        "PersistentVolumeClaim" => json!({"spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}),
         "RoleBinding" | "ClusterRoleBinding" => {
             json!({"roleRef": {"kind": "ClusterRole", "name": "view"}})
         }
@@ -1971,5 +1973,41 @@ async fn workload_specs_are_checked_as_kube_checks_them_and_a_sets_template_is_n
     assert_eq!(
         status.message,
         "StatefulSet.apps \"strict\" is invalid: spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: cannot be 0"
+    );
+}
+
+/// A claim is checked as kube checks it, and one that names its data source one way reads
+/// back with the other too, as kube's claim strategy writes it.
+#[tokio::test]
+async fn claims_are_checked_and_their_data_sources_normalised_as_in_kube() {
+    let server = server().await;
+    let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(server.client());
+    let modeless: PersistentVolumeClaim = serde_json::from_value(
+        json!({"metadata": {"name": "modeless"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .expect("claim");
+    let Err(kube::Error::Api(status)) = claims.create(&PostParams::default(), &modeless).await
+    else {
+        panic!("a claim without access modes was accepted");
+    };
+    assert_eq!(
+        status.message,
+        "PersistentVolumeClaim \"modeless\" is invalid: spec.accessModes: Required value: at least 1 access mode is required"
+    );
+    let clone = create_json(
+        &claims,
+        json!({"metadata": {"name": "clone"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "dataSource": {"kind": "PersistentVolumeClaim", "name": "seed"}}}),
+    )
+    .await;
+    let reference = clone
+        .spec
+        .expect("spec")
+        .data_source_ref
+        .expect("dataSourceRef");
+    assert_eq!(
+        (reference.kind.as_str(), reference.name.as_str()),
+        ("PersistentVolumeClaim", "seed")
     );
 }

@@ -509,7 +509,12 @@ pub(crate) fn builtin(
         ("", "secrets") => default_secret(obj),
         ("", "limitranges") => default_limit_range(obj),
         (RBAC_GROUP, "rolebindings" | "clusterrolebindings") => default_binding(obj),
-        ("", "persistentvolumeclaims") => default_volume(obj, None),
+        ("", "persistentvolumeclaims") => {
+            default_volume(obj, None);
+            if old.is_none() {
+                normalize_data_sources(obj);
+            }
+        }
         ("", "persistentvolumes") => default_volume(obj, Some("Retain")),
         _ => {}
     }
@@ -534,6 +539,40 @@ fn default_volume(obj: &mut Value, reclaim_policy: Option<&str>) {
         .is_empty()
     {
         status.insert("phase".into(), json!("Pending"));
+    }
+}
+
+/// kube's claim strategy (`NormalizeDataSources`, on create): a claim that names its data
+/// source one way gets the other too (`dataSourceRef` from `dataSource`, and back unless
+/// the reference reaches another namespace).
+fn normalize_data_sources(claim: &mut Value) {
+    let Some(spec) = claim.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let set = |v: Option<&Value>| v.filter(|v| v.is_object()).cloned();
+    let local_fields = |source: &Value| -> Value {
+        let mut copied = serde_json::Map::new();
+        for field in ["apiGroup", "kind", "name"] {
+            if let Some(value) = source.get(field) {
+                copied.insert(field.into(), value.clone());
+            }
+        }
+        Value::Object(copied)
+    };
+    match (set(spec.get("dataSource")), set(spec.get("dataSourceRef"))) {
+        (Some(source), None) => {
+            spec.insert("dataSourceRef".into(), local_fields(&source));
+        }
+        (None, Some(reference))
+            if reference
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty() =>
+        {
+            spec.insert("dataSource".into(), local_fields(&reference));
+        }
+        _ => {}
     }
 }
 

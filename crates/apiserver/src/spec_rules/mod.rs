@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 use steady_quota::Quantity;
 
 mod affinity;
+mod claims;
 mod config;
 pub(crate) mod cron_jobs;
 mod env;
@@ -68,6 +69,10 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
             service_type_fields(obj, &mut errors);
         }
         ("", "resourcequotas") => quota_spec(obj, &mut errors),
+        ("", "persistentvolumeclaims") => {
+            let spec = obj.get("spec").unwrap_or(&Value::Null);
+            claims::claim_spec(spec, &Path::At("spec"), &mut errors);
+        }
         ("policy", "poddisruptionbudgets") => workloads::spec(group, plural, obj, &mut errors),
         ("", "configmaps") => config::config_map(obj, &mut errors),
         ("", "secrets") => config::secret(obj, &mut errors),

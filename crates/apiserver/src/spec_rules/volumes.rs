@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::claims::claim_spec;
 use super::env::{field_selector, resource_selector};
 use super::{error, invalid, list, not_supported, required, text, unique_label};
 use crate::schema::{FieldError, FieldErrorReason, Path};
@@ -243,6 +244,7 @@ fn source(volume: &Value, at: &Path, errors: &mut Vec<FieldError>) {
                 }
             }
             "projected" => projected(source, &source_at, errors),
+            "ephemeral" => ephemeral(source, &source_at, errors),
             _ => {}
         }
     }
@@ -252,6 +254,18 @@ fn source(volume: &Value, at: &Path, errors: &mut Vec<FieldError>) {
             FieldErrorReason::Required,
             "Required value: must specify a volume type".into(),
         ));
+    }
+}
+
+/// kube's `validateEphemeralVolumeSource`: a claim template with a valid claim spec.
+fn ephemeral(source: &Value, at: &Path, errors: &mut Vec<FieldError>) {
+    let template_at = Path::Field(at, "volumeClaimTemplate");
+    match source.get("volumeClaimTemplate").filter(|t| !t.is_null()) {
+        None => errors.push(required(&template_at)),
+        Some(template) => {
+            let spec = template.get("spec").unwrap_or(&Value::Null);
+            claim_spec(spec, &Path::Field(&template_at, "spec"), errors);
+        }
     }
 }
 
