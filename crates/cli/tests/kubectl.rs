@@ -1178,6 +1178,18 @@ async fn kubectl_invalid_builtin_objects_are_refused_as_in_kube() {
     ] {
         assert_contains(&placed.stderr, &problem);
     }
+    let affinity = create(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec:\n  ports: [{port: 80}]\n  \
+         sessionAffinity: ClientIP\n  sessionAffinityConfig: {clientIP: {timeoutSeconds: 0}}\n  \
+         externalIPs: [127.0.0.1]\n",
+    );
+    assert!(!affinity.success, "{}", affinity.stdout);
+    for problem in [
+        "spec.sessionAffinityConfig.clientIP.timeoutSeconds: Invalid value: 0: must be greater than 0 and less than 86400",
+        "spec.externalIPs[0]: Invalid value: \"127.0.0.1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+    ] {
+        assert_contains(&affinity.stderr, problem);
+    }
     let listed = k.run(&["get", "pods,deployments,services,cronjobs", "-o", "name"]);
     assert!(!listed.contains("bad"), "{listed}");
 }

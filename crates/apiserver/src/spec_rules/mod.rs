@@ -18,6 +18,7 @@
 //! Only JSON (the defaulted object): knows nothing of storage or HTTP.
 
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 
 use serde_json::{Map, Value};
 use steady_quota::Quantity;
@@ -32,13 +33,14 @@ mod probes;
 mod rbac;
 mod scheduling;
 mod security;
+mod services;
 mod volumes;
 mod workloads;
 
 use crate::defaults::pod_template_of;
 use crate::rbac::RBAC_GROUP;
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
+use crate::validation::dns1123_label_problems;
 
 /// The errors of a built-in `group`/`plural` object.
 pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError> {
@@ -65,8 +67,7 @@ pub(crate) fn validate(group: &str, plural: &str, obj: &Value) -> Vec<FieldError
     match (group, plural) {
         ("", "pods") => pod_spec(obj.get("spec"), &Path::At("spec"), IN_POD, &mut errors),
         ("", "services") => {
-            service_ports(obj, &mut errors);
-            service_type_fields(obj, &mut errors);
+            services::service(obj, &mut errors);
         }
         ("", "resourcequotas") => quota_spec(obj, &mut errors),
         ("", "persistentvolumeclaims") => {
@@ -133,6 +134,33 @@ fn qualified_name(name: &str, at: &Path, errors: &mut Vec<FieldError>) {
     for problem in crate::validation::qualified_name_problems(name) {
         errors.push(invalid(at, &Value::from(name), &problem));
     }
+}
+
+/// An IP as Go's `netutils.ParseIPSloppy` reads one (IPv4 parts may have leading zeros).
+fn parse_ip(text: &str) -> Option<IpAddr> {
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    let parts: Vec<u8> = text
+        .split('.')
+        .map(|part| {
+            let digits =
+                !part.is_empty() && part.len() <= 3 && part.bytes().all(|b| b.is_ascii_digit());
+            digits.then(|| part.parse::<u8>().ok()).flatten()
+        })
+        .collect::<Option<Vec<u8>>>()?;
+    let octets: [u8; 4] = parts.try_into().ok()?;
+    Some(IpAddr::from(octets))
+}
+
+/// `field.Invalid` of a list of strings, which kube prints as Go's `[]string{...}`.
+fn go_strings_invalid(at: &Path, values: &[&str], why: &str) -> FieldError {
+    let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    error(
+        at,
+        FieldErrorReason::Invalid,
+        format!("Invalid value: []string{{{}}}: {why}", quoted.join(", ")),
+    )
 }
 
 /// A Go pointer as `%#v` prints it inside a struct kube shows whole: nil, or an address
@@ -620,128 +648,6 @@ fn port_name_problems(name: &str) -> Vec<&'static str> {
     problems
 }
 
-/// A Service's ports: required but for an `ExternalName` or headless Service, each valid,
-/// and named (uniquely) when there is more than one.
-fn service_ports(service: &Value, errors: &mut Vec<FieldError>) {
-    let empty = Value::Object(Map::new());
-    let spec = service.get("spec").unwrap_or(&empty);
-    let ports = list(spec, "ports");
-    let headless = text(spec, "clusterIP") == "None";
-    if ports.is_empty() && !headless && text(spec, "type") != "ExternalName" {
-        errors.push(required(&Path::At("spec.ports")));
-    }
-    let mut names = BTreeSet::new();
-    let all = Path::At("spec.ports");
-    for (i, port) in ports.iter().enumerate() {
-        let at = Path::Item(&all, i);
-        let field = Path::Field(&at, "name");
-        let name = text(port, "name");
-        if name.is_empty() {
-            if ports.len() > 1 {
-                errors.push(required(&field));
-            }
-        } else {
-            for problem in dns1123_label_problems(name) {
-                errors.push(invalid(&field, &Value::from(name), problem));
-            }
-            if !names.insert(name.to_owned()) {
-                errors.push(duplicate(&field, name));
-            }
-        }
-        port_number(port.get("port"), &Path::Field(&at, "port"), errors);
-        let target_field = Path::Field(&at, "targetPort");
-        match port.get("targetPort") {
-            Some(Value::String(target)) => {
-                for problem in port_name_problems(target) {
-                    errors.push(invalid(
-                        &target_field,
-                        &Value::from(target.as_str()),
-                        problem,
-                    ));
-                }
-            }
-            Some(target @ Value::Number(_)) => port_number(Some(target), &target_field, errors),
-            _ => {}
-        }
-        protocol(port, &at, errors);
-    }
-}
-
-/// What only some types of Service may carry, with kube's messages: node ports need a
-/// type that has them, an `ExternalName` Service its external name and no cluster IP, an
-/// external traffic policy a Service reached from outside, and
-/// `allocateLoadBalancerNodePorts` a load balancer.
-fn service_type_fields(service: &Value, errors: &mut Vec<FieldError>) {
-    let empty = Value::Object(Map::new());
-    let spec = service.get("spec").unwrap_or(&empty);
-    let service_type = text(spec, "type");
-    let all = Path::At("spec.ports");
-    if service_type == "ClusterIP" {
-        for (i, port) in list(spec, "ports").iter().enumerate() {
-            if port
-                .get("nodePort")
-                .and_then(Value::as_i64)
-                .is_some_and(|n| n != 0)
-            {
-                let at = Path::Item(&all, i);
-                errors.push(error(
-                    &Path::Field(&at, "nodePort"),
-                    FieldErrorReason::Forbidden,
-                    "Forbidden: may not be used when `type` is 'ClusterIP'".into(),
-                ));
-            }
-        }
-    }
-    if service_type == "ExternalName" {
-        for field in ["clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            let set = spec.get(field).is_some_and(|v| {
-                !(v.is_null() || v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty))
-            });
-            if set {
-                errors.push(error(
-                    &Path::At(&format!("spec.{field}")),
-                    FieldErrorReason::Forbidden,
-                    "Forbidden: may not be set for ExternalName services".into(),
-                ));
-            }
-        }
-        let name = text(spec, "externalName");
-        let name = name.strip_suffix('.').unwrap_or(name);
-        let field = Path::At("spec.externalName");
-        if name.is_empty() {
-            errors.push(required(&field));
-        }
-        for problem in dns1123_subdomain_problems(name)
-            .iter()
-            .filter(|_| !name.is_empty())
-        {
-            errors.push(invalid(&field, &Value::from(name), problem));
-        }
-    }
-    let policy = text(spec, "externalTrafficPolicy");
-    let external = spec
-        .as_object()
-        .is_some_and(crate::defaults::externally_accessible);
-    if !policy.is_empty() && !external {
-        errors.push(invalid(
-            &Path::At("spec.externalTrafficPolicy"),
-            &Value::from(policy),
-            "may only be set for externally-accessible services",
-        ));
-    }
-    if service_type != "LoadBalancer"
-        && spec
-            .get("allocateLoadBalancerNodePorts")
-            .is_some_and(|v| !v.is_null())
-    {
-        errors.push(error(
-            &Path::At("spec.allocateLoadBalancerNodePorts"),
-            FieldErrorReason::Forbidden,
-            "Forbidden: may only be used when `type` is 'LoadBalancer'".into(),
-        ));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -933,7 +839,8 @@ mod tests {
         );
         let external = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
         assert!(validate("", "services", &external).is_empty());
-        let headless = json!({"spec": {"type": "ClusterIP", "clusterIP": "None"}});
+        let headless =
+            json!({"spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"]}});
         assert!(validate("", "services", &headless).is_empty());
     }
 }

@@ -5,11 +5,13 @@
 //! policy and OS.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 
 use serde_json::Value;
 
-use super::{duplicate, error, invalid, list, not_supported, qualified_name, required, text};
+use super::{
+    duplicate, error, go_strings_invalid, invalid, list, not_supported, parse_ip, qualified_name,
+    required, text,
+};
 use crate::schema::{FieldError, FieldErrorReason, Path};
 use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
 
@@ -128,7 +130,7 @@ pub(super) fn dns_config(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) 
         ));
     }
     for (i, server) in servers.iter().enumerate() {
-        if !is_ip(server) {
+        if parse_ip(server).is_none() {
             errors.push(invalid(
                 &Path::Item(&servers_at, i),
                 &Value::from(*server),
@@ -241,7 +243,7 @@ pub(super) fn aliases_classes_and_os(spec: &Value, at: &Path, errors: &mut Vec<F
     for (i, alias) in list(spec, "hostAliases").iter().enumerate() {
         let item = Path::Item(&aliases, i);
         let ip = text(alias, "ip");
-        if !is_ip(ip) {
+        if parse_ip(ip).is_none() {
             errors.push(invalid(&Path::Field(&item, "ip"), &Value::from(ip), IP_MSG));
         }
         let names = Path::Field(&item, "hostnames");
@@ -339,31 +341,6 @@ fn subdomain(spec: &Value, field: &str, at: &Path, errors: &mut Vec<FieldError>)
             &problem,
         ));
     }
-}
-
-/// An IP as Go's `netutils.ParseIPSloppy` reads one (IPv4 parts may have leading zeros).
-fn is_ip(text: &str) -> bool {
-    if text.parse::<IpAddr>().is_ok() {
-        return true;
-    }
-    let parts: Vec<&str> = text.split('.').collect();
-    parts.len() == 4
-        && parts.iter().all(|part| {
-            !part.is_empty()
-                && part.len() <= 3
-                && part.bytes().all(|b| b.is_ascii_digit())
-                && part.parse::<u16>().is_ok_and(|n| n <= 255)
-        })
-}
-
-/// `field.Invalid` of a list of strings, which kube prints as Go's `[]string{...}`.
-fn go_strings_invalid(at: &Path, values: &[&str], why: &str) -> FieldError {
-    let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
-    error(
-        at,
-        FieldErrorReason::Invalid,
-        format!("Invalid value: []string{{{}}}: {why}", quoted.join(", ")),
-    )
 }
 
 #[cfg(test)]
