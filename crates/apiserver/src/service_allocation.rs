@@ -56,6 +56,7 @@ impl ApiServer {
         };
         let old_spec = old.and_then(|o| o.get("spec")).and_then(Value::as_object);
         if let Some(old_spec) = old_spec {
+            normalize_cluster_ips(old_spec, spec);
             keep_allocated(old_spec, spec);
         }
         if type_of(spec) != "ExternalName" {
@@ -207,6 +208,45 @@ fn ports(spec: &Map<String, Value>) -> &[Value] {
     spec.get("ports")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
+}
+
+/// kube's `NormalizeClusterIPs` on an update: the one of `clusterIP` and `clusterIPs` the
+/// update changed wins, so a change of `clusterIP` alone moves `clusterIPs` with it (and
+/// is then refused as a change of an allocated address, not as a mismatch).
+fn normalize_cluster_ips(old_spec: &Map<String, Value>, spec: &mut Map<String, Value>) {
+    let same = |field: &str, spec: &Map<String, Value>| old_spec.get(field) == spec.get(field);
+    let cluster_ip = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if !same("clusterIP", spec) && same("clusterIPs", spec) {
+        match cluster_ip.filter(|ip| !ip.is_empty()) {
+            None => {
+                spec.remove("clusterIPs");
+            }
+            Some(ip) => {
+                let ips = spec.entry("clusterIPs").or_insert_with(|| json!([]));
+                match ips.as_array_mut() {
+                    Some(list) if !list.is_empty() => list[0] = json!(ip),
+                    _ => *ips = json!([ip]),
+                }
+            }
+        }
+    } else if same("clusterIP", spec) && !same("clusterIPs", spec) {
+        let first = spec
+            .get("clusterIPs")
+            .and_then(Value::as_array)
+            .and_then(|ips| ips.first())
+            .cloned();
+        match first {
+            Some(ip) => {
+                spec.insert("clusterIP".into(), ip);
+            }
+            None => {
+                spec.remove("clusterIP");
+            }
+        }
+    }
 }
 
 /// kube's `patchAllocatedValues`: what an update leaves out of what was allocated is kept.
@@ -505,5 +545,31 @@ fn drop_type_dependent_fields(old_spec: &Map<String, Value>, spec: &mut Map<Stri
         && same(spec, "externalTrafficPolicy")
     {
         spec.remove("externalTrafficPolicy");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_cluster_ip_field_an_update_changed_wins() {
+        let old = spec(json!({"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"]}));
+        let mut to_none = spec(json!({"clusterIP": "None", "clusterIPs": ["10.96.0.10"]}));
+        normalize_cluster_ips(&old, &mut to_none);
+        assert_eq!(to_none["clusterIPs"], json!(["None"]));
+        let mut listed = spec(json!({"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.20"]}));
+        normalize_cluster_ips(&old, &mut listed);
+        assert_eq!(listed["clusterIP"], json!("10.96.0.20"));
+        let mut cleared = spec(json!({"clusterIP": "", "clusterIPs": ["10.96.0.10"]}));
+        normalize_cluster_ips(&old, &mut cleared);
+        assert!(!cleared.contains_key("clusterIPs"));
+        let mut unchanged = old.clone();
+        normalize_cluster_ips(&old, &mut unchanged);
+        assert_eq!(unchanged, old);
     }
 }
