@@ -836,3 +836,38 @@ async fn a_scale_write_is_sent_as_a_scale() {
     assert_eq!(request["object"]["spec"]["replicas"], 9);
     assert_eq!(request["oldObject"]["spec"]["replicas"], 1);
 }
+
+/// The generation counts the spec as mutating admission leaves it, as kube's
+/// `PrepareForUpdate` (after mutation) counts it: a scale-up a webhook caps back to what
+/// was stored is no spec change.
+#[tokio::test]
+async fn a_change_a_mutating_webhook_undoes_does_not_count_in_the_generation() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let (_server, client, hooks) = setup().await;
+    let rules = json!([{"apiGroups": ["apps"], "apiVersions": ["v1"],
+        "operations": ["UPDATE"], "resources": ["deployments"]}]);
+    configure(
+        &client,
+        MUTATING,
+        "cap",
+        json!([webhook("cap.steady.dev", hooks.at("/cap"), rules)]),
+    )
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let labels = json!({"app": "web"});
+    let deployment: Deployment = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"replicas": 5, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}}))
+    .unwrap();
+    let created = deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    let capped = merge_patch(&deployments, "web", &json!({"spec": {"replicas": 10}}))
+        .await
+        .unwrap();
+    assert_eq!(capped.spec.and_then(|s| s.replicas), Some(5));
+    assert_eq!(capped.metadata.generation, Some(1));
+}

@@ -130,11 +130,21 @@ fn terminating(namespace: &steady_store::Object) -> ApiResult<bool> {
 
 /// As kube's `PrepareForUpdate`: a kind that counts spec changes in `generation` counts
 /// one when the spec, defaulted (and mutated by admission), differs from the stored one,
-/// so a write that sends less than it reads (no defaults) is not a change.
+/// so a write that sends less than it reads (no defaults) is not a change. It is set
+/// either way, so a mutating webhook that undoes a change undoes the count too.
 fn bump_generation(rt: &ResourceType, old: &Value, new: &mut Value) {
-    if rt.generation.bumped_by_spec_change() && !meta::same_spec(old, new) {
-        meta::metadata_mut(new).insert("generation".into(), json!(meta::generation(old) + 1));
+    if !rt.generation.bumped_by_spec_change() {
+        return;
     }
+    let generation = if meta::same_spec(old, new) {
+        match meta::metadata(old).and_then(|m| m.get("generation")) {
+            Some(stored) => stored.clone(),
+            None => return,
+        }
+    } else {
+        json!(meta::generation(old) + 1)
+    };
+    meta::metadata_mut(new).insert("generation".into(), generation);
 }
 
 /// What kube-apiserver checks of a built-in object written through its main resource: its
