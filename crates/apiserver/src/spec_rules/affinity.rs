@@ -8,9 +8,10 @@
 use serde_json::Value;
 
 use super::rbac::label_selector;
-use super::{error, invalid, list, present, qualified_name, required_because, text};
+use super::{
+    dns_label, dns_subdomain, error, invalid, list, present, qualified_name, required_because, text,
+};
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
@@ -124,13 +125,7 @@ fn field_requirement(requirement: &Value, at: &Path, errors: &mut Vec<FieldError
     let values_at = Path::Field(at, "values");
     for (i, value) in values.iter().enumerate() {
         let name = value.as_str().unwrap_or_default();
-        for problem in dns1123_subdomain_problems(name) {
-            errors.push(invalid(
-                &Path::Item(&values_at, i),
-                &Value::from(name),
-                &problem,
-            ));
-        }
+        dns_subdomain(name, &Path::Item(&values_at, i), errors);
     }
 }
 
@@ -158,14 +153,11 @@ fn pod_affinity_term(term: &Value, at: &Path, errors: &mut Vec<FieldError>) {
         label_selector(selector, &Path::Field(at, "namespaceSelector"), errors);
     }
     for name in list(term, "namespaces") {
-        let name = name.as_str().unwrap_or_default();
-        for problem in dns1123_label_problems(name) {
-            errors.push(invalid(
-                &Path::Field(at, "namespace"),
-                &Value::from(name),
-                problem,
-            ));
-        }
+        dns_label(
+            name.as_str().unwrap_or_default(),
+            &Path::Field(at, "namespace"),
+            errors,
+        );
     }
     label_keys(term, selector, at, errors);
     let key = text(term, "topologyKey");

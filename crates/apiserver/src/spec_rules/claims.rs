@@ -7,9 +7,11 @@
 use serde_json::Value;
 
 use super::rbac::label_selector;
-use super::{error, go_pointer, invalid, list, not_supported, present, required, text};
+use super::{
+    dns_label, dns_subdomain, error, go_pointer, invalid, list, not_supported, present, required,
+    text,
+};
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
 use steady_quota::Quantity;
 
 const ACCESS_MODES: &[&str] = &[
@@ -50,15 +52,8 @@ pub(super) fn claim_spec(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) 
     }
     storage_request(spec, at, errors);
     let class = text(spec, "storageClassName");
-    for problem in dns1123_subdomain_problems(class)
-        .iter()
-        .filter(|_| !class.is_empty())
-    {
-        errors.push(invalid(
-            &Path::Field(at, "storageClassName"),
-            &Value::from(class),
-            problem,
-        ));
+    if !class.is_empty() {
+        dns_subdomain(class, &Path::Field(at, "storageClassName"), errors);
     }
     if let Some(mode) = present(spec, "volumeMode")
         && !matches!(mode.as_str(), Some("Block" | "Filesystem"))
@@ -103,15 +98,8 @@ fn data_sources(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
         let reference_at = Path::Field(at, "dataSourceRef");
         data_source(reference, &reference_at, errors);
         let namespace = text(reference, "namespace");
-        for problem in dns1123_label_problems(namespace)
-            .into_iter()
-            .filter(|_| !namespace.is_empty())
-        {
-            errors.push(invalid(
-                &Path::Field(&reference_at, "namespace"),
-                &Value::from(namespace),
-                problem,
-            ));
+        if !namespace.is_empty() {
+            dns_label(namespace, &Path::Field(&reference_at, "namespace"), errors);
         }
     }
     let cross_namespace = reference.is_some_and(|r| !text(r, "namespace").is_empty());
@@ -155,15 +143,8 @@ fn data_source(source: &Value, at: &Path, errors: &mut Vec<FieldError>) {
             "must be 'PersistentVolumeClaim' when referencing the default apiGroup",
         ));
     }
-    for problem in dns1123_subdomain_problems(group)
-        .iter()
-        .filter(|_| !group.is_empty())
-    {
-        errors.push(invalid(
-            &Path::Field(at, "apiGroup"),
-            &Value::from(group),
-            problem,
-        ));
+    if !group.is_empty() {
+        dns_subdomain(group, &Path::Field(at, "apiGroup"), errors);
     }
 }
 

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::config::key_problems;
-use super::{invalid, list, not_supported, present, required, text};
+use super::{dns_subdomain, invalid, list, not_supported, present, required, text};
 use crate::schema::{FieldError, Path};
 use crate::validation::{dns1123_subdomain_problems, qualified_name_problems};
 
@@ -114,14 +114,7 @@ fn value_from(from: &Value, has_value: bool, var_at: &Path, errors: &mut Vec<Fie
 
 /// kube's `validateConfigMapKeySelector` and `validateSecretKeySelector`.
 fn key_selector(selector: &Value, at: &Path, errors: &mut Vec<FieldError>) {
-    let name = text(selector, "name");
-    for problem in dns1123_subdomain_problems(name) {
-        errors.push(invalid(
-            &Path::Field(at, "name"),
-            &Value::from(name),
-            &problem,
-        ));
-    }
+    dns_subdomain(text(selector, "name"), &Path::Field(at, "name"), errors);
     let key = text(selector, "key");
     let key_at = Path::Field(at, "key");
     if key.is_empty() {

@@ -163,6 +163,20 @@ fn go_strings_invalid(at: &Path, values: &[&str], why: &str) -> FieldError {
     )
 }
 
+/// A DNS subdomain (kube's `IsDNS1123Subdomain`: object, class and host names).
+fn dns_subdomain(name: &str, at: &Path, errors: &mut Vec<FieldError>) {
+    for problem in crate::validation::dns1123_subdomain_problems(name) {
+        errors.push(invalid(at, &Value::from(name), &problem));
+    }
+}
+
+/// A DNS label (kube's `IsDNS1123Label`: container, port and namespace names, hostnames).
+fn dns_label(name: &str, at: &Path, errors: &mut Vec<FieldError>) {
+    for problem in dns1123_label_problems(name) {
+        errors.push(invalid(at, &Value::from(name), problem));
+    }
+}
+
 /// A Go pointer as `%#v` prints it inside a struct kube shows whole: nil, or an address
 /// (made up here; kube's is its own).
 fn go_pointer(kind: &str, value: Option<&Value>) -> String {
@@ -525,9 +539,7 @@ fn unique_label(
         errors.push(required(field));
         return;
     }
-    for problem in dns1123_label_problems(name) {
-        errors.push(invalid(field, &Value::from(name), problem));
-    }
+    dns_label(name, field, errors);
     if !seen.insert(name.to_owned()) {
         errors.push(duplicate(field, name));
     }
@@ -654,6 +666,16 @@ mod tests {
     use serde_json::json;
 
     /// Each error as kube prints it, `field: message` (shared by the sibling modules' tests).
+    /// The errors of a pod whose spec is one valid container plus `extra` (shared by the
+    /// sibling modules' tests).
+    pub(super) fn pod_spec_errors(extra: Value) -> Vec<String> {
+        let mut spec = json!({"containers": [{"name": "c", "image": "app:1"}]});
+        spec.as_object_mut()
+            .expect("object")
+            .extend(extra.as_object().expect("object").clone());
+        messages(&validate("", "pods", &json!({"spec": spec})))
+    }
+
     pub(super) fn messages(errors: &[FieldError]) -> Vec<String> {
         errors
             .iter()

@@ -9,11 +9,10 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::{
-    duplicate, error, go_strings_invalid, invalid, list, not_supported, parse_ip, qualified_name,
-    required, text,
+    dns_label, dns_subdomain, duplicate, error, go_strings_invalid, invalid, list, not_supported,
+    parse_ip, qualified_name, required, text,
 };
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
 
 const IP_MSG: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
 
@@ -159,13 +158,7 @@ pub(super) fn dns_config(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) 
     }
     for (i, search) in searches.iter().enumerate() {
         let search = search.strip_suffix('.').unwrap_or(search);
-        for problem in dns1123_subdomain_problems(search) {
-            errors.push(invalid(
-                &Path::Item(&searches_at, i),
-                &Value::from(search),
-                &problem,
-            ));
-        }
+        dns_subdomain(search, &Path::Item(&searches_at, i), errors);
     }
     let options = Path::Field(&at, "options");
     for (i, option) in list(config, "options").iter().enumerate() {
@@ -223,15 +216,8 @@ pub(super) fn names_and_deadline(spec: &Value, at: &Path, errors: &mut Vec<Field
     }
     for field in ["hostname", "subdomain"] {
         let name = text(spec, field);
-        for problem in dns1123_label_problems(name)
-            .into_iter()
-            .filter(|_| !name.is_empty())
-        {
-            errors.push(invalid(
-                &Path::Field(at, field),
-                &Value::from(name),
-                problem,
-            ));
+        if !name.is_empty() {
+            dns_label(name, &Path::Field(at, field), errors);
         }
     }
 }
@@ -248,25 +234,16 @@ pub(super) fn aliases_classes_and_os(spec: &Value, at: &Path, errors: &mut Vec<F
         }
         let names = Path::Field(&item, "hostnames");
         for (j, name) in list(alias, "hostnames").iter().enumerate() {
-            let name = name.as_str().unwrap_or_default();
-            for problem in dns1123_subdomain_problems(name) {
-                errors.push(invalid(
-                    &Path::Item(&names, j),
-                    &Value::from(name),
-                    &problem,
-                ));
-            }
+            dns_subdomain(
+                name.as_str().unwrap_or_default(),
+                &Path::Item(&names, j),
+                errors,
+            );
         }
     }
     subdomain(spec, "priorityClassName", at, errors);
     if let Some(class) = spec.get("runtimeClassName").and_then(Value::as_str) {
-        for problem in dns1123_subdomain_problems(class) {
-            errors.push(invalid(
-                &Path::Field(at, "runtimeClassName"),
-                &Value::from(class),
-                &problem,
-            ));
-        }
+        dns_subdomain(class, &Path::Field(at, "runtimeClassName"), errors);
     }
     if let Some(policy) = spec.get("preemptionPolicy").filter(|p| !p.is_null()) {
         let field = Path::Field(at, "preemptionPolicy");
@@ -331,31 +308,15 @@ fn os(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
 /// A name at `field` of the spec, when set, that must be a DNS subdomain.
 fn subdomain(spec: &Value, field: &str, at: &Path, errors: &mut Vec<FieldError>) {
     let name = text(spec, field);
-    if name.is_empty() {
-        return;
-    }
-    for problem in dns1123_subdomain_problems(name) {
-        errors.push(invalid(
-            &Path::Field(at, field),
-            &Value::from(name),
-            &problem,
-        ));
+    if !name.is_empty() {
+        dns_subdomain(name, &Path::Field(at, field), errors);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::messages;
-    use super::super::validate;
-    use serde_json::{Value, json};
-
-    fn pod_errors(extra: Value) -> Vec<String> {
-        let mut spec = json!({"containers": [{"name": "c", "image": "app:1"}]});
-        spec.as_object_mut()
-            .expect("object")
-            .extend(extra.as_object().expect("object").clone());
-        messages(&validate("", "pods", &json!({"spec": spec})))
-    }
+    use super::super::tests::pod_spec_errors as pod_errors;
+    use serde_json::json;
 
     #[test]
     fn pod_level_fields_operators_write_pass() {

@@ -231,17 +231,8 @@ fn match_label_keys(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::messages;
-    use super::super::validate;
-    use serde_json::{Value, json};
-
-    fn spec_errors(extra: Value) -> Vec<String> {
-        let mut spec = json!({"containers": [{"name": "c", "image": "app:1"}]});
-        spec.as_object_mut()
-            .expect("object")
-            .extend(extra.as_object().expect("object").clone());
-        messages(&validate("", "pods", &json!({"spec": spec})))
-    }
+    use super::super::tests::pod_spec_errors as spec_errors;
+    use serde_json::json;
 
     #[test]
     fn what_operators_write_to_place_pods_passes() {

@@ -11,11 +11,10 @@ use std::net::IpAddr;
 use serde_json::{Map, Value};
 
 use super::{
-    duplicate, error, go_strings_invalid, invalid, list, not_supported, parse_ip,
-    port_name_problems, port_number, protocol, required, required_because, text,
+    dns_label, dns_subdomain, duplicate, error, go_strings_invalid, invalid, list, not_supported,
+    parse_ip, port_name_problems, port_number, protocol, required, required_because, text,
 };
 use crate::schema::{FieldError, FieldErrorReason, Path};
-use crate::validation::{dns1123_label_problems, dns1123_subdomain_problems};
 
 const IP_MSG: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
 const CIDR_MSG: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
@@ -318,9 +317,7 @@ fn service_ports(service: &Value, errors: &mut Vec<FieldError>) {
                 errors.push(required(&field));
             }
         } else {
-            for problem in dns1123_label_problems(name) {
-                errors.push(invalid(&field, &Value::from(name), problem));
-            }
+            dns_label(name, &field, errors);
             if !names.insert(name.to_owned()) {
                 errors.push(duplicate(&field, name));
             }
@@ -388,11 +385,8 @@ fn service_type_fields(service: &Value, errors: &mut Vec<FieldError>) {
         if name.is_empty() {
             errors.push(required(&field));
         }
-        for problem in dns1123_subdomain_problems(name)
-            .iter()
-            .filter(|_| !name.is_empty())
-        {
-            errors.push(invalid(&field, &Value::from(name), problem));
+        if !name.is_empty() {
+            dns_subdomain(name, &field, errors);
         }
     }
     let policy = text(spec, "externalTrafficPolicy");
