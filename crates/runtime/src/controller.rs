@@ -302,6 +302,12 @@ pub struct Controller<K: Resource> {
     invalid: Option<Error>,
 }
 
+/// The watch of a source declared without one: every object, listed in pages of
+/// [`Config::list_page_size`].
+fn every_object(config: &Config) -> watcher::Config {
+    watcher::Config::default().page_size(config.list_page_size)
+}
+
 impl<K> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -309,6 +315,26 @@ where
     /// Reconcile the objects `api` lists (all namespaces or one). Reconcilers write with
     /// `api`'s client ([`Context::client`]).
     pub fn new(api: Api<K>, config: Config) -> Self {
+        let watch = every_object(&config);
+        Self::new_with(api, watch, config)
+    }
+
+    /// [`new`](Self::new), reconciling only the objects that match `watch` (label and
+    /// field selectors), as kube-runtime's `Controller::new` takes a `watcher::Config`:
+    /// only those are watched and cached.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kube::Api;
+    /// # use kube::runtime::watcher;
+    /// # use steady_runtime::{Config, Controller};
+    /// # fn build(client: kube::Client) {
+    /// // Reconcile only the pods an app labels as its own.
+    /// let labelled = watcher::Config::default().labels("app.example.com/part-of");
+    /// let controller = Controller::new_with(Api::<Pod>::all(client), labelled, Config::named("pods"));
+    /// # }
+    /// ```
+    pub fn new_with(api: Api<K>, watch: watcher::Config, config: Config) -> Self {
         let mut controller = Controller {
             client: api.clone().into_client(),
             config,
@@ -325,7 +351,6 @@ where
             invalid: None,
         };
         let primary = controller.primary.clone();
-        let watch = controller.default_watch();
         controller.add_whole_source(
             Role::Primary,
             api,
@@ -438,10 +463,9 @@ where
         self.owns_with(api, self.default_watch())
     }
 
-    /// The watch of a source declared without one: every object, listed in pages of
-    /// [`Config::list_page_size`].
+    /// [`every_object`] under this controller's config.
     pub(crate) fn default_watch(&self) -> watcher::Config {
-        watcher::Config::default().page_size(self.config.list_page_size)
+        every_object(&self.config)
     }
 
     /// Reconcile the owner when an object of kind `C` it controls changes: the object's
