@@ -565,3 +565,54 @@ async fn a_no_execute_taint_evicts_the_pods_that_do_not_tolerate_it() {
         .items;
     assert_eq!(evictions.len(), 2, "{evictions:?}");
 }
+
+/// kubelet 1.27+ gives a pod it stops a terminal phase before confirming its deletion: a
+/// container stopped by SIGTERM exits 143, one killed at the end of the grace period 137.
+/// A finalizer holds each pod, so its last status can be read.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pod_ends_failed_with_its_containers_exit_codes_before_it_goes() {
+    let (_server, client) = three_nodes().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    for (name, annotations) in [
+        ("polite", json!({})),
+        ("stubborn", json!({"steady.dev/simulate": "ignore-sigterm"})),
+    ] {
+        let mut held = pod(name, json!({"nodeName": NODES[0]}));
+        held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        held["metadata"]["annotations"] = annotations;
+        create_json::<Pod>(&pods, held).await;
+        running_on(&client, name).await;
+    }
+    for name in ["polite", "stubborn"] {
+        pods.delete(name, &Default::default())
+            .await
+            .expect("delete");
+    }
+    for (name, exit_code) in [("polite", 143), ("stubborn", 137)] {
+        let ended = pod_when(&client, name, "a terminal phase", |p| phase(p) == "Failed").await;
+        let status = ended.status.as_ref().expect("status");
+        let container = &status.container_statuses.as_ref().expect("containers")[0];
+        let terminated = container
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .expect("terminated");
+        assert_eq!(
+            (terminated.exit_code, terminated.reason.as_deref()),
+            (exit_code, Some("Error")),
+            "{name}"
+        );
+        assert!(!container.ready);
+        let ready = condition(&ended, "Ready").expect("Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref()),
+            ("False", Some("PodFailed"))
+        );
+        steady_test_support::clear_finalizers(&pods, name).await;
+    }
+    eventually("both pods gone", LIMIT, || async {
+        let listed = pods.list(&ListParams::default()).await.ok()?;
+        listed.items.is_empty().then_some(())
+    })
+    .await;
+}

@@ -1,7 +1,8 @@
 //! The kubelet of each simulated node: starts the pods bound to it after the start delay
 //! (Running and Ready, or Failed / never Ready when a `steady.dev/simulate` annotation
-//! asks), completes a Job's pods after their run time, and confirms a graceful deletion
-//! once the containers "stopped", with the container events a kubelet records.
+//! asks), completes a Job's pods after their run time, and ends a graceful deletion once
+//! the containers "stopped": the pod's terminal status (Failed, its containers' exit
+//! codes), then the confirmation, with the container events a kubelet records.
 //!
 //! Must not know: how pods are bound (the scheduler) or the Node objects (lifecycle).
 
@@ -314,21 +315,57 @@ fn complete_after_run(timers: &mut Timers, pod: &Pod, uid: &str, nodes: &Nodes) 
         return (Step::default(), requeue_at(due));
     }
     timers.running_since.remove(uid);
-    let finished_at = nodes.config.timestamp();
-    let mut completed = json!(pod.status);
-    completed["phase"] = json!("Succeeded");
-    if let Some(statuses) = completed
+    let completed = terminal_status(pod, Exit::Completed, &nodes.config.timestamp());
+    let step = Step {
+        write: Some(Write::Status(completed)),
+        ..Step::default()
+    };
+    (step, Action::done())
+}
+
+/// How a pod's containers ended.
+#[derive(Clone, Copy)]
+enum Exit {
+    /// Ran to completion (exit code 0): the pod Succeeded.
+    Completed,
+    /// Stopped by the SIGTERM a deletion sends: the pod Failed.
+    Terminated,
+    /// Killed at the end of the grace period: the pod Failed.
+    Killed,
+}
+
+/// `pod`'s status once its containers ended `how` at `finished_at`: kubelet 1.27+ gives
+/// every pod it stops a terminal phase before it confirms the deletion (a container still
+/// running exits 143 on SIGTERM or 137 on SIGKILL; one never started is reported
+/// `ContainerStatusUnknown`), and its Ready conditions turn False with the phase's reason.
+fn terminal_status(pod: &Pod, how: Exit, finished_at: &str) -> Value {
+    let (phase, ready_reason) = match how {
+        Exit::Completed => ("Succeeded", "PodCompleted"),
+        Exit::Terminated | Exit::Killed => ("Failed", "PodFailed"),
+    };
+    let mut status = json!(pod.status);
+    status["phase"] = json!(phase);
+    let statuses = status
         .pointer_mut("/containerStatuses")
-        .and_then(Value::as_array_mut)
-    {
-        for status in statuses {
-            let started_at = status.pointer("/state/running/startedAt").cloned();
-            status["ready"] = json!(false);
-            status["started"] = json!(false);
-            status["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started_at, "finishedAt": finished_at, "containerID": status["containerID"]}});
+        .and_then(Value::as_array_mut);
+    match statuses {
+        Some(statuses) => {
+            for container in statuses {
+                container["ready"] = json!(false);
+                container["started"] = json!(false);
+                container["state"] = terminated_state(container, how, finished_at);
+            }
+        }
+        None => {
+            let never_started = |c: &Container| {
+                json!({"name": c.name, "image": c.image, "imageID": "", "ready": false,
+                    "started": false, "restartCount": 0,
+                    "state": terminated_state(&Value::Null, how, finished_at)})
+            };
+            status["containerStatuses"] = containers(pod).iter().map(never_started).collect();
         }
     }
-    if let Some(conditions) = completed
+    if let Some(conditions) = status
         .pointer_mut("/conditions")
         .and_then(Value::as_array_mut)
     {
@@ -336,18 +373,35 @@ fn complete_after_run(timers: &mut Timers, pod: &Pod, uid: &str, nodes: &Nodes) 
             if matches!(
                 condition["type"].as_str(),
                 Some("Ready" | "ContainersReady")
-            ) {
+            ) && condition["status"] != "False"
+            {
                 condition["status"] = json!("False");
-                condition["reason"] = json!("PodCompleted");
+                condition["reason"] = json!(ready_reason);
                 condition["lastTransitionTime"] = json!(finished_at);
             }
         }
     }
-    let step = Step {
-        write: Some(Write::Status(completed)),
-        ..Step::default()
+    status
+}
+
+/// The `terminated` state of a container whose status is `container` (Null when the
+/// kubelet never reported one).
+fn terminated_state(container: &Value, how: Exit, finished_at: &str) -> Value {
+    let Some(started_at) = container.pointer("/state/running/startedAt") else {
+        if let Some(terminated) = container.pointer("/state/terminated") {
+            return json!({"terminated": terminated});
+        }
+        return json!({"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+            "message": "The container could not be located when the pod was terminated",
+            "startedAt": null, "finishedAt": null}});
     };
-    (step, Action::done())
+    let (exit_code, reason) = match how {
+        Exit::Completed => (0, "Completed"),
+        Exit::Terminated => (143, "Error"),
+        Exit::Killed => (137, "Error"),
+    };
+    json!({"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started_at,
+        "finishedAt": finished_at, "containerID": container["containerID"]}})
 }
 
 /// Containers stop after `pod_stop_delay` (or the whole grace period when told to ignore
@@ -380,9 +434,10 @@ fn stop(
         .map(|d| d.with_timezone(&Utc))
         .unwrap_or(now);
     let until_deadline = (deadline - now).to_std().unwrap_or(Duration::ZERO);
+    let ignores_sigterm = simulated_behaviour(pod) == "ignore-sigterm";
     let wait = if exited {
         Duration::ZERO
-    } else if simulated_behaviour(pod) == "ignore-sigterm" {
+    } else if ignores_sigterm {
         until_deadline
     } else {
         until_deadline.min(nodes.config.pod_stop_delay)
@@ -390,6 +445,17 @@ fn stop(
     let due = first_seen + wait;
     if Instant::now() < due {
         return (step, requeue_at(due));
+    }
+    if !exited {
+        // The terminal status first; the deletion is confirmed when it is read back.
+        let how = if ignores_sigterm {
+            Exit::Killed
+        } else {
+            Exit::Terminated
+        };
+        let stopped = terminal_status(pod, how, &nodes.config.timestamp());
+        step.write = Some(Write::Status(stopped));
+        return (step, Action::done());
     }
     timers.forget(uid);
     step.write = Some(Write::Delete);
