@@ -93,7 +93,13 @@ const JOB: &[Default] = &[
     set("/spec/backoffLimit", "6"),
     set("/spec/completionMode", r#""NonIndexed""#),
     set("/spec/suspend", "false"),
-    set("/spec/podReplacementPolicy", r#""TerminatingOrFailed""#),
+    // kube: Failed under a podFailurePolicy, else TerminatingOrFailed.
+    set_when(
+        "/spec/podReplacementPolicy",
+        r#""TerminatingOrFailed""#,
+        ("/spec/podFailurePolicy", ""),
+    ),
+    set("/spec/podReplacementPolicy", r#""Failed""#),
 ];
 const CRON_JOB: &[Default] = &[
     set("/spec/concurrencyPolicy", r#""Allow""#),
@@ -230,8 +236,8 @@ fn workload(
 fn apply(d: &Default, obj: &mut Value) {
     if let Some((pointer, expected)) = d.when {
         let holds = match obj.pointer(pointer) {
-            // An empty expectation means "unset".
-            None => expected.is_empty(),
+            // An empty expectation means "unset" (a null is unset in Go too).
+            None | Some(Value::Null) => expected.is_empty(),
             Some(v) => v.as_str() == Some(expected),
         };
         if !holds {
@@ -905,6 +911,16 @@ mod tests {
         let mut parallel = json!({"metadata": {"name": "p", "uid": "u2"}, "spec": {"parallelism": 3, "template": template}});
         workload("batch", "jobs", "Job", true, &mut parallel).expect("valid");
         assert!(parallel.pointer("/spec/completions").is_none());
+        assert_eq!(job["spec"]["podReplacementPolicy"], "TerminatingOrFailed");
+    }
+
+    #[test]
+    fn a_job_with_a_pod_failure_policy_replaces_failed_pods_only() {
+        let rules = json!({"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}}]});
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"}, "spec": {"podFailurePolicy": rules,
+            "template": {"spec": {"restartPolicy": "Never", "containers": []}}}});
+        workload("batch", "jobs", "Job", true, &mut job).expect("valid");
+        assert_eq!(job["spec"]["podReplacementPolicy"], "Failed");
     }
 
     #[test]
