@@ -279,6 +279,19 @@ where
     if current == Some(status) {
         return Ok(false);
     }
+    let body = status_body(status, omitted_counts)?;
+    let patch = Patch::Merge(serde_json::json!({ "status": body }));
+    api.patch_status(name, &PatchParams::default(), &patch)
+        .await?;
+    Ok(true)
+}
+
+/// `status` as the body of a merge patch: the `omitted_counts` it leaves out (zero, as
+/// kube omits them) are `null`, so the patch removes them.
+fn status_body<S: Serialize>(
+    status: &S,
+    omitted_counts: &[&str],
+) -> Result<serde_json::Value, Error> {
     let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
     if let serde_json::Value::Object(fields) = &mut body {
         for field in omitted_counts {
@@ -287,10 +300,7 @@ where
                 .or_insert(serde_json::Value::Null);
         }
     }
-    let patch = Patch::Merge(serde_json::json!({ "status": body }));
-    api.patch_status(name, &PatchParams::default(), &patch)
-        .await?;
-    Ok(true)
+    Ok(body)
 }
 
 /// kube's Warning `FailedCreate` about `owner` when the API refused one of its creates;

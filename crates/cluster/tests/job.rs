@@ -1,5 +1,6 @@
 //! The Job controller against steady's API server and simulated node: completions,
-//! parallelism, backoffLimit and the status and conditions kube-controller-manager writes.
+//! parallelism, backoffLimit, pod failure policies, pods tracked with finalizers, and
+//! the status and conditions kube-controller-manager writes.
 
 mod common;
 
@@ -9,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::*;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, EvictParams, PropagationPolicy};
 use serde_json::json;
+use steady_cluster::job::tracking::has_tracking_finalizer;
 use steady_cluster::job::{COMPLETION_INDEX, CONTROLLER_UID_LABEL, JOB_NAME_LABEL};
 use steady_test_support::{create_json, eventually};
 
@@ -327,6 +330,199 @@ async fn a_job_past_its_active_deadline_fails() {
     assert!(
         (60..=61).contains(&stamped),
         "Failed stamped {stamped} s after startTime"
+    );
+    cluster.stop().await;
+}
+
+/// The pods of the Job `name` once `check` passes for them.
+async fn pods_when(
+    cluster: &Cluster,
+    name: &str,
+    what: &str,
+    check: impl Fn(&[Pod]) -> bool,
+) -> Vec<Pod> {
+    let selector = format!("{JOB_NAME_LABEL}={name}");
+    eventually(what, LIMIT, || async {
+        let pods = cluster.pods(&selector).await;
+        check(&pods).then_some(pods)
+    })
+    .await
+}
+
+async fn first_running_pod(cluster: &Cluster, name: &str) -> Pod {
+    let running = pods_when(cluster, name, "a running pod", |pods| {
+        pods.iter().any(|p| phase(p) == "Running")
+    })
+    .await;
+    running
+        .into_iter()
+        .find(|p| phase(p) == "Running")
+        .expect("running")
+}
+
+fn pod_name(pod: &Pod) -> String {
+    pod.metadata.name.clone().unwrap_or_default()
+}
+
+/// kube 1.26+ tracks a Job's pods with a finalizer: a pod deleted after it succeeded
+/// still counts, so the Job does not run it again, and a finished Job leaves no finalizer
+/// and nothing uncounted behind.
+#[tokio::test(start_paused = true)]
+async fn a_succeeded_pod_deleted_still_counts_and_finished_pods_keep_no_finalizer() {
+    let cluster = job_cluster().await;
+    create_json::<Job>(&cluster.api(), job("counted", 2, 1, None)).await;
+    let first = first_running_pod(&cluster, "counted").await;
+    assert!(has_tracking_finalizer(&first), "a running pod is tracked");
+    pods_when(&cluster, "counted", "the first pod succeeded", |pods| {
+        pods.iter()
+            .any(|p| p.metadata.name == first.metadata.name && phase(p) == "Succeeded")
+    })
+    .await;
+    cluster
+        .api::<Pod>()
+        .delete(&pod_name(&first), &DeleteParams::default())
+        .await
+        .expect("delete the succeeded pod");
+
+    let done = wait_for_condition(&cluster, "counted", "Complete").await;
+    let status = done.status.clone().expect("status");
+    assert_eq!((status.succeeded, status.failed), (Some(2), None));
+    let uncounted = status
+        .uncounted_terminated_pods
+        .expect("uncountedTerminatedPods");
+    assert_eq!((uncounted.succeeded, uncounted.failed), (None, None));
+    let left = cluster.pods(&format!("{JOB_NAME_LABEL}=counted")).await;
+    assert_eq!(left.len(), 1, "the deleted pod was not run again");
+    assert!(left.iter().all(|p| !has_tracking_finalizer(p)));
+    cluster.assert_left_alone(&done).await;
+    cluster.stop().await;
+}
+
+/// A running pod that is deleted counts as failed once it is terminating, and under the
+/// default `podReplacementPolicy` (TerminatingOrFailed) its replacement does not wait
+/// for it to go.
+#[tokio::test(start_paused = true)]
+async fn a_running_pod_deleted_counts_as_failed_and_is_replaced() {
+    let cluster = job_cluster().await;
+    create_json::<Job>(&cluster.api(), job("replaced", 1, 1, None)).await;
+    let running = first_running_pod(&cluster, "replaced").await;
+    cluster
+        .api::<Pod>()
+        .delete(&pod_name(&running), &DeleteParams::default())
+        .await
+        .expect("delete the running pod");
+
+    let done = wait_for_condition(&cluster, "replaced", "Complete").await;
+    let status = done.status.clone().expect("status");
+    assert_eq!((status.succeeded, status.failed), (Some(1), Some(1)));
+    let left = cluster.pods(&format!("{JOB_NAME_LABEL}=replaced")).await;
+    assert_eq!(left.len(), 1, "the deleted pod went once counted");
+    assert_ne!(left[0].metadata.name, running.metadata.name);
+    cluster.stop().await;
+}
+
+/// A `FailJob` rule fails the Job at the first pod that matches it, whatever
+/// `backoffLimit` allows, with the message kube writes.
+#[tokio::test(start_paused = true)]
+async fn a_fail_job_rule_fails_the_job_at_the_first_matching_pod() {
+    let cluster = job_cluster().await;
+    let mut failing = job("exit-one", 3, 1, Some("fail"));
+    failing["spec"]["backoffLimit"] = json!(6);
+    failing["spec"]["podFailurePolicy"] = json!({"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": "work", "operator": "In", "values": [1, 2]}},
+    ]});
+    create_json::<Job>(&cluster.api(), failing).await;
+
+    let failed = wait_for_condition(&cluster, "exit-one", "Failed").await;
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=exit-one")).await;
+    assert_eq!(pods.len(), 1, "no pod after the rule matched");
+    let message = format!(
+        "Container work for pod default/{} failed with exit code 1 matching FailJob rule at index 1",
+        pod_name(&pods[0])
+    );
+    assert_conditions(
+        &failed,
+        ["FailureTarget", "Failed"],
+        "PodFailurePolicy",
+        &message,
+    );
+    assert_eq!(failed.status.clone().expect("status").failed, Some(1));
+    cluster.stop().await;
+}
+
+/// An `Ignore` rule on `DisruptionTarget`: an evicted pod's failure does not count
+/// against `backoffLimit` (0 here), and with a failure policy its replacement waits until
+/// it failed.
+#[tokio::test(start_paused = true)]
+async fn an_evicted_pods_failure_is_ignored_by_an_ignore_rule() {
+    let cluster = job_cluster().await;
+    let mut evicted = job("evicted", 1, 1, None);
+    evicted["spec"]["backoffLimit"] = json!(0);
+    evicted["spec"]["podFailurePolicy"] = json!({"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    ]});
+    create_json::<Job>(&cluster.api(), evicted).await;
+    let running = first_running_pod(&cluster, "evicted").await;
+    cluster
+        .api::<Pod>()
+        .evict(&pod_name(&running), &EvictParams::default())
+        .await
+        .expect("evict");
+
+    let done = wait_for_condition(&cluster, "evicted", "Complete").await;
+    let status = done.status.clone().expect("status");
+    assert_eq!((status.succeeded, status.failed), (Some(1), None));
+    assert!(condition(&done, "Failed").is_none());
+    cluster.stop().await;
+}
+
+/// Pods whose Job is deleted do not stay Terminating for their finalizers: kube's orphan
+/// handling releases them, whether the collector deletes them (background) or the delete
+/// orphans them (they keep running, no longer the Job's).
+#[tokio::test(start_paused = true)]
+async fn a_deleted_jobs_pods_are_released_from_their_finalizer() {
+    let cluster = job_cluster().await;
+    for name in ["background", "orphaning"] {
+        let mut long = job(name, 1, 1, None);
+        long["spec"]["template"]["metadata"]["annotations"]["steady.dev/simulate"] =
+            json!("ignore-sigterm");
+        create_json::<Job>(&cluster.api(), long).await;
+        first_running_pod(&cluster, name).await;
+    }
+    let jobs = cluster.api::<Job>();
+    for (name, propagation) in [
+        ("background", PropagationPolicy::Background),
+        ("orphaning", PropagationPolicy::Orphan),
+    ] {
+        let params = DeleteParams {
+            propagation_policy: Some(propagation),
+            ..DeleteParams::default()
+        };
+        jobs.delete(name, &params).await.expect("delete the job");
+    }
+    pods_when(
+        &cluster,
+        "background",
+        "the collected pod gone",
+        <[Pod]>::is_empty,
+    )
+    .await;
+    let kept = pods_when(&cluster, "orphaning", "the orphan released", |pods| {
+        pods.len() == 1 && !has_tracking_finalizer(&pods[0])
+    })
+    .await;
+    assert!(
+        kept[0]
+            .metadata
+            .owner_references
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+    );
+    assert!(
+        kept[0].metadata.deletion_timestamp.is_none(),
+        "an orphan keeps running"
     );
     cluster.stop().await;
 }

@@ -1,14 +1,21 @@
-//! The Job controller: runs a Job's pods until enough succeed (`Complete`) or too many
-//! fail (`Failed`, reason `BackoffLimitExceeded`), as kube-controller-manager 1.32 does.
+//! The Job controller: runs a Job's pods until enough succeed (`Complete`) or the Job
+//! fails (`Failed`: `BackoffLimitExceeded`, `DeadlineExceeded`, or `PodFailurePolicy`
+//! when a failed pod matches a `FailJob` rule), as kube-controller-manager 1.32 does.
 //!
-//! Level-triggered: every reconcile counts the Job's pods (active, ready, succeeded,
-//! failed, terminating) from the runtime's cache and decides from them and the Job's
-//! conditions. Once the outcome is known the Job first gets the interim condition
-//! (`SuccessCriteriaMet` or `FailureTarget`) and its remaining pods are deleted; the
-//! terminal condition (`Complete` or `Failed`) follows when none is left running, as
-//! 1.31+ delays it. A replacement for a failed pod waits 10 s, doubling per failure
-//! (capped at 10 min), like kube's pod failure backoff. A suspended Job runs no pods.
-//! An Indexed Job runs one pod per index (`completedIndexes` says which are done).
+//! Level-triggered: every reconcile reads the Job's pods (active, ready, terminating) from
+//! the runtime's cache and adds the finished ones not yet counted to the counts in its
+//! status, which only grow: pods are tracked with a finalizer ([`tracking`]), so a pod
+//! deleted after it finished still counts. Once the outcome is known the Job first gets
+//! the interim condition (`SuccessCriteriaMet` or `FailureTarget`) and its remaining pods
+//! are deleted; the terminal condition (`Complete` or `Failed`) follows when none is left
+//! running or uncounted, as 1.31+ delays it. A replacement for a failed pod waits 10 s,
+//! doubling per failure (capped at 10 min), like kube's pod failure backoff; under
+//! `podReplacementPolicy: Failed` (or with a `podFailurePolicy`) it also waits until the
+//! pod it replaces is no longer terminating. A suspended Job runs no pods. An Indexed Job
+//! runs one pod per index (`completedIndexes` says which are done).
+
+mod failure_policy;
+pub mod tracking;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,11 +23,12 @@ use futures::FutureExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, UncountedTerminatedPods};
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
 use steady_runtime::conditions::to_time;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache};
@@ -60,9 +68,12 @@ impl Default for JobConfig {
     }
 }
 
-/// Start the Job controller (an entry of [`crate::CONTROLLERS`]).
+/// Start the Job controller (an entry of [`crate::CONTROLLERS`]), with the release of
+/// orphaned pods' finalizers beside it.
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let (client, config, clock) = setup.into_parts();
+    let orphans = crate::named(&config, &format!("{}-orphans", config.name));
+    let releasing = tracking::start_orphan_release(&client, orphans, shutdown.clone());
     let mut controller = crate::controller_for::<Job>(&client, config);
     let data = JobData {
         pods: crate::owns_pods_labelled(&mut controller, &client, CONTROLLER_UID_LABEL),
@@ -71,7 +82,10 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
         config: JobConfig::default(),
         clock,
     };
-    controller.run(reconcile, Arc::new(data), shutdown).boxed()
+    let counting = controller.run(reconcile, Arc::new(data), shutdown);
+    futures::future::try_join(counting, releasing)
+        .map(|both| both.map(drop))
+        .boxed()
 }
 
 struct JobData {
@@ -114,48 +128,118 @@ impl JobData {
     }
 }
 
-/// What the Job's pods add up to.
-#[derive(Debug, Default, PartialEq)]
-struct Counts {
-    active: i32,
+/// What a sync of the Job sees: its pods, and its counts as kube's `syncJobCtx` holds
+/// them (finished pods not yet in the status counters included).
+#[derive(Debug, Default)]
+struct Tally {
+    /// The pods the Job controls.
+    pods: Vec<Arc<Pod>>,
+    /// Those not finished and not being deleted.
+    active: Vec<Arc<Pod>>,
+    /// How many are active after this sync's creates and deletes.
+    active_count: i32,
     ready: i32,
-    /// Succeeded pods; for an Indexed Job, completed indexes.
-    succeeded: i32,
-    failed: i32,
+    /// Pods being deleted that have not finished.
     terminating: i32,
-    /// Indexed Jobs: the indexes with a succeeded pod, and those with an active one.
+    /// Succeeded pods (for an Indexed Job, completed indexes), counted or not yet.
+    succeeded: i32,
+    /// Failed pods that count (see [`failure_policy`]), counted or not yet.
+    failed: i32,
+    /// Indexed Jobs: the indexes completed (the status's and those just finished).
     completed_indexes: BTreeSet<i32>,
-    active_indexes: BTreeSet<i32>,
 }
 
-impl Counts {
-    fn of(spec: &JobSpec, pods: &[Arc<Pod>]) -> Counts {
-        let count = |f: &dyn Fn(&Pod) -> bool| {
-            i32::try_from(pods.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX)
+impl Tally {
+    fn of(spec: &JobSpec, status: &JobStatus, pods: Vec<Arc<Pod>>) -> Tally {
+        let uncounted = tracking::Uncounted::of(status);
+        let to_count = |p: &Pod| tracking::has_tracking_finalizer(p) && has_valid_index(spec, p);
+        let counted = |uids: &[String], p: &Pod| {
+            p.metadata
+                .uid
+                .as_ref()
+                .is_some_and(|uid| uids.contains(uid))
         };
-        let mut counts = Counts {
-            active: count(&pod_template::is_active),
-            ready: count(&|p| pod_template::is_active(p) && pod_template::is_ready(p)),
-            succeeded: count(&pod_template::succeeded),
-            failed: count(&pod_template::failed),
-            terminating: count(&|p| {
-                pod_template::is_terminating(p) && !pod_template::is_finished(p)
-            }),
-            ..Counts::default()
+        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+        let new_succeeded = pods
+            .iter()
+            .filter(|p| {
+                to_count(p) && !counted(&uncounted.succeeded, p) && pod_template::succeeded(p)
+            })
+            .count();
+        let new_failed = pods
+            .iter()
+            .filter(|p| to_count(p) && !counted(&uncounted.failed, p) && pod_failed(spec, p))
+            .filter(|p| failure_policy::judge(spec, p).counts())
+            .count();
+        let active: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| pod_template::is_active(p))
+            .cloned()
+            .collect();
+        let mut tally = Tally {
+            active_count: count(active.len()),
+            ready: count(active.iter().filter(|p| pod_template::is_ready(p)).count()),
+            terminating: count(
+                pods.iter()
+                    .filter(|p| pod_template::is_terminating(p) && !pod_template::is_finished(p))
+                    .count(),
+            ),
+            succeeded: status.succeeded.unwrap_or(0)
+                + count(new_succeeded)
+                + count(uncounted.succeeded.len()),
+            failed: status.failed.unwrap_or(0) + count(new_failed) + count(uncounted.failed.len()),
+            active,
+            ..Tally::default()
         };
         if let Some(completions) = indexed_completions(spec) {
-            let indexes = |f: &dyn Fn(&Pod) -> bool| -> BTreeSet<i32> {
-                pods.iter()
-                    .filter(|p| f(p))
-                    .filter_map(|p| completion_index(p))
-                    .filter(|i| (0..completions).contains(i))
-                    .collect()
-            };
-            counts.completed_indexes = indexes(&pod_template::succeeded);
-            counts.active_indexes = indexes(&pod_template::is_active);
-            counts.succeeded = i32::try_from(counts.completed_indexes.len()).unwrap_or(i32::MAX);
+            let finished_now = pods
+                .iter()
+                .filter(|p| to_count(p) && pod_template::succeeded(p))
+                .filter_map(|p| completion_index(p));
+            tally.completed_indexes =
+                parse_indexes(status.completed_indexes.as_deref(), completions)
+                    .into_iter()
+                    .chain(finished_now)
+                    .collect();
+            tally.succeeded = count(tally.completed_indexes.len());
         }
-        counts
+        tally.pods = pods;
+        tally
+    }
+
+    /// Indexes an active pod runs.
+    fn active_indexes(&self) -> BTreeSet<i32> {
+        self.active
+            .iter()
+            .filter_map(|p| completion_index(p))
+            .collect()
+    }
+}
+
+/// Whether a pod's failure is final for the Job: phase Failed, or (unless the Job waits
+/// for failed pods only, `podReplacementPolicy: Failed` or a `podFailurePolicy`) being
+/// deleted without having succeeded, so an orphaned or evicted pod counts.
+fn pod_failed(spec: &JobSpec, pod: &Pod) -> bool {
+    if pod_template::failed(pod) {
+        return true;
+    }
+    !replaces_failed_pods_only(spec)
+        && pod_template::is_terminating(pod)
+        && !pod_template::succeeded(pod)
+}
+
+/// kube's `onlyReplaceFailedPods`: a replacement waits until the pod it replaces failed
+/// (a terminating one still counts against `parallelism`).
+fn replaces_failed_pods_only(spec: &JobSpec) -> bool {
+    spec.pod_replacement_policy.as_deref() == Some("Failed") || spec.pod_failure_policy.is_some()
+}
+
+/// Pods of a NonIndexed Job all count; those of an Indexed one only with an index below
+/// `completions`.
+fn has_valid_index(spec: &JobSpec, pod: &Pod) -> bool {
+    match indexed_completions(spec) {
+        None => true,
+        Some(completions) => completion_index(pod).is_some_and(|i| (0..completions).contains(&i)),
     }
 }
 
@@ -198,82 +282,84 @@ fn compress_indexes(indexes: &BTreeSet<i32>) -> String {
         .join(",")
 }
 
-/// Where a Job stands.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Outcome {
-    /// Pods still to run.
-    Running,
-    /// Enough pods succeeded.
-    Succeeded,
-    /// It will not succeed.
-    Failed(Failure),
+/// The indexes `completedIndexes` lists, those below `completions` (what kube's
+/// `parseIndexesFromString` keeps; a malformed run is skipped).
+fn parse_indexes(listed: Option<&str>, completions: i32) -> BTreeSet<i32> {
+    let mut indexes = BTreeSet::new();
+    for run in listed.unwrap_or("").split(',').filter(|r| !r.is_empty()) {
+        let bounds: Option<(i32, i32)> = match run.split_once('-') {
+            Some((first, last)) => first.parse().ok().zip(last.parse().ok()),
+            None => run.parse::<i32>().ok().map(|i| (i, i)),
+        };
+        if let Some((first, last)) = bounds {
+            indexes.extend((first..=last.min(completions - 1)).filter(|i| *i >= 0));
+        }
+    }
+    indexes
 }
 
-/// Why a Job failed, as kube's condition reason and message say.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Failure {
-    /// More pods failed than `backoffLimit` allows.
-    BackoffLimitExceeded,
-    /// It ran longer than `activeDeadlineSeconds`.
-    DeadlineExceeded,
+/// How a Job ends, once that is decided: the reason and message its interim condition
+/// (`SuccessCriteriaMet`/`FailureTarget`) and then its terminal one (`Complete`/`Failed`)
+/// carry.
+#[derive(Debug, Clone, PartialEq)]
+struct Verdict {
+    success: bool,
+    reason: String,
+    message: String,
 }
 
-impl Failure {
-    fn reason(self) -> &'static str {
-        match self {
-            Failure::BackoffLimitExceeded => "BackoffLimitExceeded",
-            Failure::DeadlineExceeded => "DeadlineExceeded",
+impl Verdict {
+    fn failure(reason: &str, message: &str) -> Verdict {
+        Verdict {
+            success: false,
+            reason: reason.into(),
+            message: message.into(),
         }
     }
 
-    fn message(self) -> &'static str {
-        match self {
-            Failure::BackoffLimitExceeded => "Job has reached the specified backoff limit",
-            Failure::DeadlineExceeded => "Job was active longer than specified deadline",
+    fn completions_reached() -> Verdict {
+        Verdict {
+            success: true,
+            reason: "CompletionsReached".into(),
+            message: "Reached expected number of succeeded pods".into(),
         }
+    }
+
+    /// The verdict an interim condition already records (never taken back).
+    fn recorded(status: &JobStatus) -> Option<Verdict> {
+        ["SuccessCriteriaMet", "FailureTarget"]
+            .into_iter()
+            .find_map(|type_| condition(status, type_))
+            .map(|c| Verdict {
+                success: c.type_ == "SuccessCriteriaMet",
+                reason: c.reason.clone().unwrap_or_default(),
+                message: c.message.clone().unwrap_or_default(),
+            })
+    }
+
+    fn interim(&self) -> &'static str {
+        if self.success {
+            "SuccessCriteriaMet"
+        } else {
+            "FailureTarget"
+        }
+    }
+
+    fn terminal(&self) -> &'static str {
+        if self.success { "Complete" } else { "Failed" }
     }
 }
 
-impl Outcome {
-    /// The interim and terminal condition types, reason and message kube writes.
-    fn conditions(self) -> Option<(&'static str, &'static str, &'static str, &'static str)> {
-        match self {
-            Outcome::Running => None,
-            Outcome::Succeeded => Some((
-                "SuccessCriteriaMet",
-                "Complete",
-                "CompletionsReached",
-                "Reached expected number of succeeded pods",
-            )),
-            Outcome::Failed(failure) => Some((
-                "FailureTarget",
-                "Failed",
-                failure.reason(),
-                failure.message(),
-            )),
-        }
-    }
-}
-
-fn has_condition(status: &JobStatus, type_: &str) -> bool {
+fn condition<'a>(status: &'a JobStatus, type_: &str) -> Option<&'a JobCondition> {
     status
         .conditions
         .iter()
         .flatten()
-        .any(|c| c.type_ == type_ && c.status == "True")
+        .find(|c| c.type_ == type_ && c.status == "True")
 }
 
-/// The failure an interim or terminal condition already records.
-fn recorded_failure(status: &JobStatus) -> Option<Failure> {
-    let condition = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| (c.type_ == "FailureTarget" || c.type_ == "Failed") && c.status == "True")?;
-    Some(match condition.reason.as_deref() {
-        Some("DeadlineExceeded") => Failure::DeadlineExceeded,
-        _ => Failure::BackoffLimitExceeded,
-    })
+fn has_condition(status: &JobStatus, type_: &str) -> bool {
+    condition(status, type_).is_some()
 }
 
 /// How long the Job may still run under `activeDeadlineSeconds` (counted from
@@ -293,45 +379,54 @@ fn time_left(
     Some(Duration::from_millis(u64::try_from(left).unwrap_or(0)))
 }
 
-/// The outcome once decided stays decided (an interim condition is never taken back).
-fn outcome(
-    spec: &JobSpec,
-    status: &JobStatus,
-    counts: &Counts,
-    time_left: Option<Duration>,
-) -> Outcome {
-    if let Some(failure) = recorded_failure(status) {
-        return Outcome::Failed(failure);
+/// Whether the Job fails now, in kube's order: a pod matching a `FailJob` rule, more
+/// counted failures than `backoffLimit`, the active deadline passed.
+fn failure(spec: &JobSpec, tally: &Tally, time_left: Option<Duration>) -> Option<Verdict> {
+    if spec.pod_failure_policy.is_some() {
+        let fail_job = tally
+            .pods
+            .iter()
+            .filter(|p| pod_failed(spec, p))
+            .find_map(|p| match failure_policy::judge(spec, p) {
+                failure_policy::Verdict::FailJob(message) => Some(message),
+                _ => None,
+            });
+        if let Some(message) = fail_job {
+            return Some(Verdict::failure("PodFailurePolicy", &message));
+        }
     }
-    if has_condition(status, "SuccessCriteriaMet") || has_condition(status, "Complete") {
-        return Outcome::Succeeded;
+    if tally.failed > spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT) {
+        return Some(Verdict::failure(
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+        ));
     }
-    if counts.failed > spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT) {
-        return Outcome::Failed(Failure::BackoffLimitExceeded);
+    if time_left.is_some_and(|left| left.is_zero()) {
+        return Some(Verdict::failure(
+            "DeadlineExceeded",
+            "Job was active longer than specified deadline",
+        ));
     }
-    let succeeded = match spec.completions {
-        Some(completions) => counts.succeeded >= completions,
+    None
+}
+
+/// Whether enough pods succeeded, once none is left running.
+fn completed(spec: &JobSpec, tally: &Tally) -> bool {
+    let enough = match spec.completions {
+        Some(completions) => tally.succeeded >= completions,
         // Without completions any success completes the Job once its pods are done.
-        None => counts.succeeded > 0 && counts.active == 0,
+        None => tally.succeeded > 0,
     };
-    if succeeded {
-        Outcome::Succeeded
-    } else if time_left.is_some_and(|left| left.is_zero()) {
-        Outcome::Failed(Failure::DeadlineExceeded)
-    } else {
-        Outcome::Running
-    }
+    enough && tally.active_count == 0
 }
 
 /// How many pods should be running now.
-fn wanted_active(spec: &JobSpec, counts: &Counts) -> i32 {
-    if spec.suspend == Some(true) {
-        return 0;
-    }
+fn wanted_active(spec: &JobSpec, tally: &Tally) -> i32 {
     let parallelism = spec.parallelism.unwrap_or(1).max(0);
     match spec.completions {
-        Some(completions) => (completions - counts.succeeded).clamp(0, parallelism),
-        None if counts.succeeded > 0 => 0,
+        Some(completions) => (completions - tally.succeeded).clamp(0, parallelism),
+        // Once one succeeded, what still runs may finish; nothing new starts.
+        None if tally.succeeded > 0 => tally.active_count,
         None => parallelism,
     }
 }
@@ -345,79 +440,227 @@ fn is_finished(job: &Job) -> bool {
 async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, Error> {
     let data = ctx.data();
     let uid = job.uid().unwrap_or_default();
-    if job.metadata.deletion_timestamp.is_some() || is_finished(&job) {
+    if is_finished(&job) {
+        // Pods it still holds are the orphan release's (`tracking`).
         data.forget(&uid);
         return Ok(Action::done());
     }
     let spec = job.spec.clone().unwrap_or_default();
-    let owned = data.pods.owned_by(&uid);
-    let counts = Counts::of(&spec, &owned);
+    let pods: Vec<Arc<Pod>> = data
+        .pods
+        .owned_by(&uid)
+        .into_iter()
+        .filter(|p| pod_template::is_controlled_by(&p.metadata, &uid))
+        .collect();
     let mut status = job.status.clone().unwrap_or_default();
     let clock = (data.clock)();
-    let left = time_left(&spec, &status, clock);
-    let outcome = outcome(&spec, &status, &counts, left);
     let now = to_time(clock);
-    if outcome == Outcome::Running
-        && let Some((reason, message)) = track_suspension(&mut status, &spec, &now)
-    {
-        publish(&ctx, &job, EventType::Normal, reason, message).await;
-    }
-    // Back when the deadline passes, if nothing else brings it back first.
-    let mut requeue = left.filter(|_| outcome == Outcome::Running);
-    match outcome.conditions() {
-        None => {
-            let want = wanted_active(&spec, &counts);
-            if counts.active < want {
-                let delay = data.replacement_delay(&uid, counts.failed);
-                if delay.is_zero() {
-                    create_pods(&ctx, &job, &counts, want - counts.active).await?;
-                } else {
-                    requeue = Some(requeue.map_or(delay, |r| r.min(delay)));
-                }
-            } else if counts.active > want {
-                let excess = usize::try_from(counts.active - want).unwrap_or(0);
-                delete_pods(&ctx, &job, &owned, excess).await?;
-            }
-        }
-        Some((interim, terminal, reason, message)) => {
-            set_condition(&mut status, interim, true, reason, message, &now);
-            let left = usize::try_from(counts.active).unwrap_or(0);
-            delete_pods(&ctx, &job, &owned, left).await?;
-            if counts.active == 0 && counts.terminating == 0 && !has_condition(&status, terminal) {
-                set_condition(&mut status, terminal, true, reason, message, &now);
-                if outcome == Outcome::Succeeded {
-                    status.completion_time = Some(now.clone());
-                    publish(&ctx, &job, EventType::Normal, "Completed", "Job completed").await;
-                } else {
-                    publish(&ctx, &job, EventType::Warning, reason, message).await;
-                }
-            }
-        }
-    }
-    // Count again: the writes above went through the cache.
-    let counts = Counts::of(&spec, &data.pods.owned_by(&uid));
-    fill_counts(&mut status, &counts);
-    if indexed_completions(&spec).is_some() {
-        let completed = compress_indexes(&counts.completed_indexes);
-        status.completed_indexes = (!completed.is_empty()).then_some(completed);
-    }
     if status.start_time.is_none() && spec.suspend != Some(true) {
-        status.start_time = Some(now);
+        status.start_time = Some(now.clone());
     }
-    write_status(&ctx, &job, status).await?;
+    let mut tally = Tally::of(&spec, &status, pods);
+    let left = time_left(&spec, &status, clock);
+    let mut verdict = Verdict::recorded(&status).or_else(|| failure(&spec, &tally, left));
+    // Back when the deadline passes, if nothing else brings it back first.
+    let mut requeue = left.filter(|_| verdict.is_none());
+    if verdict.is_some() {
+        // Its pods go, keeping their finalizers: they are counted as they finish.
+        let active = std::mem::take(&mut tally.active);
+        let deleted =
+            delete_pods(&ctx, &job, &active, active.len(), Release::AfterCounting).await?;
+        tally.terminating += deleted.total;
+        tally.ready -= deleted.ready;
+        tally.active_count -= deleted.total;
+    } else if job.metadata.deletion_timestamp.is_none() {
+        if let Some(delay) = manage(&ctx, &job, &spec, &mut tally).await? {
+            requeue = Some(requeue.map_or(delay, |r| r.min(delay)));
+        }
+        if completed(&spec, &tally) {
+            verdict = Some(Verdict::completions_reached());
+        } else if let Some((reason, message)) = track_suspension(&mut status, &spec, &now) {
+            publish(&ctx, &job, EventType::Normal, reason, message).await;
+        }
+    }
+    let finished =
+        track_and_write(&ctx, &job, &spec, status, &tally, verdict.as_ref(), &now).await?;
+    if finished {
+        data.forget(&uid);
+    }
     Ok(requeue.map_or_else(Action::done, Action::requeue_after))
 }
 
-fn fill_counts(status: &mut JobStatus, counts: &Counts) {
-    // kube omits zero active/succeeded/failed (omitempty) but always writes ready and
-    // terminating.
-    let nonzero = |n: i32| (n != 0).then_some(n);
-    status.active = nonzero(counts.active);
-    status.succeeded = nonzero(counts.succeeded);
-    status.failed = nonzero(counts.failed);
-    status.ready = Some(counts.ready);
-    status.terminating = Some(counts.terminating);
-    status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
+/// kube's `manageJob`: delete the pods of a suspended Job, or those beyond what should
+/// run; else create the missing ones, unless the failure backoff says wait (how long is
+/// returned).
+async fn manage(
+    ctx: &Context<JobData>,
+    job: &Job,
+    spec: &JobSpec,
+    tally: &mut Tally,
+) -> Result<Option<Duration>, Error> {
+    let want = if spec.suspend == Some(true) {
+        0
+    } else {
+        wanted_active(spec, tally)
+    };
+    if tally.active_count > want {
+        let excess = usize::try_from(tally.active_count - want).unwrap_or(0);
+        let deleted = delete_pods(ctx, job, &tally.active, excess, Release::First).await?;
+        tally.active_count -= deleted.total;
+        tally.ready -= deleted.ready;
+        tally.terminating += deleted.total;
+        return Ok(None);
+    }
+    let blocking = if replaces_failed_pods_only(spec) {
+        tally.terminating
+    } else {
+        0
+    };
+    let missing = want - blocking - tally.active_count;
+    if missing <= 0 {
+        return Ok(None);
+    }
+    let delay = ctx
+        .data()
+        .replacement_delay(&job.uid().unwrap_or_default(), tally.failed);
+    if !delay.is_zero() {
+        return Ok(Some(delay));
+    }
+    tally.active_count += create_pods(ctx, job, tally, missing).await?;
+    Ok(None)
+}
+
+/// kube's `trackJobStatusAndRemoveFinalizers`: put the finished pods' uids in
+/// `uncountedTerminatedPods` (with the interim condition, if the Job's end is decided) and
+/// write that, then remove their finalizers, then move the released uids into the
+/// counters; the terminal condition follows once nothing is uncounted or terminating.
+/// Writes only what changed; true when the Job finished.
+async fn track_and_write(
+    ctx: &Context<JobData>,
+    job: &Job,
+    spec: &JobSpec,
+    mut status: JobStatus,
+    tally: &Tally,
+    verdict: Option<&Verdict>,
+    now: &Time,
+) -> Result<bool, Error> {
+    let tracked_uid = |p: &Arc<Pod>| {
+        tracking::has_tracking_finalizer(p)
+            .then(|| p.metadata.uid.clone())
+            .flatten()
+    };
+    let mut tracked: BTreeSet<String> = tally.pods.iter().filter_map(tracked_uid).collect();
+    let mut uncounted = tracking::Uncounted::of(&status);
+    uncounted.settle(&mut status, |uid| tracked.contains(uid));
+    let deleting = job.metadata.deletion_timestamp.is_some();
+    let mut to_release = Vec::new();
+    let mut reached_max = false;
+    for pod in tally
+        .pods
+        .iter()
+        .filter(|p| tracking::has_tracking_finalizer(p))
+    {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let failed = pod_failed(spec, pod);
+        let succeeded = pod_template::succeeded(pod);
+        if !(deleting || verdict.is_some() || succeeded || failed) {
+            continue;
+        }
+        to_release.push(pod.clone());
+        let indexed = indexed_completions(spec).is_some();
+        if succeeded && !uncounted.failed.contains(&uid) {
+            // An Indexed Job counts completed indexes, not uids.
+            if !indexed && !uncounted.succeeded.contains(&uid) {
+                uncounted.succeeded.push(uid);
+            }
+        } else if (failed || verdict.is_some_and(|v| !v.success))
+            && !uncounted.failed.contains(&uid)
+            && has_valid_index(spec, pod)
+            && failure_policy::judge(spec, pod).counts()
+        {
+            uncounted.failed.push(uid);
+        }
+        if uncounted.len() >= tracking::MAX_UNCOUNTED {
+            reached_max = true;
+            break;
+        }
+    }
+    uncounted.store(&mut status);
+    if indexed_completions(spec).is_some() {
+        let completed = compress_indexes(&tally.completed_indexes);
+        status.completed_indexes = (!completed.is_empty()).then_some(completed);
+        status.succeeded = (tally.succeeded != 0).then_some(tally.succeeded);
+    }
+    if let Some(verdict) = verdict {
+        set_condition(
+            &mut status,
+            verdict.interim(),
+            true,
+            &verdict.reason,
+            &verdict.message,
+            now,
+        );
+    }
+    fill_active_counts(&mut status, tally);
+    let mut current = job.clone();
+    write_status(ctx, &mut current, &status).await?;
+
+    let api = ctx.api::<Pod>(&pod_template::namespace_of(job));
+    let mut release_error = None;
+    for pod in &to_release {
+        match tracking::release(&api, pod).await {
+            Ok(_) => {
+                tracked.remove(pod.metadata.uid.as_deref().unwrap_or(""));
+            }
+            Err(e) => {
+                release_error.get_or_insert(e);
+            }
+        }
+    }
+    uncounted.settle(&mut status, |uid| tracked.contains(uid));
+    let finished = match verdict {
+        Some(verdict) if !reached_max && uncounted.len() == 0 && tally.terminating == 0 => {
+            set_condition(
+                &mut status,
+                verdict.terminal(),
+                true,
+                &verdict.reason,
+                &verdict.message,
+                now,
+            );
+            if verdict.success {
+                status.completion_time = Some(now.clone());
+            }
+            true
+        }
+        _ => false,
+    };
+    write_status(ctx, &mut current, &status).await?;
+    if let Some(e) = release_error {
+        return Err(e.into());
+    }
+    if let Some(verdict) = verdict.filter(|_| finished) {
+        if verdict.success {
+            publish(ctx, job, EventType::Normal, "Completed", "Job completed").await;
+        } else {
+            publish(
+                ctx,
+                job,
+                EventType::Warning,
+                &verdict.reason,
+                &verdict.message,
+            )
+            .await;
+        }
+    }
+    Ok(finished)
+}
+
+/// kube writes `ready` and `terminating` always, `active` only when not zero.
+fn fill_active_counts(status: &mut JobStatus, tally: &Tally) {
+    status.active = (tally.active_count != 0).then_some(tally.active_count);
+    status.ready = Some(tally.ready.max(0));
+    status.terminating = Some(tally.terminating);
 }
 
 /// Set condition `type_` to `value`: added when missing, replaced (a new transition time)
@@ -478,43 +721,60 @@ fn track_suspension(
     Some(("Resumed", "Job resumed"))
 }
 
-/// Write `status` if it differs from the Job's (a JSON merge patch, with explicit nulls
-/// for counts that dropped to zero).
-async fn write_status(ctx: &Context<JobData>, job: &Job, status: JobStatus) -> Result<(), Error> {
-    let api = ctx.api::<Job>(&pod_template::namespace_of(job));
+/// Write `status` if it differs from `job`'s, as a JSON merge patch (explicit nulls for
+/// counts that dropped to zero and uid lists that emptied) preconditioned on `job`'s
+/// resourceVersion, as kube's `UpdateStatus` is: counts built on a stale read conflict,
+/// and the reconcile retries, instead of counting a pod twice. `job` becomes the result.
+async fn write_status(
+    ctx: &Context<JobData>,
+    job: &mut Job,
+    status: &JobStatus,
+) -> Result<(), Error> {
+    if job.status.as_ref() == Some(status) {
+        return Ok(());
+    }
     let omitted = ["active", "succeeded", "failed", "completedIndexes"];
-    crate::write_status(
-        &api,
-        &job.name_any(),
-        job.status.as_ref(),
-        &status,
-        &omitted,
-    )
-    .await?;
+    let mut body = crate::status_body(status, &omitted)?;
+    let uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
+    body["uncountedTerminatedPods"] =
+        json!({"succeeded": uncounted.succeeded, "failed": uncounted.failed});
+    let patch = Patch::Merge(json!({
+        "metadata": {"resourceVersion": job.metadata.resource_version},
+        "status": body,
+    }));
+    let api = ctx.api::<Job>(&pod_template::namespace_of(job));
+    *job = api
+        .patch_status(&job.name_any(), &PatchParams::default(), &patch)
+        .await?;
     Ok(())
 }
 
 /// Create `count` pods: for an Indexed Job, one per lowest index neither completed nor
 /// running, each told its index (annotation, label, `JOB_COMPLETION_INDEX`, hostname).
+/// Each carries the tracking finalizer. Returns how many were created.
 async fn create_pods(
     ctx: &Context<JobData>,
     job: &Job,
-    counts: &Counts,
+    tally: &Tally,
     count: i32,
-) -> Result<(), Error> {
+) -> Result<i32, Error> {
     let Some(spec) = job.spec.as_ref() else {
-        return Ok(());
+        return Ok(0);
     };
     let namespace = pod_template::namespace_of(job);
     let api = ctx.api::<Pod>(&namespace);
     let indexes: Vec<Option<i32>> = match indexed_completions(spec) {
-        Some(completions) => (0..completions)
-            .filter(|i| !counts.completed_indexes.contains(i) && !counts.active_indexes.contains(i))
-            .take(usize::try_from(count).unwrap_or(0))
-            .map(Some)
-            .collect(),
+        Some(completions) => {
+            let running = tally.active_indexes();
+            (0..completions)
+                .filter(|i| !tally.completed_indexes.contains(i) && !running.contains(i))
+                .take(usize::try_from(count).unwrap_or(0))
+                .map(Some)
+                .collect()
+        }
         None => (0..count).map(|_| None).collect(),
     };
+    let mut created_count = 0;
     for index in indexes {
         let prefix = match index {
             Some(index) => format!("{}-{index}-", job.name_any()),
@@ -529,6 +789,10 @@ async fn create_pods(
         if let Some(index) = index {
             label_with_index(&mut pod, &job.name_any(), index);
         }
+        let finalizers = pod.metadata.finalizers.get_or_insert_with(Vec::new);
+        if !finalizers.iter().any(|f| f == tracking::TRACKING_FINALIZER) {
+            finalizers.push(tracking::TRACKING_FINALIZER.into());
+        }
         let created = match api.create(&PostParams::default(), &pod).await {
             Ok(created) => created,
             Err(error) => {
@@ -537,10 +801,11 @@ async fn create_pods(
                 return Err(crate::failed_create(events, job, creating, error).await);
             }
         };
+        created_count += 1;
         let message = format!("Created pod: {}", created.name_any());
         publish(ctx, job, EventType::Normal, "SuccessfulCreate", &message).await;
     }
-    Ok(())
+    Ok(created_count)
 }
 
 /// What kube gives an Indexed Job's pod: its index as annotation, label and environment
@@ -583,36 +848,52 @@ fn label_with_index(pod: &mut Pod, job: &str, index: i32) {
     }
 }
 
-/// Delete `count` of the Job's active pods: those not ready first, then the newest.
+/// When a deleted pod's tracking finalizer goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Release {
+    /// Before the delete: the pod is not the Job's to count (suspended, or one too many).
+    First,
+    /// When the pod is counted as it finishes (the Job's end is decided).
+    AfterCounting,
+}
+
+/// The pods a sync deleted: how many, and how many of them were ready.
+struct Deleted {
+    total: i32,
+    ready: i32,
+}
+
+/// Delete `count` of `active` pods: those not ready first, then the newest.
 async fn delete_pods(
     ctx: &Context<JobData>,
     job: &Job,
-    owned: &[Arc<Pod>],
+    active: &[Arc<Pod>],
     count: usize,
-) -> Result<(), Error> {
-    if count == 0 {
-        return Ok(());
-    }
-    let mut active: Vec<&Arc<Pod>> = owned
-        .iter()
-        .filter(|p| pod_template::is_active(p))
-        .collect();
-    active.sort_by_key(|p| {
+    release: Release,
+) -> Result<Deleted, Error> {
+    let mut deleted = Deleted { total: 0, ready: 0 };
+    let mut candidates: Vec<&Arc<Pod>> = active.iter().collect();
+    candidates.sort_by_key(|p| {
         (
             pod_template::is_ready(p),
             std::cmp::Reverse(p.metadata.creation_timestamp.clone()),
         )
     });
     let api = ctx.api::<Pod>(&pod_template::namespace_of(job));
-    for pod in active.into_iter().take(count) {
-        if !pod_template::delete_exact(&api, pod).await? {
-            // Someone else deleted it first.
-            continue;
+    for pod in candidates.into_iter().take(count) {
+        if release == Release::First {
+            tracking::release(&api, pod).await?;
         }
-        let message = format!("Deleted pod: {}", pod.name_any());
-        publish(ctx, job, EventType::Normal, "SuccessfulDelete", &message).await;
+        // Deleted by someone else first, it still leaves the active pods.
+        let deleted_here = pod_template::delete_exact(&api, pod).await?;
+        deleted.total += 1;
+        deleted.ready += i32::from(pod_template::is_ready(pod));
+        if deleted_here {
+            let message = format!("Deleted pod: {}", pod.name_any());
+            publish(ctx, job, EventType::Normal, "SuccessfulDelete", &message).await;
+        }
     }
-    Ok(())
+    Ok(deleted)
 }
 
 /// Record an event about the object this reconcile is for.
@@ -623,6 +904,20 @@ async fn publish(ctx: &Context<JobData>, job: &Job, kind: EventType, reason: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn completed_indexes_read_back_as_written_below_completions() {
+        let read = |listed: &str| {
+            parse_indexes(Some(listed), 7)
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(read("0-2,4,6-7"), [0, 1, 2, 4, 6]);
+        assert_eq!(read(""), Vec::<i32>::new());
+        assert_eq!(read("x,3"), [3], "a malformed run is skipped");
+        let written: BTreeSet<i32> = [0, 1, 3].into();
+        assert_eq!(parse_indexes(Some(&compress_indexes(&written)), 7), written);
+    }
 
     #[test]
     fn completed_indexes_are_written_as_runs() {
