@@ -12,7 +12,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, EvictParams, PropagationPolicy};
 use serde_json::json;
-use steady_cluster::job::tracking::has_tracking_finalizer;
+use steady_cluster::job::tracking::{TRACKING_FINALIZER, has_tracking_finalizer};
 use steady_cluster::job::{COMPLETION_INDEX, CONTROLLER_UID_LABEL, JOB_NAME_LABEL};
 use steady_test_support::{create_json, eventually};
 
@@ -477,30 +477,37 @@ async fn an_evicted_pods_failure_is_ignored_by_an_ignore_rule() {
     cluster.stop().await;
 }
 
-/// Pods whose Job is deleted do not stay Terminating for their finalizers: kube's orphan
-/// handling releases them, whether the collector deletes them (background) or the delete
-/// orphans them (they keep running, no longer the Job's).
+/// A tracked pod whose Job is gone does not stay for its finalizer: kube's orphan
+/// handling releases it, whether it lost its owner reference (an orphaning delete; it
+/// keeps running) or its owner does not exist (the collector deletes it), and a Job
+/// deleted in the background takes its pods with it.
 #[tokio::test(start_paused = true)]
-async fn a_deleted_jobs_pods_are_released_from_their_finalizer() {
+async fn pods_of_a_job_that_is_gone_are_released_from_their_finalizer() {
     let cluster = job_cluster().await;
-    for name in ["background", "orphaning"] {
-        let mut long = job(name, 1, 1, None);
-        long["spec"]["template"]["metadata"]["annotations"]["steady.dev/simulate"] =
-            json!("ignore-sigterm");
-        create_json::<Job>(&cluster.api(), long).await;
-        first_running_pod(&cluster, name).await;
-    }
-    let jobs = cluster.api::<Job>();
-    for (name, propagation) in [
-        ("background", PropagationPolicy::Background),
-        ("orphaning", PropagationPolicy::Orphan),
-    ] {
-        let params = DeleteParams {
-            propagation_policy: Some(propagation),
-            ..DeleteParams::default()
-        };
-        jobs.delete(name, &params).await.expect("delete the job");
-    }
+    let pods = cluster.api::<Pod>();
+    let tracked = |name: &str, owners: serde_json::Value| {
+        json!({
+            "metadata": {"name": name, "finalizers": [TRACKING_FINALIZER], "ownerReferences": owners,
+                "labels": {CONTROLLER_UID_LABEL: "gone", JOB_NAME_LABEL: "gone"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "work", "image": "busybox"}]},
+        })
+    };
+    let missing_job = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "gone",
+        "uid": "0b5e7a6c-0000-4000-8000-000000000001", "controller": true}]);
+    create_json::<Pod>(&pods, tracked("orphaned", json!([]))).await;
+    create_json::<Pod>(&pods, tracked("dangling", missing_job)).await;
+    create_json::<Job>(&cluster.api(), job("background", 1, 1, None)).await;
+    first_running_pod(&cluster, "background").await;
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    cluster
+        .api::<Job>()
+        .delete("background", &params)
+        .await
+        .expect("delete the job");
+
     pods_when(
         &cluster,
         "background",
@@ -508,18 +515,14 @@ async fn a_deleted_jobs_pods_are_released_from_their_finalizer() {
         <[Pod]>::is_empty,
     )
     .await;
-    let kept = pods_when(&cluster, "orphaning", "the orphan released", |pods| {
-        pods.len() == 1 && !has_tracking_finalizer(&pods[0])
-    })
+    let kept = pods_when(
+        &cluster,
+        "gone",
+        "the orphan released, the dangling pod gone",
+        |pods| pods.len() == 1 && !has_tracking_finalizer(&pods[0]),
+    )
     .await;
-    assert!(
-        kept[0]
-            .metadata
-            .owner_references
-            .as_deref()
-            .unwrap_or_default()
-            .is_empty()
-    );
+    assert_eq!(kept[0].metadata.name.as_deref(), Some("orphaned"));
     assert!(
         kept[0].metadata.deletion_timestamp.is_none(),
         "an orphan keeps running"

@@ -108,6 +108,21 @@ spec:
     spec:
       restartPolicy: Never
       containers: [{name: work, image: busybox, command: ["false"]}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: vetoed}
+spec:
+  backoffLimit: 6
+  podFailurePolicy:
+    rules:
+    - action: FailJob
+      onExitCodes: {containerName: work, operator: In, values: [1]}
+  template:
+    metadata: {annotations: {steady.dev/simulate: fail}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: work, image: busybox, command: ["false"]}]
 "#;
 
 const WORKLOADS: &str = r#"
@@ -222,6 +237,19 @@ async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
     )
     .await;
     assert_eq!(reason, "BackoffLimitExceeded");
+
+    wait_for_condition(dir.path(), "failed", "job/vetoed").await;
+    let failed = "{.status.conditions[?(@.type==\"Failed\")].reason} {.status.failed}";
+    let reason = get_jsonpath(dir.path(), &["job", "vetoed"], failed).await;
+    assert_eq!(reason, "PodFailurePolicy 1", "the first failure fails it");
+
+    // `kubectl delete` waits for the Jobs; their pods follow (none held by a finalizer).
+    kubectl_line(dir.path(), "delete job three doomed vetoed").await;
+    steady_test_support::eventually("no pod left", common::LIMIT, || async {
+        let pods = kubectl_line(dir.path(), "get pods -o name").await;
+        pods.trim().is_empty().then_some(())
+    })
+    .await;
     running.stop().await;
 }
 
