@@ -529,3 +529,28 @@ async fn pods_of_a_job_that_is_gone_are_released_from_their_finalizer() {
     );
     cluster.stop().await;
 }
+
+/// An Indexed Job whose `successPolicy` is met completes then, before `completions`,
+/// with kube's `SuccessPolicy` reason on both conditions.
+#[tokio::test(start_paused = true)]
+async fn an_indexed_job_completes_when_its_success_policy_is_met() {
+    let cluster = job_cluster().await;
+    let mut leader = job("leader", 3, 1, None);
+    leader["spec"]["completionMode"] = json!("Indexed");
+    leader["spec"]["successPolicy"] = json!({"rules": [{"succeededIndexes": "0"}]});
+    create_json::<Job>(&cluster.api(), leader).await;
+
+    let done = wait_for_condition(&cluster, "leader", "Complete").await;
+    assert_conditions(
+        &done,
+        ["SuccessCriteriaMet", "Complete"],
+        "SuccessPolicy",
+        "Matched rules at index 0",
+    );
+    let status = done.status.clone().expect("status");
+    assert_eq!(status.succeeded, Some(1));
+    assert_eq!(status.completed_indexes.as_deref(), Some("0"));
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=leader")).await;
+    assert_eq!(pods.len(), 1, "the other indexes never ran");
+    cluster.stop().await;
+}

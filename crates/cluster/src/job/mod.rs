@@ -12,7 +12,8 @@
 //! doubling per failure (capped at 10 min), like kube's pod failure backoff; under
 //! `podReplacementPolicy: Failed` (or with a `podFailurePolicy`) it also waits until the
 //! pod it replaces is no longer terminating. A suspended Job runs no pods. An Indexed Job
-//! runs one pod per index (`completedIndexes` says which are done).
+//! runs one pod per index (`completedIndexes` says which are done) and succeeds early
+//! when its `successPolicy` says so.
 
 mod failure_policy;
 pub mod tracking;
@@ -410,6 +411,37 @@ fn failure(spec: &JobSpec, tally: &Tally, time_left: Option<Duration>) -> Option
     None
 }
 
+/// An Indexed Job's `successPolicy`: the first rule its completed indexes satisfy (all
+/// of the rule's `succeededIndexes`, or `succeededCount` of them, or `succeededCount`
+/// indexes in all) decides it succeeded, with kube's `SuccessPolicy` reason and message.
+fn success_by_policy(spec: &JobSpec, completed: &BTreeSet<i32>) -> Option<Verdict> {
+    let completions = indexed_completions(spec)?;
+    let policy = spec.success_policy.as_ref()?;
+    if completed.is_empty() {
+        return None;
+    }
+    let at_least = |count: Option<i32>, done: usize| {
+        count.is_some_and(|count| i32::try_from(done).unwrap_or(i32::MAX) >= count)
+    };
+    let index = policy
+        .rules
+        .iter()
+        .position(|rule| match &rule.succeeded_indexes {
+            Some(listed) => {
+                let required = parse_indexes(Some(listed), completions);
+                let done = required.intersection(completed).count();
+                !required.is_empty()
+                    && (done == required.len() || at_least(rule.succeeded_count, done))
+            }
+            None => at_least(rule.succeeded_count, completed.len()),
+        })?;
+    Some(Verdict {
+        success: true,
+        reason: "SuccessPolicy".into(),
+        message: format!("Matched rules at index {index}"),
+    })
+}
+
 /// Whether enough pods succeeded, once none is left running.
 fn completed(spec: &JobSpec, tally: &Tally) -> bool {
     let enough = match spec.completions {
@@ -460,7 +492,9 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
     }
     let mut tally = Tally::of(&spec, &status, pods);
     let left = time_left(&spec, &status, clock);
-    let mut verdict = Verdict::recorded(&status).or_else(|| failure(&spec, &tally, left));
+    let mut verdict = Verdict::recorded(&status)
+        .or_else(|| failure(&spec, &tally, left))
+        .or_else(|| success_by_policy(&spec, &tally.completed_indexes));
     // Back when the deadline passes, if nothing else brings it back first.
     let mut requeue = left.filter(|_| verdict.is_none());
     if verdict.is_some() {
@@ -917,6 +951,36 @@ mod tests {
         assert_eq!(read("x,3"), [3], "a malformed run is skipped");
         let written: BTreeSet<i32> = [0, 1, 3].into();
         assert_eq!(parse_indexes(Some(&compress_indexes(&written)), 7), written);
+    }
+
+    #[test]
+    fn a_success_policy_matches_its_first_satisfied_rule() {
+        let spec: JobSpec = serde_json::from_value(serde_json::json!({
+            "template": {}, "completionMode": "Indexed", "completions": 6,
+            "successPolicy": {"rules": [
+                {"succeededIndexes": "0-2"},
+                {"succeededIndexes": "3-5", "succeededCount": 2},
+                {"succeededCount": 4},
+            ]},
+        }))
+        .expect("spec");
+        let judged = |done: &[i32]| {
+            let completed: BTreeSet<i32> = done.iter().copied().collect();
+            success_by_policy(&spec, &completed).map(|v| v.message)
+        };
+        assert_eq!(judged(&[]), None);
+        assert_eq!(judged(&[0, 1]), None);
+        assert_eq!(
+            judged(&[0, 1, 2]).as_deref(),
+            Some("Matched rules at index 0")
+        );
+        assert_eq!(judged(&[3, 5]).as_deref(), Some("Matched rules at index 1"));
+        assert_eq!(
+            judged(&[0, 1, 3, 4]).as_deref(),
+            Some("Matched rules at index 1")
+        );
+        assert_eq!(judged(&[0, 1, 3]), None);
+        assert_eq!(judged(&[0, 1, 2, 3]).as_deref(), Some("Matched rules at index 0"));
     }
 
     #[test]
