@@ -1,5 +1,6 @@
 //! The simulated cluster's controllers: what kube-controller-manager runs so that
-//! workloads come alive (Deployment → ReplicaSet → Pods, Job, CronJob, StatefulSet,
+//! workloads come alive (Deployment → ReplicaSet → Pods, Job (and its TTL after it
+//! finished), CronJob, StatefulSet,
 //! DaemonSet, Endpoints and EndpointSlices of Services, PodDisruptionBudgets' status,
 //! PersistentVolumeClaims bound and provisioned), each a controller on steady's own
 //! runtime, each writing the status fields and conditions kube-controller-manager 1.32
@@ -39,6 +40,7 @@ pub mod pod_template;
 pub mod replicaset;
 mod revision;
 pub mod statefulset;
+pub mod ttl_after_finished;
 pub mod volumes;
 
 pub use clock::Clock;
@@ -92,6 +94,7 @@ pub const CONTROLLERS: &[(&str, Start)] = &[
     ("statefulset", statefulset::start),
     ("daemonset", daemonset::start),
     ("cronjob", cronjob::start),
+    ("ttl-after-finished", ttl_after_finished::start),
     ("endpoints", endpoints::start),
     ("disruption", disruption::start),
     ("persistentvolume-binder", volumes::start),

@@ -5,6 +5,8 @@
 mod common;
 
 use std::sync::Arc;
+
+use futures::FutureExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
@@ -552,5 +554,47 @@ async fn an_indexed_job_completes_when_its_success_policy_is_met() {
     assert_eq!(status.completed_indexes.as_deref(), Some("0"));
     let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=leader")).await;
     assert_eq!(pods.len(), 1, "the other indexes never ran");
+    cluster.stop().await;
+}
+
+/// kube's ttl-after-finished controller: a finished Job is deleted, its pods with it,
+/// `ttlSecondsAfterFinished` after it finished, and not before.
+#[tokio::test(start_paused = true)]
+async fn a_finished_job_goes_with_its_pods_once_its_ttl_passed() {
+    let cluster = cluster(|client, stopped| {
+        let stop = until(stopped).shared();
+        let job = steady_cluster::run_one(
+            steady_cluster::job::start,
+            "job",
+            client.clone(),
+            stop.clone(),
+        );
+        let ttl = steady_cluster::ttl_after_finished::start;
+        let cleanup = steady_cluster::run_one(ttl, "ttl-after-finished", client, stop);
+        futures::future::try_join(job, cleanup).map(|both| both.map(drop))
+    })
+    .await;
+    let mut short_lived = job("short-lived", 1, 1, None);
+    short_lived["spec"]["ttlSecondsAfterFinished"] = json!(100);
+    create_json::<Job>(&cluster.api(), short_lived).await;
+    wait_for_condition(&cluster, "short-lived", "Complete").await;
+
+    tokio::time::sleep(std::time::Duration::from_secs(90)).await;
+    let jobs = cluster.api::<Job>();
+    let kept = jobs.get_opt("short-lived").await.expect("get");
+    assert!(
+        kept.is_some_and(|j| j.metadata.deletion_timestamp.is_none()),
+        "kept for its TTL"
+    );
+    eventually("the Job gone", LIMIT, || async {
+        jobs.get_opt("short-lived")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=short-lived")).await;
+    assert!(pods.is_empty(), "a foreground delete takes the pods first");
     cluster.stop().await;
 }

@@ -980,7 +980,10 @@ mod tests {
             Some("Matched rules at index 1")
         );
         assert_eq!(judged(&[0, 1, 3]), None);
-        assert_eq!(judged(&[0, 1, 2, 3]).as_deref(), Some("Matched rules at index 0"));
+        assert_eq!(
+            judged(&[0, 1, 2, 3]).as_deref(),
+            Some("Matched rules at index 0")
+        );
     }
 
     #[test]
