@@ -2011,3 +2011,68 @@ async fn claims_are_checked_and_their_data_sources_normalised_as_in_kube() {
         ("PersistentVolumeClaim", "seed")
     );
 }
+
+/// A Job's pod failure and success policies are checked as kube checks them: a rule on an
+/// exit code of a container the template lacks, or on exit code 0 under `In`, is refused,
+/// and so is a success policy on a NonIndexed Job; an Indexed Job that uses both, with
+/// pods that are never restarted in place, is stored (replacing only failed pods).
+#[tokio::test]
+async fn a_jobs_failure_and_success_policies_are_checked_as_kube_checks_them() {
+    let server = server().await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client());
+    let job = |name: &str, spec: Value| -> Job {
+        let mut spec = spec;
+        spec["template"] = pod_template(json!({"app": "batch"}), "Never");
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("job")
+    };
+    let refusal = |job: Job| {
+        let jobs = jobs.clone();
+        async move {
+            match jobs.create(&PostParams::default(), &job).await {
+                Err(kube::Error::Api(status)) => {
+                    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+                    status.message
+                }
+                other => panic!("a Job kube refuses was not refused: {other:?}"),
+            }
+        }
+    };
+    let picky = job(
+        "picky",
+        json!({"podFailurePolicy": {"rules": [{"action": "FailJob",
+            "onExitCodes": {"containerName": "sidecar", "operator": "In", "values": [0]}}]}}),
+    );
+    assert_eq!(
+        refusal(picky).await,
+        "Job.batch \"picky\" is invalid: [spec.podFailurePolicy.rules[0].onExitCodes.containerName: Invalid value: \"sidecar\": must be one of the container or initContainer names in the pod template, spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In operator]"
+    );
+    let early = job(
+        "early",
+        json!({"successPolicy": {"rules": [{"succeededCount": 1}]}}),
+    );
+    assert_eq!(
+        refusal(early).await,
+        "Job.batch \"early\" is invalid: spec.successPolicy: Invalid value: batch.SuccessPolicy{Rules:[]batch.SuccessPolicyRule{batch.SuccessPolicyRule{SucceededIndexes:(*string)(nil), SucceededCount:(*int32)(0xc000000000)}}}: requires indexed completion mode"
+    );
+    let sweep = job(
+        "sweep",
+        json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
+            "backoffLimitPerIndex": 1,
+            "podFailurePolicy": {"rules": [
+                {"action": "FailIndex", "onExitCodes": {"containerName": "c", "operator": "In", "values": [42]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+            "successPolicy": {"rules": [{"succeededIndexes": "0-1", "succeededCount": 1}]}}),
+    );
+    let stored = jobs
+        .create(&PostParams::default(), &sweep)
+        .await
+        .expect("a valid Indexed Job with both policies is stored");
+    let spec = stored.spec.expect("spec");
+    assert_eq!(spec.pod_replacement_policy.as_deref(), Some("Failed"));
+    assert_eq!(
+        spec.success_policy.expect("successPolicy").rules[0]
+            .succeeded_indexes
+            .as_deref(),
+        Some("0-1")
+    );
+}

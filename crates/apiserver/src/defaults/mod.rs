@@ -211,6 +211,7 @@ fn workload(
             generate_job_selector(obj);
         }
         default_from_template_labels(obj, "");
+        default_condition_pattern_status(obj);
     }
     let mut errors = Vec::new();
     if w.label_selector {
@@ -344,6 +345,29 @@ fn generate_job_selector(obj: &mut Value) {
             ),
             json!(value),
         );
+    }
+}
+
+/// A Job's pod failure rule matches a pod condition that is `True` unless it says
+/// otherwise (kube's `SetDefaults_Job`; a CronJob's job template is not defaulted so).
+fn default_condition_pattern_status(obj: &mut Value) {
+    let Some(rules) = obj
+        .pointer_mut("/spec/podFailurePolicy/rules")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let patterns = rules
+        .iter_mut()
+        .filter_map(|rule| rule.get_mut("onPodConditions")?.as_array_mut())
+        .flatten();
+    for pattern in patterns {
+        let unset = pattern
+            .get("status")
+            .is_none_or(|s| s.as_str().is_none_or(str::is_empty));
+        if unset && let Some(pattern) = pattern.as_object_mut() {
+            pattern.insert("status".into(), json!("True"));
+        }
     }
 }
 
@@ -921,6 +945,29 @@ mod tests {
             "template": {"spec": {"restartPolicy": "Never", "containers": []}}}});
         workload("batch", "jobs", "Job", true, &mut job).expect("valid");
         assert_eq!(job["spec"]["podReplacementPolicy"], "Failed");
+    }
+
+    #[test]
+    fn a_jobs_pod_failure_rules_match_true_conditions_unless_told_otherwise() {
+        let rules = json!({"rules": [{"action": "Ignore", "onPodConditions": [
+            {"type": "DisruptionTarget"}, {"type": "Ready", "status": "False"}]}]});
+        let spec = json!({"podFailurePolicy": rules,
+            "template": {"spec": {"restartPolicy": "Never", "containers": []}}});
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"}, "spec": spec});
+        workload("batch", "jobs", "Job", true, &mut job).expect("valid");
+        let patterns = &job["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"];
+        assert_eq!(
+            (&patterns[0]["status"], &patterns[1]["status"]),
+            (&json!("True"), &json!("False"))
+        );
+        let mut cron = json!({"metadata": {"name": "c"}, "spec": {"jobTemplate": {"spec": spec}}});
+        workload("batch", "cronjobs", "CronJob", true, &mut cron).expect("valid");
+        let template_rules = &cron["spec"]["jobTemplate"]["spec"]["podFailurePolicy"]["rules"];
+        assert!(
+            template_rules[0]["onPodConditions"][0]
+                .get("status")
+                .is_none()
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //! selector, tolerations, topology spread; `affinity.rs`) and security contexts
 //! (`security.rs`) have modules of their own. RBAC objects are
 //! checked as kube checks them all (`rbac.rs`), ConfigMaps and Secrets too (`config.rs`),
-//! and a CronJob's schedule and policies (`cron_jobs.rs`, which also needs the stored
-//! object).
+//! a CronJob's schedule and policies (`cron_jobs.rs`, which also needs the stored
+//! object), and a Job's pod failure and success policies (`job_policies.rs`).
 //!
 //! Only JSON (the defaulted object): knows nothing of storage or HTTP.
 
@@ -28,6 +28,7 @@ mod claims;
 mod config;
 pub(crate) mod cron_jobs;
 mod env;
+mod job_policies;
 mod pod_fields;
 mod probes;
 mod rbac;

@@ -2,7 +2,8 @@
 //! them: counts and seconds not negative; a Deployment's, DaemonSet's and StatefulSet's
 //! update strategy whole (rolling-update bounds as integers or percentages, not both zero,
 //! not over 100%); a StatefulSet's pod management and claim retention policies; a Job's
-//! completion mode and the indexed-only limits; a PodDisruptionBudget's one bound. An
+//! completion mode, the indexed-only limits and (through `job_policies.rs`) its failure
+//! and success policies; a PodDisruptionBudget's one bound. An
 //! operator that computes a rolling update of `maxSurge: 0, maxUnavailable: 0` is refused
 //! here as on a cluster.
 //!
@@ -13,6 +14,7 @@
 
 use serde_json::Value;
 
+use super::job_policies;
 use super::rbac::label_selector;
 use super::{error, go_pointer, invalid, not_supported, required, text};
 use crate::schema::{FieldError, FieldErrorReason, Path};
@@ -286,7 +288,7 @@ fn daemon_rolling_update(rolling: &Value, at: &Path, errors: &mut Vec<FieldError
 }
 
 /// kube's `validateJobSpec` of the Job spec at `at` (a Job's, or a CronJob's job
-/// template's), but for failure and success policies.
+/// template's); its failure and success policies are `job_policies.rs`'s.
 fn job(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     not_negative(
         spec,
@@ -358,6 +360,15 @@ fn job(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
             }
         }
     }
+    job_policies::pod_failure_policy(spec, at, errors);
+    job_policies::success_policy(spec, at, errors);
+    pod_replacement_policy(spec, at, errors);
+    // kube checks this after the template, which steady checks before the Job's fields
+    job_policies::restart_policy_under_failure_policy(spec, at, errors);
+}
+
+/// kube's `validatePodReplacementPolicy`: only `Failed` under a pod failure policy.
+fn pod_replacement_policy(spec: &Value, at: &Path, errors: &mut Vec<FieldError>) {
     if let Some(policy) = spec.get("podReplacementPolicy").and_then(Value::as_str) {
         let with_failure_policy = spec.get("podFailurePolicy").is_some_and(|p| !p.is_null());
         let allowed: &[&str] = if with_failure_policy {
