@@ -90,7 +90,13 @@ const JOB: &[Default] = &[
     // Both unset: a non-parallel job, one completion.
     set_when("/spec/completions", "1", ("/spec/parallelism", "")),
     set("/spec/parallelism", "1"),
-    set("/spec/backoffLimit", "6"),
+    // kube: no limit beyond each index's when backoffLimitPerIndex is set.
+    set_when(
+        "/spec/backoffLimit",
+        "6",
+        ("/spec/backoffLimitPerIndex", ""),
+    ),
+    set("/spec/backoffLimit", "2147483647"),
     set("/spec/completionMode", r#""NonIndexed""#),
     set("/spec/suspend", "false"),
     // kube: Failed under a podFailurePolicy, else TerminatingOrFailed.
@@ -936,6 +942,19 @@ mod tests {
         workload("batch", "jobs", "Job", true, &mut parallel).expect("valid");
         assert!(parallel.pointer("/spec/completions").is_none());
         assert_eq!(job["spec"]["podReplacementPolicy"], "TerminatingOrFailed");
+    }
+
+    #[test]
+    fn a_job_with_a_backoff_limit_per_index_has_no_global_limit() {
+        let template = json!({"spec": {"restartPolicy": "Never", "containers": []}});
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"}, "spec": {"completionMode": "Indexed",
+            "completions": 2, "backoffLimitPerIndex": 1, "template": template}});
+        workload("batch", "jobs", "Job", true, &mut job).expect("valid");
+        assert_eq!(job["spec"]["backoffLimit"], i32::MAX);
+        let mut plain =
+            json!({"metadata": {"name": "p", "uid": "u2"}, "spec": {"template": template}});
+        workload("batch", "jobs", "Job", true, &mut plain).expect("valid");
+        assert_eq!(plain["spec"]["backoffLimit"], 6);
     }
 
     #[test]
