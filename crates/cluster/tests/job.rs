@@ -289,7 +289,15 @@ async fn an_indexed_job_runs_one_pod_per_index() {
         let spec = pod.spec.clone().expect("spec");
         assert_eq!(spec.hostname, Some(format!("indexed-{index}")));
         let env = spec.containers[0].env.clone().unwrap_or_default();
-        assert!(env.iter().any(|e| e.name == "JOB_COMPLETION_INDEX"));
+        let index_from = env
+            .iter()
+            .find(|e| e.name == "JOB_COMPLETION_INDEX")
+            .and_then(|e| e.value_from.as_ref()?.field_ref.as_ref())
+            .map(|f| f.field_path.as_str());
+        assert_eq!(
+            index_from,
+            Some("metadata.labels['batch.kubernetes.io/job-completion-index']")
+        );
         indexes.push(index);
     }
     indexes.sort();

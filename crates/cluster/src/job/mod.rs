@@ -262,7 +262,8 @@ fn completion_index(pod: &Pod) -> Option<i32> {
         .ok()
 }
 
-/// kube's `completedIndexes`: sorted indexes, runs of consecutive ones as `first-last`.
+/// kube's `completedIndexes`: sorted indexes, runs of three or more consecutive ones as
+/// `first-last` (two are `first,last`, as kube's `orderedIntervals.String` writes them).
 fn compress_indexes(indexes: &BTreeSet<i32>) -> String {
     let mut runs: Vec<(i32, i32)> = Vec::new();
     for &index in indexes {
@@ -272,12 +273,10 @@ fn compress_indexes(indexes: &BTreeSet<i32>) -> String {
         }
     }
     runs.iter()
-        .map(|&(first, last)| {
-            if first == last {
-                first.to_string()
-            } else {
-                format!("{first}-{last}")
-            }
+        .map(|&(first, last)| match last - first {
+            0 => first.to_string(),
+            1 => format!("{first},{last}"),
+            _ => format!("{first}-{last}"),
         })
         .collect::<Vec<_>>()
         .join(",")
@@ -865,7 +864,8 @@ fn label_with_index(pod: &mut Pod, job: &str, index: i32) {
         value_from: Some(EnvVarSource {
             field_ref: Some(ObjectFieldSelector {
                 api_version: Some("v1".into()),
-                field_path: format!("metadata.annotations['{COMPLETION_INDEX}']"),
+                // kube 1.32 (PodIndexLabel GA) reads the index from the label.
+                field_path: format!("metadata.labels['{COMPLETION_INDEX}']"),
             }),
             ..EnvVarSource::default()
         }),
@@ -875,10 +875,10 @@ fn label_with_index(pod: &mut Pod, job: &str, index: i32) {
         .iter_mut()
         .chain(spec.init_containers.iter_mut().flatten())
     {
-        container
-            .env
-            .get_or_insert_with(Vec::new)
-            .push(variable.clone());
+        let env = container.env.get_or_insert_with(Vec::new);
+        if !env.iter().any(|e| e.name == variable.name) {
+            env.push(variable.clone());
+        }
     }
 }
 
@@ -947,6 +947,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(read("0-2,4,6-7"), [0, 1, 2, 4, 6]);
+        assert_eq!(read("0,1,5"), [0, 1, 5]);
         assert_eq!(read(""), Vec::<i32>::new());
         assert_eq!(read("x,3"), [3], "a malformed run is skipped");
         let written: BTreeSet<i32> = [0, 1, 3].into();
@@ -991,6 +992,6 @@ mod tests {
         let indexes = |list: &[i32]| list.iter().copied().collect::<BTreeSet<i32>>();
         assert_eq!(compress_indexes(&indexes(&[])), "");
         assert_eq!(compress_indexes(&indexes(&[3])), "3");
-        assert_eq!(compress_indexes(&indexes(&[0, 1, 2, 4, 6, 7])), "0-2,4,6-7");
+        assert_eq!(compress_indexes(&indexes(&[0, 1, 2, 4, 6, 7])), "0-2,4,6,7");
     }
 }
