@@ -14,6 +14,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, EvictParams, PropagationPolicy};
 use serde_json::json;
+use steady_cluster::job::per_index::FAILURE_COUNT;
 use steady_cluster::job::tracking::{TRACKING_FINALIZER, has_tracking_finalizer};
 use steady_cluster::job::{COMPLETION_INDEX, CONTROLLER_UID_LABEL, JOB_NAME_LABEL};
 use steady_test_support::{create_json, eventually};
@@ -604,5 +605,72 @@ async fn a_finished_job_goes_with_its_pods_once_its_ttl_passed() {
     .await;
     let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=short-lived")).await;
     assert!(pods.is_empty(), "a foreground delete takes the pods first");
+    cluster.stop().await;
+}
+
+/// `backoffLimitPerIndex`: each index may fail that many times (its pods carry the count
+/// so far) before it fails for good; the Job fails once every index is done, failed or
+/// not, or at once past `maxFailedIndexes`, and a `FailIndex` rule fails an index at its
+/// first failure.
+#[tokio::test(start_paused = true)]
+async fn an_indexed_job_with_a_backoff_limit_per_index_fails_its_indexes_one_by_one() {
+    let cluster = job_cluster().await;
+    let mut per_index = job("per-index", 2, 2, Some("fail"));
+    per_index["spec"]["completionMode"] = json!("Indexed");
+    per_index["spec"]["backoffLimitPerIndex"] = json!(1);
+    per_index["spec"]
+        .as_object_mut()
+        .map(|s| s.remove("backoffLimit"));
+    create_json::<Job>(&cluster.api(), per_index).await;
+    let mut fail_index = job("fail-index", 3, 1, Some("fail"));
+    fail_index["spec"]["completionMode"] = json!("Indexed");
+    fail_index["spec"]["backoffLimitPerIndex"] = json!(5);
+    fail_index["spec"]["maxFailedIndexes"] = json!(1);
+    fail_index["spec"]["podFailurePolicy"] = json!({"rules": [
+        {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [1]}}]});
+    create_json::<Job>(&cluster.api(), fail_index).await;
+
+    let failed = wait_for_condition(&cluster, "per-index", "Failed").await;
+    assert_conditions(
+        &failed,
+        ["FailureTarget", "Failed"],
+        "FailedIndexes",
+        "Job has failed indexes",
+    );
+    let status = failed.status.clone().expect("status");
+    assert_eq!(status.failed_indexes.as_deref(), Some("0,1"));
+    assert_eq!((status.failed, status.succeeded), (Some(4), None));
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=per-index")).await;
+    let mut counts: Vec<(String, String)> = pods
+        .iter()
+        .map(|p| {
+            let annotations = p.metadata.annotations.clone().unwrap_or_default();
+            (
+                annotations[COMPLETION_INDEX].clone(),
+                annotations[FAILURE_COUNT].clone(),
+            )
+        })
+        .collect();
+    counts.sort();
+    let expected = [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")];
+    assert_eq!(
+        counts,
+        expected.map(|(i, c)| (i.to_string(), c.to_string()))
+    );
+
+    let failed = wait_for_condition(&cluster, "fail-index", "Failed").await;
+    assert_conditions(
+        &failed,
+        ["FailureTarget", "Failed"],
+        "MaxFailedIndexesExceeded",
+        "Job has exceeded the specified maximal number of failed indexes",
+    );
+    let status = failed.status.clone().expect("status");
+    assert_eq!(status.failed_indexes.as_deref(), Some("0,1"));
+    assert_eq!(
+        status.failed,
+        Some(2),
+        "one pod per index: FailIndex failed each at once"
+    );
     cluster.stop().await;
 }

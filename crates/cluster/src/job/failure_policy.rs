@@ -1,6 +1,6 @@
 //! A Job's `podFailurePolicy`: which rule a failed pod matches, and what that does to
-//! the Job (fail it at once, ignore the failure, or count it), as kube's
-//! `matchPodFailurePolicy` decides.
+//! the Job (fail it or the pod's index at once, ignore the failure, or count it), as
+//! kube's `matchPodFailurePolicy` decides.
 
 use k8s_openapi::api::batch::v1::{
     JobSpec, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement,
@@ -17,6 +17,8 @@ pub(super) enum Verdict {
     Ignore,
     /// A `FailJob` rule matched: the Job fails with this message.
     FailJob(String),
+    /// A `FailIndex` rule matched: the pod's index fails at once (the failure counts).
+    FailIndex,
 }
 
 impl Verdict {
@@ -34,8 +36,8 @@ pub(super) fn judge(spec: &JobSpec, pod: &Pod) -> Verdict {
     }
 }
 
-/// The first rule that matches decides; a `FailIndex` rule (which needs
-/// `backoffLimitPerIndex`, not simulated) is passed over, as kube does with the feature off.
+/// The first rule that matches decides (a `FailIndex` rule is valid only with
+/// `backoffLimitPerIndex`).
 fn judge_by(policy: &PodFailurePolicy, pod: &Pod) -> Verdict {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("");
     let name = pod.metadata.name.as_deref().unwrap_or("");
@@ -65,6 +67,7 @@ fn judge_by(policy: &PodFailurePolicy, pod: &Pod) -> Verdict {
         match rule.action.as_str() {
             "Ignore" => return Verdict::Ignore,
             "Count" => return Verdict::Count,
+            "FailIndex" => return Verdict::FailIndex,
             "FailJob" => return Verdict::FailJob(message),
             _ => {}
         }

@@ -16,6 +16,7 @@
 //! when its `successPolicy` says so.
 
 mod failure_policy;
+pub mod per_index;
 pub mod tracking;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -148,6 +149,15 @@ struct Tally {
     failed: i32,
     /// Indexed Jobs: the indexes completed (the status's and those just finished).
     completed_indexes: BTreeSet<i32>,
+    /// Under `backoffLimitPerIndex`: the indexes failed for good, and per index still to
+    /// run, its last failed pod (see [`per_index`]).
+    per_index: Option<PerIndex>,
+}
+
+#[derive(Debug, Default)]
+struct PerIndex {
+    failed: BTreeSet<i32>,
+    awaiting: BTreeMap<i32, Arc<Pod>>,
 }
 
 impl Tally {
@@ -203,9 +213,26 @@ impl Tally {
                     .chain(finished_now)
                     .collect();
             tally.succeeded = count(tally.completed_indexes.len());
+            if let Some(limit) = spec.backoff_limit_per_index {
+                let listed = status.failed_indexes.as_deref();
+                let failed = per_index::failed_indexes(spec, listed, &pods, completions, limit);
+                let settled = tally.completed_indexes.union(&failed).copied().collect();
+                let awaiting =
+                    per_index::awaiting_replacement(spec, &pods, &settled, &tally.active_indexes());
+                tally.per_index = Some(PerIndex { failed, awaiting });
+            }
         }
         tally.pods = pods;
         tally
+    }
+
+    /// Whether `pod`'s finalizer must stay until its index's replacement exists.
+    fn awaits_replacement(&self, pod: &Pod) -> bool {
+        let Some(per_index) = &self.per_index else {
+            return false;
+        };
+        let awaited = completion_index(pod).and_then(|i| per_index.awaiting.get(&i));
+        awaited.is_some_and(|p| p.metadata.uid == pod.metadata.uid)
     }
 
     /// Indexes an active pod runs.
@@ -441,6 +468,21 @@ fn success_by_policy(spec: &JobSpec, completed: &BTreeSet<i32>) -> Option<Verdic
     })
 }
 
+/// Under `backoffLimitPerIndex`, whether the failed indexes fail the Job: more than
+/// `maxFailedIndexes`, or some failed and every other index completed.
+fn failure_by_index(spec: &JobSpec, tally: &Tally) -> Option<Verdict> {
+    let failed = i32::try_from(tally.per_index.as_ref()?.failed.len()).unwrap_or(i32::MAX);
+    if spec.max_failed_indexes.is_some_and(|max| failed > max) {
+        return Some(Verdict::failure(
+            "MaxFailedIndexesExceeded",
+            "Job has exceeded the specified maximal number of failed indexes",
+        ));
+    }
+    let completions = spec.completions.unwrap_or(0);
+    (failed > 0 && failed.saturating_add(tally.succeeded) >= completions)
+        .then(|| Verdict::failure("FailedIndexes", "Job has failed indexes"))
+}
+
 /// Whether enough pods succeeded, once none is left running.
 fn completed(spec: &JobSpec, tally: &Tally) -> bool {
     let enough = match spec.completions {
@@ -493,6 +535,7 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
     let left = time_left(&spec, &status, clock);
     let mut verdict = Verdict::recorded(&status)
         .or_else(|| failure(&spec, &tally, left))
+        .or_else(|| failure_by_index(&spec, &tally))
         .or_else(|| success_by_policy(&spec, &tally.completed_indexes));
     // Back when the deadline passes, if nothing else brings it back first.
     let mut requeue = left.filter(|_| verdict.is_none());
@@ -553,14 +596,17 @@ async fn manage(
     if missing <= 0 {
         return Ok(None);
     }
-    let delay = ctx
-        .data()
-        .replacement_delay(&job.uid().unwrap_or_default(), tally.failed);
-    if !delay.is_zero() {
-        return Ok(Some(delay));
+    if tally.per_index.is_none() {
+        let delay = ctx
+            .data()
+            .replacement_delay(&job.uid().unwrap_or_default(), tally.failed);
+        if !delay.is_zero() {
+            return Ok(Some(delay));
+        }
     }
-    tally.active_count += create_pods(ctx, job, tally, missing).await?;
-    Ok(None)
+    let (created, wait) = create_pods(ctx, job, tally, missing).await?;
+    tally.active_count += created;
+    Ok(wait)
 }
 
 /// kube's `trackJobStatusAndRemoveFinalizers`: put the finished pods' uids in
@@ -596,7 +642,11 @@ async fn track_and_write(
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let failed = pod_failed(spec, pod);
         let succeeded = pod_template::succeeded(pod);
-        if !(deleting || verdict.is_some() || succeeded || failed) {
+        let may_release = deleting
+            || verdict.is_some()
+            || succeeded
+            || (failed && !tally.awaits_replacement(pod));
+        if !may_release {
             continue;
         }
         to_release.push(pod.clone());
@@ -623,6 +673,9 @@ async fn track_and_write(
         let completed = compress_indexes(&tally.completed_indexes);
         status.completed_indexes = (!completed.is_empty()).then_some(completed);
         status.succeeded = (tally.succeeded != 0).then_some(tally.succeeded);
+        if let Some(per_index) = &tally.per_index {
+            status.failed_indexes = Some(compress_indexes(&per_index.failed));
+        }
     }
     if let Some(verdict) = verdict {
         set_condition(
@@ -782,28 +835,30 @@ async fn write_status(
     Ok(())
 }
 
-/// Create `count` pods: for an Indexed Job, one per lowest index neither completed nor
-/// running, each told its index (annotation, label, `JOB_COMPLETION_INDEX`, hostname).
-/// Each carries the tracking finalizer. Returns how many were created.
+/// Create `count` pods: for an Indexed Job, one per lowest index neither completed,
+/// failed nor running (nor, when only failed pods are replaced, terminating), each told
+/// its index (annotation, label, `JOB_COMPLETION_INDEX`, hostname) and, under
+/// `backoffLimitPerIndex`, its index's failure counts, once the index's backoff passed.
+/// Each carries the tracking finalizer. Returns how many were created, and how long the
+/// indexes still backing off wait when none could start.
 async fn create_pods(
     ctx: &Context<JobData>,
     job: &Job,
     tally: &Tally,
     count: i32,
-) -> Result<i32, Error> {
+) -> Result<(i32, Option<Duration>), Error> {
     let Some(spec) = job.spec.as_ref() else {
-        return Ok(0);
+        return Ok((0, None));
     };
     let namespace = pod_template::namespace_of(job);
     let api = ctx.api::<Pod>(&namespace);
     let indexes: Vec<Option<i32>> = match indexed_completions(spec) {
         Some(completions) => {
-            let running = tally.active_indexes();
-            (0..completions)
-                .filter(|i| !tally.completed_indexes.contains(i) && !running.contains(i))
-                .take(usize::try_from(count).unwrap_or(0))
-                .map(Some)
-                .collect()
+            let pending = pending_indexes(spec, tally, completions, count);
+            match ready_indexes(ctx.data(), tally, pending) {
+                Ok(ready) => ready.into_iter().map(Some).collect(),
+                Err(wait) => return Ok((0, Some(wait))),
+            }
         }
         None => (0..count).map(|_| None).collect(),
     };
@@ -821,6 +876,10 @@ async fn create_pods(
         );
         if let Some(index) = index {
             label_with_index(&mut pod, &job.name_any(), index);
+            if let Some(per_index) = &tally.per_index {
+                let replaced = per_index.awaiting.get(&index);
+                annotate_failure_counts(&mut pod, spec, replaced.map(AsRef::as_ref));
+            }
         }
         let finalizers = pod.metadata.finalizers.get_or_insert_with(Vec::new);
         if !finalizers.iter().any(|f| f == tracking::TRACKING_FINALIZER) {
@@ -838,7 +897,69 @@ async fn create_pods(
         let message = format!("Created pod: {}", created.name_any());
         publish(ctx, job, EventType::Normal, "SuccessfulCreate", &message).await;
     }
-    Ok(created_count)
+    Ok((created_count, None))
+}
+
+/// kube's `firstPendingIndexes`: the lowest `count` indexes below `completions` that no
+/// pod runs, completed or failed for good.
+fn pending_indexes(spec: &JobSpec, tally: &Tally, completions: i32, count: i32) -> Vec<i32> {
+    let mut taken = tally.active_indexes();
+    taken.extend(&tally.completed_indexes);
+    if let Some(per_index) = &tally.per_index {
+        taken.extend(&per_index.failed);
+    }
+    if replaces_failed_pods_only(spec) {
+        let terminating = tally
+            .pods
+            .iter()
+            .filter(|p| pod_template::is_terminating(p) && !pod_template::is_finished(p));
+        taken.extend(terminating.filter_map(|p| completion_index(p)));
+    }
+    (0..completions)
+        .filter(|i| !taken.contains(i))
+        .take(usize::try_from(count).unwrap_or(0))
+        .collect()
+}
+
+/// Of `pending` indexes, those whose backoff under `backoffLimitPerIndex` passed (all of
+/// them without it); when none has, how long until the first does.
+fn ready_indexes(data: &JobData, tally: &Tally, pending: Vec<i32>) -> Result<Vec<i32>, Duration> {
+    let Some(per_index) = &tally.per_index else {
+        return Ok(pending);
+    };
+    let now = (data.clock)();
+    let (base, max) = (data.config.failure_backoff, data.config.max_failure_backoff);
+    let delay = |index: &i32| {
+        per_index
+            .awaiting
+            .get(index)
+            .map_or(Duration::ZERO, |replaced| {
+                per_index::replacement_delay(replaced, now, base, max)
+            })
+    };
+    let ready: Vec<i32> = pending
+        .iter()
+        .copied()
+        .filter(|i| delay(i).is_zero())
+        .collect();
+    match pending.iter().map(delay).min() {
+        Some(wait) if ready.is_empty() => Err(wait),
+        _ => Ok(ready),
+    }
+}
+
+/// kube's `addIndexFailureCountAnnotation`: the failures of the index so far, carried
+/// over from the pod it replaces (ignored ones apart, when there are any).
+fn annotate_failure_counts(pod: &mut Pod, spec: &JobSpec, replaced: Option<&Pod>) {
+    let (counted, ignored) = replaced.map_or((0, 0), |r| per_index::replacement_counts(spec, r));
+    let annotations = pod
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.insert(per_index::FAILURE_COUNT.into(), counted.to_string());
+    if ignored > 0 {
+        annotations.insert(per_index::IGNORED_FAILURE_COUNT.into(), ignored.to_string());
+    }
 }
 
 /// What kube gives an Indexed Job's pod: its index as annotation, label and environment
