@@ -11,14 +11,16 @@
 //! itself for the next schedule time.
 //!
 //! Time is the cluster's [`Clock`] (it advances with tokio's), so a test on a paused
-//! clock lets simulated minutes pass. Schedules are evaluated in UTC only (see
-//! ARCHITECTURE.md, "Where steady differs").
+//! clock lets simulated minutes pass. A schedule is evaluated in the CronJob's
+//! `timeZone` (an IANA name, or a `CRON_TZ=`/`TZ=` prefix an older object may still
+//! carry), else in UTC, the zone kube-controller-manager's container runs in.
 //! Must not know how Jobs run: the Job controller does that.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use futures::FutureExt;
@@ -67,66 +69,110 @@ struct Unschedulable {
     message: String,
 }
 
-/// The CronJob's schedule, parsed as kube parses it (five fields, the `@hourly`-style
-/// macros, an optional `CRON_TZ=`/`TZ=` prefix), with its time zone, which must be UTC.
-fn parse_schedule(spec: &CronJobSpec) -> Result<Cron, Unschedulable> {
-    let schedule = spec.schedule.trim();
-    let (prefix_zone, pattern) = match schedule.split_once(char::is_whitespace) {
-        Some((zone, rest)) if zone.starts_with("CRON_TZ=") || zone.starts_with("TZ=") => {
-            (zone.split_once('=').map(|(_, zone)| zone), rest.trim())
-        }
-        _ => (None, schedule),
-    };
-    for zone in spec.time_zone.as_deref().into_iter().chain(prefix_zone) {
-        if !matches!(
-            zone,
-            "UTC" | "Etc/UTC" | "Etc/Universal" | "Universal" | "Zulu"
-        ) {
-            return Err(Unschedulable {
-                reason: "UnknownTimeZone",
-                message: format!("invalid timeZone: {zone:?}: steady schedules in UTC only"),
-            });
-        }
+/// A CronJob's schedule in the time zone it is evaluated in.
+struct Schedule {
+    cron: Cron,
+    zone: Tz,
+}
+
+impl Schedule {
+    /// The first schedule time after `time`.
+    fn next_after(&self, time: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let local = time.with_timezone(&self.zone);
+        let next = self.cron.find_next_occurrence(&local, false).ok()?;
+        Some(next.with_timezone(&Utc))
     }
-    CronParser::builder()
+
+    /// The last schedule time at or before `time`.
+    fn latest_until(&self, time: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let local = time.with_timezone(&self.zone);
+        let latest = self.cron.find_previous_occurrence(&local, true).ok()?;
+        Some(latest.with_timezone(&Utc))
+    }
+
+    /// How many schedule times fall in `(after, until]`, counted up to `cap`.
+    fn count_between(&self, after: DateTime<Utc>, until: DateTime<Utc>, cap: usize) -> usize {
+        self.cron
+            .iter_after(after.with_timezone(&self.zone))
+            .take_while(|time| time.with_timezone(&Utc) <= until)
+            .take(cap)
+            .count()
+    }
+
+    /// `time` in RFC 3339 as kube writes a schedule time: in the schedule's zone.
+    fn local(&self, time: DateTime<Utc>) -> String {
+        time.with_timezone(&self.zone)
+            .to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+}
+
+/// The zone named `name`, as Go's `time.LoadLocation` finds it (case-sensitive IANA
+/// names; `Local` is the controller's own zone, UTC).
+fn load_zone(name: &str) -> Result<Tz, String> {
+    if name == "Local" {
+        return Ok(Tz::UTC);
+    }
+    name.parse::<Tz>()
+        .map_err(|_| format!("unknown time zone {name}"))
+}
+
+/// The CronJob's schedule, parsed as kube parses it (five fields, the `@hourly`-style
+/// macros, an optional `CRON_TZ=`/`TZ=` prefix), in its time zone.
+fn parse_schedule(spec: &CronJobSpec) -> Result<Schedule, Unschedulable> {
+    let schedule = spec.schedule.trim();
+    let unparseable = |why: &str| Unschedulable {
+        reason: "UnparseableSchedule",
+        message: format!("unparseable schedule: {schedule:?} : {why}"),
+    };
+    let mut zone = Tz::UTC;
+    if let Some(name) = spec.time_zone.as_deref() {
+        zone = load_zone(name).map_err(|why| Unschedulable {
+            reason: "UnknownTimeZone",
+            message: format!("invalid timeZone: {name:?}: {why}"),
+        })?;
+    }
+    let pattern = match schedule.split_once(char::is_whitespace) {
+        Some((prefix, rest)) if prefix.starts_with("CRON_TZ=") || prefix.starts_with("TZ=") => {
+            let name = prefix.split_once('=').map_or("", |(_, name)| name);
+            zone = load_zone(name)
+                .map_err(|why| unparseable(&format!("provided bad location {name}: {why}")))?;
+            rest.trim()
+        }
+        _ => schedule,
+    };
+    let cron = CronParser::builder()
         .seconds(Seconds::Disallowed)
         .year(Year::Disallowed)
         .build()
         .parse(pattern)
-        .map_err(|e| Unschedulable {
-            reason: "UnparseableSchedule",
-            message: format!("unparseable schedule: {schedule:?} : {e}"),
-        })
+        .map_err(|e| unparseable(&e.to_string()))?;
+    Ok(Schedule { cron, zone })
 }
 
 /// The latest schedule time in `(earliest, now]` and how many there are (counted up to one
 /// past [`MAX_MISSED_TIMES`]); None when there is none.
 fn most_recent_time(
-    schedule: &Cron,
+    schedule: &Schedule,
     earliest: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Option<(DateTime<Utc>, usize)> {
-    let first = schedule.find_next_occurrence(&earliest, false).ok()?;
+    let first = schedule.next_after(earliest)?;
     if first > now {
         return None;
     }
-    let latest = schedule.find_previous_occurrence(&now, true).ok()?;
-    let missed = schedule
-        .iter_after(earliest)
-        .take_while(|time| *time <= now)
-        .take(MAX_MISSED_TIMES + 1)
-        .count();
+    let latest = schedule.latest_until(now)?;
+    let missed = schedule.count_between(earliest, now, MAX_MISSED_TIMES + 1);
     Some((latest, missed))
 }
 
 /// When to look again: just after the next schedule time (never, if there is none).
-fn requeue_for_next(schedule: &Cron, now: DateTime<Utc>) -> Action {
-    match schedule.find_next_occurrence(&now, false) {
-        Ok(next) => {
+fn requeue_for_next(schedule: &Schedule, now: DateTime<Utc>) -> Action {
+    match schedule.next_after(now) {
+        Some(next) => {
             let wait = (next - now).to_std().unwrap_or_default();
             Action::requeue_after(wait + NEXT_SCHEDULE_DELTA)
         }
-        Err(_) => Action::done(),
+        None => Action::done(),
     }
 }
 
@@ -314,7 +360,8 @@ async fn schedule(
         }
         _ => {}
     }
-    let job = job_from_template(cronjob, spec, &identity.namespace, &name, due);
+    let scheduled_at = schedule.local(due);
+    let job = job_from_template(cronjob, spec, &identity.namespace, &name, scheduled_at);
     let api = ctx.api::<Job>(&identity.namespace);
     let created = match api.create(&PostParams::default(), &job).await {
         Ok(created) => created,
@@ -350,21 +397,19 @@ fn job_name(cronjob: &str, time: DateTime<Utc>) -> String {
     format!("{cronjob}-{}", time.timestamp().div_euclid(60))
 }
 
-/// The Job `jobTemplate` describes, scheduled for `due` and controlled by `cronjob`.
+/// The Job `jobTemplate` describes, scheduled for `scheduled_at` (RFC 3339, in the
+/// schedule's zone) and controlled by `cronjob`.
 fn job_from_template(
     cronjob: &CronJob,
     spec: &CronJobSpec,
     namespace: &str,
     name: &str,
-    due: DateTime<Utc>,
+    scheduled_at: String,
 ) -> Job {
     let template = &spec.job_template;
     let template_meta = template.metadata.clone().unwrap_or_default();
     let mut annotations = template_meta.annotations.unwrap_or_default();
-    annotations.insert(
-        SCHEDULED_TIMESTAMP.into(),
-        due.to_rfc3339_opts(SecondsFormat::Secs, true),
-    );
+    annotations.insert(SCHEDULED_TIMESTAMP.into(), scheduled_at);
     Job {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -495,14 +540,14 @@ mod tests {
         }
     }
 
-    fn parsed(schedule: &str) -> Cron {
+    fn parsed(schedule: &str) -> Schedule {
         parse_schedule(&spec(schedule)).unwrap_or_else(|e| panic!("{}", e.message))
     }
 
     #[test]
     fn schedules_parse_as_kube_parses_them() {
         let now = at("2026-12-03T10:07:30Z");
-        let next = |schedule: &str| parsed(schedule).find_next_occurrence(&now, false).ok();
+        let next = |schedule: &str| parsed(schedule).next_after(now);
         assert_eq!(next("*/1 * * * *"), Some(at("2026-12-03T10:08:00Z")));
         assert_eq!(next("@hourly"), Some(at("2026-12-03T11:00:00Z")));
         assert_eq!(next("@daily"), Some(at("2026-12-04T00:00:00Z")));
@@ -516,11 +561,41 @@ mod tests {
             assert_eq!(why, Some("UnparseableSchedule"), "{bad}");
         }
         let zoned = CronJobSpec {
-            time_zone: Some("Europe/Paris".into()),
+            time_zone: Some("Mars/Olympus_Mons".into()),
             ..spec("0 * * * *")
         };
-        let why = parse_schedule(&zoned).err().map(|e| e.reason);
-        assert_eq!(why, Some("UnknownTimeZone"));
+        let why = parse_schedule(&zoned).err().map(|e| (e.reason, e.message));
+        let message =
+            "invalid timeZone: \"Mars/Olympus_Mons\": unknown time zone Mars/Olympus_Mons";
+        assert_eq!(why, Some(("UnknownTimeZone", message.to_string())));
+        let prefixed = parse_schedule(&spec("TZ=Nowhere 0 * * * *"))
+            .err()
+            .map(|e| e.message);
+        let message = "unparseable schedule: \"TZ=Nowhere 0 * * * *\" : provided bad location \
+                       Nowhere: unknown time zone Nowhere";
+        assert_eq!(prefixed.as_deref(), Some(message));
+    }
+
+    #[test]
+    fn a_schedule_runs_in_its_time_zone_across_a_daylight_saving_change() {
+        let berlin = CronJobSpec {
+            time_zone: Some("Europe/Berlin".into()),
+            ..spec("0 9 * * *")
+        };
+        let schedule = parse_schedule(&berlin).unwrap_or_else(|e| panic!("{}", e.message));
+        // 09:00 in Berlin is 08:00 UTC in winter (CET) and 07:00 UTC in summer (CEST).
+        let winter = schedule.next_after(at("2026-12-03T08:30:00Z"));
+        assert_eq!(winter, Some(at("2026-12-04T08:00:00Z")));
+        let summer = schedule.next_after(at("2026-07-01T06:00:00Z"));
+        assert_eq!(summer, Some(at("2026-07-01T07:00:00Z")));
+        assert_eq!(
+            schedule.local(at("2026-12-04T08:00:00Z")),
+            "2026-12-04T09:00:00+01:00"
+        );
+        assert_eq!(
+            parsed("@hourly").local(at("2026-12-04T08:00:00Z")),
+            "2026-12-04T08:00:00Z"
+        );
     }
 
     #[test]

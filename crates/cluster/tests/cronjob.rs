@@ -272,3 +272,17 @@ async fn finished_jobs_beyond_the_history_limits_are_deleted_oldest_first() {
     );
     cluster.stop().await;
 }
+
+/// A `timeZone` moves the schedule: minute 30 in Kolkata (+05:30) is minute 0 in UTC, and
+/// the scheduled-timestamp annotation is written in the CronJob's zone, as kube writes it.
+#[tokio::test(start_paused = true)]
+async fn a_schedule_runs_in_the_cronjobs_time_zone() {
+    let cluster = cronjob_cluster().await;
+    let zoned = json!({"schedule": "30 * * * *", "timeZone": "Asia/Kolkata"});
+    create_json::<CronJob>(&cluster.api(), every_minute("kolkata", zoned)).await;
+    let first = wait_for_jobs(&cluster, "kolkata", 1).await.remove(0);
+    assert_eq!(scheduled_minute(&first).rem_euclid(60), 0, "on the UTC hour");
+    let annotated = scheduled_at(&first);
+    assert!(annotated.ends_with(":30:00+05:30"), "{annotated}");
+    cluster.stop().await;
+}

@@ -164,7 +164,7 @@ fn go_duration(text: &str) -> bool {
     true
 }
 
-/// kube's `validateTimeZone`, but for the zone database lookup.
+/// kube's `validateTimeZone`.
 fn time_zone_error(zone: &Value) -> Option<FieldError> {
     let field = Path::At("spec.timeZone");
     let name = zone.as_str().unwrap_or_default();
@@ -188,13 +188,16 @@ fn time_zone_error(zone: &Value) -> Option<FieldError> {
     if !name.split('/').all(valid_part) {
         return Some(invalid(&field, zone, &format!("unknown time zone {name}")));
     }
-    name.eq_ignore_ascii_case("Local").then(|| {
-        invalid(
+    if name.eq_ignore_ascii_case("Local") {
+        return Some(invalid(
             &field,
             zone,
             "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
-        )
-    })
+        ));
+    }
+    // Go's `time.LoadLocation`: a name the IANA database has (case-sensitive).
+    let known = name == "UTC" || name.parse::<chrono_tz::Tz>().is_ok();
+    (!known).then(|| invalid(&field, zone, &format!("unknown time zone {name}")))
 }
 
 #[cfg(test)]
@@ -284,6 +287,15 @@ mod tests {
                 )
             )
             .is_empty()
+        );
+        let unknown = cron_job(
+            "e",
+            json!({"schedule": "@hourly", "timeZone": "Europe/berlin"}),
+        );
+        assert_eq!(
+            messages(&validate(None, &unknown)),
+            ["spec.timeZone: Invalid value: \"Europe/berlin\": unknown time zone Europe/berlin"],
+            "the zone database's names are case-sensitive"
         );
     }
 }
