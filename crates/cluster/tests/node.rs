@@ -616,3 +616,76 @@ async fn a_deleted_pod_ends_failed_with_its_containers_exit_codes_before_it_goes
     })
     .await;
 }
+
+/// A container that fails under `restartPolicy: Always` is restarted in place, as kubelet
+/// does: the pod stays Running and not ready, in CrashLoopBackOff, its restart count
+/// growing after back-offs of 10 s, 20 s, …; under `Never` the pod fails.
+#[tokio::test(start_paused = true)]
+async fn a_failing_container_crash_loops_unless_it_is_never_restarted() {
+    let (_server, client) = three_nodes().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    for (name, restart_policy) in [("looping", "Always"), ("once", "Never")] {
+        let mut failing = pod(
+            name,
+            json!({"nodeName": NODES[0], "restartPolicy": restart_policy}),
+        );
+        failing["metadata"]["annotations"] = json!({"steady.dev/simulate": "fail"});
+        create_json::<Pod>(&pods, failing).await;
+    }
+    let failed = pod_when(&client, "once", "failed", |p| phase(p) == "Failed").await;
+    let exited = &failed
+        .status
+        .as_ref()
+        .expect("status")
+        .container_statuses
+        .as_ref()
+        .expect("containers")[0];
+    assert_eq!(exited.restart_count, 0);
+
+    let looping = pod_when(&client, "looping", "restarted twice", |p| {
+        let restarts = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .map(|c| c[0].restart_count);
+        restarts >= Some(2)
+    })
+    .await;
+    assert_eq!(phase(&looping), "Running");
+    let container = &looping
+        .status
+        .as_ref()
+        .expect("status")
+        .container_statuses
+        .as_ref()
+        .expect("containers")[0];
+    assert!(!container.ready);
+    let waiting = container
+        .state
+        .as_ref()
+        .and_then(|s| s.waiting.as_ref())
+        .expect("waiting");
+    assert_eq!(waiting.reason.as_deref(), Some("CrashLoopBackOff"));
+    let message = waiting.message.as_deref().unwrap_or("");
+    assert!(
+        message.starts_with("back-off 40s restarting failed container=c pod=looping_default("),
+        "{message}"
+    );
+    let last = container
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .expect("last exit");
+    assert_eq!((last.exit_code, last.reason.as_deref()), (1, Some("Error")));
+    let ready = condition(&looping, "Ready").expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_deref()),
+        ("False", Some("ContainersNotReady"))
+    );
+    let back_off = event_with_reason(&client, "BackOff").await;
+    let message = back_off.message.unwrap_or_default();
+    assert!(
+        message.starts_with("Back-off restarting failed container c in pod "),
+        "{message}"
+    );
+}

@@ -481,16 +481,22 @@ async fn claims_follow_the_retention_policy() {
 #[tokio::test(start_paused = true)]
 async fn a_failed_pod_is_recreated_under_its_name() {
     let cluster = set_cluster().await;
-    let mut set = web(1, "OrderedReady");
-    set["spec"]["template"]["metadata"]["annotations"] = json!({"steady.dev/simulate": "fail"});
-    create_json::<StatefulSet>(&cluster.api(), set).await;
+    create_json::<StatefulSet>(&cluster.api(), web(1, "OrderedReady")).await;
     let pods = cluster.api::<Pod>();
-    // The failed pod is replaced at once, so watch for a new uid under the same name.
-    let first = eventually("web-0 created", LIMIT, || {
+    let first = eventually("web-0 running", LIMIT, || {
         let pods = pods.clone();
-        async move { pods.get("web-0").await.ok().map(|pod| pod.metadata.uid) }
+        async move {
+            let pod = pods.get("web-0").await.ok()?;
+            (phase(&pod) == "Running").then_some(pod.metadata.uid)
+        }
     })
     .await;
+    // What a node that fails the pod (an eviction, a shutdown) reports: a pod whose
+    // containers restart in place never fails.
+    let failed = json!({"status": {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False"}]}});
+    steady_test_support::merge_patch_subresource::<Pod, Pod>(&pods, "status", "web-0", failed)
+        .await
+        .expect("fail web-0");
     eventually("web-0 recreated", LIMIT, || {
         let pods = pods.clone();
         let first = first.clone();

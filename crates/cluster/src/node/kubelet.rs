@@ -28,6 +28,8 @@ pub(super) struct Timers {
     stopping_since: ByUid<Instant>,
     /// Running, to run to completion (a Job's pod).
     running_since: ByUid<Instant>,
+    /// Crashed, waiting out the back-off before its containers restart.
+    crashed_since: ByUid<Instant>,
     /// The last pod IP handed out, per node.
     last_ip: ByUid<u32>,
 }
@@ -37,6 +39,7 @@ impl Timers {
         self.bound_at.remove(uid);
         self.stopping_since.remove(uid);
         self.running_since.remove(uid);
+        self.crashed_since.remove(uid);
     }
 }
 
@@ -92,6 +95,9 @@ fn decide(pod: &Pod, index: usize, nodes: &Nodes) -> (Step, Action) {
     {
         return (step, Action::done());
     }
+    if phase == "Running" && crash_loops(pod) {
+        return restart_after_back_off(&mut timers, pod, &uid, index, nodes);
+    }
     if phase == "Running" && owned_by_job(pod) {
         return complete_after_run(&mut timers, pod, &uid, nodes);
     }
@@ -129,6 +135,102 @@ fn simulated_behaviour(pod: &Pod) -> &str {
         .unwrap_or("")
 }
 
+/// Whether `pod`'s containers fail and are restarted in place (`fail` under
+/// `restartPolicy` Always or OnFailure): it stays Running, in CrashLoopBackOff.
+fn crash_loops(pod: &Pod) -> bool {
+    let restart_policy = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+    simulated_behaviour(pod) == "fail" && restart_policy != Some("Never")
+}
+
+/// kubelet's crash back-off: 10 s, doubling with each restart, at most 5 minutes.
+fn back_off(restarts: i32) -> Duration {
+    let doublings = u32::try_from(restarts).unwrap_or(0).min(5);
+    Duration::from_secs(10 << doublings).min(Duration::from_secs(300))
+}
+
+/// A crashed container as kubelet reports it while it waits to restart it: waiting in
+/// CrashLoopBackOff, the exit it waits after as its last state.
+fn crashed_container(container: &Value, pod: &Pod, restarts: i32, at: &str) -> Value {
+    let name = container["name"].as_str().unwrap_or("");
+    let waiting = format!(
+        "back-off {}s restarting failed container={name} pod={}",
+        back_off(restarts).as_secs(),
+        pod_reference(pod)
+    );
+    let mut crashed = container.clone();
+    crashed["ready"] = json!(false);
+    crashed["started"] = json!(false);
+    crashed["restartCount"] = json!(restarts);
+    crashed["state"] = json!({"waiting": {"reason": "CrashLoopBackOff", "message": waiting}});
+    crashed["lastState"] = json!({"terminated": {"exitCode": 1, "reason": "Error",
+        "startedAt": at, "finishedAt": at, "containerID": container["containerID"]}});
+    crashed
+}
+
+/// How kubelet names a pod in its messages: `name_namespace(uid)`.
+fn pod_reference(pod: &Pod) -> String {
+    let namespace = pod.namespace().unwrap_or_default();
+    format!(
+        "{}_{namespace}({})",
+        pod.name_any(),
+        pod.uid().unwrap_or_default()
+    )
+}
+
+/// The Warning kubelet records each time it backs off restarting `container`.
+fn back_off_event(pod: &Pod, index: usize, nodes: &Nodes, container: &str) -> Value {
+    let field = format!("spec.containers{{{container}}}");
+    let message = format!(
+        "Back-off restarting failed container {container} in pod {}",
+        pod_reference(pod)
+    );
+    let source = kubelet_source(nodes, index, &field);
+    nodes.event(pod, "Warning", "BackOff", &message, source)
+}
+
+/// A crash-looping pod: once the back-off after its last crash has passed, its containers
+/// restart and crash again (restart count up by one, a longer back-off), as a container
+/// that exits 1 at once does under kubelet.
+fn restart_after_back_off(
+    timers: &mut Timers,
+    pod: &Pod,
+    uid: &str,
+    index: usize,
+    nodes: &Nodes,
+) -> (Step, Action) {
+    let statuses = pod
+        .status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten());
+    let restarts = statuses.map(|c| c.restart_count).max().unwrap_or(0);
+    let now = Instant::now();
+    let since = *timers.crashed_since.entry(uid.to_string()).or_insert(now);
+    let due = since + back_off(restarts);
+    if now < due {
+        return (Step::default(), requeue_at(due));
+    }
+    timers.crashed_since.remove(uid);
+    let at = nodes.config.timestamp();
+    let mut status = json!(pod.status);
+    let mut events = Vec::new();
+    if let Some(containers) = status
+        .pointer_mut("/containerStatuses")
+        .and_then(Value::as_array_mut)
+    {
+        for container in containers.iter_mut() {
+            let name = container["name"].as_str().unwrap_or("").to_string();
+            events.extend(start_events(pod, index, nodes, &name));
+            events.push(back_off_event(pod, index, nodes, &name));
+            *container = crashed_container(container, pod, restarts + 1, &at);
+        }
+    }
+    let step = Step {
+        events,
+        write: Some(Write::Status(status)),
+    };
+    (step, Action::done())
+}
+
 /// Whether a Job controls `pod` (its containers run to completion).
 fn owned_by_job(pod: &Pod) -> bool {
     pod.owner_references()
@@ -152,32 +254,42 @@ fn kubelet_source<'a>(nodes: &'a Nodes, index: usize, field_path: &'a str) -> So
     }
 }
 
+/// What a kubelet records as it starts `container`, whose image is already pulled.
+fn start_events(pod: &Pod, index: usize, nodes: &Nodes, container: &str) -> Vec<Value> {
+    let image = containers(pod)
+        .iter()
+        .find(|c| c.name == container)
+        .and_then(|c| c.image.as_deref())
+        .unwrap_or("");
+    let field = format!("spec.containers{{{container}}}");
+    let source = kubelet_source(nodes, index, &field);
+    [
+        (
+            "Pulled",
+            format!("Container image \"{image}\" already present on machine"),
+        ),
+        ("Created", format!("Created container: {container}")),
+        ("Started", format!("Started container {container}")),
+    ]
+    .into_iter()
+    .map(|(reason, message)| nodes.event(pod, "Normal", reason, &message, source))
+    .collect()
+}
+
 fn start(pod: &Pod, index: usize, pod_ip: &str, nodes: &Nodes) -> Step {
     let mut events = Vec::new();
     let behaviour = simulated_behaviour(pod);
-    let failed = behaviour == "fail";
-    let ready = !failed && behaviour != "never-ready";
+    let crashing = crash_loops(pod);
+    // Exited for good: nothing restarts it.
+    let failed = behaviour == "fail" && !crashing;
+    let ready = behaviour != "fail" && behaviour != "never-ready";
     let now = nodes.config.timestamp();
     for c in containers(pod) {
         let cname = c.name.as_str();
-        let image = c.image.as_deref().unwrap_or("");
-        let field = format!("spec.containers{{{cname}}}");
-        let source = kubelet_source(nodes, index, &field);
-        // What a kubelet reports for a container whose image is already pulled.
-        for (reason, message) in [
-            (
-                "Pulled",
-                format!("Container image \"{image}\" already present on machine"),
-            ),
-            ("Created", format!("Created container: {cname}")),
-            ("Started", format!("Started container {cname}")),
-        ] {
-            events.push(nodes.event(pod, "Normal", reason, &message, source));
-        }
-        if failed {
-            let message =
-                format!("Container {cname} exited with code 1 (steady.dev/simulate: fail)");
-            events.push(nodes.event(pod, "Warning", "BackOff", &message, source));
+        events.extend(start_events(pod, index, nodes, cname));
+        // A container that is not restarted gets no event for its exit.
+        if crashing {
+            events.push(back_off_event(pod, index, nodes, cname));
         }
     }
     let statuses: Vec<Value> = containers(pod)
@@ -189,7 +301,7 @@ fn start(pod: &Pod, index: usize, pod_ip: &str, nodes: &Nodes) -> Step {
             } else {
                 json!({"running": {"startedAt": now}})
             };
-            json!({
+            let status = json!({
                 "name": c.name,
                 "image": c.image,
                 "imageID": format!("steady://{}", c.image.as_deref().unwrap_or("")),
@@ -198,7 +310,12 @@ fn start(pod: &Pod, index: usize, pod_ip: &str, nodes: &Nodes) -> Step {
                 "started": !failed,
                 "restartCount": 0,
                 "state": state,
-            })
+            });
+            if crashing {
+                crashed_container(&status, pod, 0, &now)
+            } else {
+                status
+            }
         })
         .collect();
     let condition = |kind: &str, status: bool| {
@@ -209,6 +326,13 @@ fn start(pod: &Pod, index: usize, pod_ip: &str, nodes: &Nodes) -> Step {
             } else {
                 "ContainersNotReady"
             });
+        }
+        if !status && !failed && kind != "PodReadyToStartContainers" {
+            let names: Vec<&str> = containers(pod).iter().map(|c| c.name.as_str()).collect();
+            c["message"] = json!(format!(
+                "containers with unready status: [{}]",
+                names.join(" ")
+            ));
         }
         c
     };
@@ -260,7 +384,7 @@ fn follow_node_readiness(pod: &Pod, index: usize, nodes: &Nodes) -> Option<Step>
     let (_, node_cache) = nodes.caches.get()?;
     let node = node_cache.get(&steady_runtime::ObjectKey::new(None, &nodes.names[index]))?;
     let node_ready = super::lifecycle::is_ready(&node);
-    let should_be_ready = node_ready && simulated_behaviour(pod) != "never-ready";
+    let should_be_ready = node_ready && !matches!(simulated_behaviour(pod), "never-ready" | "fail");
     if crate::pod_template::is_ready(pod) == should_be_ready {
         return None;
     }
