@@ -674,3 +674,29 @@ async fn an_indexed_job_with_a_backoff_limit_per_index_fails_its_indexes_one_by_
     );
     cluster.stop().await;
 }
+
+/// Under `restartPolicy: OnFailure` a failing container restarts in place; the Job counts
+/// its restarts against `backoffLimit`, as kube's `pastBackoffLimitOnFailure` does, and
+/// fails once they reach it.
+#[tokio::test(start_paused = true)]
+async fn restarts_in_place_count_against_the_backoff_limit() {
+    let cluster = job_cluster().await;
+    let mut restarting = job("restarting", 1, 1, Some("fail"));
+    restarting["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+    create_json::<Job>(&cluster.api(), restarting).await;
+
+    let failed = wait_for_condition(&cluster, "restarting", "Failed").await;
+    assert_conditions(
+        &failed,
+        ["FailureTarget", "Failed"],
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit",
+    );
+    let status = failed.status.clone().expect("status");
+    assert_eq!(
+        status.failed,
+        Some(1),
+        "one pod, restarted in place, deleted and counted at the end"
+    );
+    cluster.stop().await;
+}

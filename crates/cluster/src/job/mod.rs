@@ -422,7 +422,8 @@ fn failure(spec: &JobSpec, tally: &Tally, time_left: Option<Duration>) -> Option
             return Some(Verdict::failure("PodFailurePolicy", &message));
         }
     }
-    if tally.failed > spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT) {
+    let limit = spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT);
+    if tally.failed > limit || past_limit_in_restarts(spec, &tally.pods, limit) {
         return Some(Verdict::failure(
             "BackoffLimitExceeded",
             "Job has reached the specified backoff limit",
@@ -481,6 +482,31 @@ fn failure_by_index(spec: &JobSpec, tally: &Tally) -> Option<Verdict> {
     let completions = spec.completions.unwrap_or(0);
     (failed > 0 && failed.saturating_add(tally.succeeded) >= completions)
         .then(|| Verdict::failure("FailedIndexes", "Job has failed indexes"))
+}
+
+/// kube's `pastBackoffLimitOnFailure`: under `restartPolicy: OnFailure` failures are
+/// container restarts, and the running and pending pods' restarts (init containers'
+/// too) reach `limit` (exceed 0 when the limit is 0).
+fn past_limit_in_restarts(spec: &JobSpec, pods: &[Arc<Pod>], limit: i32) -> bool {
+    let template = spec.template.spec.as_ref();
+    if template.and_then(|s| s.restart_policy.as_deref()) != Some("OnFailure") {
+        return false;
+    }
+    let restarts: i32 = pods
+        .iter()
+        .filter(|p| matches!(pod_template::phase(p), "Running" | "Pending"))
+        .filter_map(|p| p.status.as_ref())
+        .flat_map(|s| {
+            let regular = s.container_statuses.iter().flatten();
+            regular.chain(s.init_container_statuses.iter().flatten())
+        })
+        .map(|c| c.restart_count)
+        .fold(0, i32::saturating_add);
+    if limit == 0 {
+        restarts > 0
+    } else {
+        restarts >= limit
+    }
 }
 
 /// Whether enough pods succeeded, once none is left running.
