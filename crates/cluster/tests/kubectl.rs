@@ -507,3 +507,38 @@ async fn kubectl_sees_a_claim_bound_for_its_first_pod() {
     .await;
     running.stop().await;
 }
+
+/// A Deployment whose container keeps failing, as on a cluster: its pod crash-loops in
+/// place (Running, not ready, restarts counted), the rollout stalls past its progress
+/// deadline, and `kubectl rollout status` says so and fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_a_crash_looping_rollout_exceed_its_deadline() {
+    const CRASHING: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: crashing}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 2
+  selector: {matchLabels: {app: crashing}}
+  template:
+    metadata: {labels: {app: crashing}, annotations: {steady.dev/simulate: fail}}
+    spec: {containers: [{name: app, image: "app:1"}]}
+"#;
+    let (dir, running) = started_after(&[]).await;
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(CRASHING)).await;
+    let args = ["rollout", "status", "deployment/crashing", "--timeout=60s"];
+    let status = kubectl_output(dir.path(), &args, None).await;
+    assert!(!status.status.success(), "the rollout never completes");
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(
+        stderr.contains("deployment \"crashing\" exceeded its progress deadline"),
+        "{stderr}"
+    );
+    let listed = kubectl_line(dir.path(), "get pods -l app=crashing --no-headers").await;
+    let columns: Vec<&str> = listed.split_whitespace().collect();
+    // NAME READY STATUS RESTARTS AGE: one pod, never replaced.
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert_eq!(&columns[1..3], ["0/1", "CrashLoopBackOff"], "{listed}");
+    running.stop().await;
+}
