@@ -683,9 +683,24 @@ async fn a_failing_container_crash_loops_unless_it_is_never_restarted() {
         ("False", Some("ContainersNotReady"))
     );
     let back_off = event_with_reason(&client, "BackOff").await;
-    let message = back_off.message.unwrap_or_default();
+    let message = back_off.message.clone().unwrap_or_default();
     assert!(
         message.starts_with("Back-off restarting failed container c in pod "),
         "{message}"
     );
+    // As client-go's recorder: one Event, its count raised at each back-off.
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let back_offs = eventually("the back-offs counted", LIMIT, || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        let back_offs: Vec<Event> = listed
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("BackOff"))
+            .collect();
+        let counted: i32 = back_offs.iter().map(|e| e.count.unwrap_or(0)).sum();
+        (counted >= 3).then_some(back_offs)
+    })
+    .await;
+    assert_eq!(back_offs.len(), 1, "{back_offs:?}");
+    assert!(back_offs[0].first_timestamp < back_offs[0].last_timestamp);
 }

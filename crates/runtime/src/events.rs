@@ -3,16 +3,20 @@
 //!
 //! Events are named as client-go and kube-rs name them, `<object>.<hex nanoseconds>`, from
 //! the recorder's [`Clock`]: under the simulator that is the simulated clock, so a seed's
-//! Events carry the same names and times in every run.
+//! Events carry the same names and times in every run. The same Event again is folded
+//! into the first ([`EventLog`]), its `count` and `lastTimestamp` patched, as client-go's
+//! recorder does.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
-use serde_json::json;
+use serde_json::{Value, json};
+
+use crate::event_log::{EventLog, Record};
 
 /// A source of wall-clock time for what a controller stamps (Event names and times,
 /// condition times): the system clock in a process, the simulated one in `steady-sim`.
@@ -55,6 +59,8 @@ pub struct Recorder {
     /// The last name suffix this recorder (and its clones) used, in nanoseconds: the next
     /// is later even when the clock stands still, as a paused one does.
     last_suffix: Arc<AtomicI64>,
+    /// The Events this recorder (and its clones) recorded, to fold repeats into.
+    log: Arc<Mutex<EventLog>>,
 }
 
 impl Recorder {
@@ -67,6 +73,7 @@ impl Recorder {
             instance: instance.into(),
             clock: system_clock(),
             last_suffix: Arc::new(AtomicI64::new(i64::MIN)),
+            log: Arc::default(),
         }
     }
 
@@ -109,7 +116,7 @@ impl Recorder {
             .unwrap_or_else(|| "default".to_string());
         let now = (self.clock)();
         let time = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let event = json!({
+        let mut event = json!({
             "metadata": {"namespace": namespace},
             "involvedObject": {
                 "apiVersion": K::api_version(&()),
@@ -129,11 +136,44 @@ impl Recorder {
             "lastTimestamp": time,
             "count": 1,
         });
-        let mut event: Event = serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
         let api = Api::<Event>::namespaced(self.client.clone(), &namespace);
+        let record = self.lock_log().observe(&mut event);
+        let written = match record {
+            Record::Patch { name, patch } => {
+                match api
+                    .patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await
+                {
+                    // Gone (expired, deleted): recorded anew.
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        self.create(&api, &name, now, event).await
+                    }
+                    patched => patched,
+                }
+            }
+            Record::Create => self.create(&api, &name, now, event).await,
+        }?;
+        let stored = serde_json::to_value(&written).map_err(kube::Error::SerdeError)?;
+        self.lock_log().recorded(&stored);
+        Ok(written)
+    }
+
+    fn lock_log(&self) -> std::sync::MutexGuard<'_, EventLog> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Create `event` about the object `object`, under a name of its own.
+    async fn create(
+        &self,
+        api: &Api<Event>,
+        object: &str,
+        now: DateTime<Utc>,
+        event: Value,
+    ) -> Result<Event, kube::Error> {
+        let mut event: Event = serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
         let mut attempt = 1;
         loop {
-            event.metadata.name = Some(format!("{name}.{:x}", self.next_suffix(now)));
+            event.metadata.name = Some(format!("{object}.{:x}", self.next_suffix(now)));
             match api.create(&PostParams::default(), &event).await {
                 Err(kube::Error::Api(status)) if status.code == 409 && attempt < NAME_ATTEMPTS => {
                     attempt += 1;

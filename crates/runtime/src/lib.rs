@@ -124,6 +124,7 @@ pub mod backoff;
 pub mod conditions;
 pub mod controller;
 mod error;
+pub mod event_log;
 pub mod events;
 pub mod finalizer;
 mod inputs;

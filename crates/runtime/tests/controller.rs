@@ -886,24 +886,25 @@ async fn events_are_named_and_stamped_from_the_recorders_clock_even_when_it_stan
         .to_utc();
     let nanos = instant.timestamp_nanos_opt().expect("in range");
     let standing_still = std::sync::Arc::new(move || instant);
-    let publish = |recorder: Recorder| {
+    // Three different Events (the same one again would be folded into the first).
+    let publish = |recorder: Recorder, message: &'static str| {
         let cm = cm.clone();
         async move {
             recorder
-                .publish(&cm, EventType::Normal, "Seen", "seen")
+                .publish(&cm, EventType::Normal, "Seen", message)
                 .await
                 .expect("published")
         }
     };
     let recorder = Recorder::new(client.clone(), "test-operator", "replica-0")
         .with_clock(standing_still.clone());
-    let first = publish(recorder.clone()).await;
-    let second = publish(recorder).await;
+    let first = publish(recorder.clone(), "seen once").await;
+    let second = publish(recorder, "seen twice").await;
     // A second recorder on the same stopped clock starts from the same instant: its
     // first name is taken, so it moves on.
     let other =
         Recorder::new(client.clone(), "test-operator", "replica-1").with_clock(standing_still);
-    let third = publish(other).await;
+    let third = publish(other, "seen thrice").await;
 
     let names: Vec<String> = [&first, &second, &third]
         .iter()
@@ -918,6 +919,39 @@ async fn events_are_named_and_stamped_from_the_recorders_clock_even_when_it_stan
         let stamp = event.last_timestamp.as_ref().expect("stamped");
         assert_eq!(stamp.0.to_string(), "2030-01-02T03:04:05Z");
     }
+}
+
+/// As client-go's recorder: the same Event again raises the first one's `count` and
+/// `lastTimestamp` (`kubectl describe` shows `x3`) instead of creating another.
+#[tokio::test(start_paused = true)]
+async fn the_same_event_again_is_counted_on_the_first() {
+    use k8s_openapi::api::core::v1::Event;
+    use steady_runtime::events::{EventType, Recorder};
+    let (_server, client) = server_and_client().await;
+    let cm = create(&client, "repeated", "0").await;
+    let recorder = Recorder::new(client.clone(), "test-operator", "replica-0");
+    for message in ["retrying", "retrying", "retrying", "gave up"] {
+        recorder
+            .publish(&cm, EventType::Warning, "Failing", message)
+            .await
+            .expect("published");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let mut found = events
+        .list(&kube::api::ListParams::default().fields("involvedObject.name=repeated"))
+        .await
+        .expect("list")
+        .items;
+    found.sort_by_key(|e| e.count);
+    let counted: Vec<(Option<&str>, Option<i32>)> = found
+        .iter()
+        .map(|e| (e.message.as_deref(), e.count))
+        .collect();
+    assert_eq!(
+        counted,
+        [(Some("gave up"), Some(1)), (Some("retrying"), Some(3))]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,14 +3,17 @@
 //! [`QUEUED_EVENTS`]) and one task writes them to the API in order, one at a time. The
 //! component never waits for its Events, and when the API falls behind, the queue fills
 //! and further Events are dropped: Events are best effort, and under load they give way
-//! to the writes that matter (a kube-apiserver sees the same from a busy kubelet).
+//! to the writes that matter (a kube-apiserver sees the same from a busy kubelet). The same
+//! Event again (a crash-looping container's BackOff) patches the first one's count, as
+//! client-go's correlator does ([`EventLog`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::Event;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::Value;
+use steady_runtime::event_log::{EventLog, Record};
 use tokio::sync::mpsc;
 
 /// Events one component holds before it drops new ones: client-go's `maxQueuedEvents`.
@@ -85,35 +88,74 @@ impl EventQueue {
 }
 
 async fn write_in_order(client: Client, mut events: mpsc::Receiver<Value>) {
-    while let Some(event) = events.recv().await {
-        post_event(&client, event).await;
+    let mut log = EventLog::default();
+    while let Some(mut event) = events.recv().await {
+        let recorded = match log.observe(&mut event) {
+            Record::Create => post_event(&client, &event).await,
+            Record::Patch { name, patch } => match patch_event(&client, &event, &name, patch).await
+            {
+                // Gone (expired, deleted): recorded anew.
+                Some(404) => post_event(&client, &event).await,
+                status => status,
+            },
+        };
+        if recorded.is_some_and(|status| status < 300) {
+            log.recorded(&event);
+        }
     }
 }
 
 /// POST `event` as it was built; the created Event the server returns is not read
-/// (nothing here needs it), so it is never decoded. A failure only logs: client-go retries
-/// an Event that could not be sent, but the node's client is in-process and a failure
-/// here is a rejection, which client-go does not retry either.
-async fn post_event(client: &Client, event: Value) {
-    let namespace = event["metadata"]["namespace"].as_str().unwrap_or("default");
-    let events = Api::<Event>::namespaced(client.clone(), namespace);
-    let request = serde_json::to_vec(&event)
+/// (its name, count and first timestamp are the ones sent), so it is never decoded. A
+/// failure only logs: client-go retries an Event that could not be sent, but the node's
+/// client is in-process and a failure here is a rejection, which client-go does not
+/// retry either. Returns the answer's status code, if there was one.
+async fn post_event(client: &Client, event: &Value) -> Option<u16> {
+    let events = events_api(client, event);
+    let request = serde_json::to_vec(event)
         .map_err(kube::Error::SerdeError)
         .and_then(|body| {
             kube::core::Request::new(events.resource_url())
                 .create(&PostParams::default(), body)
                 .map_err(kube::Error::BuildRequest)
         });
+    send(client, request).await
+}
+
+/// Fold `event` into the Event `name` recorded before it: a strategic merge `patch` of its
+/// count, last timestamp and message.
+async fn patch_event(client: &Client, event: &Value, name: &str, patch: Value) -> Option<u16> {
+    let events = events_api(client, event);
+    let request = kube::core::Request::new(events.resource_url())
+        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .map_err(kube::Error::BuildRequest);
+    send(client, request).await
+}
+
+fn events_api(client: &Client, event: &Value) -> Api<Event> {
+    let namespace = event["metadata"]["namespace"].as_str().unwrap_or("default");
+    Api::namespaced(client.clone(), namespace)
+}
+
+/// Send `request`, reading only the answer's status code.
+async fn send(
+    client: &Client,
+    request: Result<http::Request<Vec<u8>>, kube::Error>,
+) -> Option<u16> {
     let sent = match request {
         Ok(request) => client.send(request.map(kube::client::Body::from)).await,
         Err(e) => Err(e),
     };
     match sent {
-        Ok(response) if response.status().is_success() => {}
+        Ok(response) if response.status().is_success() => Some(response.status().as_u16()),
         Ok(response) => {
-            tracing::debug!(status = %response.status(), "could not record event")
+            tracing::debug!(status = %response.status(), "could not record event");
+            Some(response.status().as_u16())
         }
-        Err(e) => tracing::debug!(error = %e, "could not record event"),
+        Err(e) => {
+            tracing::debug!(error = %e, "could not record event");
+            None
+        }
     }
 }
 
