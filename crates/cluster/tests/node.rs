@@ -590,8 +590,7 @@ async fn a_deleted_pod_ends_failed_with_its_containers_exit_codes_before_it_goes
     }
     for (name, exit_code) in [("polite", 143), ("stubborn", 137)] {
         let ended = pod_when(&client, name, "a terminal phase", |p| phase(p) == "Failed").await;
-        let status = ended.status.as_ref().expect("status");
-        let container = &status.container_statuses.as_ref().expect("containers")[0];
+        let container = first_container(&ended).expect("reported");
         let terminated = container
             .state
             .as_ref()
@@ -633,32 +632,14 @@ async fn a_failing_container_crash_loops_unless_it_is_never_restarted() {
         create_json::<Pod>(&pods, failing).await;
     }
     let failed = pod_when(&client, "once", "failed", |p| phase(p) == "Failed").await;
-    let exited = &failed
-        .status
-        .as_ref()
-        .expect("status")
-        .container_statuses
-        .as_ref()
-        .expect("containers")[0];
-    assert_eq!(exited.restart_count, 0);
+    assert_eq!(first_container(&failed).expect("reported").restart_count, 0);
 
     let looping = pod_when(&client, "looping", "restarted twice", |p| {
-        let restarts = p
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .map(|c| c[0].restart_count);
-        restarts >= Some(2)
+        first_container(p).is_some_and(|c| c.restart_count >= 2)
     })
     .await;
     assert_eq!(phase(&looping), "Running");
-    let container = &looping
-        .status
-        .as_ref()
-        .expect("status")
-        .container_statuses
-        .as_ref()
-        .expect("containers")[0];
+    let container = first_container(&looping).expect("reported");
     assert!(!container.ready);
     let waiting = container
         .state
@@ -703,4 +684,13 @@ async fn a_failing_container_crash_loops_unless_it_is_never_restarted() {
     .await;
     assert_eq!(back_offs.len(), 1, "{back_offs:?}");
     assert!(back_offs[0].first_timestamp < back_offs[0].last_timestamp);
+}
+
+/// The status of the pod's first container, once the kubelet reported one.
+fn first_container(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    statuses.and_then(|c| c.first())
 }
