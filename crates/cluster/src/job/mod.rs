@@ -658,13 +658,62 @@ async fn track_and_write(
     let mut uncounted = tracking::Uncounted::of(&status);
     uncounted.settle(&mut status, |uid| tracked.contains(uid));
     let deleting = job.metadata.deletion_timestamp.is_some();
+    let (to_release, reached_max) = note_finished(spec, tally, verdict, deleting, &mut uncounted);
+    uncounted.store(&mut status);
+    if indexed_completions(spec).is_some() {
+        let completed = compress_indexes(&tally.completed_indexes);
+        status.completed_indexes = (!completed.is_empty()).then_some(completed);
+        status.succeeded = (tally.succeeded != 0).then_some(tally.succeeded);
+        if let Some(per_index) = &tally.per_index {
+            status.failed_indexes = Some(compress_indexes(&per_index.failed));
+        }
+    }
+    if let Some(verdict) = verdict {
+        set_verdict_condition(&mut status, verdict.interim(), verdict, now);
+    }
+    fill_active_counts(&mut status, tally);
+    let mut current = job.clone();
+    write_status(ctx, &mut current, &status).await?;
+
+    let release_error = release_all(ctx, job, &to_release, &mut tracked).await;
+    uncounted.settle(&mut status, |uid| tracked.contains(uid));
+    let verdict =
+        verdict.filter(|_| !reached_max && uncounted.len() == 0 && tally.terminating == 0);
+    if let Some(verdict) = verdict {
+        set_verdict_condition(&mut status, verdict.terminal(), verdict, now);
+        if verdict.success {
+            status.completion_time = Some(now.clone());
+        }
+    }
+    write_status(ctx, &mut current, &status).await?;
+    if let Some(e) = release_error {
+        return Err(e.into());
+    }
+    if let Some(verdict) = verdict {
+        announce_finish(ctx, job, verdict).await;
+    }
+    Ok(verdict.is_some())
+}
+
+/// kube's pass over the tracked pods: those whose finalizers may go now (finished, or
+/// all of them once the Job is deleted or its end decided; a failed pod awaiting its
+/// index's replacement stays), with the uids of those not yet counted added to
+/// `uncounted` (failures a policy ignores are not). Stops at [`tracking::MAX_UNCOUNTED`]
+/// (true then).
+fn note_finished(
+    spec: &JobSpec,
+    tally: &Tally,
+    verdict: Option<&Verdict>,
+    deleting: bool,
+    uncounted: &mut tracking::Uncounted,
+) -> (Vec<Arc<Pod>>, bool) {
+    let indexed = indexed_completions(spec).is_some();
     let mut to_release = Vec::new();
-    let mut reached_max = false;
-    for pod in tally
+    let tracked = tally
         .pods
         .iter()
-        .filter(|p| tracking::has_tracking_finalizer(p))
-    {
+        .filter(|p| tracking::has_tracking_finalizer(p));
+    for pod in tracked {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let failed = pod_failed(spec, pod);
         let succeeded = pod_template::succeeded(pod);
@@ -676,7 +725,6 @@ async fn track_and_write(
             continue;
         }
         to_release.push(pod.clone());
-        let indexed = indexed_completions(spec).is_some();
         if succeeded && !uncounted.failed.contains(&uid) {
             // An Indexed Job counts completed indexes, not uids.
             if !indexed && !uncounted.succeeded.contains(&uid) {
@@ -690,82 +738,47 @@ async fn track_and_write(
             uncounted.failed.push(uid);
         }
         if uncounted.len() >= tracking::MAX_UNCOUNTED {
-            reached_max = true;
-            break;
+            return (to_release, true);
         }
     }
-    uncounted.store(&mut status);
-    if indexed_completions(spec).is_some() {
-        let completed = compress_indexes(&tally.completed_indexes);
-        status.completed_indexes = (!completed.is_empty()).then_some(completed);
-        status.succeeded = (tally.succeeded != 0).then_some(tally.succeeded);
-        if let Some(per_index) = &tally.per_index {
-            status.failed_indexes = Some(compress_indexes(&per_index.failed));
-        }
-    }
-    if let Some(verdict) = verdict {
-        set_condition(
-            &mut status,
-            verdict.interim(),
-            true,
-            &verdict.reason,
-            &verdict.message,
-            now,
-        );
-    }
-    fill_active_counts(&mut status, tally);
-    let mut current = job.clone();
-    write_status(ctx, &mut current, &status).await?;
+    (to_release, false)
+}
 
+/// Remove the tracking finalizers of `pods`, taking each released one out of `tracked`;
+/// the first error, once every pod was tried.
+async fn release_all(
+    ctx: &Context<JobData>,
+    job: &Job,
+    pods: &[Arc<Pod>],
+    tracked: &mut BTreeSet<String>,
+) -> Option<kube::Error> {
     let api = ctx.api::<Pod>(&pod_template::namespace_of(job));
-    let mut release_error = None;
-    for pod in &to_release {
+    let mut first_error = None;
+    for pod in pods {
         match tracking::release(&api, pod).await {
             Ok(_) => {
                 tracked.remove(pod.metadata.uid.as_deref().unwrap_or(""));
             }
             Err(e) => {
-                release_error.get_or_insert(e);
+                first_error.get_or_insert(e);
             }
         }
     }
-    uncounted.settle(&mut status, |uid| tracked.contains(uid));
-    let finished = match verdict {
-        Some(verdict) if !reached_max && uncounted.len() == 0 && tally.terminating == 0 => {
-            set_condition(
-                &mut status,
-                verdict.terminal(),
-                true,
-                &verdict.reason,
-                &verdict.message,
-                now,
-            );
-            if verdict.success {
-                status.completion_time = Some(now.clone());
-            }
-            true
-        }
-        _ => false,
-    };
-    write_status(ctx, &mut current, &status).await?;
-    if let Some(e) = release_error {
-        return Err(e.into());
+    first_error
+}
+
+fn set_verdict_condition(status: &mut JobStatus, type_: &str, verdict: &Verdict, now: &Time) {
+    set_condition(status, type_, true, &verdict.reason, &verdict.message, now);
+}
+
+/// The Event kube records when a Job finishes.
+async fn announce_finish(ctx: &Context<JobData>, job: &Job, verdict: &Verdict) {
+    if verdict.success {
+        publish(ctx, job, EventType::Normal, "Completed", "Job completed").await;
+    } else {
+        let (reason, message) = (&verdict.reason, &verdict.message);
+        publish(ctx, job, EventType::Warning, reason, message).await;
     }
-    if let Some(verdict) = verdict.filter(|_| finished) {
-        if verdict.success {
-            publish(ctx, job, EventType::Normal, "Completed", "Job completed").await;
-        } else {
-            publish(
-                ctx,
-                job,
-                EventType::Warning,
-                &verdict.reason,
-                &verdict.message,
-            )
-            .await;
-        }
-    }
-    Ok(finished)
 }
 
 /// kube writes `ready` and `terminating` always, `active` only when not zero.
