@@ -31,6 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
+use steady_runtime::backoff::BackoffPolicy;
 use steady_runtime::conditions::to_time;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache};
@@ -67,6 +68,18 @@ impl Default for JobConfig {
             failure_backoff: Duration::from_secs(10),
             max_failure_backoff: Duration::from_secs(600),
         }
+    }
+}
+
+impl JobConfig {
+    /// The wait after `failures` failures: the runtime's exponential back-off, unjittered.
+    fn back_off(&self, failures: i32) -> Duration {
+        let policy = BackoffPolicy {
+            base: self.failure_backoff,
+            max: self.max_failure_backoff,
+            jitter: 0.0,
+        };
+        policy.delay(u32::try_from(failures).unwrap_or(0))
     }
 }
 
@@ -113,13 +126,7 @@ impl JobData {
         if seen.0 != failed {
             *seen = (failed, now);
         }
-        let doublings = u32::try_from(failed - 1).unwrap_or(0).min(20);
-        let backoff = self
-            .config
-            .failure_backoff
-            .saturating_mul(1 << doublings)
-            .min(self.config.max_failure_backoff);
-        (seen.1 + backoff).saturating_duration_since(now)
+        (seen.1 + self.config.back_off(failed)).saturating_duration_since(now)
     }
 
     fn forget(&self, uid: &str) {
@@ -967,13 +974,12 @@ fn ready_indexes(data: &JobData, tally: &Tally, pending: Vec<i32>) -> Result<Vec
         return Ok(pending);
     };
     let now = (data.clock)();
-    let (base, max) = (data.config.failure_backoff, data.config.max_failure_backoff);
     let delay = |index: &i32| {
         per_index
             .awaiting
             .get(index)
             .map_or(Duration::ZERO, |replaced| {
-                per_index::replacement_delay(replaced, now, base, max)
+                per_index::replacement_delay(replaced, now, &data.config)
             })
     };
     let ready: Vec<i32> = pending

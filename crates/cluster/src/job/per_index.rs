@@ -14,7 +14,7 @@ use k8s_openapi::api::batch::v1::JobSpec;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::failure_policy::{self, Verdict};
-use super::{completion_index, has_valid_index, pod_failed, tracking};
+use super::{JobConfig, completion_index, has_valid_index, pod_failed, tracking};
 
 /// How many times a pod's index failed before it (counted failures).
 pub const FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
@@ -126,18 +126,15 @@ pub(super) fn replacement_counts(spec: &JobSpec, replaced: &Pod) -> (i32, i32) {
     }
 }
 
-/// How long the replacement of the index's failed pod `replaced` still waits: `base`
-/// doubling with each failure of the index (ignored ones too), capped at `max`, from
+/// How long the replacement of the index's failed pod `replaced` still waits: the Job's
+/// failure back-off after as many failures as the index had (ignored ones too), from
 /// when it finished.
 pub(super) fn replacement_delay(
     replaced: &Pod,
     now: DateTime<Utc>,
-    base: Duration,
-    max: Duration,
+    config: &JobConfig,
 ) -> Duration {
-    let failures = absolute_count(replaced).saturating_add(1);
-    let doublings = u32::try_from(failures - 1).unwrap_or(0).min(20);
-    let backoff = base.saturating_mul(1 << doublings).min(max);
+    let backoff = config.back_off(absolute_count(replaced).saturating_add(1));
     let since = finished_at(replaced)
         .map(|at| (now - at).to_std().unwrap_or(Duration::ZERO))
         .unwrap_or(backoff);
@@ -204,12 +201,7 @@ mod tests {
         assert!(awaiting_replacement(&spec, &pods, &BTreeSet::new(), &[2].into()).is_empty());
         assert_eq!(replacement_counts(&spec, &second), (2, 0));
         let now = "2026-01-01T00:00:35Z".parse().expect("now");
-        let delay = replacement_delay(
-            &second,
-            now,
-            Duration::from_secs(10),
-            Duration::from_secs(600),
-        );
+        let delay = replacement_delay(&second, now, &JobConfig::default());
         assert_eq!(
             delay,
             Duration::from_secs(15),

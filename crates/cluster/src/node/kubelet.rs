@@ -144,8 +144,12 @@ fn crash_loops(pod: &Pod) -> bool {
 
 /// kubelet's crash back-off: 10 s, doubling with each restart, at most 5 minutes.
 fn back_off(restarts: i32) -> Duration {
-    let doublings = u32::try_from(restarts).unwrap_or(0).min(5);
-    Duration::from_secs(10 << doublings).min(Duration::from_secs(300))
+    let policy = steady_runtime::backoff::BackoffPolicy {
+        base: Duration::from_secs(10),
+        max: Duration::from_secs(300),
+        jitter: 0.0,
+    };
+    policy.delay(u32::try_from(restarts).unwrap_or(0).saturating_add(1))
 }
 
 /// A crashed container as kubelet reports it while it waits to restart it: waiting in
