@@ -490,6 +490,79 @@ where
         )
     }
 
+    /// As [`owns`](Self::owns), and an object without a controller wakes every
+    /// primary of its namespace that `selects` it: what a controller that adopts orphans
+    /// needs, as kube's workload controllers adopt the orphans their selector matches (a
+    /// StatefulSet deleted with `--cascade=orphan` and created again takes its pods
+    /// back). The reconciler still does the adopting; this only makes it hear of them.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::apps::v1::ReplicaSet;
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kube::Api;
+    /// # use steady_runtime::{Config, Controller};
+    /// # fn build(client: kube::Client) {
+    /// let mut controller =
+    ///     Controller::new(Api::<ReplicaSet>::all(client.clone()), Config::named("sets"));
+    /// let same_app = |set: &ReplicaSet, pod: &Pod| {
+    ///     let app = |labels: Option<&std::collections::BTreeMap<String, String>>| {
+    ///         labels.and_then(|l| l.get("app")).cloned()
+    ///     };
+    ///     app(set.metadata.labels.as_ref()).is_some()
+    ///         && app(set.metadata.labels.as_ref()) == app(pod.metadata.labels.as_ref())
+    /// };
+    /// let pods = controller.owns_or_adopts(Api::<Pod>::all(client), same_app);
+    /// # }
+    /// ```
+    pub fn owns_or_adopts<C, S>(&mut self, api: Api<C>, selects: S) -> ObjectCache<C>
+    where
+        C: SourceKind,
+        S: Fn(&K, &C) -> bool + Send + Sync + 'static,
+    {
+        self.owns_or_adopts_with(api, self.default_watch(), selects)
+    }
+
+    /// [`owns_or_adopts`](Self::owns_or_adopts), watching only the objects that match
+    /// `watch` (label and field selectors), as [`owns_with`](Self::owns_with) does.
+    pub fn owns_or_adopts_with<C, S>(
+        &mut self,
+        api: Api<C>,
+        watch: watcher::Config,
+        selects: S,
+    ) -> ObjectCache<C>
+    where
+        C: SourceKind,
+        S: Fn(&K, &C) -> bool + Send + Sync + 'static,
+    {
+        let kind = C::kind(&()).to_string();
+        let owned = self.controller_mapper::<C>(kind.clone());
+        let primaries = self.primary.clone();
+        let mapper: Mapper<C> = Arc::new(move |obj: &C| {
+            if obj.cached_owners().any(|r| r.controller) {
+                return owned(obj);
+            }
+            let key = obj.cache_key();
+            let trigger = Trigger::Owned {
+                kind: kind.clone(),
+                name: key.to_string(),
+            };
+            primaries
+                .in_namespace(key.namespace.as_deref())
+                .iter()
+                .filter(|primary| selects(primary, obj))
+                .map(|primary| (ObjectKey::of(primary.as_ref()), trigger.clone()))
+                .collect()
+        });
+        self.add_whole_source(
+            Role::Owned,
+            api,
+            watch,
+            ObjectCache::default(),
+            mapper,
+            differs_beyond_version,
+        )
+    }
+
     /// The trigger of an owned object (of kind `child_kind`): its controller, if that is
     /// of kind `K`.
     pub(crate) fn controller_mapper<C: Cached>(&self, child_kind: String) -> Mapper<C> {

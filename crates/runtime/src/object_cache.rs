@@ -13,6 +13,7 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kube::Resource;
@@ -511,6 +512,18 @@ impl<K: Cached> ObjectCache<K> {
         self.read().objects.iter().map(|e| e.obj.clone()).collect()
     }
 
+    /// The objects of one namespace (`None`: the cluster-scoped ones), in name order: a
+    /// range of the key order, not a scan of the whole cache.
+    pub fn in_namespace(&self, namespace: Option<&str>) -> Vec<Arc<K>> {
+        let first = KeyRef((namespace, ""));
+        self.read()
+            .objects
+            .range::<dyn Keyed, _>((Bound::Included(&first as &dyn Keyed), Bound::Unbounded))
+            .take_while(|e| e.obj.cache_meta().namespace == namespace)
+            .map(|e| e.obj.clone())
+            .collect()
+    }
+
     /// Every cached key, in order.
     pub fn keys(&self) -> Vec<ObjectKey> {
         self.read()
@@ -868,6 +881,32 @@ mod tests {
         assert_eq!(cached.data, None);
         assert_eq!(cached.metadata.resource_version.as_deref(), Some("2"));
         assert_eq!(cache.owned_by("o1").len(), 1);
+    }
+
+    #[test]
+    fn a_namespace_reads_only_its_own_objects() {
+        let cache = ObjectCache::<ConfigMap>::default();
+        let in_ns = |namespace: Option<&str>, name: &str| {
+            let mut object = cm(name, "1", None);
+            object.metadata.namespace = namespace.map(str::to_string);
+            cache.apply(object).ok();
+        };
+        in_ns(Some("a"), "x");
+        in_ns(Some("ab"), "y");
+        in_ns(Some("b"), "z");
+        in_ns(Some("a"), "w");
+        in_ns(None, "cluster");
+        let names = |namespace| -> Vec<String> {
+            let objects = cache.in_namespace(namespace);
+            objects
+                .iter()
+                .map(|o| o.cache_meta().name.to_string())
+                .collect()
+        };
+        assert_eq!(names(Some("a")), ["w", "x"]);
+        assert_eq!(names(Some("ab")), ["y"]);
+        assert_eq!(names(None), ["cluster"]);
+        assert!(names(Some("c")).is_empty());
     }
 
     #[test]
