@@ -25,6 +25,7 @@ use kube::api::{Api, PostParams};
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache};
 
+use crate::claim::{self, Claim};
 use crate::clock;
 use crate::pod_template::{self, Availability, PodName};
 use crate::revision::{self, REVISION_LABEL};
@@ -42,7 +43,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let data = DaemonData {
         events: crate::recorder(&client, MANAGER, &clock),
         clock,
-        pods: crate::owns_pods_labelled(&mut controller, &client, GENERATION_LABEL),
+        pods: crate::adopts_pods_labelled(&mut controller, &client, GENERATION_LABEL, selects),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
         // Any Node change may change where every DaemonSet runs.
         nodes: controller.watches(Api::<Node>::all(client.clone()), move |_| sets.keys()),
@@ -139,6 +140,15 @@ struct Daemon<'a> {
     now: Timestamp,
 }
 
+/// Whether the DaemonSet's selector matches the pod (kube's DaemonSet controller claims
+/// every pod of its namespace by selector alone).
+fn selects(set: &DaemonSet, pod: &Pod) -> bool {
+    claim::selects(
+        set.spec.as_ref().map(|s| &s.selector),
+        pod.metadata.labels.as_ref(),
+    )
+}
+
 async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Result<Action, Error> {
     if object.metadata.deletion_timestamp.is_some() {
         return Ok(Action::done());
@@ -166,6 +176,10 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
         now: clock::timestamp(&ctx.data().clock),
     };
     daemon.ensure_revision().await?;
+    let candidates = ctx.data().pods.in_namespace(Some(&daemon.namespace));
+    Claim::new(object.as_ref(), ctx.as_ref())
+        .run(&candidates, |pod| selects(&object, pod))
+        .await?;
     daemon.pods = daemon.pods_by_node();
     for node in daemon.nodes.clone() {
         daemon.place(&node).await?;

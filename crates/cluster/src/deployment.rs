@@ -35,6 +35,7 @@ use serde_json::json;
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
+use crate::claim::{self, Claim};
 use crate::clock;
 use crate::pod_template::{self, Identity, TEMPLATE_HASH_LABEL};
 use crate::replicaset::{REPLICA_FAILURE, nonzero};
@@ -74,7 +75,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<Deployment>(&client, config);
     let events = crate::recorder(&client, MANAGER, &clock);
-    let sets = controller.owns(Api::<ReplicaSet>::all(client.clone()));
+    let sets = controller.owns_or_adopts(Api::<ReplicaSet>::all(client.clone()), selects);
     // Only pods a ReplicaSet made for a Deployment (they carry the hash label), kept as
     // little more than owner and lifecycle; only their ending wakes the Deployment (a
     // Recreate waits for it).
@@ -133,6 +134,15 @@ fn deployment_of(sets: &ObjectCache<ReplicaSet>, pod: &Pod) -> Option<ObjectKey>
     ))
 }
 
+/// Whether the Deployment's selector matches the ReplicaSet's labels (kube's Deployment
+/// controller claims the ReplicaSets of its namespace by selector).
+fn selects(deployment: &Deployment, rs: &ReplicaSet) -> bool {
+    claim::selects(
+        deployment.spec.as_ref().map(|s| &s.selector),
+        rs.metadata.labels.as_ref(),
+    )
+}
+
 /// Take the Deployment's rollout one step (create, scale or clean up ReplicaSets), then
 /// write its status if it changed.
 pub async fn reconcile(
@@ -143,6 +153,10 @@ pub async fn reconcile(
         return Ok(Action::done());
     }
     let id = Identity::of(deployment.as_ref())?;
+    let candidates = ctx.data().sets.in_namespace(Some(&id.namespace));
+    Claim::new(deployment.as_ref(), ctx.as_ref())
+        .run(&candidates, |rs| selects(&deployment, rs))
+        .await?;
     let spec = deployment
         .spec
         .as_ref()

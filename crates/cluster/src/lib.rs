@@ -28,6 +28,7 @@ use serde::de::DeserializeOwned;
 use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{CachingApi, Controller, ObjectCache};
 
+mod claim;
 pub mod clock;
 pub mod cronjob;
 pub mod daemonset;
@@ -58,6 +59,10 @@ pub enum Error {
     /// collision count and tries another name on the next reconcile.
     #[error("{0}")]
     NameCollision(String),
+    /// An orphan could not be adopted: the controller, read again, is gone or being
+    /// deleted (kube's `canAdopt`), or could not be read.
+    #[error("{0}")]
+    CannotAdopt(String),
 }
 
 /// A stop signal every controller can wait for.
@@ -196,6 +201,18 @@ fn owns_pods_labelled<K: Kind>(
 ) -> ObjectCache<Pod> {
     let labelled = watcher::Config::default().labels(label);
     controller.owns_with(Api::all(client.clone()), labelled)
+}
+
+/// [`owns_pods_labelled`], and an orphan carrying `label` wakes every controller of its
+/// namespace that `claims` it, for the reconcile to adopt (see `claim`).
+fn adopts_pods_labelled<K: Kind>(
+    controller: &mut Controller<K>,
+    client: &Client,
+    label: &str,
+    claims: fn(&K, &Pod) -> bool,
+) -> ObjectCache<Pod> {
+    let labelled = watcher::Config::default().labels(label);
+    controller.owns_or_adopts_with(Api::all(client.clone()), labelled, claims)
 }
 
 fn shutdown_signal(shutdown: impl Future<Output = ()> + Send + 'static) -> Shutdown {

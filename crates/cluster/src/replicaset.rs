@@ -17,12 +17,11 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStat
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::core::{Selector, SelectorExt};
-use serde_json::{Value, json};
+use kube::api::{Api, PostParams};
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
+use crate::claim::{self, Claim};
 use crate::clock;
 use crate::pod_template::{self, Availability, Identity, PodName};
 use crate::{Clock, Error, Running, Setup, Shutdown};
@@ -87,57 +86,27 @@ fn replica_sets_for(sets: &ObjectCache<ReplicaSet>, pod: &Pod) -> Vec<ObjectKey>
     }
 }
 
-/// Whether the ReplicaSet's selector matches the pod's labels (an empty or unreadable
-/// selector matches nothing: apps/v1 rejects them anyway).
+/// Whether the ReplicaSet's selector matches the pod's labels.
 fn selects(rs: &ReplicaSet, pod: &Pod) -> bool {
-    let Some(selector) = rs.spec.as_ref().map(|s| s.selector.clone()) else {
-        return false;
-    };
-    let empty = selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
-        && selector
-            .match_expressions
-            .as_ref()
-            .is_none_or(|e| e.is_empty());
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    !empty && Selector::try_from(selector).is_ok_and(|s| s.matches(&labels))
+    claim::selects(
+        rs.spec.as_ref().map(|s| &s.selector),
+        pod.metadata.labels.as_ref(),
+    )
 }
 
-/// Adopt the active orphans the selector matches and release the pods it no longer
-/// matches, as kube's ReplicaSet controller claims pods. Each patch carries the pod's
-/// resourceVersion, so a pod that changed meanwhile (say, another controller adopted it)
-/// is left to the next reconcile.
+/// Adopt the active orphans the selector matches and release the active pods it no
+/// longer matches (kube's ReplicaSet controller claims only active pods).
 async fn claim(rs: &ReplicaSet, id: &Identity, ctx: &Context<Pods>) -> Result<(), Error> {
-    let api = ctx.api::<Pod>(&id.namespace);
-    let ours = pod_template::controller_ref(rs);
-    for pod in ctx.data().cache.list() {
-        if pod.metadata.namespace.as_deref() != Some(id.namespace.as_str()) {
-            continue;
-        }
-        let mut refs = pod.metadata.owner_references.clone().unwrap_or_default();
-        let controlled = refs.iter().any(|r| r.controller == Some(true));
-        let matches = selects(rs, &pod);
-        if pod_template::is_controlled_by(&pod.metadata, &id.uid) && !matches {
-            refs.retain(|r| r.uid != id.uid);
-        } else if !controlled && matches && pod_template::is_active(&pod) {
-            refs.push(ours.clone());
-        } else {
-            continue;
-        }
-        let patch = json!({"metadata": {
-            "resourceVersion": pod.metadata.resource_version,
-            "ownerReferences": if refs.is_empty() { Value::Null } else { json!(refs) },
-        }});
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Ok(())
+    let active: Vec<Arc<Pod>> = ctx
+        .data()
+        .cache
+        .in_namespace(Some(&id.namespace))
+        .into_iter()
+        .filter(|pod| pod_template::is_active(pod))
+        .collect();
+    Claim::new(rs, ctx)
+        .run(&active, |pod| selects(rs, pod))
+        .await
 }
 
 /// Bring the ReplicaSet's pods to `spec.replicas`, then write its status if it changed.

@@ -30,6 +30,7 @@ use serde_json::json;
 use steady_runtime::events::Recorder;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
+use crate::claim::{self, Claim};
 use crate::clock;
 use crate::pod_template::{self, Availability, PodName};
 use crate::revision::{self, REVISION_LABEL};
@@ -48,7 +49,7 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let data = SetData {
         events: crate::recorder(&client, MANAGER, &clock),
         clock,
-        pods: crate::owns_pods_labelled(&mut controller, &client, POD_NAME_LABEL),
+        pods: crate::adopts_pods_labelled(&mut controller, &client, POD_NAME_LABEL, claims),
         revisions: controller.owns(Api::<ControllerRevision>::all(client.clone())),
         // Claims outlive their pods and have no owner: read, never a trigger.
         claims: controller.watches(Api::<PersistentVolumeClaim>::all(client.clone()), |_| {
@@ -112,13 +113,7 @@ impl Set<'_> {
 
     /// The ordinal of a pod named `<set>-<n>`.
     fn ordinal_of(&self, pod: &Pod) -> Option<i32> {
-        pod.metadata
-            .name
-            .as_deref()?
-            .strip_prefix(&self.name)?
-            .strip_prefix('-')?
-            .parse()
-            .ok()
+        ordinal_in(&self.name, pod)
     }
 
     fn ordered(&self) -> bool {
@@ -155,6 +150,33 @@ impl Set<'_> {
     }
 }
 
+/// The ordinal of a pod named `<set>-<digits>`, the set named `set`: kube's
+/// `getParentNameAndOrdinal`.
+fn ordinal_in(set: &str, pod: &Pod) -> Option<i32> {
+    let digits = pod
+        .metadata
+        .name
+        .as_deref()?
+        .strip_prefix(set)?
+        .strip_prefix('-')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Whether the set would claim `pod`: its selector matches and the pod is named as one of
+/// its ordinals (kube's `isMemberOf` filter, so two sets with overlapping selectors take
+/// only their own pods).
+fn claims(set: &StatefulSet, pod: &Pod) -> bool {
+    let name = set.metadata.name.as_deref().unwrap_or_default();
+    ordinal_in(name, pod).is_some()
+        && claim::selects(
+            set.spec.as_ref().map(|s| &s.selector),
+            pod.metadata.labels.as_ref(),
+        )
+}
+
 async fn reconcile(object: Arc<StatefulSet>, ctx: Arc<Context<SetData>>) -> Result<Action, Error> {
     if object.metadata.deletion_timestamp.is_some() {
         return Ok(Action::done());
@@ -180,6 +202,10 @@ async fn reconcile(object: Arc<StatefulSet>, ctx: Arc<Context<SetData>>) -> Resu
         now: clock::timestamp(&ctx.data().clock),
     };
     ensure_revision(&ctx, &set).await?;
+    let candidates = ctx.data().pods.in_namespace(Some(&set.namespace));
+    Claim::new(object.as_ref(), ctx.as_ref())
+        .run(&candidates, |pod| claims(&object, pod))
+        .await?;
     let by_ordinal = pods_by_ordinal(&ctx, &set);
     if bring_up(&ctx, &set, &by_ordinal).await? {
         let by_ordinal = pods_by_ordinal(&ctx, &set);

@@ -212,3 +212,23 @@ async fn a_template_change_replaces_the_pod() {
     assert_eq!(labels["pod-template-generation"], generation.to_string());
     cluster.stop().await;
 }
+
+/// A DaemonSet deleted with `--cascade=orphan` and created again keeps the pod running on
+/// its node: the new set adopts it (kube's claim by selector) instead of adding a second.
+#[tokio::test(start_paused = true)]
+async fn a_daemon_set_created_again_after_an_orphaning_delete_adopts_its_pod() {
+    let (cluster, _) = agent_ready_on_its_node().await;
+    let sets: Api<DaemonSet> = cluster.api();
+    orphan_then_recreate(&sets, "agent", daemon("agent", None), || {
+        cluster.pods("app=agent")
+    })
+    .await;
+    let set = cluster
+        .wait_for::<DaemonSet>("agent", "agent ready again", |s| {
+            s.status.as_ref().is_some_and(|s| s.number_ready == 1)
+        })
+        .await;
+    assert_eq!(placement(&cluster.pods("app=agent").await), ["steady-node"]);
+    cluster.assert_left_alone(&set).await;
+    cluster.stop().await;
+}

@@ -212,6 +212,44 @@ async fn kubectl_rollout_status_follows_a_statefulset_and_a_daemonset() {
     running.stop().await;
 }
 
+/// How a user changes what a StatefulSet may not change: `kubectl delete --cascade=orphan`,
+/// then apply it again. The new set adopts the running pods (the same uids, now
+/// controlled by it), and its rollout is complete without a pod replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_recreates_a_statefulset_around_its_orphaned_pods() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path()).await;
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(WORKLOADS)).await;
+    rollout_status(dir.path(), "statefulset/web").await;
+    let pod_uids = || {
+        get_jsonpath(
+            dir.path(),
+            &["pods", "-l", "app=web"],
+            "{.items[*].metadata.uid}",
+        )
+    };
+    let before = pod_uids().await;
+    kubectl_line(dir.path(), "delete statefulset web --cascade=orphan").await;
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(WORKLOADS)).await;
+    let rolled = rollout_status(dir.path(), "statefulset/web").await;
+    assert!(rolled.contains("roll out complete: 3 new pods"), "{rolled}");
+    let set_uid = get_jsonpath(dir.path(), &["statefulset", "web"], "{.metadata.uid}").await;
+    let owners = || {
+        get_jsonpath(
+            dir.path(),
+            &["pods", "-l", "app=web"],
+            "{.items[*].metadata.ownerReferences[0].uid}",
+        )
+    };
+    let adopted = vec![set_uid.as_str(); 3].join(" ");
+    steady_test_support::eventually("the pods adopted", Duration::from_secs(60), || async {
+        (owners().await == adopted).then_some(())
+    })
+    .await;
+    assert_eq!(pod_uids().await, before, "no pod was replaced");
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_waits_for_a_job_to_complete_and_another_to_fail() {
     let dir = tempfile::tempdir().expect("tempdir");

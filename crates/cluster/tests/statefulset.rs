@@ -346,6 +346,49 @@ async fn parallel_creates_every_ordinal_at_once() {
     cluster.stop().await;
 }
 
+/// The way to change what a StatefulSet may not change (its claim templates): delete it
+/// with `--cascade=orphan` and create it again. The new set takes back the running pods,
+/// as kube's controller adopts them, instead of failing on their names for ever; a pod
+/// that only looks like one of its ordinals (same labels, another name) stays an orphan.
+#[tokio::test(start_paused = true)]
+async fn a_set_created_again_after_an_orphaning_delete_adopts_its_pods() {
+    let cluster = set_cluster().await;
+    create_ready(&cluster, web(2, "OrderedReady"), 2).await;
+    let lookalike: Pod = create_json(
+        &cluster.api(),
+        json!({
+            "metadata": {"name": "web-extra", "labels": {"app": "web", "statefulset.kubernetes.io/pod-name": "web-extra"}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]},
+        }),
+    )
+    .await;
+    let members = || async {
+        let pods = cluster.pods(SELECTOR).await;
+        pods.into_iter()
+            .filter(|p| p.metadata.name.as_deref() != Some("web-extra"))
+            .collect::<Vec<_>>()
+    };
+    let sets: Api<StatefulSet> = cluster.api();
+    orphan_then_recreate(&sets, "web", web(2, "OrderedReady"), members).await;
+    cluster
+        .wait_for::<StatefulSet>("web", "2 ready again", |s| ready_replicas(s) == 2)
+        .await;
+    let extra = children(&[cluster
+        .api::<Pod>()
+        .get("web-extra")
+        .await
+        .expect("web-extra")]);
+    assert_eq!(
+        extra["web-extra"],
+        (
+            lookalike.metadata.uid.clone().expect("a uid"),
+            String::new()
+        ),
+        "a pod named as no ordinal is not adopted"
+    );
+    cluster.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_rolling_update_stops_at_the_partition() {
     let cluster = set_cluster().await;

@@ -103,21 +103,7 @@ impl Cluster {
     }
 
     async fn create_deployment(&self, name: &str, replicas: i32, spec: Value) -> Deployment {
-        let mut body = json!({
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "nginx", "image": "nginx:1.26"}]},
-                },
-            },
-        });
-        merge(&mut body["spec"], spec);
-        create_json(&self.deployments(), body).await
+        create_json(&self.deployments(), deployment(name, replicas, spec)).await
     }
 
     async fn set_image(&self, name: &str, image: &str) {
@@ -633,6 +619,26 @@ where
     .await
 }
 
+/// The Deployment `name` of `replicas` nginx:1.26 pods labelled `app: <name>`, with
+/// `spec` merged into its spec.
+fn deployment(name: &str, replicas: i32, spec: Value) -> Value {
+    let mut body = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:1.26"}]},
+            },
+        },
+    });
+    merge(&mut body["spec"], spec);
+    body
+}
+
 /// Ready times are stamped to the second: availability comes up to a second early.
 fn assert_about_min_ready_seconds(waited: Duration) {
     assert!(
@@ -727,6 +733,29 @@ async fn a_replica_set_adopts_matching_orphans_and_releases_pods_it_no_longer_se
         (!controlled(released) && owned == 2).then_some(())
     })
     .await;
+    cluster.stop().await;
+}
+
+/// A Deployment deleted with `--cascade=orphan` and applied again takes back its
+/// ReplicaSet (the template is the same), as kube's controller adopts it: no new
+/// ReplicaSet, no pod replaced.
+#[tokio::test(start_paused = true)]
+async fn a_deployment_created_again_after_an_orphaning_delete_adopts_its_replica_set() {
+    let (cluster, _) = Cluster::with_web(2).await;
+    let pods_before = common::children(&cluster.active_pods().await);
+    let sets = || async {
+        let listed = cluster.replica_sets().list(&ListParams::default()).await;
+        listed.expect("list replica sets").items
+    };
+    common::orphan_then_recreate(
+        &cluster.deployments(),
+        "web",
+        deployment("web", 2, json!({})),
+        sets,
+    )
+    .await;
+    cluster.rolled_out("web", "nginx:1.26").await;
+    assert_eq!(common::children(&cluster.active_pods().await), pods_before);
     cluster.stop().await;
 }
 

@@ -175,3 +175,68 @@ pub async fn event_with_reason(client: &Client, reason: &str) -> k8s_openapi::ap
     })
     .await
 }
+
+/// Each child's name and uid, and the uid of its controller ("" for an orphan).
+pub type Children = std::collections::BTreeMap<String, (String, String)>;
+
+/// The children `list` returns, as [`Children`].
+pub fn children<K: kube::Resource>(list: &[K]) -> Children {
+    list.iter()
+        .map(|child| {
+            let meta = child.meta();
+            let controller = meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|r| r.controller == Some(true))
+                .map(|r| r.uid.clone())
+                .unwrap_or_default();
+            let uid = meta.uid.clone().unwrap_or_default();
+            (meta.name.clone().unwrap_or_default(), (uid, controller))
+        })
+        .collect()
+}
+
+/// `kubectl delete --cascade=orphan` of the controller `name`, then `manifest` created
+/// again once the garbage collector has released every child `current` lists; then the
+/// new controller must take back the very same children. Returns the new controller.
+pub async fn orphan_then_recreate<K, C, Fut>(
+    api: &Api<K>,
+    name: &str,
+    manifest: serde_json::Value,
+    current: impl Fn() -> Fut,
+) -> K
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    C: kube::Resource,
+    Fut: Future<Output = Vec<C>>,
+{
+    let before = children(&current().await);
+    assert!(!before.is_empty(), "{name} has children to orphan");
+    let orphan = kube::api::DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+        ..Default::default()
+    };
+    api.delete(name, &orphan).await.expect("orphaning delete");
+    eventually("the children released", LIMIT, || async {
+        let now = children(&current().await);
+        let released = now.len() == before.len() && now.values().all(|(_, c)| c.is_empty());
+        (released && api.get_opt(name).await.ok()?.is_none()).then_some(())
+    })
+    .await;
+    let created = steady_test_support::create_json(api, manifest).await;
+    let uid = created.meta().uid.clone().expect("a uid");
+    let adopted: Children = before
+        .iter()
+        .map(|(child, (child_uid, _))| (child.clone(), (child_uid.clone(), uid.clone())))
+        .collect();
+    eventually("the same children adopted", LIMIT, || async {
+        (children(&current().await) == adopted).then_some(())
+    })
+    .await;
+    created
+}
