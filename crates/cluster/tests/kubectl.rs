@@ -241,7 +241,7 @@ async fn kubectl_recreates_a_statefulset_around_its_orphaned_pods() {
             "{.items[*].metadata.ownerReferences[0].uid}",
         )
     };
-    let adopted = vec![set_uid.as_str(); 3].join(" ");
+    let adopted = [set_uid.as_str(); 3].join(" ");
     steady_test_support::eventually("the pods adopted", Duration::from_secs(60), || async {
         (owners().await == adopted).then_some(())
     })
