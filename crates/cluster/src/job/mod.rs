@@ -9,7 +9,8 @@
 //! the interim condition (`SuccessCriteriaMet` or `FailureTarget`) and its remaining pods
 //! are deleted; the terminal condition (`Complete` or `Failed`) follows when none is left
 //! running or uncounted, as 1.31+ delays it. A replacement for a failed pod waits 10 s,
-//! doubling per failure (capped at 10 min), like kube's pod failure backoff; under
+//! doubling per failure since the Job's last success (capped at 10 min), like kube's pod
+//! failure backoff record; under
 //! `podReplacementPolicy: Failed` (or with a `podFailurePolicy`) it also waits until the
 //! pod it replaces is no longer terminating. A suspended Job runs no pods. An Indexed Job
 //! runs one pod per index (`completedIndexes` says which are done) and succeeds early
@@ -106,27 +107,28 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
 struct JobData {
     pods: ObjectCache<Pod>,
     events: Recorder,
-    /// Per Job uid: the failure count last seen, and when it was first seen (the
-    /// replacement backoff runs from there, on tokio's clock).
-    failures: Mutex<BTreeMap<String, (i32, Instant)>>,
+    /// Per Job uid: its failures since its last success (kube's `backoffRecord`).
+    failures: Mutex<BTreeMap<String, BackoffRecord>>,
     config: JobConfig,
     /// `startTime`, `completionTime`, the conditions' times and the active deadline.
     clock: Clock,
 }
 
 impl JobData {
-    /// How long replacements of `job`'s failed pods must still wait.
-    fn replacement_delay(&self, uid: &str, failed: i32) -> Duration {
-        if failed == 0 {
-            return Duration::ZERO;
-        }
+    /// How long replacements of `job`'s failed pods must still wait: the back-off after
+    /// the failures since the Job's last success, from the last failure.
+    fn replacement_delay(&self, uid: &str, tally: &Tally) -> Duration {
         let now = Instant::now();
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = failures.entry(uid.to_string()).or_insert((failed, now));
-        if seen.0 != failed {
-            *seen = (failed, now);
+        let record = failures
+            .entry(uid.to_string())
+            .or_insert_with(|| BackoffRecord::first_seen(tally, now));
+        record.observe(tally, now);
+        if record.failures_after_success == 0 {
+            return Duration::ZERO;
         }
-        (seen.1 + self.config.back_off(failed)).saturating_duration_since(now)
+        let backoff = self.config.back_off(record.failures_after_success);
+        (record.last_failure + backoff).saturating_duration_since(now)
     }
 
     fn forget(&self, uid: &str) {
@@ -135,6 +137,61 @@ impl JobData {
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
     }
+}
+
+/// kube's `backoffRecord`: how many pods failed since the Job's last success and when
+/// the last of them was seen (on tokio's clock), so that a success resets the back-off of
+/// replacements as on a cluster instead of each failure waiting longer than the last.
+#[derive(Debug)]
+struct BackoffRecord {
+    /// The counts of the last sync, to tell what finished since.
+    failed: i32,
+    succeeded: i32,
+    failures_after_success: i32,
+    last_failure: Instant,
+}
+
+impl BackoffRecord {
+    /// A Job first seen with failures (a restarted controller) backs off after all of
+    /// them: its pods' order is no longer known.
+    fn first_seen(tally: &Tally, now: Instant) -> BackoffRecord {
+        BackoffRecord {
+            failed: tally.failed,
+            succeeded: tally.succeeded,
+            failures_after_success: tally.failed,
+            last_failure: now,
+        }
+    }
+
+    /// Take in what finished since the last sync (kube's `newBackoffRecord`): a success
+    /// that finished after every new failure resets the count; otherwise the new
+    /// failures count on (from zero when a success came between).
+    fn observe(&mut self, tally: &Tally, now: Instant) {
+        let new_failures = tally.failed.saturating_sub(self.failed).max(0);
+        let new_successes = tally.succeeded.saturating_sub(self.succeeded).max(0);
+        self.failed = tally.failed;
+        self.succeeded = tally.succeeded;
+        if new_failures == 0 && new_successes == 0 {
+            return;
+        }
+        self.failures_after_success = match (new_successes > 0, new_failures > 0) {
+            (true, false) => 0,
+            (true, true) if last_finished_succeeded(&tally.pods) => 0,
+            (true, true) => new_failures,
+            _ => self.failures_after_success.saturating_add(new_failures),
+        };
+        if new_failures > 0 {
+            self.last_failure = now;
+        }
+    }
+}
+
+/// Whether, of the Job's finished pods, the one that finished last succeeded.
+fn last_finished_succeeded(pods: &[Arc<Pod>]) -> bool {
+    pods.iter()
+        .filter(|pod| pod_template::is_finished(pod))
+        .max_by_key(|pod| per_index::finished_at(pod))
+        .is_some_and(|pod| pod_template::succeeded(pod))
 }
 
 /// What a sync of the Job sees: its pods, and its counts as kube's `syncJobCtx` holds
@@ -632,7 +689,7 @@ async fn manage(
     if tally.per_index.is_none() {
         let delay = ctx
             .data()
-            .replacement_delay(&job.uid().unwrap_or_default(), tally.failed);
+            .replacement_delay(&job.uid().unwrap_or_default(), tally);
         if !delay.is_zero() {
             return Ok(Some(delay));
         }
@@ -1104,6 +1161,61 @@ async fn publish(ctx: &Context<JobData>, job: &Job, kind: EventType, reason: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A finished pod of the Job: `phase`, its container exited at second `at`.
+    fn finished(phase: &str, at: i64) -> Arc<Pod> {
+        let finished_at = chrono::DateTime::from_timestamp(at, 0).map(|t| t.to_rfc3339());
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("p{at}")},
+                "status": {"phase": phase, "containerStatuses": [{
+                    "name": "work", "image": "busybox", "imageID": "", "ready": false,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "finishedAt": finished_at}},
+                }]},
+            }))
+            .expect("a pod"),
+        )
+    }
+
+    fn tally(failed: i32, succeeded: i32, pods: Vec<Arc<Pod>>) -> Tally {
+        Tally {
+            failed,
+            succeeded,
+            pods,
+            ..Tally::default()
+        }
+    }
+
+    #[test]
+    fn a_success_resets_the_replacement_back_off() {
+        let now = Instant::now();
+        let mut record = BackoffRecord::first_seen(&tally(0, 0, Vec::new()), now);
+        assert_eq!(record.failures_after_success, 0);
+        record.observe(&tally(2, 0, Vec::new()), now);
+        assert_eq!(record.failures_after_success, 2);
+        record.observe(&tally(2, 1, Vec::new()), now);
+        assert_eq!(record.failures_after_success, 0, "a success resets it");
+        record.observe(&tally(3, 1, Vec::new()), now);
+        assert_eq!(
+            record.failures_after_success, 1,
+            "then failures count again"
+        );
+        record.observe(&tally(3, 1, Vec::new()), now);
+        assert_eq!(record.failures_after_success, 1, "nothing new: as it was");
+    }
+
+    #[test]
+    fn of_a_success_and_failures_seen_together_the_last_to_finish_decides() {
+        let now = Instant::now();
+        let mut record = BackoffRecord::first_seen(&tally(1, 0, Vec::new()), now);
+        let success_last = vec![finished("Failed", 10), finished("Succeeded", 20)];
+        record.observe(&tally(3, 1, success_last), now);
+        assert_eq!(record.failures_after_success, 0);
+        let failure_last = vec![finished("Succeeded", 30), finished("Failed", 40)];
+        record.observe(&tally(5, 2, failure_last), now);
+        assert_eq!(record.failures_after_success, 2);
+    }
 
     #[test]
     fn completed_indexes_read_back_as_written_below_completions() {

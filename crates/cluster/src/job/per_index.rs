@@ -99,7 +99,7 @@ fn absolute_count(pod: &Pod) -> i32 {
 }
 
 /// When `pod` finished: its containers' last exit, else its deletion.
-fn finished_at(pod: &Pod) -> Option<DateTime<Utc>> {
+pub(super) fn finished_at(pod: &Pod) -> Option<DateTime<Utc>> {
     let statuses = pod.status.iter().flat_map(|s| {
         let regular = s.container_statuses.iter().flatten();
         regular.chain(s.init_container_statuses.iter().flatten())
