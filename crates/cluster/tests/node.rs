@@ -684,6 +684,32 @@ async fn a_failing_container_crash_loops_unless_it_is_never_restarted() {
     .await;
     assert_eq!(back_offs.len(), 1, "{back_offs:?}");
     assert!(back_offs[0].first_timestamp < back_offs[0].last_timestamp);
+
+    // Deleted while it waits to restart, it ends as kubelet's status manager ends it: the
+    // container it could not locate `ContainerStatusUnknown`, its last exit and its
+    // restarts kept (a finalizer holds the pod to be read).
+    let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    steady_test_support::merge_patch(&pods, "looping", hold)
+        .await
+        .expect("hold");
+    pods.delete("looping", &Default::default())
+        .await
+        .expect("delete");
+    let ended = pod_when(&client, "looping", "ended", |p| phase(p) == "Failed").await;
+    let container = first_container(&ended).expect("reported");
+    let state = container.state.as_ref().and_then(|s| s.terminated.as_ref());
+    let state = state.expect("terminated");
+    assert_eq!(
+        (state.exit_code, state.reason.as_deref()),
+        (137, Some("ContainerStatusUnknown"))
+    );
+    let last = container
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref());
+    assert_eq!(last.map(|t| t.exit_code), Some(1), "the last exit kept");
+    assert!(container.restart_count >= 2, "the restarts kept");
+    steady_test_support::clear_finalizers(&pods, "looping").await;
 }
 
 /// The status of the pod's first container, once the kubelet reported one.
