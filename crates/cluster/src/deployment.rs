@@ -61,6 +61,11 @@ const NOT_COPIED: &[&str] = &[
 /// The component its events name, as kube-controller-manager's.
 const MANAGER: &str = "deployment-controller";
 
+/// The Progressing reason of a rollout past its `progressDeadlineSeconds`.
+const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+/// The Progressing reason of a paused Deployment.
+const PAUSED: &str = "DeploymentPaused";
+
 /// The status counts kube omits when zero.
 const OMITTED_COUNTS: &[&str] = &[
     "replicas",
@@ -354,8 +359,12 @@ impl Rollout<'_> {
         let deadline = self.deadline()?;
         let progressing = find_condition(status, "Progressing")?;
         let stuck_for = |c: &DeploymentCondition| self.since(c.last_update_time.as_ref());
-        let running = progressing.status == "True"
-            && progressing.reason.as_deref() != Some("NewReplicaSetAvailable")
+        // kube's `requeueStuckDeployment`, which a paused Deployment never reaches.
+        let running = !self.spec.paused.unwrap_or(false)
+            && !matches!(
+                progressing.reason.as_deref(),
+                Some("NewReplicaSetAvailable" | TIMED_OUT)
+            )
             && !is_complete(self.deployment, status);
         running.then(|| deadline.saturating_sub(stuck_for(progressing)))
     }
@@ -773,11 +782,33 @@ impl Rollout<'_> {
             )
         };
         set_condition(&mut status, availability);
+        self.check_paused(&mut status);
         if !self.spec.paused.unwrap_or(false) {
             self.update_progressing(&previous, &mut status);
             self.carry_replica_failure(&mut status);
         }
         status
+    }
+
+    /// kube's `checkPausedConditions`: with a progress deadline, pausing sets Progressing
+    /// Unknown (`DeploymentPaused`) and resuming sets it again (`DeploymentResumed`), so
+    /// the deadline counts from the resume, not from before the pause; a timed-out
+    /// rollout keeps its `ProgressDeadlineExceeded`.
+    fn check_paused(&self, status: &mut DeploymentStatus) {
+        if self.deadline().is_none() {
+            return;
+        }
+        let reason = find_condition(status, "Progressing").and_then(|c| c.reason.clone());
+        let paused = self.spec.paused.unwrap_or(false);
+        let (reason, message) = match reason.as_deref() {
+            Some(TIMED_OUT) => return,
+            Some(PAUSED) if !paused => ("DeploymentResumed", "Deployment is resumed"),
+            Some(PAUSED) => return,
+            _ if paused => (PAUSED, "Deployment is paused"),
+            _ => return,
+        };
+        let condition = self.condition("Progressing", "Unknown", reason, message.into());
+        set_condition(status, condition);
     }
 
     /// kube's `syncRolloutStatus`: a ReplicaSet's `ReplicaFailure` (the new one's first)
@@ -857,7 +888,13 @@ impl Rollout<'_> {
             }
             set_condition(status, updated);
         } else if let Some(deadline) = self.deadline()
-            && let Some(current) = current.filter(|c| c.status == "True")
+            && let Some(current) = current.filter(|c| {
+                // kube's `DeploymentTimedOut`: whatever the status, from the last update.
+                !matches!(
+                    c.reason.as_deref(),
+                    Some("NewReplicaSetAvailable" | TIMED_OUT)
+                )
+            })
             && self.since(current.last_update_time.as_ref()) > deadline
         {
             set_condition(
@@ -865,7 +902,7 @@ impl Rollout<'_> {
                 self.condition(
                     "Progressing",
                     "False",
-                    "ProgressDeadlineExceeded",
+                    TIMED_OUT,
                     format!("{subject} has timed out progressing."),
                 ),
             );

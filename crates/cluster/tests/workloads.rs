@@ -560,6 +560,57 @@ async fn a_rollout_that_stops_progressing_passes_its_deadline() {
     cluster.stop().await;
 }
 
+/// `kubectl rollout pause` stops the deadline's clock, as kube's controller does: a
+/// paused rollout shows Progressing Unknown (`DeploymentPaused`) and never times out, and
+/// once resumed (`DeploymentResumed`) it has its whole deadline again.
+#[tokio::test(start_paused = true)]
+async fn a_paused_rollout_does_not_pass_its_deadline_and_gets_it_whole_on_resume() {
+    let cluster = Cluster::start().await;
+    let spec = json!({
+        "progressDeadlineSeconds": 60,
+        "template": {"metadata": {"annotations": {"steady.dev/simulate": "never-ready"}}},
+    });
+    cluster.create_deployment("held", 1, spec).await;
+    let progressing = |d: &Deployment| condition(d, "Progressing").1;
+    let deployments = cluster.deployments();
+    let set_paused = |paused: bool| {
+        let deployments = deployments.clone();
+        async move {
+            let patch = json!({"spec": {"paused": paused}});
+            merge_patch(&deployments, "held", patch)
+                .await
+                .expect("pause or resume");
+        }
+    };
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    set_paused(true).await;
+    passing(&cluster.deployments(), "held", "paused", &|d| {
+        progressing(d) == "DeploymentPaused"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let paused = cluster.deployments().get("held").await.expect("held");
+    assert_conditions(&paused, &[("Progressing", "Unknown", "DeploymentPaused")]);
+
+    set_paused(false).await;
+    let resumed_at = tokio::time::Instant::now();
+    passing(&cluster.deployments(), "held", "resumed", &|d| {
+        progressing(d) == "DeploymentResumed"
+    })
+    .await;
+    eventually("timed out", Duration::from_secs(120), || async {
+        let d = cluster.deployments().get("held").await.ok()?;
+        (progressing(&d) == "ProgressDeadlineExceeded").then_some(())
+    })
+    .await;
+    let waited = resumed_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(59) && waited < Duration::from_secs(63),
+        "timed out {waited:?} after the resume"
+    );
+    cluster.stop().await;
+}
+
 /// How long 1,000 replicas take to come up on the in-memory server, on the real clock:
 /// a measurement, run by hand (`cargo test -p steady-cluster --test workloads --
 /// --ignored --nocapture`).
