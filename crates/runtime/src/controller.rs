@@ -480,14 +480,7 @@ where
         C: SourceKind,
     {
         let mapper = self.controller_mapper(C::kind(&()).to_string());
-        self.add_whole_source(
-            Role::Owned,
-            api,
-            watch,
-            ObjectCache::default(),
-            mapper,
-            differs_beyond_version,
-        )
+        self.add_owned_source(api, watch, mapper)
     }
 
     /// As [`owns`](Self::owns), and an object without a controller wakes every
@@ -553,6 +546,20 @@ where
                 .map(|primary| (ObjectKey::of(primary.as_ref()), trigger.clone()))
                 .collect()
         });
+        self.add_owned_source(api, watch, mapper)
+    }
+
+    /// A source of owned objects (whole, as the server sends them) that wakes what
+    /// `mapper` names.
+    fn add_owned_source<C>(
+        &mut self,
+        api: Api<C>,
+        watch: watcher::Config,
+        mapper: Mapper<C>,
+    ) -> ObjectCache<C>
+    where
+        C: SourceKind,
+    {
         self.add_whole_source(
             Role::Owned,
             api,
