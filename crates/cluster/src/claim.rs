@@ -83,6 +83,10 @@ pub(crate) fn selects(
 pub(crate) struct Claim<'a, O, T> {
     owner: &'a O,
     ctx: &'a Context<T>,
+    /// A finalizer the controller keeps on what it holds (the Job's tracking one): added
+    /// on adoption, removed on release, as kube's `PodControllerRefManager` with
+    /// finalizers does.
+    finalizer: Option<&'static str>,
     /// kube's `canAdopt`, asked at most once: the first adoption reads the owner again.
     can_adopt: OnceCell<Result<(), String>>,
 }
@@ -95,8 +99,15 @@ where
         Claim {
             owner,
             ctx,
+            finalizer: None,
             can_adopt: OnceCell::new(),
         }
+    }
+
+    /// Adopt with `finalizer` added, release with it removed.
+    pub(crate) fn with_finalizer(mut self, finalizer: &'static str) -> Self {
+        self.finalizer = Some(finalizer);
+        self
     }
 
     /// Adopt the orphans among `candidates` that `matches`, release the objects the owner
@@ -128,9 +139,9 @@ where
                             object_meta.uid.as_deref().unwrap_or_default(),
                         ))
                     })?;
-                    adopt_patch(self.owner, object_meta)
+                    adopt_patch(self.owner, object_meta, self.finalizer)
                 }
-                Verdict::Release => release_patch(owner_uid, object_meta),
+                Verdict::Release => release_patch(owner_uid, object_meta, self.finalizer),
             };
             patch_claim(&api, object_meta, patch).await?;
         }
@@ -171,22 +182,34 @@ where
 }
 
 /// The patch that makes `owner` the controller of the object `meta` describes: kube's
-/// `ownerRefControllerPatch` (the reference merged by uid; the object's uid makes the
-/// patch fail on a replacement).
-fn adopt_patch<O: Resource<DynamicType = ()>>(owner: &O, meta: &ObjectMeta) -> serde_json::Value {
-    json!({"metadata": {
+/// `ownerRefControllerPatch` (the reference merged by uid, `finalizer` added to the set;
+/// the object's uid makes the patch fail on a replacement).
+fn adopt_patch<O: Resource<DynamicType = ()>>(
+    owner: &O,
+    meta: &ObjectMeta,
+    finalizer: Option<&str>,
+) -> serde_json::Value {
+    let mut patch = json!({"metadata": {
         "ownerReferences": [pod_template::controller_ref(owner)],
         "uid": meta.uid,
-    }})
+    }});
+    if let Some(finalizer) = finalizer {
+        patch["metadata"]["finalizers"] = json!([finalizer]);
+    }
+    patch
 }
 
-/// The patch that drops the reference to `owner_uid`: kube's
+/// The patch that drops the reference to `owner_uid` (and `finalizer`): kube's
 /// `GenerateDeleteOwnerRefStrategicMergeBytes`.
-fn release_patch(owner_uid: &str, meta: &ObjectMeta) -> serde_json::Value {
-    json!({"metadata": {
+fn release_patch(owner_uid: &str, meta: &ObjectMeta, finalizer: Option<&str>) -> serde_json::Value {
+    let mut patch = json!({"metadata": {
         "ownerReferences": [{"$patch": "delete", "uid": owner_uid}],
         "uid": meta.uid,
-    }})
+    }});
+    if let Some(finalizer) = finalizer {
+        patch["metadata"]["$deleteFromPrimitiveList/finalizers"] = json!([finalizer]);
+    }
+    patch
 }
 
 /// Send a claim's patch. Gone (404) or no longer that object (the uid refused, 409/422)

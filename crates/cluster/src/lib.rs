@@ -193,18 +193,9 @@ fn controller_for<K: Kind>(client: &Client, config: steady_runtime::Config) -> C
     Controller::new(Api::all(client.clone()), config)
 }
 
-/// Own the pods carrying `label` (the controllers' children), caching only those.
-fn owns_pods_labelled<K: Kind>(
-    controller: &mut Controller<K>,
-    client: &Client,
-    label: &str,
-) -> ObjectCache<Pod> {
-    let labelled = watcher::Config::default().labels(label);
-    controller.owns_with(Api::all(client.clone()), labelled)
-}
-
-/// [`owns_pods_labelled`], and an orphan carrying `label` wakes every controller of its
-/// namespace that `claims` it, for the reconcile to adopt (see `claim`).
+/// Own the pods carrying `label` (the controllers' children), caching only those; an
+/// orphan among them wakes every controller of its namespace that `claims` it, for the
+/// reconcile to adopt (see `claim`).
 fn adopts_pods_labelled<K: Kind>(
     controller: &mut Controller<K>,
     client: &Client,

@@ -700,3 +700,22 @@ async fn restarts_in_place_count_against_the_backoff_limit() {
     );
     cluster.stop().await;
 }
+
+/// A Job with `manualSelector` selects its pods by the labels its author chose (no
+/// controller-uid label on them): it runs and counts them as any other Job.
+#[tokio::test(start_paused = true)]
+async fn a_job_with_a_manual_selector_runs_its_pods_to_complete() {
+    let cluster = job_cluster().await;
+    let mut manual = job("manual", 2, 1, None);
+    manual["spec"]["manualSelector"] = json!(true);
+    manual["spec"]["selector"] = json!({"matchLabels": {"run": "manual"}});
+    manual["spec"]["template"]["metadata"]["labels"] = json!({"run": "manual"});
+    create_json::<Job>(&cluster.api(), manual).await;
+    let done = wait_for_condition(&cluster, "manual", "Complete").await;
+    let status = done.status.clone().expect("status");
+    assert_eq!((status.succeeded, status.failed), (Some(2), None));
+    let pods = cluster.pods("run=manual").await;
+    assert_eq!(pods.len(), 2, "one pod per completion");
+    assert!(pods.iter().all(|p| !has_tracking_finalizer(p)));
+    cluster.stop().await;
+}

@@ -30,7 +30,7 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use steady_runtime::backoff::BackoffPolicy;
 use steady_runtime::conditions::to_time;
@@ -38,6 +38,7 @@ use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache};
 use tokio::time::Instant;
 
+use crate::claim::{self, Claim};
 use crate::pod_template::{self, PodName};
 use crate::{Clock, Error, Running, Setup, Shutdown};
 
@@ -91,8 +92,11 @@ pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let orphans = crate::named(&config, &format!("{}-orphans", config.name));
     let releasing = tracking::start_orphan_release(&client, orphans, shutdown.clone());
     let mut controller = crate::controller_for::<Job>(&client, config);
+    controller.trim(trim_for_tracking);
     let data = JobData {
-        pods: crate::owns_pods_labelled(&mut controller, &client, CONTROLLER_UID_LABEL),
+        // Every pod, as kube's: a Job with `manualSelector` selects pods by its author's
+        // labels, which need not include the controller-uid one.
+        pods: controller.owns_or_adopts(Api::<Pod>::all(client.clone()), claims),
         events: crate::recorder(&client, MANAGER, &clock),
         failures: Mutex::new(BTreeMap::new()),
         config: JobConfig::default(),
@@ -594,6 +598,22 @@ fn wanted_active(spec: &JobSpec, tally: &Tally) -> i32 {
     }
 }
 
+/// Whether the Job's selector matches the pod (kube's Job controller claims the pods of
+/// its namespace its selector matches, finished or not).
+fn claims(job: &Job, pod: &Pod) -> bool {
+    claim::selects(
+        job.spec.as_ref().and_then(|s| s.selector.as_ref()),
+        pod.metadata.labels.as_ref(),
+    )
+}
+
+/// Keep of a cached pod what the Job controller reads (metadata and status): it caches
+/// every pod of the cluster, as kube's does, but not their specs.
+fn trim_for_tracking(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.spec = None;
+}
+
 fn is_finished(job: &Job) -> bool {
     job.status
         .as_ref()
@@ -608,6 +628,13 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
         data.forget(&uid);
         return Ok(Action::done());
     }
+    let namespace = pod_template::namespace_of(job.as_ref());
+    Claim::new(job.as_ref(), ctx.as_ref())
+        .with_finalizer(tracking::TRACKING_FINALIZER)
+        .run(&data.pods.in_namespace(Some(&namespace)), |pod| {
+            claims(&job, pod)
+        })
+        .await?;
     let spec = job.spec.clone().unwrap_or_default();
     let pods: Vec<Arc<Pod>> = data
         .pods
