@@ -719,3 +719,52 @@ async fn a_job_with_a_manual_selector_runs_its_pods_to_complete() {
     assert!(pods.iter().all(|p| !has_tracking_finalizer(p)));
     cluster.stop().await;
 }
+
+/// A `manualSelector` Job adopts a finished orphan its selector matches and counts it, as
+/// kube's does (its tracking finalizer added on adoption, removed once counted): a Job
+/// whose one completion already happened creates no pod.
+#[tokio::test(start_paused = true)]
+async fn a_manual_selector_job_adopts_and_counts_a_finished_orphan() {
+    let cluster = job_cluster().await;
+    let pods = cluster.api::<Pod>();
+    create_json::<Pod>(
+        &pods,
+        json!({
+            "metadata": {"name": "done-before", "labels": {"run": "adopted"}},
+            "spec": {
+                "nodeName": "no-such-node",
+                "restartPolicy": "Never",
+                "containers": [{"name": "work", "image": "busybox"}],
+            },
+        }),
+    )
+    .await;
+    let finished = json!({"status": {"phase": "Succeeded", "containerStatuses": [{
+        "name": "work", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+    }]}});
+    steady_test_support::merge_patch_subresource::<Pod, Pod>(
+        &pods,
+        "status",
+        "done-before",
+        finished,
+    )
+    .await
+    .expect("finish the pod");
+    let mut manual = job("adopter", 1, 1, None);
+    manual["spec"]["manualSelector"] = json!(true);
+    manual["spec"]["selector"] = json!({"matchLabels": {"run": "adopted"}});
+    manual["spec"]["template"]["metadata"]["labels"] = json!({"run": "adopted"});
+    let adopter: Job = create_json(&cluster.api(), manual).await;
+
+    let done = wait_for_condition(&cluster, "adopter", "Complete").await;
+    let status = done.status.clone().expect("status");
+    assert_eq!((status.succeeded, status.failed), (Some(1), None));
+    let all = cluster.pods("run=adopted").await;
+    assert_eq!(all.len(), 1, "no pod created: {all:?}");
+    let adopted = &all[0];
+    let controller = adopted.metadata.owner_references.iter().flatten().next();
+    assert_eq!(controller.map(|r| &r.uid), adopter.metadata.uid.as_ref());
+    assert!(!has_tracking_finalizer(adopted), "released once counted");
+    cluster.stop().await;
+}
