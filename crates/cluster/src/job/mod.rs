@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
-use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod};
+use k8s_openapi::api::core::v1::{
+    ContainerStatus, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -607,11 +609,37 @@ fn claims(job: &Job, pod: &Pod) -> bool {
     )
 }
 
-/// Keep of a cached pod what the Job controller reads (metadata and status): it caches
-/// every pod of the cluster, as kube's does, but not their specs.
+/// Keep of a cached pod what the Job controller reads: metadata, phase, conditions and
+/// its containers' names, states and restarts. It caches every pod of the cluster, as
+/// kube's does, so the rest (spec, addresses, images, resources) is dropped.
 fn trim_for_tracking(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     pod.spec = None;
+    let Some(status) = pod.status.take() else {
+        return;
+    };
+    let containers = |statuses: Option<Vec<ContainerStatus>>| {
+        statuses.map(|statuses| {
+            statuses
+                .into_iter()
+                .map(|c| ContainerStatus {
+                    name: c.name,
+                    state: c.state,
+                    last_state: c.last_state,
+                    restart_count: c.restart_count,
+                    ready: c.ready,
+                    ..ContainerStatus::default()
+                })
+                .collect()
+        })
+    };
+    pod.status = Some(PodStatus {
+        phase: status.phase,
+        conditions: status.conditions,
+        container_statuses: containers(status.container_statuses),
+        init_container_statuses: containers(status.init_container_statuses),
+        ..PodStatus::default()
+    });
 }
 
 fn is_finished(job: &Job) -> bool {
