@@ -12,6 +12,7 @@
 //! patches go through the controller's [`CachingApi`], so the reconcile that claims reads
 //! what it claimed from its cache at once.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
@@ -58,24 +59,35 @@ fn verdict(owner_uid: &str, owner_deleting: bool, object: &ObjectMeta, matches: 
     }
 }
 
-/// Whether `selector` matches `labels`. An empty or unreadable selector matches nothing:
-/// the apps/v1 and batch/v1 APIs refuse them, and kube's controllers claim nothing by one.
+/// A label selector read once, to match many objects. An empty or unreadable selector
+/// matches nothing: the apps/v1 and batch/v1 APIs refuse them, and kube's controllers
+/// claim nothing by one.
+struct LabelMatcher(Option<Selector>);
+
+impl LabelMatcher {
+    fn new(selector: Option<&LabelSelector>) -> Self {
+        let readable = selector.filter(|s| {
+            s.match_labels.as_ref().is_some_and(|l| !l.is_empty())
+                || s.match_expressions.as_ref().is_some_and(|e| !e.is_empty())
+        });
+        LabelMatcher(readable.and_then(|s| Selector::try_from(s.clone()).ok()))
+    }
+
+    fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let no_labels = BTreeMap::new();
+        self.0
+            .as_ref()
+            .is_some_and(|s| s.matches(labels.unwrap_or(&no_labels)))
+    }
+}
+
+/// Whether `selector` matches `labels` (see [`LabelMatcher`]): for one object at a time,
+/// as a watch's mapper meets them.
 pub(crate) fn selects(
     selector: Option<&LabelSelector>,
-    labels: Option<&std::collections::BTreeMap<String, String>>,
+    labels: Option<&BTreeMap<String, String>>,
 ) -> bool {
-    let Some(selector) = selector else {
-        return false;
-    };
-    let empty = selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
-        && selector
-            .match_expressions
-            .as_ref()
-            .is_none_or(|e| e.is_empty());
-    let no_labels = std::collections::BTreeMap::new();
-    !empty
-        && Selector::try_from(selector.clone())
-            .is_ok_and(|s| s.matches(labels.unwrap_or(&no_labels)))
+    LabelMatcher::new(selector).matches(labels)
 }
 
 /// The claim of `owner` (a namespaced controller object of kind `O`) on objects of kind
@@ -110,17 +122,22 @@ where
         self
     }
 
-    /// Adopt the orphans among `candidates` that `matches`, release the objects the owner
-    /// controls that it no longer `matches`. An object that went or changed meanwhile is
-    /// left to the next reconcile, as kube leaves it; any other failure is the error.
+    /// Adopt the orphans among `candidates` that `selector` matches and that are
+    /// `member`s, release the objects the owner controls that no longer are. An object
+    /// that went or changed meanwhile is left to the next reconcile, as kube leaves it;
+    /// any other failure is the error.
     pub(crate) async fn run<C>(
         &self,
         candidates: &[Arc<C>],
-        matches: impl Fn(&C) -> bool,
+        selector: Option<&LabelSelector>,
+        member: impl Fn(&C) -> bool,
     ) -> Result<(), Error>
     where
         C: Writable<Scope = NamespaceResourceScope>,
     {
+        let selector = LabelMatcher::new(selector);
+        let matches =
+            |object: &C| selector.matches(object.meta().labels.as_ref()) && member(object);
         let meta = self.owner.meta();
         let owner_uid = meta.uid.as_deref().unwrap_or_default();
         let owner_deleting = meta.deletion_timestamp.is_some();

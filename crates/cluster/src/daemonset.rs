@@ -178,7 +178,7 @@ async fn reconcile(object: Arc<DaemonSet>, ctx: Arc<Context<DaemonData>>) -> Res
     daemon.ensure_revision().await?;
     let candidates = ctx.data().pods.in_namespace(Some(&daemon.namespace));
     Claim::new(object.as_ref(), ctx.as_ref())
-        .run(&candidates, |pod| selects(&object, pod))
+        .run(&candidates, Some(&spec.selector), |_| true)
         .await?;
     daemon.pods = daemon.pods_by_node();
     for node in daemon.nodes.clone() {

@@ -160,7 +160,11 @@ pub async fn reconcile(
     let id = Identity::of(deployment.as_ref())?;
     let candidates = ctx.data().sets.in_namespace(Some(&id.namespace));
     Claim::new(deployment.as_ref(), ctx.as_ref())
-        .run(&candidates, |rs| selects(&deployment, rs))
+        .run(
+            &candidates,
+            deployment.spec.as_ref().map(|s| &s.selector),
+            |_| true,
+        )
         .await?;
     let spec = deployment
         .spec

@@ -105,7 +105,7 @@ async fn claim(rs: &ReplicaSet, id: &Identity, ctx: &Context<Pods>) -> Result<()
         .filter(|pod| pod_template::is_active(pod))
         .collect();
     Claim::new(rs, ctx)
-        .run(&active, |pod| selects(rs, pod))
+        .run(&active, rs.spec.as_ref().map(|s| &s.selector), |_| true)
         .await
 }
 

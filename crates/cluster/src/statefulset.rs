@@ -204,7 +204,9 @@ async fn reconcile(object: Arc<StatefulSet>, ctx: Arc<Context<SetData>>) -> Resu
     ensure_revision(&ctx, &set).await?;
     let candidates = ctx.data().pods.in_namespace(Some(&set.namespace));
     Claim::new(object.as_ref(), ctx.as_ref())
-        .run(&candidates, |pod| claims(&object, pod))
+        .run(&candidates, Some(&set.spec.selector), |pod| {
+            set.ordinal_of(pod).is_some()
+        })
         .await?;
     let by_ordinal = pods_by_ordinal(&ctx, &set);
     if bring_up(&ctx, &set, &by_ordinal).await? {

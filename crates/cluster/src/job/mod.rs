@@ -659,9 +659,11 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, 
     let namespace = pod_template::namespace_of(job.as_ref());
     Claim::new(job.as_ref(), ctx.as_ref())
         .with_finalizer(tracking::TRACKING_FINALIZER)
-        .run(&data.pods.in_namespace(Some(&namespace)), |pod| {
-            claims(&job, pod)
-        })
+        .run(
+            &data.pods.in_namespace(Some(&namespace)),
+            job.spec.as_ref().and_then(|s| s.selector.as_ref()),
+            |_| true,
+        )
         .await?;
     let spec = job.spec.clone().unwrap_or_default();
     let pods: Vec<Arc<Pod>> = data
