@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use steady_runtime::events::Recorder;
-use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
+use steady_runtime::{Action, Context, ObjectCache};
 
 use crate::claim::{self, Claim};
 use crate::clock;
@@ -39,10 +39,11 @@ const FAILED_CREATE: &str = "FailedCreate";
 pub fn start(setup: Setup, shutdown: Shutdown) -> Running {
     let (client, config, clock) = setup.into_parts();
     let mut controller = crate::controller_for::<ReplicaSet>(&client, config);
-    let sets = controller.primary_cache();
     let events = crate::recorder(&client, MANAGER, &clock);
-    let pods = controller.watches(Api::<Pod>::all(client), move |pod: &Pod| {
-        replica_sets_for(&sets, pod)
+    // An active orphan wakes every ReplicaSet of its namespace whose selector matches it,
+    // which may adopt it.
+    let pods = controller.owns_or_adopts(Api::<Pod>::all(client), |rs, pod: &Pod| {
+        pod_template::is_active(pod) && selects(rs, pod)
     });
     controller.trim(pod_template::trim_for_counting);
     let data = Pods {
@@ -59,31 +60,6 @@ pub struct Pods {
     cache: ObjectCache<Pod>,
     clock: Clock,
     events: Recorder,
-}
-
-/// The ReplicaSets a pod concerns: its controller if that is a ReplicaSet, else (an
-/// orphan) every ReplicaSet of its namespace whose selector matches it, which may adopt it.
-fn replica_sets_for(sets: &ObjectCache<ReplicaSet>, pod: &Pod) -> Vec<ObjectKey> {
-    let namespace = pod.metadata.namespace.as_deref();
-    let controller = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true));
-    match controller {
-        Some(owner) if owner.kind == "ReplicaSet" && owner.api_version == "apps/v1" => {
-            vec![ObjectKey::new(namespace, &owner.name)]
-        }
-        Some(_) => Vec::new(),
-        None if !pod_template::is_active(pod) => Vec::new(),
-        None => sets
-            .list()
-            .iter()
-            .filter(|rs| rs.metadata.namespace.as_deref() == namespace && selects(rs, pod))
-            .map(|rs| ObjectKey::of(rs.as_ref()))
-            .collect(),
-    }
 }
 
 /// Whether the ReplicaSet's selector matches the pod's labels.
