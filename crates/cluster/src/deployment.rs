@@ -154,9 +154,6 @@ pub async fn reconcile(
     deployment: Arc<Deployment>,
     ctx: Arc<Context<Caches>>,
 ) -> Result<Action, Error> {
-    if deployment.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::done());
-    }
     let id = Identity::of(deployment.as_ref())?;
     let candidates = ctx.data().sets.in_namespace(Some(&id.namespace));
     Claim::new(deployment.as_ref(), ctx.as_ref())
@@ -197,12 +194,7 @@ impl ReplicaSets {
             .filter(|rs| pod_template::is_controlled_by(&rs.metadata, uid))
             .map(|rs| rs.as_ref().clone())
             .collect();
-        owned.sort_by(|a, b| {
-            let created = |rs: &ReplicaSet| rs.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            created(a)
-                .cmp(&created(b))
-                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
-        });
+        owned.sort_by(created_order);
         // Of several with the template (an old bug's leftovers), the oldest is the new one.
         let new = owned
             .iter()
@@ -297,6 +289,119 @@ fn is_recreate(spec: &DeploymentSpec) -> bool {
     spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate")
 }
 
+fn replicas_of(spec: &DeploymentSpec) -> i32 {
+    spec.replicas.unwrap_or(1)
+}
+
+/// kube's `MaxSurge`: `maxSurge` in pods; none but for RollingUpdate.
+fn max_surge(spec: &DeploymentSpec) -> i32 {
+    if is_recreate(spec) {
+        return 0;
+    }
+    fenceposts(spec, replicas_of(spec)).0
+}
+
+/// kube's `MaxUnavailable`: `maxUnavailable` in pods, at most `replicas`; none but for
+/// RollingUpdate.
+fn max_unavailable(spec: &DeploymentSpec) -> i32 {
+    let replicas = replicas_of(spec);
+    if is_recreate(spec) || replicas == 0 {
+        return 0;
+    }
+    fenceposts(spec, replicas).1.min(replicas)
+}
+
+/// One of the size annotations a Deployment puts on its ReplicaSets, as a number.
+fn replicas_annotation(rs: &ReplicaSet, key: &str) -> Option<i32> {
+    rs.metadata.annotations.as_ref()?.get(key)?.parse().ok()
+}
+
+/// kube's `ReplicaSetsByCreationTimestamp`: by creation, then by name.
+fn created_order(a: &ReplicaSet, b: &ReplicaSet) -> std::cmp::Ordering {
+    let created = |rs: &ReplicaSet| rs.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    created(a)
+        .cmp(&created(b))
+        .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+}
+
+/// What one reconcile of a Deployment does (kube's `syncDeployment` chooses).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Sync {
+    /// Being deleted: its status only (`syncStatusOnly`).
+    StatusOnly,
+    /// Paused, or `replicas` changed: scale what runs, roll nothing out (`sync`).
+    Scale,
+    /// A step of the rollout (`rolloutRolling`, `rolloutRecreate`).
+    Rollout,
+}
+
+/// kube's proportional scaling (`GetProportion`): how the pods a Deployment's new size
+/// adds or removes are shared among its ReplicaSets with replicas.
+struct Proportions {
+    /// The Deployment's `replicas`.
+    replicas: i32,
+    /// Its `maxSurge` in pods.
+    surge: i32,
+    /// Its `status.replicas`: the size a ReplicaSet without a `max-replicas` annotation
+    /// is taken to have been scaled for.
+    observed: i32,
+}
+
+impl Proportions {
+    /// The new sizes of `sets` (largest first) when `to_add` pods (negative: removed)
+    /// are shared: each in proportion to its size over the size it was last scaled for,
+    /// never past what is left to share, and what rounding leaves to the largest.
+    fn sizes(&self, sets: &[ReplicaSet], to_add: i32) -> Vec<i32> {
+        let mut added = 0;
+        let mut sizes: Vec<i32> = sets
+            .iter()
+            .map(|rs| {
+                let share = self.share(rs, to_add, added);
+                added += share;
+                spec_replicas(rs) + share
+            })
+            .collect();
+        if to_add != 0
+            && let Some(largest) = sizes.first_mut()
+        {
+            *largest = (*largest + to_add - added).max(0);
+        }
+        sizes
+    }
+
+    /// kube's `GetProportion`.
+    fn share(&self, rs: &ReplicaSet, to_add: i32, added: i32) -> i32 {
+        if spec_replicas(rs) == 0 || to_add == 0 || to_add == added {
+            return 0;
+        }
+        let fraction = self.fraction(rs);
+        let left = to_add - added;
+        if to_add > 0 {
+            fraction.min(left)
+        } else {
+            fraction.max(left)
+        }
+    }
+
+    /// kube's `getReplicaSetFraction`: how far `rs` grows (or shrinks) to keep its
+    /// share of the Deployment's pods.
+    fn fraction(&self, rs: &ReplicaSet) -> i32 {
+        let current = spec_replicas(rs);
+        if self.replicas == 0 {
+            return -current;
+        }
+        let scaled_for = replicas_annotation(rs, MAX_REPLICAS_ANNOTATION).unwrap_or(self.observed);
+        if scaled_for <= 0 {
+            // kube divides by zero here; a ReplicaSet with replicas never has it.
+            return 0;
+        }
+        let total = f64::from(self.replicas) + f64::from(self.surge);
+        let size = f64::from(current) * total / f64::from(scaled_for);
+        // Rounded half away from zero, as Go's `math.Round`.
+        size.round() as i32 - current
+    }
+}
+
 /// One reconcile of one Deployment: its ReplicaSets as they are now (updated by each
 /// write), and the Progressing condition a new ReplicaSet brings.
 struct Rollout<'a> {
@@ -312,7 +417,7 @@ struct Rollout<'a> {
 
 impl Rollout<'_> {
     fn replicas(&self) -> i32 {
-        self.spec.replicas.unwrap_or(1)
+        replicas_of(self.spec)
     }
 
     /// A condition stamped with the cluster's time.
@@ -336,19 +441,147 @@ impl Rollout<'_> {
         self.ctx.api::<ReplicaSet>(&self.id.namespace)
     }
 
-    async fn run(mut self) -> Result<Action, Error> {
-        if !self.spec.paused.unwrap_or(false) {
-            if is_recreate(self.spec) {
-                self.recreate().await?;
-            } else {
-                self.roll().await?;
-            }
+    fn paused(&self) -> bool {
+        self.spec.paused.unwrap_or(false)
+    }
+
+    /// kube's `syncDeployment`: only the status while the Deployment is being deleted;
+    /// only scaling while it is paused or its `replicas` changed; else the rollout.
+    fn kind_of_sync(&self) -> Sync {
+        if self.deployment.metadata.deletion_timestamp.is_some() {
+            Sync::StatusOnly
+        } else if self.paused() || self.is_scaling_event() {
+            Sync::Scale
+        } else {
+            Sync::Rollout
         }
-        let status = self.sync_status().await?;
+    }
+
+    async fn run(mut self) -> Result<Action, Error> {
+        let sync = self.kind_of_sync();
+        match sync {
+            Sync::StatusOnly => self.ensure_new_replica_set(false).await?,
+            Sync::Scale => self.sync_scale().await?,
+            Sync::Rollout if is_recreate(self.spec) => self.recreate().await?,
+            Sync::Rollout => self.roll().await?,
+        }
+        let status = self.sync_status(sync).await?;
+        if sync == Sync::StatusOnly {
+            return Ok(Action::done());
+        }
         Ok(match self.until_deadline(&status) {
             // A second past it, as kube requeues a stuck Deployment.
             Some(left) => Action::requeue_after(left + Duration::from_secs(1)),
             None => Action::done(),
+        })
+    }
+
+    /// kube's `isScalingEvent`: a ReplicaSet with replicas was last scaled for another
+    /// `replicas` than the Deployment's now.
+    fn is_scaling_event(&self) -> bool {
+        let replicas = self.replicas();
+        self.sets
+            .all()
+            .filter(|rs| spec_replicas(rs) > 0)
+            .filter_map(|rs| replicas_annotation(rs, DESIRED_REPLICAS_ANNOTATION))
+            .any(|desired| desired != replicas)
+    }
+
+    /// kube's `sync`: scale the ReplicaSets to `replicas` (in proportion when a rollout
+    /// is under way) without rolling out, and, while paused, clean up the history.
+    async fn sync_scale(&mut self) -> Result<(), Error> {
+        self.ensure_new_replica_set(false).await?;
+        self.scale_to_replicas().await?;
+        if self.paused() {
+            self.clean_up().await?;
+        }
+        Ok(())
+    }
+
+    /// kube's `scale`: the only ReplicaSet with replicas (or, with none, the newest) takes
+    /// all of them; old ones go to zero once the new one is saturated; otherwise, mid
+    /// rollout, every ReplicaSet with replicas grows or shrinks in proportion to its size,
+    /// so that scaling neither hastens nor holds back the rollout.
+    async fn scale_to_replicas(&mut self) -> Result<(), Error> {
+        let replicas = self.replicas();
+        if let Some(only) = self.active_or_latest() {
+            self.scale(&only, replicas).await?;
+            return Ok(());
+        }
+        if self.is_saturated() {
+            let active: Vec<ReplicaSet> = self.active(&self.sets.old);
+            for old in &active {
+                self.scale(old, 0).await?;
+            }
+            return Ok(());
+        }
+        if is_recreate(self.spec) {
+            return Ok(());
+        }
+        let mut active = self.active(self.sets.old.iter().chain(&self.sets.new));
+        let allowed = if replicas > 0 {
+            replicas + max_surge(self.spec)
+        } else {
+            0
+        };
+        let to_add = allowed - active.iter().map(spec_replicas).sum::<i32>();
+        // The largest first; of equal size, the newest first when growing and the oldest
+        // first when shrinking.
+        active.sort_by(|a, b| {
+            let by_age = created_order(a, b);
+            spec_replicas(b).cmp(&spec_replicas(a)).then(if to_add > 0 {
+                by_age.reverse()
+            } else {
+                by_age
+            })
+        });
+        let proportions = Proportions {
+            replicas,
+            surge: max_surge(self.spec),
+            observed: self
+                .deployment
+                .status
+                .as_ref()
+                .map_or(0, |s| s.replicas.unwrap_or(0)),
+        };
+        let sizes = proportions.sizes(&active, to_add);
+        for (rs, size) in active.iter().zip(sizes) {
+            self.resize(rs, size).await?;
+        }
+        Ok(())
+    }
+
+    /// The ReplicaSets among `sets` with replicas.
+    fn active<'s>(&self, sets: impl IntoIterator<Item = &'s ReplicaSet>) -> Vec<ReplicaSet> {
+        sets.into_iter()
+            .filter(|rs| spec_replicas(rs) > 0)
+            .cloned()
+            .collect()
+    }
+
+    /// kube's `FindActiveOrLatest`: the only ReplicaSet with replicas; with none, the new
+    /// one or else the newest; with several, none.
+    fn active_or_latest(&self) -> Option<ReplicaSet> {
+        let mut active = self.sets.all().filter(|rs| spec_replicas(rs) > 0);
+        match (active.next(), active.next()) {
+            (Some(only), None) => Some(only.clone()),
+            (None, _) => self
+                .sets
+                .new
+                .clone()
+                .or_else(|| self.sets.old.last().cloned()),
+            _ => None,
+        }
+    }
+
+    /// kube's `IsSaturated`: the new ReplicaSet was scaled for `replicas`, is at
+    /// `replicas`, and all of them are available.
+    fn is_saturated(&self) -> bool {
+        let replicas = self.replicas();
+        self.sets.new.as_ref().is_some_and(|rs| {
+            spec_replicas(rs) == replicas
+                && replicas_annotation(rs, DESIRED_REPLICAS_ANNOTATION) == Some(replicas)
+                && status_of(rs, |s| s.available_replicas) == replicas
         })
     }
 
@@ -364,7 +597,7 @@ impl Rollout<'_> {
         let progressing = find_condition(status, "Progressing")?;
         let stuck_for = |c: &DeploymentCondition| self.since(c.last_update_time.as_ref());
         // kube's `requeueStuckDeployment`, which a paused Deployment never reaches.
-        let running = !self.spec.paused.unwrap_or(false)
+        let running = !self.paused()
             && !matches!(
                 progressing.reason.as_deref(),
                 Some("NewReplicaSetAvailable" | TIMED_OUT)
@@ -377,21 +610,27 @@ impl Rollout<'_> {
     /// `maxUnavailable` allows; clean up history once complete.
     async fn roll(&mut self) -> Result<(), Error> {
         self.ensure_new_replica_set(true).await?;
-        if let Some(new) = self.sets.new.clone() {
-            let target = self.new_replica_set_target(spec_replicas(&new));
-            if target != spec_replicas(&new) {
-                self.scale(&new, target).await?;
-                if target > spec_replicas(&new) {
-                    // Old ones go down once the new pods are available (their status
-                    // change triggers the next reconcile).
-                    return Ok(());
-                }
-            }
-        }
-        if self.scale_down_old().await? {
+        // One step at a time: old ones go down once the new pods are available (their
+        // status change triggers the next reconcile).
+        if self.scale_new().await? || self.scale_down_old().await? {
             return Ok(());
         }
         self.clean_up_if_complete().await
+    }
+
+    /// kube's `reconcileNewReplicaSet`: the new ReplicaSet down to `replicas`, or up as
+    /// far as `maxSurge` allows. Whether it scaled.
+    async fn scale_new(&mut self) -> Result<bool, Error> {
+        let Some(new) = self.sets.new.clone() else {
+            return Ok(false);
+        };
+        let current = spec_replicas(&new);
+        let target = if current > self.replicas() {
+            self.replicas()
+        } else {
+            self.new_replica_set_target(current)
+        };
+        self.scale(&new, target).await
     }
 
     /// Recreate: every old ReplicaSet to zero, and only once their pods are gone the new
@@ -421,9 +660,7 @@ impl Rollout<'_> {
             return Ok(());
         }
         self.ensure_new_replica_set(true).await?;
-        if let Some(new) = self.sets.new.clone()
-            && spec_replicas(&new) != self.replicas()
-        {
+        if let Some(new) = self.sets.new.clone() {
             self.scale(&new, self.replicas()).await?;
         }
         self.clean_up_if_complete().await
@@ -435,9 +672,8 @@ impl Rollout<'_> {
         if is_recreate(self.spec) || current >= replicas {
             return replicas;
         }
-        let (surge, _) = fenceposts(self.spec, replicas);
         let pods: i32 = self.sets.all().map(spec_replicas).sum();
-        let room = replicas + surge - pods;
+        let room = replicas + max_surge(self.spec) - pods;
         if room <= 0 {
             return current;
         }
@@ -452,8 +688,7 @@ impl Rollout<'_> {
             return Ok(false);
         }
         let replicas = self.replicas();
-        let (_, max_unavailable) = fenceposts(self.spec, replicas);
-        let min_available = replicas - max_unavailable;
+        let min_available = replicas - max_unavailable(self.spec);
         let all_pods: i32 = self.sets.all().map(spec_replicas).sum();
         let new_unavailable = self
             .sets
@@ -547,12 +782,11 @@ impl Rollout<'_> {
 
     fn replicas_annotations(&self) -> [(String, String); 2] {
         let replicas = self.replicas();
-        let (surge, _) = fenceposts(self.spec, replicas);
         [
             (DESIRED_REPLICAS_ANNOTATION.into(), replicas.to_string()),
             (
                 MAX_REPLICAS_ANNOTATION.into(),
-                (replicas + surge).to_string(),
+                (replicas + max_surge(self.spec)).to_string(),
             ),
         ]
     }
@@ -667,9 +901,27 @@ impl Rollout<'_> {
         Ok(())
     }
 
-    async fn scale(&mut self, rs: &ReplicaSet, replicas: i32) -> Result<(), Error> {
+    /// kube's `scaleReplicaSetAndRecordEvent`: scale `rs` to `replicas` unless it is
+    /// there. Whether it scaled.
+    async fn scale(&mut self, rs: &ReplicaSet, replicas: i32) -> Result<bool, Error> {
+        if spec_replicas(rs) == replicas {
+            return Ok(false);
+        }
+        self.resize(rs, replicas).await
+    }
+
+    /// kube's `scaleReplicaSet`: write `replicas` and the Deployment's size annotations
+    /// onto `rs` if either differs. Whether its size changed.
+    async fn resize(&mut self, rs: &ReplicaSet, replicas: i32) -> Result<bool, Error> {
         let annotations: BTreeMap<String, String> =
             self.replicas_annotations().into_iter().collect();
+        let annotated = annotations.iter().all(|(key, value)| {
+            rs.metadata.annotations.as_ref().and_then(|a| a.get(key)) == Some(value)
+        });
+        let from = spec_replicas(rs);
+        if from == replicas && annotated {
+            return Ok(false);
+        }
         let patch = json!({
             "metadata": {"annotations": annotations},
             "spec": {"replicas": replicas},
@@ -678,7 +930,6 @@ impl Rollout<'_> {
             .api()
             .patch(&name_of(rs), &PatchParams::default(), &Patch::Merge(patch))
             .await?;
-        let from = spec_replicas(rs);
         if from != replicas {
             let direction = if replicas > from { "up" } else { "down" };
             let name = name_of(rs);
@@ -687,7 +938,7 @@ impl Rollout<'_> {
             ));
         }
         self.sets.replace(written);
-        Ok(())
+        Ok(from != replicas)
     }
 
     /// A `ScalingReplicaSet` event on the Deployment, as kube's deployment controller
@@ -697,52 +948,61 @@ impl Rollout<'_> {
         crate::publish_in_background(events, self.owner.clone(), "ScalingReplicaSet", message);
     }
 
-    /// Once the rollout is complete, delete the oldest scaled-down ReplicaSets beyond
-    /// `revisionHistoryLimit` (their pods all gone).
-    async fn clean_up_if_complete(&mut self) -> Result<(), Error> {
+    /// Clean up the history once the rollout is complete.
+    async fn clean_up_if_complete(&self) -> Result<(), Error> {
         let complete = self
             .deployment
             .status
             .as_ref()
             .is_some_and(|status| is_complete(self.deployment, status));
-        if !complete {
-            return Ok(());
+        if complete {
+            self.clean_up().await?;
         }
-        let limit = usize::try_from(self.spec.revision_history_limit.unwrap_or(10)).unwrap_or(0);
-        let mut cleanable: Vec<&ReplicaSet> = self
+        Ok(())
+    }
+
+    /// kube's `cleanupDeployment`: of the old ReplicaSets not being deleted, the oldest
+    /// revisions beyond `revisionHistoryLimit` are deleted, each only once scaled down
+    /// with its pods gone (one still scaled counts towards the excess all the same).
+    async fn clean_up(&self) -> Result<(), Error> {
+        let Some(limit) = self.spec.revision_history_limit else {
+            return Ok(());
+        };
+        let mut alive: Vec<&ReplicaSet> = self
             .sets
             .old
             .iter()
-            .filter(|rs| {
-                spec_replicas(rs) == 0
-                    && status_of(rs, |s| Some(s.replicas)) == 0
-                    && rs.metadata.deletion_timestamp.is_none()
-                    && rs.status.as_ref().and_then(|s| s.observed_generation)
-                        >= rs.metadata.generation
-            })
+            .filter(|rs| rs.metadata.deletion_timestamp.is_none())
             .collect();
-        if cleanable.len() <= limit {
-            return Ok(());
-        }
-        cleanable.sort_by_key(|rs| revision(rs));
+        let excess = alive
+            .len()
+            .saturating_sub(usize::try_from(limit).unwrap_or(0));
+        // Stable: equal revisions stay oldest first.
+        alive.sort_by_key(|rs| revision(rs));
+        let drained = |rs: &ReplicaSet| {
+            spec_replicas(rs) == 0
+                && status_of(rs, |s| Some(s.replicas)) == 0
+                && rs.status.as_ref().and_then(|s| s.observed_generation) >= rs.metadata.generation
+        };
         let api = self.api();
-        for doomed in &cleanable[..cleanable.len() - limit] {
-            pod_template::delete_exact(&api, *doomed).await?;
+        for doomed in alive.into_iter().take(excess).filter(|rs| drained(rs)) {
+            pod_template::delete_exact(&api, doomed).await?;
         }
         Ok(())
     }
 
     /// Write the status the ReplicaSets give the Deployment, if it changed; returns it.
-    async fn sync_status(&self) -> Result<DeploymentStatus, Error> {
-        let status = self.status();
+    async fn sync_status(&self, sync: Sync) -> Result<DeploymentStatus, Error> {
+        let status = self.status(sync);
         let api = self.ctx.api::<Deployment>(&self.id.namespace);
         let current = self.deployment.status.as_ref();
         crate::write_status(&api, &self.id.name, current, &status, OMITTED_COUNTS).await?;
         Ok(status)
     }
 
-    /// kube's `calculateStatus` and `syncRolloutStatus`.
-    fn status(&self) -> DeploymentStatus {
+    /// kube's `calculateStatus`, with `checkPausedConditions` unless the Deployment is
+    /// being deleted, and, after a rollout step, `syncRolloutStatus`.
+    fn status(&self, sync: Sync) -> DeploymentStatus {
         let sets: Vec<&ReplicaSet> = self.sets.all().collect();
         let sum = |field: fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> Option<i32>| -> i32 {
             sets.iter().map(|rs| status_of(rs, field)).sum()
@@ -769,8 +1029,7 @@ impl Rollout<'_> {
         if let Some(created) = &self.new_condition {
             set_condition(&mut status, created.clone());
         }
-        let (_, max_unavailable) = fenceposts(self.spec, self.replicas());
-        let availability = if available >= self.replicas() - max_unavailable {
+        let availability = if available >= self.replicas() - max_unavailable(self.spec) {
             self.condition(
                 "Available",
                 "True",
@@ -786,8 +1045,10 @@ impl Rollout<'_> {
             )
         };
         set_condition(&mut status, availability);
-        self.check_paused(&mut status);
-        if !self.spec.paused.unwrap_or(false) {
+        if sync != Sync::StatusOnly {
+            self.check_paused(&mut status);
+        }
+        if sync == Sync::Rollout {
             self.update_progressing(&previous, &mut status);
             self.carry_replica_failure(&mut status);
         }
@@ -803,7 +1064,7 @@ impl Rollout<'_> {
             return;
         }
         let reason = find_condition(status, "Progressing").and_then(|c| c.reason.clone());
-        let paused = self.spec.paused.unwrap_or(false);
+        let paused = self.paused();
         let (reason, message) = match reason.as_deref() {
             Some(TIMED_OUT) => return,
             Some(PAUSED) if !paused => ("DeploymentResumed", "Deployment is resumed"),
@@ -1024,6 +1285,96 @@ mod tests {
         assert_eq!(fenceposts(&spec(zero(), zero()), 3), (0, 1));
         let none = || IntOrString::String("0%".into());
         assert_eq!(fenceposts(&spec(none(), none()), 3), (0, 1));
+    }
+
+    #[test]
+    fn recreate_neither_surges_nor_allows_unavailability() {
+        let mut recreate = DeploymentSpec {
+            replicas: Some(4),
+            strategy: Some(DeploymentStrategy {
+                type_: Some("Recreate".into()),
+                rolling_update: None,
+            }),
+            ..DeploymentSpec::default()
+        };
+        assert_eq!((max_surge(&recreate), max_unavailable(&recreate)), (0, 0));
+        recreate.strategy = None;
+        assert_eq!((max_surge(&recreate), max_unavailable(&recreate)), (1, 1));
+    }
+
+    #[test]
+    fn unavailability_is_at_most_the_replicas_and_none_without_any() {
+        let mut many = spec(IntOrString::Int(1), IntOrString::Int(5));
+        many.replicas = Some(2);
+        assert_eq!(max_unavailable(&many), 2);
+        many.replicas = Some(0);
+        assert_eq!(max_unavailable(&many), 0);
+    }
+
+    /// A ReplicaSet of `replicas`, last scaled for `max_replicas`.
+    fn sized(name: &str, replicas: i32, max_replicas: Option<i32>) -> ReplicaSet {
+        let annotations = max_replicas
+            .map(|max| BTreeMap::from([(MAX_REPLICAS_ANNOTATION.to_string(), max.to_string())]));
+        ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations,
+                ..ObjectMeta::default()
+            },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(replicas),
+                ..ReplicaSetSpec::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn replica_sets_grow_and_shrink_in_proportion_to_their_sizes() {
+        // kube's e2e: 10 replicas with maxSurge 3 stuck at 8 old and 5 new, scaled to 30.
+        let at = |replicas| Proportions {
+            replicas,
+            surge: 3,
+            observed: 13,
+        };
+        let stuck = [sized("old", 8, Some(13)), sized("new", 5, Some(13))];
+        assert_eq!(at(30).sizes(&stuck, 33 - 13), vec![20, 13]);
+        // And back to 10: 33 pods to 13.
+        let grown = [sized("old", 20, Some(33)), sized("new", 13, Some(33))];
+        assert_eq!(at(10).sizes(&grown, 13 - 33), vec![8, 5]);
+        // To zero, each its whole size.
+        let none = Proportions {
+            replicas: 0,
+            surge: 0,
+            observed: 33,
+        };
+        assert_eq!(none.sizes(&grown, -33), vec![0, 0]);
+    }
+
+    #[test]
+    fn what_rounding_leaves_goes_to_the_largest() {
+        let sets = [
+            sized("a", 4, Some(10)),
+            sized("b", 3, Some(10)),
+            sized("c", 3, Some(10)),
+        ];
+        let eleven = Proportions {
+            replicas: 11,
+            surge: 0,
+            observed: 10,
+        };
+        assert_eq!(eleven.sizes(&sets, 1), vec![5, 3, 3]);
+    }
+
+    #[test]
+    fn without_its_annotation_a_replica_set_was_scaled_for_the_observed_replicas() {
+        let sets = [sized("a", 6, None), sized("b", 4, None)];
+        let twenty = Proportions {
+            replicas: 20,
+            surge: 0,
+            observed: 10,
+        };
+        assert_eq!(twenty.sizes(&sets, 10), vec![12, 8]);
     }
 
     #[test]

@@ -16,7 +16,9 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use steady_cluster::deployment::REVISION_ANNOTATION;
+use steady_cluster::deployment::{
+    DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION, REVISION_ANNOTATION,
+};
 use steady_cluster::pod_template::{TEMPLATE_HASH_LABEL, is_ready};
 use steady_test_support::pods::follow_pods;
 use steady_test_support::{create_json, eventually, get_existing, merge_patch};
@@ -172,6 +174,38 @@ impl Cluster {
     /// Pods not being deleted.
     async fn active_pods(&self) -> Vec<Pod> {
         steady_test_support::pods::active_pods(&self.pods()).await
+    }
+
+    async fn scale(&self, name: &str, replicas: i32) {
+        merge_patch(
+            &self.deployments(),
+            name,
+            json!({"spec": {"replicas": replicas}}),
+        )
+        .await
+        .expect("scale");
+    }
+
+    /// The Deployment's ReplicaSets (by revision) once they are scaled to `sizes` and
+    /// still are a simulated minute later.
+    async fn settled_sizes(&self, deployment: &Deployment, sizes: &[i32]) -> Vec<ReplicaSet> {
+        let sized = || async {
+            let sets = self.replica_sets_of(deployment).await;
+            let now: Vec<i32> = sets
+                .iter()
+                .map(|rs| rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1))
+                .collect();
+            (now == sizes).then_some(sets).ok_or(now)
+        };
+        eventually(&format!("replica sets of {sizes:?}"), LIMIT, || async {
+            sized().await.ok()
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        match sized().await {
+            Ok(sets) => sets,
+            Err(now) => panic!("scaled to {sizes:?}, then moved to {now:?}"),
+        }
     }
 
     async fn replica_sets_of(&self, deployment: &Deployment) -> Vec<ReplicaSet> {
@@ -438,11 +472,18 @@ async fn recreate_removes_every_old_pod_before_creating_new_ones() {
         }
     });
     cluster.set_image("db", "nginx:1.27").await;
-    cluster.rolled_out("db", "nginx:1.27").await;
+    let db = cluster.rolled_out("db", "nginx:1.27").await;
     assert!(
         !*mixed.lock().expect("flag"),
         "old and new pods ran at once"
     );
+    // Recreate never surges: kube's `MaxSurge` is 0 for it.
+    let sets = cluster.replica_sets_of(&db).await;
+    let max_replicas: Vec<Option<&String>> = sets
+        .iter()
+        .map(|rs| rs.annotations().get(MAX_REPLICAS_ANNOTATION))
+        .collect();
+    assert_eq!(max_replicas, [Some(&"3".to_string()); 2]);
     watching.abort();
     cluster.stop().await;
 }
@@ -608,6 +649,129 @@ async fn a_paused_rollout_does_not_pass_its_deadline_and_gets_it_whole_on_resume
         waited >= Duration::from_secs(59) && waited < Duration::from_secs(63),
         "timed out {waited:?} after the resume"
     );
+    cluster.stop().await;
+}
+
+/// kube's e2e "deployment should support proportional scaling": scaling a Deployment
+/// whose rollout is under way grows its old and new ReplicaSets in proportion to their
+/// sizes, neither hastening nor holding back the rollout. With 10 replicas, maxSurge 3 and
+/// maxUnavailable 2, a rollout whose new pods never become Ready stops at 8 old and 5 new
+/// pods; scaled to 30, the old ReplicaSet has 20 (8 + 20 × 8/13, rounded) and the new 13.
+#[tokio::test(start_paused = true)]
+async fn scaling_a_rollout_under_way_scales_old_and_new_in_proportion() {
+    let strategy = json!({"strategy": {"rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}}});
+    let (cluster, web) = Cluster::with_rolled_out("web", 10, strategy).await;
+    let stuck = json!({"spec": {"template": {
+        "metadata": {"annotations": {"steady.dev/simulate": "never-ready"}},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx:404"}]},
+    }}});
+    merge_patch(&cluster.deployments(), "web", stuck)
+        .await
+        .expect("a rollout that cannot finish");
+    cluster.settled_sizes(&web, &[8, 5]).await;
+
+    cluster.scale("web", 30).await;
+    let sets = cluster.settled_sizes(&web, &[20, 13]).await;
+    for rs in &sets {
+        let annotation = |key: &str| rs.annotations().get(key).cloned();
+        assert_eq!(
+            (
+                annotation(DESIRED_REPLICAS_ANNOTATION),
+                annotation(MAX_REPLICAS_ANNOTATION)
+            ),
+            (Some("30".into()), Some("33".into())),
+            "{}",
+            rs.name_any()
+        );
+    }
+    let events = cluster.events().await;
+    let [old, new] = [&sets[0], &sets[1]].map(|rs| rs.name_any());
+    for scaled in [
+        format!("Deployment/web ScalingReplicaSet Scaled up replica set {old} to 20 from 8"),
+        format!("Deployment/web ScalingReplicaSet Scaled up replica set {new} to 13 from 5"),
+    ] {
+        assert!(events.contains(&scaled), "{scaled} not in {events:?}");
+    }
+
+    // And back down, oldest first among equals: 33 pods to 13.
+    cluster.scale("web", 10).await;
+    cluster.settled_sizes(&web, &[8, 5]).await;
+    cluster.stop().await;
+}
+
+/// `kubectl rollout pause`, a new image and `kubectl scale`: kube's controller still
+/// scales a paused Deployment (the ReplicaSet it runs), and rolls out nothing until it is
+/// resumed.
+#[tokio::test(start_paused = true)]
+async fn a_paused_deployment_scales_and_rolls_out_only_when_resumed() {
+    let (cluster, web) = Cluster::with_web(2).await;
+    let deployments = cluster.deployments();
+    let pause =
+        |paused: bool| merge_patch(&deployments, "web", json!({"spec": {"paused": paused}}));
+    pause(true).await.expect("pause");
+    cluster.set_image("web", "nginx:1.27").await;
+    cluster.scale("web", 4).await;
+    let sets = cluster.settled_sizes(&web, &[4]).await;
+    assert_eq!(
+        sets[0].annotations().get(DESIRED_REPLICAS_ANNOTATION),
+        Some(&"4".to_string())
+    );
+    let pods = eventually("4 pods Ready", LIMIT, || async {
+        let pods = cluster.active_pods().await;
+        (pods.len() == 4 && pods.iter().all(is_ready)).then_some(pods)
+    })
+    .await;
+    assert!(
+        pods.iter().all(|p| image_of(p) == "nginx:1.26"),
+        "a paused Deployment rolled out"
+    );
+    let paused = passing(&cluster.deployments(), "web", "status of 4", &|d| {
+        d.status.as_ref().and_then(|s| s.available_replicas) == Some(4)
+    })
+    .await;
+    assert_conditions(&paused, &[("Progressing", "Unknown", "DeploymentPaused")]);
+
+    pause(false).await.expect("resume");
+    let resumed = cluster.rolled_out("web", "nginx:1.27").await;
+    assert_eq!(revision(&resumed), 2);
+    cluster.stop().await;
+}
+
+/// A Deployment being deleted (held here by a finalizer) only reports: kube's controller
+/// syncs its status and nothing else, so its ReplicaSet scaled by hand stays as scaled.
+#[tokio::test(start_paused = true)]
+async fn a_deployment_being_deleted_only_reports_its_status() {
+    let held = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    let cluster = Cluster::start().await;
+    let mut body = deployment("web", 2, json!({}));
+    merge(&mut body, held);
+    create_json(&cluster.deployments(), body).await;
+    let web = cluster.rolled_out("web", "nginx:1.26").await;
+    cluster
+        .deployments()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let rs = cluster.settled_sizes(&web, &[2]).await[0].name_any();
+    merge_patch(
+        &cluster.replica_sets(),
+        &rs,
+        json!({"spec": {"replicas": 1}}),
+    )
+    .await
+    .expect("scale the ReplicaSet by hand");
+    cluster.settled_sizes(&web, &[1]).await;
+    passing(&cluster.deployments(), "web", "a status of 1", &|d| {
+        d.status.as_ref().and_then(|s| s.replicas) == Some(1)
+    })
+    .await;
+    merge_patch(
+        &cluster.deployments(),
+        "web",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await
+    .expect("release");
     cluster.stop().await;
 }
 
