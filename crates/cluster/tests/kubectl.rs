@@ -336,6 +336,45 @@ async fn kubectl_lists_the_endpoints_of_an_exposed_deployment() {
     running.stop().await;
 }
 
+/// `kubectl rollout pause`, `set image` and `scale`: the paused Deployment's one
+/// ReplicaSet takes the new size and nothing rolls out until `kubectl rollout resume`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scales_a_paused_deployment_and_rolls_it_out_on_resume() {
+    let (tmp, running) = started_after(&[
+        "create deployment web --image=nginx:1.26 --replicas=2",
+        "rollout status deployment/web --timeout=60s",
+        "rollout pause deployment/web",
+        "set image deployment/web nginx=nginx:1.27",
+        "scale deployment/web --replicas=4",
+    ])
+    .await;
+    let dir = tmp.path();
+    let sizes = || async {
+        let listed = kubectl_line(
+            dir,
+            "get rs -l app=web -o jsonpath={.items[*].spec.replicas}",
+        )
+        .await;
+        let mut sizes: Vec<String> = listed.split_whitespace().map(String::from).collect();
+        sizes.sort();
+        sizes
+    };
+    steady_test_support::eventually("the paused ReplicaSet at 4", common::LIMIT, || async {
+        (sizes().await == ["4"]).then_some(())
+    })
+    .await;
+    // None of the 4 runs the paused template (kube omits the zero).
+    let counts = "get deployment web -o jsonpath={.status.updatedReplicas}/{.status.replicas}";
+    steady_test_support::eventually("a status of 4 not updated", common::LIMIT, || async {
+        (kubectl_line(dir, counts).await.trim() == "/4").then_some(())
+    })
+    .await;
+    kubectl_line(dir, "rollout resume deployment/web").await;
+    rollout_status(dir, "deployment/web").await;
+    assert_eq!(sizes().await, ["0", "4"]);
+    running.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_runs_a_cronjob_by_hand() {
     let (tmp, running) = started_after(&[
