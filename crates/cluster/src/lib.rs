@@ -2,7 +2,7 @@
 //! workloads come alive (Deployment → ReplicaSet → Pods, Job (and its TTL after it
 //! finished), CronJob, StatefulSet,
 //! DaemonSet, Endpoints and EndpointSlices of Services, PodDisruptionBudgets' status,
-//! PersistentVolumeClaims bound and provisioned), each a controller on steady's own
+//! PersistentVolumeClaims bound and provisioned, and made for pods' ephemeral volumes), each a controller on steady's own
 //! runtime, each writing the status fields and conditions kube-controller-manager 1.32
 //! writes, so `kubectl get/wait/rollout` read them as on a real cluster.
 //!
@@ -35,6 +35,7 @@ pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
+pub mod ephemeral;
 pub mod job;
 pub mod node;
 pub mod pod_template;
@@ -63,6 +64,10 @@ pub enum Error {
     /// deleted (kube's `canAdopt`), or could not be read.
     #[error("{0}")]
     CannotAdopt(String),
+    /// What the controller must create exists under its name, controlled by another
+    /// (a claim an ephemeral volume's pod does not own): reported, and retried.
+    #[error("{0}")]
+    Taken(String),
 }
 
 /// A stop signal every controller can wait for.
@@ -103,6 +108,7 @@ pub const CONTROLLERS: &[(&str, Start)] = &[
     ("endpoints", endpoints::start),
     ("disruption", disruption::start),
     ("persistentvolume-binder", volumes::start),
+    ("ephemeral-volume", ephemeral::start),
 ];
 
 /// Why the cluster's controllers stopped other than by shutdown.

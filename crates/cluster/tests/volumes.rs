@@ -259,3 +259,142 @@ async fn immediate_classes_static_volumes_and_claims_that_cannot_bind() {
     assert_eq!(phase(&pending), "Pending");
     cluster.stop().await;
 }
+
+/// The volume binder and the ephemeral volume controller, as `steady up` runs them.
+async fn ephemeral_cluster() -> Cluster {
+    let cluster = cluster(|client, stopped| {
+        let shutdown = futures::FutureExt::shared(until(stopped));
+        let binder = steady_cluster::run_one(
+            steady_cluster::volumes::start,
+            "persistentvolume-binder",
+            client.clone(),
+            shutdown.clone(),
+        );
+        let ephemeral = steady_cluster::run_one(
+            steady_cluster::ephemeral::start,
+            "ephemeral-volume",
+            client,
+            shutdown,
+        );
+        async move { futures::future::try_join(binder, ephemeral).await.map(drop) }
+    })
+    .await;
+    steady_cluster::volumes::ensure_default_class(&cluster.client)
+        .await
+        .expect("the default class");
+    cluster
+}
+
+/// A pod with the generic ephemeral volume `scratch`.
+fn pod_with_scratch(name: &str) -> serde_json::Value {
+    let template = json!({
+        "metadata": {"labels": {"type": "scratch"}, "annotations": {"example.com/purpose": "cache"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    });
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "app", "image": "busybox"}],
+                 "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": template}}]}})
+}
+
+/// kube's ephemeral volume controller: the pod's claim `<pod>-<volume>` is made from the
+/// template, controlled by the pod, bound on the pod's node before it runs, and deleted
+/// with the pod (its volume with it, by the default class's reclaim policy).
+#[tokio::test(start_paused = true)]
+async fn an_ephemeral_volume_is_a_claim_made_bound_and_deleted_with_its_pod() {
+    let cluster = ephemeral_cluster().await;
+    let pod: Pod = create_json(&cluster.api(), pod_with_scratch("web")).await;
+    let claim = cluster
+        .wait_for::<PersistentVolumeClaim>("web-scratch", "bound", |c| phase_of(c) == "Bound")
+        .await;
+    let owner = &claim.metadata.owner_references.clone().expect("an owner")[0];
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            Some(&owner.uid),
+            owner.controller,
+            owner.block_owner_deletion
+        ),
+        (
+            "Pod",
+            "web",
+            pod.metadata.uid.as_ref(),
+            Some(true),
+            Some(true)
+        )
+    );
+    let labels = claim.metadata.labels.clone().unwrap_or_default();
+    let annotations = claim.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(labels.get("type").map(String::as_str), Some("scratch"));
+    assert_eq!(
+        annotations.get("example.com/purpose").map(String::as_str),
+        Some("cache")
+    );
+    let spec = claim.spec.clone().expect("a spec");
+    assert_eq!(spec.storage_class_name.as_deref(), Some("standard"));
+    let volume = spec.volume_name.expect("bound to a volume");
+    let running = cluster
+        .wait_for::<Pod>("web", "running", |p| phase(p) == "Running")
+        .await;
+    assert_eq!(
+        running.spec.and_then(|s| s.node_name).as_ref(),
+        annotations.get("volume.kubernetes.io/selected-node")
+    );
+
+    let pods: Api<Pod> = cluster.api();
+    pods.delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the pod");
+    let claims: Api<PersistentVolumeClaim> = cluster.api();
+    let volumes: Api<PersistentVolume> = Api::all(cluster.client.clone());
+    eventually("the claim and its volume gone", LIMIT, || async {
+        let claim = claims.get_opt("web-scratch").await.ok()?;
+        let volume = volumes.get_opt(&volume).await.ok()?;
+        (claim.is_none() && volume.is_none()).then_some(())
+    })
+    .await;
+    cluster.stop().await;
+}
+
+/// A claim of the ephemeral volume's name that the pod does not control is not its
+/// volume: kube reports it on the pod (`FailedBinding`) and never schedules the pod.
+#[tokio::test(start_paused = true)]
+async fn a_pod_whose_ephemeral_claim_is_someone_elses_is_not_scheduled() {
+    let cluster = ephemeral_cluster().await;
+    let claims: Api<PersistentVolumeClaim> = cluster.api();
+    let _: PersistentVolumeClaim = create_json(&claims, claim("web-scratch", None, "1Gi")).await;
+    let _: Pod = create_json(&cluster.api(), pod_with_scratch("web")).await;
+    let not_owner =
+        "PVC default/web-scratch was not created for pod default/web (pod is not owner)";
+    let reported = eventually("FailedBinding on the pod", LIMIT, || async {
+        let events = events_of(&cluster, "web").await;
+        events
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedBinding"))
+    })
+    .await;
+    assert_eq!(
+        (reported.type_.as_deref(), reported.message),
+        (
+            Some("Warning"),
+            Some(format!("ephemeral volume scratch: {not_owner}"))
+        )
+    );
+    let pod = unschedulable(&cluster, "web").await;
+    let scheduled = pod
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .find(|c| c.type_ == "PodScheduled")
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(scheduled.contains(not_owner), "{scheduled}");
+    let owners = claims
+        .get("web-scratch")
+        .await
+        .expect("the claim")
+        .metadata
+        .owner_references;
+    assert_eq!(owners, None, "someone else's claim is left alone");
+    cluster.stop().await;
+}

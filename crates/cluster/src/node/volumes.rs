@@ -1,5 +1,6 @@
 //! What the scheduler reads of a pod's PersistentVolumeClaims, as kube-scheduler's
-//! VolumeBinding plugin does: every claim must exist and not be terminating; an unbound
+//! VolumeBinding plugin does: every claim must exist and not be terminating (an
+//! ephemeral volume's, `<pod>-<volume>`, must also be controlled by the pod); an unbound
 //! claim of an `Immediate` class (or of no class) keeps the pod Pending until it is bound;
 //! a bound claim's volume keeps the pod to the nodes its node affinity names; an unbound
 //! claim of a `WaitForFirstConsumer` class gets the chosen node
@@ -17,6 +18,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use crate::ephemeral;
 use crate::volumes::SELECTED_NODE;
 
 /// How often a pod waiting on its claims is tried again.
@@ -39,15 +41,21 @@ pub(super) async fn claims_of(
     client: &Client,
 ) -> Result<Result<Claims, String>, kube::Error> {
     let namespace = pod.namespace().unwrap_or_default();
+    // Each claim's name, and whether it stands for an ephemeral volume.
     let names = pod
         .spec
         .iter()
         .flat_map(|spec| spec.volumes.iter().flatten())
-        .filter_map(|volume| volume.persistent_volume_claim.as_ref())
-        .map(|source| source.claim_name.clone());
+        .filter_map(
+            |volume| match (&volume.persistent_volume_claim, &volume.ephemeral) {
+                (Some(source), _) => Some((source.claim_name.clone(), false)),
+                (None, Some(_)) => Some((ephemeral::claim_name(pod, &volume.name), true)),
+                (None, None) => None,
+            },
+        );
     let claims_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
     let mut claims = Claims::default();
-    for name in names {
+    for (name, is_ephemeral) in names {
         let Some(claim) = claims_api.get_opt(&name).await? else {
             return Ok(Err(format!("persistentvolumeclaim \"{name}\" not found")));
         };
@@ -55,6 +63,9 @@ pub(super) async fn claims_of(
             return Ok(Err(format!(
                 "persistentvolumeclaim \"{name}\" is being deleted"
             )));
+        }
+        if is_ephemeral && let Err(not_for_pod) = ephemeral::claim_is_for_pod(pod, &claim) {
+            return Ok(Err(not_for_pod));
         }
         let spec = claim.spec.clone().unwrap_or_default();
         match spec.volume_name.as_deref().filter(|v| !v.is_empty()) {
