@@ -585,6 +585,54 @@ async fn kubectl_sees_a_claim_bound_for_its_first_pod() {
     running.stop().await;
 }
 
+/// The example of kube's "Ephemeral Volumes" page: a pod with a generic ephemeral
+/// volume gets its claim `<pod>-<volume>`, bound before the pod runs and deleted with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_an_ephemeral_volume_claimed_for_its_pod_and_deleted_with_it() {
+    const SCRATCH: &str = r#"
+kind: Pod
+apiVersion: v1
+metadata: {name: my-app}
+spec:
+  containers: [{name: my-frontend, image: busybox:1.28, command: [sleep, "1000000"],
+                volumeMounts: [{mountPath: /scratch, name: scratch-volume}]}]
+  volumes:
+  - name: scratch-volume
+    ephemeral:
+      volumeClaimTemplate:
+        metadata: {labels: {type: my-frontend-volume}}
+        spec:
+          accessModes: [ReadWriteOnce]
+          storageClassName: standard
+          resources: {requests: {storage: 1Gi}}
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path()).await;
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(SCRATCH)).await;
+    wait_for_condition(dir.path(), "Ready", "pod/my-app").await;
+    let listed = kubectl_line(
+        dir.path(),
+        "get pvc -l type=my-frontend-volume --no-headers",
+    )
+    .await;
+    let columns: Vec<&str> = listed.split_whitespace().collect();
+    assert_eq!(
+        (columns[0], columns[1], columns[3], columns[4], columns[5]),
+        ("my-app-scratch-volume", "Bound", "1Gi", "RWO", "standard"),
+        "{listed}"
+    );
+    let owner = "{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}";
+    let owned = get_jsonpath(dir.path(), &["pvc", "my-app-scratch-volume"], owner).await;
+    assert_eq!(owned, "Pod/my-app");
+    kubectl_line(dir.path(), "delete pod my-app").await;
+    kubectl_line(
+        dir.path(),
+        "wait --for=delete pvc/my-app-scratch-volume --timeout=60s",
+    )
+    .await;
+    running.stop().await;
+}
+
 /// A Deployment whose container keeps failing, as on a cluster: its pod crash-loops in
 /// place (Running, not ready, restarts counted), the rollout stalls past its progress
 /// deadline, and `kubectl rollout status` says so and fails.
