@@ -37,6 +37,22 @@ impl ApiError {
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
     }
+    /// kube's NamespaceLifecycle refusal of a create in a terminating namespace, with the
+    /// `NamespaceTerminating` cause controllers look for (they stop creating, and do not
+    /// report it as their own failure).
+    pub fn namespace_terminating(resource: &str, name: &str, namespace: &str) -> Self {
+        let message = format!(
+            "{resource} \"{name}\" is forbidden: unable to create new content in namespace \
+             {namespace} because it is being terminated"
+        );
+        let mut details = object_details(resource, name);
+        details["causes"] = json!([{
+            "reason": "NamespaceTerminating",
+            "message": format!("namespace {namespace} is being terminated"),
+            "field": "metadata.namespace",
+        }]);
+        Self::forbidden(message).with_details(details)
+    }
     pub fn not_found(resource: &str, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
             .with_details(object_details(resource, name))

@@ -185,6 +185,15 @@ async fn nothing_is_created_in_a_terminating_namespace() {
         refused.message,
         "configmaps \"late\" is forbidden: unable to create new content in namespace closing because it is being terminated"
     );
+    // The cause client-go's `HasStatusCause(err, NamespaceTerminatingCause)` looks for.
+    assert_eq!(
+        refused.details,
+        Some(json!({"name": "late", "kind": "configmaps", "causes": [{
+            "reason": "NamespaceTerminating",
+            "message": "namespace closing is being terminated",
+            "field": "metadata.namespace",
+        }]}))
+    );
     create_namespace(&s, "open").await;
     create_configmap(&s, "open", "early", &[]).await;
 }

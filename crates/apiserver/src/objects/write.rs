@@ -245,10 +245,11 @@ impl ApiServer {
             .map_err(|e| ApiError::from_store(e, "namespaces", ns))?
             .ok_or_else(|| ApiError::not_found("namespaces", ns))?;
         if terminating(&stored)? {
-            return Err(ApiError::forbidden(format!(
-                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                rt.qualified_name(),
-            )));
+            return Err(ApiError::namespace_terminating(
+                &rt.qualified_name(),
+                name,
+                ns,
+            ));
         }
         Ok(())
     }
