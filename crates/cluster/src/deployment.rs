@@ -32,7 +32,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
-use steady_runtime::events::Recorder;
+use steady_runtime::events::{EventType, Recorder};
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::claim::{self, Claim};
@@ -65,6 +65,8 @@ const MANAGER: &str = "deployment-controller";
 const TIMED_OUT: &str = "ProgressDeadlineExceeded";
 /// The Progressing reason of a paused Deployment.
 const PAUSED: &str = "DeploymentPaused";
+/// The reason of a new ReplicaSet the API refused.
+const CREATE_ERROR: &str = "ReplicaSetCreateError";
 
 /// The status counts kube omits when zero.
 const OMITTED_COUNTS: &[&str] = &[
@@ -586,8 +588,12 @@ impl Rollout<'_> {
     }
 
     /// `progressDeadlineSeconds`, when set (kube defaults it to 600).
+    /// kube's `HasProgressDeadline`: `i32::MAX` seconds means none.
     fn deadline(&self) -> Option<Duration> {
-        let seconds = self.spec.progress_deadline_seconds?;
+        let seconds = self
+            .spec
+            .progress_deadline_seconds
+            .filter(|&s| s != i32::MAX)?;
         Some(Duration::from_secs(u64::try_from(seconds).ok()?))
     }
 
@@ -738,6 +744,22 @@ impl Rollout<'_> {
         let next_revision = self.sets.old.iter().map(revision).max().unwrap_or(0) + 1;
         match self.sets.new.clone() {
             Some(existing) => {
+                if self.deadline().is_some()
+                    && self
+                        .deployment
+                        .status
+                        .as_ref()
+                        .and_then(|s| find_condition(s, "Progressing"))
+                        .is_none()
+                {
+                    // kube's estimate of progress for a Deployment that had no deadline.
+                    self.new_condition = Some(self.condition(
+                        "Progressing",
+                        "True",
+                        "FoundNewReplicaSet",
+                        format!("Found new replica set \"{}\"", name_of(&existing)),
+                    ));
+                }
                 let annotations = self.annotations_for(&existing, next_revision);
                 let min_ready = self.spec.min_ready_seconds;
                 let stale_min_ready =
@@ -834,18 +856,54 @@ impl Rollout<'_> {
         }
         match self.api().create(&PostParams::default(), &rs).await {
             Ok(created) => {
-                self.record(format!("Scaled up replica set {name} to {replicas}"));
-                self.new_condition = Some(self.condition(
-                    "Progressing",
-                    "True",
-                    "NewReplicaSetCreated",
-                    format!("Created new replica set \"{name}\""),
-                ));
+                if replicas > 0 {
+                    self.record(format!("Scaled up replica set {name} to {replicas}"));
+                }
+                if self.deadline().is_some() {
+                    self.new_condition = Some(self.condition(
+                        "Progressing",
+                        "True",
+                        "NewReplicaSetCreated",
+                        format!("Created new replica set \"{name}\""),
+                    ));
+                }
                 self.sets.new = Some(created);
                 Ok(())
             }
             Err(kube::Error::Api(status)) if status.code == 409 => self.collided(&name).await,
-            Err(error) => Err(error.into()),
+            Err(error) => {
+                let error = Error::from(error);
+                self.failed_create(&name, &error).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// kube's report of a new ReplicaSet the API refused: a Warning `ReplicaSetCreateError`
+    /// and, with a deadline, Progressing False for the same reason (written at once: the
+    /// reconcile fails and is retried). Not while the namespace is terminating, where every
+    /// create fails.
+    async fn failed_create(&self, name: &str, error: &Error) {
+        if crate::namespace_terminating(error) {
+            return;
+        }
+        let message = crate::error_message(error);
+        let message = format!("Failed to create new replica set \"{name}\": {message}");
+        let events = &self.ctx.data().events;
+        let owner = self.owner.as_ref();
+        crate::publish(events, owner, EventType::Warning, CREATE_ERROR, &message).await;
+        if self.deadline().is_none() {
+            return;
+        }
+        let mut status = self.deployment.status.clone().unwrap_or_default();
+        set_condition(
+            &mut status,
+            self.condition("Progressing", "False", CREATE_ERROR, message),
+        );
+        let api = self.ctx.api::<Deployment>(&self.id.namespace);
+        let current = self.deployment.status.as_ref();
+        if let Err(e) = crate::write_status(&api, &self.id.name, current, &status, &[]).await {
+            tracing::debug!(deployment = %self.id.name, error = %e, "could not report the failed create");
         }
     }
 
@@ -1049,7 +1107,11 @@ impl Rollout<'_> {
             self.check_paused(&mut status);
         }
         if sync == Sync::Rollout {
-            self.update_progressing(&previous, &mut status);
+            if self.deadline().is_some() {
+                self.update_progressing(&previous, &mut status);
+            } else if let Some(conditions) = status.conditions.as_mut() {
+                conditions.retain(|c| c.type_ != "Progressing");
+            }
             self.carry_replica_failure(&mut status);
         }
         status

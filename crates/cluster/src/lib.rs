@@ -320,9 +320,23 @@ fn status_body<S: Serialize>(
     Ok(body)
 }
 
-/// kube's Warning `FailedCreate` about `owner` when the API refused one of its creates;
-/// `message` words it from the API's message (pod control's `Error creating: …`, the
-/// StatefulSet's own). Returns the error, for the reconcile to fail with and retry.
+/// Whether the API refused a create because the namespace is being deleted (client-go's
+/// `HasStatusCause(err, NamespaceTerminatingCause)`): every create there fails, and
+/// kube's controllers do not report it as their own failure.
+fn namespace_terminating(error: &Error) -> bool {
+    let Error::Api(kube::Error::Api(status)) = error else {
+        return false;
+    };
+    let causes = status.details.iter().flat_map(|d| &d.causes);
+    causes
+        .into_iter()
+        .any(|c| c.reason == "NamespaceTerminating")
+}
+
+/// kube's Warning `FailedCreate` about `owner` when the API refused one of its creates
+/// (but for a terminating namespace); `message` words it from the API's message (pod
+/// control's `Error creating: …`, the StatefulSet's own). Returns the error, for the
+/// reconcile to fail with and retry.
 async fn failed_create<K: Resource<DynamicType = ()>>(
     events: &Recorder,
     owner: &K,
@@ -330,8 +344,10 @@ async fn failed_create<K: Resource<DynamicType = ()>>(
     error: kube::Error,
 ) -> Error {
     let error = Error::from(error);
-    let message = message(&error_message(&error));
-    publish(events, owner, EventType::Warning, "FailedCreate", &message).await;
+    if !namespace_terminating(&error) {
+        let message = message(&error_message(&error));
+        publish(events, owner, EventType::Warning, "FailedCreate", &message).await;
+    }
     error
 }
 

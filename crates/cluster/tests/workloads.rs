@@ -1049,3 +1049,87 @@ async fn a_replica_set_past_its_quota_reports_the_failure_until_the_quota_allows
     assert_eq!(replica_set_failure(&sets[0]), None);
     cluster.stop().await;
 }
+
+/// kube's report of a new ReplicaSet the API refuses (here a quota of one ReplicaSet):
+/// Progressing False `ReplicaSetCreateError` with the API's words, and a Warning of the
+/// same reason; once the quota allows, the rollout goes on.
+#[tokio::test(start_paused = true)]
+async fn a_new_replica_set_the_api_refuses_is_reported_until_it_is_allowed() {
+    let (cluster, _) = Cluster::with_web(1).await;
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(cluster.client.clone(), NS);
+    let one =
+        json!({"metadata": {"name": "sets"}, "spec": {"hard": {"count/replicasets.apps": "1"}}});
+    create_json(&quotas, one).await;
+    eventually("the quota counts the ReplicaSet", LIMIT, || async {
+        let quota = quotas.get("sets").await.ok()?;
+        let used = quota.status?.used?;
+        (used.get("count/replicasets.apps")?.0 == "1").then_some(())
+    })
+    .await;
+    cluster.set_image("web", "nginx:1.27").await;
+
+    let refused = passing(&cluster.deployments(), "web", "refused", &|d| {
+        condition(d, "Progressing").1 == "ReplicaSetCreateError"
+    })
+    .await;
+    let progressing = refused
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Progressing"))
+        .expect("Progressing");
+    let message = progressing.message.clone().unwrap_or_default();
+    assert_eq!(progressing.status, "False");
+    assert!(
+        message.starts_with("Failed to create new replica set \"web-")
+            && message.contains(
+                "is forbidden: exceeded quota: sets, requested: count/replicasets.apps=1"
+            ),
+        "{message}"
+    );
+    let warned = common::event_with_reason(&cluster.client, "ReplicaSetCreateError").await;
+    assert_eq!(
+        (warned.type_.as_deref(), warned.message.as_ref()),
+        (Some("Warning"), Some(&message))
+    );
+
+    quotas
+        .delete("sets", &DeleteParams::default())
+        .await
+        .expect("quota lifted");
+    cluster.rolled_out("web", "nginx:1.27").await;
+    cluster.stop().await;
+}
+
+/// kube's `HasProgressDeadline`: `progressDeadlineSeconds: 2147483647` means no deadline,
+/// and then no Progressing condition at all; a Deployment of no replicas creates its
+/// ReplicaSet without a "Scaled up" event.
+#[tokio::test(start_paused = true)]
+async fn without_a_deadline_there_is_no_progressing_condition() {
+    let forever = json!({"progressDeadlineSeconds": i32::MAX});
+    let (cluster, web) = Cluster::with_rolled_out("web", 2, forever).await;
+    let types: Vec<String> = web
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .map(|c| c.type_.clone())
+        .collect();
+    assert_eq!(types, ["Available"]);
+
+    let none = cluster.create_deployment("none", 0, json!({})).await;
+    let sets = eventually("the ReplicaSet of none", LIMIT, || async {
+        let sets = cluster.replica_sets_of(&none).await;
+        (!sets.is_empty()).then_some(sets)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let scaled: Vec<String> = cluster
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.starts_with("Deployment/none "))
+        .collect();
+    assert_eq!(scaled, Vec::<String>::new(), "{:?}", sets[0].name_any());
+    cluster.stop().await;
+}
