@@ -2,7 +2,8 @@
 //! workloads come alive (Deployment → ReplicaSet → Pods, Job (and its TTL after it
 //! finished), CronJob, StatefulSet,
 //! DaemonSet, Endpoints and EndpointSlices of Services, PodDisruptionBudgets' status,
-//! PersistentVolumeClaims bound and provisioned, and made for pods' ephemeral volumes), each a controller on steady's own
+//! PersistentVolumeClaims bound and provisioned, and made for pods' ephemeral volumes,
+//! pods whose node is gone collected), each a controller on steady's own
 //! runtime, each writing the status fields and conditions kube-controller-manager 1.32
 //! writes, so `kubectl get/wait/rollout` read them as on a real cluster.
 //!
@@ -39,6 +40,7 @@ pub mod ephemeral;
 pub mod job;
 pub mod node;
 pub mod pod_template;
+pub mod podgc;
 pub mod replicaset;
 mod revision;
 pub mod statefulset;
@@ -109,6 +111,7 @@ pub const CONTROLLERS: &[(&str, Start)] = &[
     ("disruption", disruption::start),
     ("persistentvolume-binder", volumes::start),
     ("ephemeral-volume", ephemeral::start),
+    ("pod-garbage-collector", podgc::start),
 ];
 
 /// Why the cluster's controllers stopped other than by shutdown.

@@ -32,7 +32,16 @@ where
     F: FnOnce(Client, oneshot::Receiver<()>) -> Fut,
     Fut: Future<Output = Result<(), steady_runtime::Error>> + Send + 'static,
 {
-    let server = node_server().await;
+    cluster_of_nodes(1, start).await
+}
+
+/// [`cluster`] with `nodes` simulated nodes (`steady-node-0`, … when more than one).
+pub async fn cluster_of_nodes<F, Fut>(nodes: usize, start: F) -> Cluster
+where
+    F: FnOnce(Client, oneshot::Receiver<()>) -> Fut,
+    Fut: Future<Output = Result<(), steady_runtime::Error>> + Send + 'static,
+{
+    let server = nodes_server(nodes).await;
     let client = server.client();
     let (stop, stopped) = oneshot::channel();
     let controller = tokio::spawn(start(client.clone(), stopped));
