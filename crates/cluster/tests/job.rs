@@ -81,6 +81,31 @@ async fn wait_for_condition(cluster: &Cluster, name: &str, type_: &str) -> Job {
         .await
 }
 
+/// A Job whose `spec.managedBy` names another controller (Kueue's MultiKueue, say) is
+/// that controller's: kube's Job controller (its `JobManagedBy` gate on by default in
+/// 1.32) creates no pod and writes no status for it.
+#[tokio::test(start_paused = true)]
+async fn a_job_managed_by_another_controller_is_left_alone() {
+    let cluster = job_cluster().await;
+    let mut elsewhere = job("elsewhere", 1, 1, None);
+    elsewhere["spec"]["managedBy"] = json!("example.com/other");
+    create_json::<Job>(&cluster.api(), elsewhere).await;
+    let mut here = job("here", 1, 1, None);
+    here["spec"]["managedBy"] = json!("kubernetes.io/job-controller");
+    create_json::<Job>(&cluster.api(), here).await;
+    wait_for_condition(&cluster, "here", "Complete").await;
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    let left = cluster
+        .api::<Job>()
+        .get("elsewhere")
+        .await
+        .expect("elsewhere");
+    assert_eq!(left.status, None);
+    let pods = cluster.pods(&format!("{JOB_NAME_LABEL}=elsewhere")).await;
+    assert!(pods.is_empty(), "{pods:?}");
+    cluster.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_job_with_three_completions_runs_its_pods_to_complete() {
     let cluster = job_cluster().await;

@@ -642,6 +642,17 @@ fn trim_for_tracking(pod: &mut Pod) {
     });
 }
 
+/// The built-in controller's name in `spec.managedBy` (none there means it too).
+const JOB_CONTROLLER: &str = "kubernetes.io/job-controller";
+
+/// kube's `managedByExternalController` (the `JobManagedBy` gate is on by default in
+/// 1.32): the controller `spec.managedBy` names, when it is not the built-in one, which
+/// then leaves the Job, its pods and their finalizers alone.
+fn managed_by_other(job: &Job) -> Option<&str> {
+    let managed_by = job.spec.as_ref()?.managed_by.as_deref()?;
+    (managed_by != JOB_CONTROLLER).then_some(managed_by)
+}
+
 fn is_finished(job: &Job) -> bool {
     job.status
         .as_ref()
@@ -649,6 +660,10 @@ fn is_finished(job: &Job) -> bool {
 }
 
 async fn reconcile(job: Arc<Job>, ctx: Arc<Context<JobData>>) -> Result<Action, Error> {
+    if let Some(controller) = managed_by_other(&job) {
+        tracing::debug!(job = %job.name_any(), %controller, "managed by another controller");
+        return Ok(Action::done());
+    }
     let data = ctx.data();
     let uid = job.uid().unwrap_or_default();
     if is_finished(&job) {
@@ -1233,6 +1248,21 @@ mod tests {
             }))
             .expect("a pod"),
         )
+    }
+
+    #[test]
+    fn only_another_controller_named_in_managed_by_takes_the_job() {
+        let managed = |by: Option<&str>| -> Job {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "j"},
+                "spec": {"template": {}, "managedBy": by},
+            }))
+            .expect("a job")
+        };
+        assert_eq!(managed_by_other(&managed(None)), None);
+        assert_eq!(managed_by_other(&managed(Some(JOB_CONTROLLER))), None);
+        let kueue = managed(Some("kueue.x-k8s.io/multikueue"));
+        assert_eq!(managed_by_other(&kueue), Some("kueue.x-k8s.io/multikueue"));
     }
 
     fn tally(failed: i32, succeeded: i32, pods: Vec<Arc<Pod>>) -> Tally {

@@ -108,9 +108,9 @@ pub(super) async fn release(api: &CachingApi<Pod>, pod: &Pod) -> Result<bool, ku
 }
 
 /// Start the controller that releases orphaned pods' finalizers: a pod holding the
-/// tracking finalizer whose controller Job is gone, replaced (another uid) or finished,
-/// or that lost its controller reference (an orphaning delete), would otherwise stay
-/// Terminating for ever.
+/// tracking finalizer whose controller Job is gone, replaced (another uid) or finished
+/// (but for one another controller manages), or that lost its controller reference (an
+/// orphaning delete), would otherwise stay Terminating for ever.
 pub(super) fn start_orphan_release(
     client: &Client,
     config: steady_runtime::Config,
@@ -127,7 +127,7 @@ pub(super) fn start_orphan_release(
             jobs.get(&ObjectKey::of(job))
                 .is_none_or(|cached| cached.uid() != job.uid())
         });
-        if !gone && !super::is_finished(job) {
+        if !gone && (!super::is_finished(job) || super::managed_by_other(job).is_some()) {
             return Vec::new();
         }
         let uid = job.uid().unwrap_or_default();
@@ -156,7 +156,11 @@ async fn release_orphan(pod: Arc<Pod>, ctx: Arc<Context<Orphans>>) -> Result<Act
         .iter()
         .find(|r| r.controller == Some(true) && r.kind == "Job" && r.api_version == "batch/v1")
     {
-        let live = |job: &Job| job.uid().as_deref() == Some(&owner.uid) && !super::is_finished(job);
+        // kube leaves the pods of a Job another controller manages to that controller.
+        let live = |job: &Job| {
+            job.uid().as_deref() == Some(&owner.uid)
+                && (!super::is_finished(job) || super::managed_by_other(job).is_some())
+        };
         let key = ObjectKey::new(Some(&namespace), &owner.name);
         if ctx.data().jobs.get(&key).is_some_and(|job| live(&job)) {
             return Ok(Action::done());
