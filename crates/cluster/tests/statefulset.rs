@@ -20,27 +20,11 @@ const SELECTOR: &str = "app=web";
 /// The StatefulSet controller, and the volume controller that binds its claims (to
 /// volumes of kind's default class, as on a kind cluster).
 async fn set_cluster() -> Cluster {
-    let cluster = cluster(|client, stopped| async move {
-        let stopped = futures::FutureExt::shared(until(stopped));
-        let sets = steady_cluster::run_one(
-            steady_cluster::statefulset::start,
-            "statefulset",
-            client.clone(),
-            stopped.clone(),
-        );
-        let volumes = steady_cluster::run_one(
-            steady_cluster::volumes::start,
-            "persistentvolume-binder",
-            client,
-            stopped,
-        );
-        futures::future::try_join(sets, volumes).await.map(drop)
-    })
-    .await;
-    steady_cluster::volumes::ensure_default_class(&cluster.client)
-        .await
-        .expect("the default class");
-    cluster
+    controllers_cluster(&[
+        (steady_cluster::statefulset::start, "statefulset"),
+        (steady_cluster::volumes::start, "persistentvolume-binder"),
+    ])
+    .await
 }
 
 fn web(replicas: i32, policy: &str) -> serde_json::Value {

@@ -14,12 +14,7 @@ use serde_json::json;
 use steady_test_support::{create_json, eventually};
 
 async fn volume_cluster() -> Cluster {
-    let cluster =
-        controller_cluster(steady_cluster::volumes::start, "persistentvolume-binder").await;
-    steady_cluster::volumes::ensure_default_class(&cluster.client)
-        .await
-        .expect("the default class");
-    cluster
+    controllers_cluster(&[(steady_cluster::volumes::start, "persistentvolume-binder")]).await
 }
 
 fn claim(name: &str, class: Option<&str>, size: &str) -> serde_json::Value {
@@ -262,27 +257,11 @@ async fn immediate_classes_static_volumes_and_claims_that_cannot_bind() {
 
 /// The volume binder and the ephemeral volume controller, as `steady up` runs them.
 async fn ephemeral_cluster() -> Cluster {
-    let cluster = cluster(|client, stopped| {
-        let shutdown = futures::FutureExt::shared(until(stopped));
-        let binder = steady_cluster::run_one(
-            steady_cluster::volumes::start,
-            "persistentvolume-binder",
-            client.clone(),
-            shutdown.clone(),
-        );
-        let ephemeral = steady_cluster::run_one(
-            steady_cluster::ephemeral::start,
-            "ephemeral-volume",
-            client,
-            shutdown,
-        );
-        async move { futures::future::try_join(binder, ephemeral).await.map(drop) }
-    })
-    .await;
-    steady_cluster::volumes::ensure_default_class(&cluster.client)
-        .await
-        .expect("the default class");
-    cluster
+    controllers_cluster(&[
+        (steady_cluster::volumes::start, "persistentvolume-binder"),
+        (steady_cluster::ephemeral::start, "ephemeral-volume"),
+    ])
+    .await
 }
 
 /// A pod with the generic ephemeral volume `scratch`.

@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 
 use std::future::Future;
+
+use futures::FutureExt;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -57,6 +59,25 @@ where
 pub async fn controller_cluster(start: steady_cluster::Start, name: &'static str) -> Cluster {
     cluster(move |client, stopped| steady_cluster::run_one(start, name, client, until(stopped)))
         .await
+}
+
+/// [`cluster`] running each of `controllers` (entry point and name) side by side, as
+/// `steady up` runs them, with kind's default StorageClass, as `steady up` creates it.
+pub async fn controllers_cluster(
+    controllers: &'static [(steady_cluster::Start, &'static str)],
+) -> Cluster {
+    let cluster = cluster(move |client, stopped| {
+        let stopped = futures::FutureExt::shared(until(stopped));
+        let running = controllers.iter().map(|&(start, name)| {
+            steady_cluster::run_one(start, name, client.clone(), stopped.clone())
+        });
+        futures::future::try_join_all(running).map(|joined| joined.map(drop))
+    })
+    .await;
+    steady_cluster::volumes::ensure_default_class(&cluster.client)
+        .await
+        .expect("the default class");
+    cluster
 }
 
 /// steady's in-process API server with the simulated node, its randomness seeded.
