@@ -1,8 +1,8 @@
 //! The DaemonSet controller: one pod per eligible Node, as kube-controller-manager 1.32
 //! runs them.
 //!
-//! A Node is eligible when its labels match the template's `nodeSelector` and the pod
-//! tolerates its `NoSchedule`/`NoExecute` taints. Each eligible Node without a pod gets
+//! A Node is eligible when its labels match the template's `nodeSelector` and required
+//! node affinity and the pod tolerates its `NoSchedule`/`NoExecute` taints. Each eligible Node without a pod gets
 //! one (its `nodeName` set: see below), pods that failed are replaced, extra pods and
 //! pods on Nodes no longer eligible (or gone) are deleted. A template change is rolled
 //! one pod at a time (`maxUnavailable` 1, the default), only while every other pod is
@@ -27,6 +27,7 @@ use steady_runtime::{Action, Context, ObjectCache};
 
 use crate::claim::{self, Claim};
 use crate::clock;
+use crate::node_affinity;
 use crate::pod_template::{self, Availability, PodName};
 use crate::revision::{self, REVISION_LABEL};
 use crate::{Clock, Error, Running, Setup, Shutdown};
@@ -76,15 +77,10 @@ pub(crate) fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     effect_matches && key_matches && value_matches
 }
 
-/// Whether a pod of `spec` may run on `node`: the nodeSelector matches and every
-/// scheduling taint is tolerated.
+/// Whether a pod of `spec` may run on `node` (kube's `predicates`): its nodeSelector and
+/// required node affinity match and every scheduling taint is tolerated.
 fn eligible(spec: &PodSpec, node: &Node) -> bool {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let selected = spec
-        .node_selector
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
+    let selected = node_affinity::required_match(spec, node);
     let taints = node
         .spec
         .as_ref()
@@ -331,21 +327,23 @@ impl Daemon<'_> {
         // kube pins the pod with node affinity and lets the scheduler bind it; steady binds
         // it here, so a simulated node only ever runs the pods meant for it.
         spec.node_name = Some(node.to_string());
+        // kube's `ReplaceDaemonSetPodNodeNameNodeAffinity`: the required terms (already
+        // judged here) give way to the node's name; the rest of the affinity stays.
+        let pinned = NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_fields: Some(vec![NodeSelectorRequirement {
+                    key: "metadata.name".into(),
+                    operator: "In".into(),
+                    values: Some(vec![node.to_string()]),
+                }]),
+                match_expressions: None,
+            }],
+        };
         spec.affinity
             .get_or_insert_with(Affinity::default)
-            .node_affinity = Some(NodeAffinity {
-            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                node_selector_terms: vec![NodeSelectorTerm {
-                    match_fields: Some(vec![NodeSelectorRequirement {
-                        key: "metadata.name".into(),
-                        operator: "In".into(),
-                        values: Some(vec![node.to_string()]),
-                    }]),
-                    match_expressions: None,
-                }],
-            }),
-            preferred_during_scheduling_ignored_during_execution: None,
-        });
+            .node_affinity
+            .get_or_insert_with(NodeAffinity::default)
+            .required_during_scheduling_ignored_during_execution = Some(pinned);
         let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
         for toleration in daemon_tolerations() {
             if !tolerations.contains(&toleration) {

@@ -39,6 +39,7 @@ pub mod endpoints;
 pub mod ephemeral;
 pub mod job;
 pub mod node;
+mod node_affinity;
 pub mod pod_template;
 pub mod podgc;
 pub mod replicaset;

@@ -399,6 +399,154 @@ async fn a_daemon_set_runs_one_pod_on_each_of_three_nodes() {
     controller.await.expect("task").expect("stopped cleanly");
 }
 
+/// kube-scheduler's NodeAffinity: a pod whose required terms no node matches stays
+/// Pending with kube's reason, and is scheduled once a node is labelled to match; a
+/// preferred term draws pods to the node it likes even where the load would spread them.
+#[tokio::test(start_paused = true)]
+async fn pods_honour_required_and_preferred_node_affinity() {
+    let (_server, client) = three_nodes().await;
+    let required = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "disk", "operator": "In", "values": ["ssd", "nvme"]},
+            {"key": "zone", "operator": "NotIn", "values": ["z9"]},
+        ]}],
+    }}}});
+    create_pod(&client, "fussy", required).await;
+    let pending = pod_when(&client, "fussy", "Unschedulable", |p| {
+        condition(p, "PodScheduled").is_some_and(|c| c.reason.as_deref() == Some("Unschedulable"))
+    })
+    .await;
+    let message = condition(&pending, "PodScheduled")
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+        ),
+        "{message}"
+    );
+    patch_node(
+        &client,
+        "steady-node-0",
+        json!({"metadata": {"labels": {"disk": "nvme", "zone": "z9"}}}),
+    )
+    .await;
+    patch_node(
+        &client,
+        "steady-node-2",
+        json!({"metadata": {"labels": {"disk": "nvme"}}}),
+    )
+    .await;
+    assert_eq!(running_on(&client, "fussy").await, "steady-node-2");
+
+    patch_node(
+        &client,
+        "steady-node-1",
+        json!({"metadata": {"labels": {"tier": "gold"}}}),
+    )
+    .await;
+    let preferred = json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]}},
+    ]}}});
+    for i in 0..3 {
+        create_pod(&client, &format!("drawn-{i}"), preferred.clone()).await;
+    }
+    for i in 0..3 {
+        assert_eq!(
+            running_on(&client, &format!("drawn-{i}")).await,
+            "steady-node-1"
+        );
+    }
+}
+
+/// kube's DaemonSet controller runs a pod only on the nodes the template's required node
+/// affinity matches, and pins each pod to its node while keeping the template's
+/// preferred affinity.
+#[tokio::test(start_paused = true)]
+async fn a_daemon_set_runs_only_where_its_node_affinity_allows() {
+    let server = nodes_server(NODES.len()).await;
+    let client = server.client();
+    for name in ["steady-node-0", "steady-node-2"] {
+        patch_node(
+            &client,
+            name,
+            json!({"metadata": {"labels": {"role": "edge"}}}),
+        )
+        .await;
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let controller = tokio::spawn(steady_cluster::run_one(
+        steady_cluster::daemonset::start,
+        "daemonset",
+        client.clone(),
+        until(stopped),
+    ));
+    let affinity = json!({"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "role", "operator": "In", "values": ["edge"]}]},
+        ]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": {"matchExpressions": [{"key": "role", "operator": "Exists"}]}},
+        ],
+    }});
+    let daemon = json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "edge"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "edge"}},
+            "template": {"metadata": {"labels": {"app": "edge"}},
+                "spec": {"affinity": affinity, "containers": [{"name": "proxy", "image": "envoy"}]}},
+        },
+    });
+    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    create_json::<DaemonSet>(&sets, daemon).await;
+    let set = eventually("two edge proxies ready", LIMIT, || async {
+        let set = sets.get("edge").await.ok()?;
+        (set.status.as_ref()?.number_ready == 2).then_some(set)
+    })
+    .await;
+    assert_eq!(set.status.map(|s| s.desired_number_scheduled), Some(2));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let listed = pods
+        .list(&ListParams::default().labels("app=edge"))
+        .await
+        .expect("pods")
+        .items;
+    let mut placed: Vec<String> = listed
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    placed.sort();
+    assert_eq!(placed, ["steady-node-0", "steady-node-2"]);
+    for pod in &listed {
+        let node_affinity = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .expect("node affinity");
+        let required = serde_json::to_value(
+            &node_affinity.required_during_scheduling_ignored_during_execution,
+        )
+        .expect("json");
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        assert_eq!(
+            required,
+            json!({"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]},
+            ]}]})
+        );
+        let preferred = node_affinity
+            .preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+            .map(Vec::len);
+        assert_eq!(preferred, Some(1), "the template's preference kept");
+    }
+    let _ = stop.send(());
+    controller.await.expect("task").expect("stopped cleanly");
+}
+
 /// The heartbeat of the node's Ready condition, as its kubelet last posted it.
 fn last_heartbeat(node: &Node) -> Option<String> {
     let conditions = node.status.as_ref()?.conditions.as_ref()?;
