@@ -66,9 +66,12 @@ pub struct PodGc {
 
 impl PodGc {
     /// How much longer `node`, missing now, is quarantined (starting its quarantine if
-    /// this is the first time it is seen missing).
+    /// this is the first time it is seen missing). A quarantine long over is forgotten,
+    /// so pods naming made-up nodes cannot grow the map; a pod of such a node seen later
+    /// waits a quarantine of its own, as it would in kube's node queue.
     fn quarantine_left(&self, node: &str) -> Duration {
         let mut missing = self.missing_since.lock().unwrap_or_else(|e| e.into_inner());
+        missing.retain(|_, since| since.elapsed() < QUARANTINE * 2);
         let since = *missing.entry(node.to_string()).or_insert_with(Instant::now);
         QUARANTINE.saturating_sub(since.elapsed())
     }
@@ -235,5 +238,12 @@ mod tests {
         assert_eq!(gc.quarantine_left("n1"), Duration::ZERO);
         gc.forget("n1");
         assert_eq!(gc.quarantine_left("n1"), QUARANTINE);
+        tokio::time::sleep(QUARANTINE * 2).await;
+        assert_eq!(gc.quarantine_left("n2"), QUARANTINE);
+        assert_eq!(
+            gc.missing_since.lock().map(|m| m.len()).ok(),
+            Some(1),
+            "n1 forgotten"
+        );
     }
 }
