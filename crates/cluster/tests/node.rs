@@ -547,6 +547,73 @@ async fn a_daemon_set_runs_only_where_its_node_affinity_allows() {
     controller.await.expect("task").expect("stopped cleanly");
 }
 
+/// kube-scheduler's NodeResourcesFit: a pod asking more than any node has left stays
+/// Pending with `Insufficient <resource>` per node, and is scheduled once a pod that
+/// held the room is gone.
+#[tokio::test(start_paused = true)]
+async fn pods_fit_the_resources_nodes_have_left() {
+    let (_server, client) = three_nodes().await;
+    let big = |name: &str, cpu: &str| {
+        let mut body = pod(name, json!({}));
+        body["spec"]["containers"][0]["resources"] =
+            json!({"requests": {"cpu": cpu, "memory": "1Gi"}});
+        body
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    create_json::<Pod>(&pods, big("huge", "40")).await;
+    let message = |p: &Pod| {
+        condition(p, "PodScheduled")
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    let huge = pod_when(&client, "huge", "Unschedulable", |p| {
+        message(p).starts_with("0/3")
+    })
+    .await;
+    assert!(
+        message(&huge).starts_with("0/3 nodes are available: 3 Insufficient cpu."),
+        "{}",
+        message(&huge)
+    );
+    for i in 0..3 {
+        create_json::<Pod>(&pods, big(&format!("half-{i}"), "20")).await;
+    }
+    let mut placed = Vec::new();
+    for i in 0..3 {
+        placed.push(running_on(&client, &format!("half-{i}")).await);
+    }
+    placed.sort();
+    assert_eq!(placed, NODES, "one 20-CPU pod per 32-CPU node");
+    create_json::<Pod>(&pods, big("late", "20")).await;
+    let late = pod_when(&client, "late", "Unschedulable", |p| {
+        message(p).starts_with("0/3")
+    })
+    .await;
+    assert!(
+        message(&late).starts_with("0/3 nodes are available: 3 Insufficient cpu."),
+        "{}",
+        message(&late)
+    );
+    pods.delete("half-1", &Default::default())
+        .await
+        .expect("delete half-1");
+    assert_eq!(running_on(&client, "late").await, placed[1]);
+
+    let mut gpu = pod("gpu", json!({}));
+    gpu["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}});
+    create_json::<Pod>(&pods, gpu).await;
+    let gpu = pod_when(&client, "gpu", "Unschedulable", |p| {
+        message(p).starts_with("0/3")
+    })
+    .await;
+    assert!(
+        message(&gpu).starts_with("0/3 nodes are available: 3 Insufficient example.com/gpu."),
+        "{}",
+        message(&gpu)
+    );
+}
+
 /// The heartbeat of the node's Ready condition, as its kubelet last posted it.
 fn last_heartbeat(node: &Node) -> Option<String> {
     let conditions = node.status.as_ref()?.conditions.as_ref()?;

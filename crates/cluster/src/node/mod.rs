@@ -21,6 +21,7 @@
 mod event_queue;
 mod kubelet;
 mod lifecycle;
+mod resources;
 mod scheduler;
 mod taints;
 mod volumes;
@@ -174,6 +175,7 @@ struct Nodes {
     kubelet: Mutex<kubelet::Timers>,
     taints_seen: Mutex<taints::FirstSeen>,
     scheduler: Mutex<scheduler::Assumed>,
+    requests: Mutex<resources::Requests>,
     /// Each kubelet's Events, by node index, and the scheduler's: a queue each, as each
     /// is a process of its own on a real cluster.
     kubelet_events: Vec<EventQueue>,
@@ -204,6 +206,7 @@ impl Nodes {
             kubelet: Mutex::default(),
             taints_seen: Mutex::default(),
             scheduler: Mutex::default(),
+            requests: Mutex::default(),
         }
     }
 

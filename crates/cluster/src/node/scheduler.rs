@@ -16,12 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use steady_quota::ResourceList;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::daemonset::tolerates;
 use crate::node_affinity;
 
-use super::{ByUid, Nodes, Source, tolerate_races, volumes};
+use super::{ByUid, Nodes, Source, resources, tolerate_races, volumes};
 
 /// Pods bound but not yet seen bound in the cache, by uid (their node), so a burst of
 /// bindings spreads instead of piling onto the node that looked emptiest.
@@ -118,6 +119,11 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
             return Ok(Action::requeue_after(volumes::CLAIM_RETRY));
         }
     };
+    let wanted = resources::requested(pod);
+    let in_use = match wanted.is_empty() {
+        true => BTreeMap::new(),
+        false => requested_by_node(pod_cache, nodes),
+    };
     // The fitting nodes, with how much the pod's preferred node affinity likes each.
     let mut fitting: Vec<(String, i64)> = Vec::new();
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
@@ -127,9 +133,19 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
             *reasons.entry("node(s) were not found".into()).or_default() += 1;
             continue;
         };
-        match unfit(pod, &node).or_else(|| claims.unfit(name)) {
-            None => fitting.push((name.clone(), preferred_score(pod, &node))),
-            Some(reason) => *reasons.entry(reason).or_default() += 1,
+        let why_not = match unfit(pod, &node) {
+            Some(reason) => vec![reason],
+            None => resources::insufficient(&wanted, &node, in_use.get(name)),
+        };
+        let why_not = match why_not.is_empty() {
+            true => claims.unfit(name).into_iter().collect(),
+            false => why_not,
+        };
+        if why_not.is_empty() {
+            fitting.push((name.clone(), preferred_score(pod, &node)));
+        }
+        for reason in why_not {
+            *reasons.entry(reason).or_default() += 1;
         }
     }
     let fitting = most_preferred(fitting);
@@ -139,7 +155,15 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
     let Some(chosen) = chosen else {
         let message = unschedulable_message("", &reasons, total);
         tolerate_races(report_unschedulable(pod, message, ctx).await)?;
-        return Ok(Action::done());
+        // A Node change wakes the pod (`on_node_change`); room freed by other pods does
+        // not, so a pod short of resources looks again (kube: on the pods' events).
+        let short = reasons
+            .keys()
+            .any(|r| r.starts_with(resources::INSUFFICIENT));
+        return Ok(match short {
+            true => Action::requeue_after(resources::RETRY),
+            false => Action::done(),
+        });
     };
     let namespace = pod.namespace().unwrap_or_default();
     if claims
@@ -169,6 +193,24 @@ fn most_preferred(fitting: Vec<(String, i64)>) -> Vec<String> {
         .filter(|(_, score)| *score == best)
         .map(|(name, _)| name)
         .collect()
+}
+
+/// What the unfinished pods bound (or being bound) to each node request.
+fn requested_by_node(pods: &ObjectCache<Pod>, nodes: &Nodes) -> BTreeMap<String, ResourceList> {
+    let listed = pods.list();
+    let assumed = nodes.scheduler.lock().unwrap_or_else(|e| e.into_inner());
+    let placed = listed.iter().filter_map(|pod| {
+        if crate::pod_template::is_finished(pod) {
+            return None;
+        }
+        let on = match node_of(pod) {
+            "" => assumed.get(pod.metadata.uid.as_deref()?)?.as_str(),
+            on => on,
+        };
+        Some((pod.as_ref(), on))
+    });
+    let mut requests = nodes.requests.lock().unwrap_or_else(|e| e.into_inner());
+    requests.by_node(placed)
 }
 
 /// The fitting node with the fewest pods (bound or being bound), the first on a tie.
@@ -257,11 +299,15 @@ fn unschedulable_message(
     total: usize,
 ) -> String {
     let why = match unresolvable {
-        "" => reasons
-            .iter()
-            .map(|(reason, count)| format!("{count} {reason}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        "" => {
+            // kube sorts the counted reasons as strings.
+            let mut counted: Vec<String> = reasons
+                .iter()
+                .map(|(reason, count)| format!("{count} {reason}"))
+                .collect();
+            counted.sort();
+            counted.join(", ")
+        }
         reason => reason.to_string(),
     };
     format!(
