@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, PostParams};
-use steady_cluster::node::NodeConfig;
+use steady_cluster::node::{NodeCapacity, NodeConfig};
 use steady_store::{EventKind, Store};
 
 use crate::bench::{Report, create_namespace, create_rate};
@@ -42,7 +42,10 @@ pub async fn run(mut args: WorkloadsBenchArgs) -> anyhow::Result<()> {
     let config = steady_apiserver::Config::default();
     let plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?, config)
         .await?
-        .with_nodes(NodeConfig::default());
+        .with_nodes(NodeConfig {
+            capacity: NodeCapacity::for_benchmarks(),
+            ..NodeConfig::default()
+        });
     let api = plane.api.clone();
     let client = api.client();
     println!(

@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use steady_apiserver::ApiServer;
 use steady_cache_operator::Cache;
-use steady_cluster::node::NodeConfig;
+use steady_cluster::node::{NodeCapacity, NodeConfig};
 
 use crate::server::ControlPlane;
 
@@ -158,6 +158,7 @@ impl Session {
     pub async fn start(watch_pods: bool) -> anyhow::Result<Session> {
         let nodes = NodeConfig {
             pod_start_delay: POD_START_DELAY,
+            capacity: NodeCapacity::for_benchmarks(),
             ..NodeConfig::default()
         };
         Session::start_with(watch_pods, Some(nodes)).await

@@ -71,8 +71,9 @@ fn healthy_conditions(now: &str) -> Value {
 fn node_object(nodes: &Nodes, index: usize) -> Value {
     let now = nodes.config.timestamp();
     let name = &nodes.names[index];
-    let capacity =
-        json!({"cpu": "32", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "100Gi"});
+    let offered = &nodes.config.capacity;
+    let capacity = json!({"cpu": offered.cpu, "memory": offered.memory, "pods": offered.pods,
+        "ephemeral-storage": offered.ephemeral_storage});
     json!({
         "apiVersion": "v1",
         "kind": "Node",

@@ -75,6 +75,42 @@ pub struct NodeConfig {
     /// Killing, ...), as real ones do. A simulation whose controller reads no Events may
     /// leave them out: they are most of the node's writes.
     pub record_events: bool,
+    /// What each node offers pods (its capacity, allocatable alike).
+    pub capacity: NodeCapacity,
+}
+
+/// A simulated node's `capacity` (and `allocatable`, the same): what the scheduler fits
+/// the pods' requests into.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeCapacity {
+    pub cpu: String,
+    pub memory: String,
+    pub ephemeral_storage: String,
+    pub pods: String,
+}
+
+impl Default for NodeCapacity {
+    /// A roomy workstation's: 32 CPUs, 256 GiB.
+    fn default() -> Self {
+        NodeCapacity {
+            cpu: "32".into(),
+            memory: "256Gi".into(),
+            ephemeral_storage: "100Gi".into(),
+            pods: "1000".into(),
+        }
+    }
+}
+
+impl NodeCapacity {
+    /// Room for the benchmarks' hundred thousand pods on one node (no real node has it).
+    pub fn for_benchmarks() -> Self {
+        NodeCapacity {
+            cpu: "1M".into(),
+            memory: "1Pi".into(),
+            ephemeral_storage: "1Pi".into(),
+            pods: "1000000".into(),
+        }
+    }
 }
 
 impl Default for NodeConfig {
@@ -89,6 +125,7 @@ impl Default for NodeConfig {
             seed: None,
             clock: crate::clock::starting_now(),
             record_events: true,
+            capacity: NodeCapacity::default(),
         }
     }
 }
@@ -175,7 +212,7 @@ struct Nodes {
     kubelet: Mutex<kubelet::Timers>,
     taints_seen: Mutex<taints::FirstSeen>,
     scheduler: Mutex<scheduler::Assumed>,
-    requests: Mutex<resources::Requests>,
+    usage: Mutex<resources::Usage>,
     /// Each kubelet's Events, by node index, and the scheduler's: a queue each, as each
     /// is a process of its own on a real cluster.
     kubelet_events: Vec<EventQueue>,
@@ -206,7 +243,7 @@ impl Nodes {
             kubelet: Mutex::default(),
             taints_seen: Mutex::default(),
             scheduler: Mutex::default(),
-            requests: Mutex::default(),
+            usage: Mutex::default(),
         }
     }
 
@@ -283,6 +320,7 @@ async fn reconcile_pod(
     pod: Arc<Pod>,
     ctx: Arc<steady_runtime::Context<Nodes>>,
 ) -> Result<steady_runtime::Action, kube::Error> {
+    lock(&ctx.data().usage).observe(&pod);
     let node_name = pod
         .spec
         .as_ref()
@@ -328,6 +366,11 @@ fn tolerate_races(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
         other => other,
     }
+}
+
+/// The value behind `mutex`, even if a panicking holder poisoned it.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `BTreeMap` of pod uid to an instant, the kubelet's and scheduler's memory.

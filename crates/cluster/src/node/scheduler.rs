@@ -16,7 +16,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use steady_quota::ResourceList;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::daemonset::tolerates;
@@ -122,7 +121,7 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
     let wanted = resources::requested(pod);
     let in_use = match wanted.is_empty() {
         true => BTreeMap::new(),
-        false => requested_by_node(pod_cache, nodes),
+        false => super::lock(&nodes.usage).by_node(pod_cache).clone(),
     };
     // The fitting nodes, with how much the pod's preferred node affinity likes each.
     let mut fitting: Vec<(String, i64)> = Vec::new();
@@ -195,24 +194,6 @@ fn most_preferred(fitting: Vec<(String, i64)>) -> Vec<String> {
         .collect()
 }
 
-/// What the unfinished pods bound (or being bound) to each node request.
-fn requested_by_node(pods: &ObjectCache<Pod>, nodes: &Nodes) -> BTreeMap<String, ResourceList> {
-    let listed = pods.list();
-    let assumed = nodes.scheduler.lock().unwrap_or_else(|e| e.into_inner());
-    let placed = listed.iter().filter_map(|pod| {
-        if crate::pod_template::is_finished(pod) {
-            return None;
-        }
-        let on = match node_of(pod) {
-            "" => assumed.get(pod.metadata.uid.as_deref()?)?.as_str(),
-            on => on,
-        };
-        Some((pod.as_ref(), on))
-    });
-    let mut requests = nodes.requests.lock().unwrap_or_else(|e| e.into_inner());
-    requests.by_node(placed)
-}
-
 /// The fitting node with the fewest pods (bound or being bound), the first on a tie.
 fn least_loaded(fitting: &[String], pods: &ObjectCache<Pod>, nodes: &Nodes) -> Option<String> {
     if fitting.len() <= 1 {
@@ -270,6 +251,7 @@ async fn bind(pod: &Pod, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::E
     if let Err(e) = written {
         return tolerate_races(Err(e));
     }
+    super::lock(&nodes.usage).bound(pod, node);
     if nodes.names.len() > 1
         && let Some(uid) = pod.uid()
     {
