@@ -139,8 +139,28 @@ fn add_to(sum: &mut ResourceList, requests: &ResourceList, sign: i8) {
 /// kube's `computePodResourceRequest`: what the pod requests, resources it requests none
 /// of left out.
 pub(super) fn requested(pod: &Pod) -> ResourceList {
+    if !may_request(pod) {
+        return ResourceList::new();
+    }
     let (requests, _) = steady_quota::evaluate::pod_totals(pod, true);
     requests.into_iter().filter(|(_, q)| !q.is_zero()).collect()
+}
+
+/// Whether any container states requests, or the pod an overhead: most pods do not, and
+/// for them nothing need be parsed as their events pass.
+fn may_request(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let states = |c: &k8s_openapi::api::core::v1::Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|r| !r.is_empty())
+    };
+    spec.overhead.as_ref().is_some_and(|o| !o.is_empty())
+        || spec.containers.iter().any(states)
+        || spec.init_containers.iter().flatten().any(states)
 }
 
 /// Why `node` cannot take a pod requesting `wanted` beside pods already requesting
