@@ -399,6 +399,19 @@ async fn a_daemon_set_runs_one_pod_on_each_of_three_nodes() {
     controller.await.expect("task").expect("stopped cleanly");
 }
 
+/// Wait until the scheduler reports no node for the pod `name`, and check its message
+/// begins with `why`.
+async fn unschedulable_because(client: &Client, name: &str, why: &str) {
+    let message = |p: &Pod| {
+        condition(p, "PodScheduled")
+            .filter(|c| c.reason.as_deref() == Some("Unschedulable"))
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    let pod = pod_when(client, name, "Unschedulable", |p| !message(p).is_empty()).await;
+    assert!(message(&pod).starts_with(why), "{}", message(&pod));
+}
+
 /// kube-scheduler's NodeAffinity: a pod whose required terms no node matches stays
 /// Pending with kube's reason, and is scheduled once a node is labelled to match; a
 /// preferred term draws pods to the node it likes even where the load would spread them.
@@ -412,19 +425,12 @@ async fn pods_honour_required_and_preferred_node_affinity() {
         ]}],
     }}}});
     create_pod(&client, "fussy", required).await;
-    let pending = pod_when(&client, "fussy", "Unschedulable", |p| {
-        condition(p, "PodScheduled").is_some_and(|c| c.reason.as_deref() == Some("Unschedulable"))
-    })
+    unschedulable_because(
+        &client,
+        "fussy",
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+    )
     .await;
-    let message = condition(&pending, "PodScheduled")
-        .and_then(|c| c.message.clone())
-        .unwrap_or_default();
-    assert!(
-        message.starts_with(
-            "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
-        ),
-        "{message}"
-    );
     patch_node(
         &client,
         "steady-node-0",
@@ -560,21 +566,9 @@ async fn pods_fit_the_resources_nodes_have_left() {
         body
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let short_of_cpu = "0/3 nodes are available: 3 Insufficient cpu.";
     create_json::<Pod>(&pods, big("huge", "40")).await;
-    let message = |p: &Pod| {
-        condition(p, "PodScheduled")
-            .and_then(|c| c.message.clone())
-            .unwrap_or_default()
-    };
-    let huge = pod_when(&client, "huge", "Unschedulable", |p| {
-        message(p).starts_with("0/3")
-    })
-    .await;
-    assert!(
-        message(&huge).starts_with("0/3 nodes are available: 3 Insufficient cpu."),
-        "{}",
-        message(&huge)
-    );
+    unschedulable_because(&client, "huge", short_of_cpu).await;
     for i in 0..3 {
         create_json::<Pod>(&pods, big(&format!("half-{i}"), "20")).await;
     }
@@ -585,15 +579,7 @@ async fn pods_fit_the_resources_nodes_have_left() {
     placed.sort();
     assert_eq!(placed, NODES, "one 20-CPU pod per 32-CPU node");
     create_json::<Pod>(&pods, big("late", "20")).await;
-    let late = pod_when(&client, "late", "Unschedulable", |p| {
-        message(p).starts_with("0/3")
-    })
-    .await;
-    assert!(
-        message(&late).starts_with("0/3 nodes are available: 3 Insufficient cpu."),
-        "{}",
-        message(&late)
-    );
+    unschedulable_because(&client, "late", short_of_cpu).await;
     pods.delete("half-1", &Default::default())
         .await
         .expect("delete half-1");
@@ -603,15 +589,8 @@ async fn pods_fit_the_resources_nodes_have_left() {
     gpu["spec"]["containers"][0]["resources"] =
         json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}});
     create_json::<Pod>(&pods, gpu).await;
-    let gpu = pod_when(&client, "gpu", "Unschedulable", |p| {
-        message(p).starts_with("0/3")
-    })
-    .await;
-    assert!(
-        message(&gpu).starts_with("0/3 nodes are available: 3 Insufficient example.com/gpu."),
-        "{}",
-        message(&gpu)
-    );
+    let no_gpu = "0/3 nodes are available: 3 Insufficient example.com/gpu.";
+    unschedulable_because(&client, "gpu", no_gpu).await;
 }
 
 /// The heartbeat of the node's Ready condition, as its kubelet last posted it.
