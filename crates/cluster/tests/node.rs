@@ -358,27 +358,10 @@ async fn a_node_that_is_not_ready_is_tainted_and_its_pods_turn_not_ready_until_i
 
 #[tokio::test(start_paused = true)]
 async fn a_daemon_set_runs_one_pod_on_each_of_three_nodes() {
-    let server = nodes_server(NODES.len()).await;
-    let client = server.client();
-    let (stop, stopped) = tokio::sync::oneshot::channel();
-    let controller = tokio::spawn(steady_cluster::run_one(
-        steady_cluster::daemonset::start,
-        "daemonset",
-        client.clone(),
-        until(stopped),
-    ));
-    let daemon = json!({
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "agent"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "agent"}},
-            "template": {"metadata": {"labels": {"app": "agent"}},
-                "spec": {"containers": [{"name": "agent", "image": "fluentd"}]}},
-        },
-    });
+    let cluster = daemon_set_cluster().await;
+    let client = cluster.client.clone();
     let sets: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
-    create_json::<DaemonSet>(&sets, daemon).await;
+    create_json::<DaemonSet>(&sets, daemon_set("agent", "fluentd", json!({}))).await;
     eventually("three agents ready", LIMIT, || async {
         let set = sets.get("agent").await.ok()?;
         (set.status?.number_ready == 3).then_some(())
@@ -395,8 +378,38 @@ async fn a_daemon_set_runs_one_pod_on_each_of_three_nodes() {
         .collect();
     placed.sort();
     assert_eq!(placed, NODES);
-    let _ = stop.send(());
-    controller.await.expect("task").expect("stopped cleanly");
+    cluster.stop().await;
+}
+
+/// Three simulated nodes and the DaemonSet controller.
+async fn daemon_set_cluster() -> Cluster {
+    cluster_of_nodes(NODES.len(), |client, stopped| {
+        steady_cluster::run_one(
+            steady_cluster::daemonset::start,
+            "daemonset",
+            client,
+            until(stopped),
+        )
+    })
+    .await
+}
+
+/// The DaemonSet `name` of one `image` container, its pods labelled `app: <name>`, with
+/// `pod_spec` merged into their spec.
+fn daemon_set(name: &str, image: &str, pod_spec: Value) -> Value {
+    let mut spec = json!({"containers": [{"name": name, "image": image}]});
+    if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), pod_spec) {
+        spec.extend(extra);
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    })
 }
 
 /// Wait until the scheduler reports no node for the pod `name`, and check its message
@@ -470,8 +483,8 @@ async fn pods_honour_required_and_preferred_node_affinity() {
 /// preferred affinity.
 #[tokio::test(start_paused = true)]
 async fn a_daemon_set_runs_only_where_its_node_affinity_allows() {
-    let server = nodes_server(NODES.len()).await;
-    let client = server.client();
+    let cluster = daemon_set_cluster().await;
+    let client = cluster.client.clone();
     for name in ["steady-node-0", "steady-node-2"] {
         patch_node(
             &client,
@@ -480,13 +493,6 @@ async fn a_daemon_set_runs_only_where_its_node_affinity_allows() {
         )
         .await;
     }
-    let (stop, stopped) = tokio::sync::oneshot::channel();
-    let controller = tokio::spawn(steady_cluster::run_one(
-        steady_cluster::daemonset::start,
-        "daemonset",
-        client.clone(),
-        until(stopped),
-    ));
     let affinity = json!({"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "role", "operator": "In", "values": ["edge"]}]},
@@ -495,16 +501,7 @@ async fn a_daemon_set_runs_only_where_its_node_affinity_allows() {
             {"weight": 1, "preference": {"matchExpressions": [{"key": "role", "operator": "Exists"}]}},
         ],
     }});
-    let daemon = json!({
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "edge"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "edge"}},
-            "template": {"metadata": {"labels": {"app": "edge"}},
-                "spec": {"affinity": affinity, "containers": [{"name": "proxy", "image": "envoy"}]}},
-        },
-    });
+    let daemon = daemon_set("edge", "envoy", json!({"affinity": affinity}));
     let sets: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
     create_json::<DaemonSet>(&sets, daemon).await;
     let set = eventually("two edge proxies ready", LIMIT, || async {
@@ -549,8 +546,7 @@ async fn a_daemon_set_runs_only_where_its_node_affinity_allows() {
             .map(Vec::len);
         assert_eq!(preferred, Some(1), "the template's preference kept");
     }
-    let _ = stop.send(());
-    controller.await.expect("task").expect("stopped cleanly");
+    cluster.stop().await;
 }
 
 /// kube-scheduler's NodeResourcesFit: a pod asking more than any node has left stays
