@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{
-    api_code, create_json, discover, eventually, eventually_gone, get, get_existing,
+    api_code, create_json, discover, eventually, eventually_gone, get, get_existing, merge_patch,
     merge_patch_subresource, post_empty, post_json, raw, server,
 };
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -1359,6 +1359,98 @@ async fn new_pods_mount_their_service_account_token_and_need_the_account() {
         ),
         other => panic!("expected 403, got {other:?}"),
     }
+}
+
+/// kube's pod `PrepareForCreate` (`MatchLabelKeysInPodAffinity`, on in 1.32): a new pod's
+/// affinity terms get one expression per `matchLabelKeys` (In) and `mismatchLabelKeys`
+/// (NotIn) key it has a label for, before it is validated; a key it lacks adds nothing, a
+/// term without a selector is left alone, an update and a Deployment's template are not
+/// rewritten.
+#[tokio::test]
+async fn a_new_pods_affinity_terms_get_its_values_of_their_label_keys() {
+    let server = server().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let affinity = json!({
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}},
+                "matchLabelKeys": ["version", "missing"]}]},
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "topology.kubernetes.io/zone", "namespaces": ["default"]}],
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": {
+                "topologyKey": "topology.kubernetes.io/zone",
+                "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+                "mismatchLabelKeys": ["team"]}}]}
+    });
+    let pod = |name: &str, affinity: &Value| {
+        json!({"metadata": {"name": name, "labels": {"app": "web", "version": "v2", "team": "red"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1"}], "affinity": affinity}})
+    };
+    let read_affinity = |pod: Pod| serde_json::to_value(pod.spec.and_then(|s| s.affinity));
+    let created = read_affinity(create_json(&pods, pod("web", &affinity)).await).expect("json");
+    let anti = &created["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        anti["labelSelector"],
+        json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "version", "operator": "In", "values": ["v2"]}]})
+    );
+    assert_eq!(anti["matchLabelKeys"], json!(["version", "missing"]));
+    let preferred = &created["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        preferred["podAffinityTerm"]["labelSelector"]["matchExpressions"],
+        json!([{"key": "app", "operator": "Exists"},
+            {"key": "team", "operator": "NotIn", "values": ["red"]}])
+    );
+    assert_eq!(
+        created["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"],
+        affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    );
+
+    let relabelled = merge_patch(
+        &pods,
+        "web",
+        json!({"metadata": {"labels": {"version": "v3"}}}),
+    )
+    .await
+    .expect("relabel");
+    assert_eq!(
+        read_affinity(relabelled).expect("json"),
+        created,
+        "an update merges nothing"
+    );
+
+    // kube validates the merged selector: a key matched by both is refused.
+    let mut both = affinity.clone();
+    both["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"] =
+        json!({"matchLabels": {"version": "v1"}});
+    let body: Pod = serde_json::from_value(pod("both", &both)).expect("a pod");
+    match pods.create(&PostParams::default(), &body).await {
+        Err(kube::Error::Api(status)) => assert_eq!(
+            (status.code, status.message.as_str()),
+            (
+                422,
+                "Pod \"both\" is invalid: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0][0]: Invalid value: \"version\": exists in both matchLabelKeys and labelSelector"
+            )
+        ),
+        other => panic!("expected 422, got {other:?}"),
+    }
+
+    let deployments: Api<Deployment> = Api::default_namespaced(server.client());
+    let template = pod("", &affinity);
+    let deployment = create_json(
+        &deployments,
+        json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": template["metadata"]["labels"]}, "spec": template["spec"]}}}),
+    )
+    .await;
+    let template_affinity = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.affinity);
+    assert_eq!(
+        serde_json::to_value(template_affinity).expect("json"),
+        affinity
+    );
 }
 
 /// A bound claim grows only when its StorageClass allows expansion (kube's

@@ -714,6 +714,69 @@ pub(crate) fn set_qos_class(pod: &mut Value) {
     meta::object_mut(pod, "status").insert("qosClass".into(), json!(class.as_str()));
 }
 
+/// kube's `applyMatchLabelKeysAndMismatchLabelKeys`, which its pod strategy's
+/// `PrepareForCreate` (`mutatePodAffinity`) runs on every inter-pod affinity and
+/// anti-affinity term of a new pod, required and preferred, before the pod is validated;
+/// never on an update or a template. Each key of a term's `matchLabelKeys` the pod has a
+/// label for appends `{key, In, [value]}` to its selector's `matchExpressions`, then each
+/// of its `mismatchLabelKeys` appends `{key, NotIn, [value]}`. A term without a selector
+/// is left alone, and the keys stay in the term.
+pub(crate) fn merge_affinity_label_keys(pod: &mut Value) {
+    let labels = match pod.pointer("/metadata/labels") {
+        Some(Value::Object(labels)) if !labels.is_empty() => labels.clone(),
+        _ => return,
+    };
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        let at = format!("/spec/affinity/{kind}/requiredDuringSchedulingIgnoredDuringExecution");
+        for term in pod
+            .pointer_mut(&at)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            merge_label_keys(term, &labels);
+        }
+        let at = format!("/spec/affinity/{kind}/preferredDuringSchedulingIgnoredDuringExecution");
+        for weighted in pod
+            .pointer_mut(&at)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(term) = weighted.get_mut("podAffinityTerm") {
+                merge_label_keys(term, &labels);
+            }
+        }
+    }
+}
+
+fn merge_label_keys(term: &mut Value, labels: &Map<String, Value>) {
+    let added: Vec<Value> = [("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")]
+        .into_iter()
+        .flat_map(|(field, operator)| {
+            let keys = term
+                .get(field)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten();
+            keys.filter_map(Value::as_str).filter_map(move |key| {
+                let value = labels.get(key)?;
+                Some(json!({"key": key, "operator": operator, "values": [value]}))
+            })
+        })
+        .collect();
+    let selector = term.get_mut("labelSelector").and_then(Value::as_object_mut);
+    let Some(selector) = selector.filter(|_| !added.is_empty()) else {
+        return;
+    };
+    match selector.get_mut("matchExpressions") {
+        Some(Value::Array(expressions)) => expressions.extend(added),
+        _ => {
+            selector.insert("matchExpressions".into(), Value::Array(added));
+        }
+    }
+}
+
 /// The pod's QoS class (`qos.GetPodQOS`) from its containers' canonical quantities.
 fn qos_class(spec: &Value) -> steady_quota::QosClass {
     let containers = ["containers", "initContainers"]
@@ -998,6 +1061,45 @@ mod tests {
                 .contains("spec.template.spec.restartPolicy: Unsupported value: \"Always\""),
             "{}",
             err.message
+        );
+    }
+
+    #[test]
+    fn a_new_pods_affinity_terms_get_their_label_keys_as_expressions() {
+        let term = |selector: Value| {
+            json!({"topologyKey": "zone", "labelSelector": selector,
+                "matchLabelKeys": ["version", "missing"], "mismatchLabelKeys": ["team"]})
+        };
+        let existing = json!({"key": "app", "operator": "Exists"});
+        let mut pod = json!({
+            "metadata": {"labels": {"version": "v2", "team": "red"}},
+            "spec": {"affinity": {
+                "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": term(json!({"matchExpressions": [existing]}))}]},
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    term(json!({"matchLabels": {"app": "db"}})),
+                    {"topologyKey": "zone", "matchLabelKeys": ["version"]}]}}}
+        });
+        merge_affinity_label_keys(&mut pod);
+        let version = json!({"key": "version", "operator": "In", "values": ["v2"]});
+        let team = json!({"key": "team", "operator": "NotIn", "values": ["red"]});
+        let affinity = &pod["spec"]["affinity"];
+        let preferred = &affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            [0]["podAffinityTerm"];
+        assert_eq!(
+            preferred["labelSelector"],
+            json!({"matchExpressions": [existing, version, team]})
+        );
+        assert_eq!(preferred["matchLabelKeys"], json!(["version", "missing"]));
+        let required =
+            &affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+        assert_eq!(
+            required[0]["labelSelector"],
+            json!({"matchLabels": {"app": "db"}, "matchExpressions": [version, team]})
+        );
+        assert_eq!(
+            required[1],
+            json!({"topologyKey": "zone", "matchLabelKeys": ["version"]})
         );
     }
 }

@@ -310,6 +310,11 @@ impl ApiServer {
         };
         let requester = opts.requester.as_ref();
         escalation::check_write(self, rt, ns.as_deref(), url_name, &obj, None, requester)?;
+        // kube's pod `PrepareForCreate`, which its validation sees the result of. Not in
+        // `admit`, which runs again after mutating webhooks.
+        if rt.builtin && rt.group.is_empty() && rt.plural == "pods" {
+            defaults::merge_affinity_label_keys(&mut obj);
+        }
         check_builtin_rules(rt, None, &obj)?;
         let attrs = Attributes::new(rt, Operation::Create, ns.as_deref(), &name, opts);
         self.admit_by_webhooks(&attrs, &mut obj, None, opts, &mut warnings)
