@@ -589,6 +589,193 @@ async fn pods_fit_the_resources_nodes_have_left() {
     unschedulable_because(&client, "gpu", no_gpu).await;
 }
 
+/// A pod labelled `app: <app>` with `spec` (its containers added).
+async fn create_app_pod(client: &Client, name: &str, app: &str, spec: Value) {
+    let mut body = pod(name, spec);
+    body["metadata"]["labels"] = json!({"app": app});
+    create_json::<Pod>(&Api::namespaced(client.clone(), NS), body).await;
+}
+
+/// A pod affinity term over pods labelled `app: <app>` in one node's domain.
+fn on_hosts_with(app: &str) -> Value {
+    json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"})
+}
+
+/// kube-scheduler's InterPodAffinity: a pod's required anti-affinity keeps it off the
+/// nodes where a matching pod runs (Pending when none is left, with kube's message and
+/// preemption note), a running pod's anti-affinity keeps others off its node, and a
+/// required affinity waits for a pod to follow.
+#[tokio::test(start_paused = true)]
+async fn pods_honour_required_pod_affinity_and_anti_affinity() {
+    let (_server, client) = three_nodes().await;
+    let apart = json!({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [on_hosts_with("db")],
+    }}});
+    for i in 0..4 {
+        create_app_pod(&client, &format!("db-{i}"), "db", apart.clone()).await;
+    }
+    let mut placed = Vec::new();
+    for i in 0..3 {
+        placed.push(running_on(&client, &format!("db-{i}")).await);
+    }
+    placed.sort();
+    assert_eq!(placed, NODES, "one db per node");
+    unschedulable_because(
+        &client,
+        "db-3",
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: \
+         0/3 nodes are available: 3 No preemption victims found for incoming pod..",
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    pods.delete("db-1", &Default::default())
+        .await
+        .expect("delete db-1");
+    let freed = running_on(&client, "db-3").await;
+    assert!(NODES.contains(&freed.as_str()));
+
+    // The db pods' anti-affinity also keeps other db-labelled pods off their nodes.
+    let pinned = json!({"nodeSelector": {"kubernetes.io/hostname": "steady-node-0"}});
+    let db_0 = running_on(&client, "db-0").await;
+    let mut pin = pinned.clone();
+    pin["nodeSelector"]["kubernetes.io/hostname"] = json!(db_0);
+    create_app_pod(&client, "intruder", "db", pin).await;
+    unschedulable_because(
+        &client,
+        "intruder",
+        "0/3 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules, \
+         2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are \
+         available: 1 No preemption victims found for incoming pod, 2 Preemption is not \
+         helpful for scheduling..",
+    )
+    .await;
+
+    // Affinity waits for a pod to join, and follows it.
+    let near_cache = json!({"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [on_hosts_with("cache")],
+    }}});
+    create_app_pod(&client, "web", "web", near_cache).await;
+    unschedulable_because(
+        &client,
+        "web",
+        "0/3 nodes are available: 3 node(s) didn't match pod affinity rules. preemption: 0/3 \
+         nodes are available: 3 Preemption is not helpful for scheduling..",
+    )
+    .await;
+    let mut on_two = pinned.clone();
+    on_two["nodeSelector"]["kubernetes.io/hostname"] = json!("steady-node-2");
+    create_app_pod(&client, "cache", "cache", on_two).await;
+    assert_eq!(running_on(&client, "web").await, "steady-node-2");
+
+    // A group with affinity to itself: the first goes anywhere, the rest follow it.
+    let together = json!({"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [on_hosts_with("team")],
+    }}});
+    create_app_pod(&client, "team-0", "team", together.clone()).await;
+    let first = running_on(&client, "team-0").await;
+    for i in 1..4 {
+        create_app_pod(&client, &format!("team-{i}"), "team", together.clone()).await;
+    }
+    for i in 1..4 {
+        assert_eq!(running_on(&client, &format!("team-{i}")).await, first);
+    }
+}
+
+/// kube-scheduler's PodTopologySpread: a `DoNotSchedule` constraint refuses the nodes
+/// whose domain would be too far ahead of the least-populated one (counted over the
+/// nodes its inclusion policy admits) and the nodes without its topology label.
+#[tokio::test(start_paused = true)]
+async fn pods_honour_topology_spread_constraints() {
+    let (_server, client) = three_nodes().await;
+    for i in 0..2 {
+        let pinned = json!({"nodeName": "steady-node-0"});
+        create_app_pod(&client, &format!("early-{i}"), "spread", pinned).await;
+        running_on(&client, &format!("early-{i}")).await;
+    }
+    let constraint = |policy: &str| {
+        json!({"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule", "nodeAffinityPolicy": policy,
+            "labelSelector": {"matchLabels": {"app": "spread"}}})
+    };
+    let on_node_0 = |policy: &str| {
+        json!({"nodeSelector": {"kubernetes.io/hostname": "steady-node-0"},
+            "topologySpreadConstraints": [constraint(policy)]})
+    };
+    // Counted over node-0 alone, its domain is the least populated: it fits.
+    create_app_pod(&client, "honoured", "spread", on_node_0("Honor")).await;
+    assert_eq!(running_on(&client, "honoured").await, "steady-node-0");
+    // Counted over every node, node-0 (3 + 1) is too far ahead of the empty ones.
+    create_app_pod(&client, "ignoring", "spread", on_node_0("Ignore")).await;
+    unschedulable_because(
+        &client,
+        "ignoring",
+        "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, 2 \
+         node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are \
+         available: 1 No preemption victims found for incoming pod, 2 Preemption is not \
+         helpful for scheduling..",
+    )
+    .await;
+    // Free to go anywhere, it goes where the skew allows: not node-0.
+    let anywhere = json!({"topologySpreadConstraints": [constraint("Honor")]});
+    for i in 0..4 {
+        create_app_pod(&client, &format!("late-{i}"), "spread", anywhere.clone()).await;
+    }
+    for i in 0..4 {
+        let node = running_on(&client, &format!("late-{i}")).await;
+        assert_ne!(node, "steady-node-0", "late-{i}");
+    }
+    let zoned = json!({"topologySpreadConstraints": [{"maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "spread"}}}]});
+    create_app_pod(&client, "zoned", "spread", zoned).await;
+    unschedulable_because(
+        &client,
+        "zoned",
+        "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints \
+         (missing required label). preemption: 0/3 nodes are available: 3 Preemption is not \
+         helpful for scheduling..",
+    )
+    .await;
+}
+
+/// Preferred pod affinity and `ScheduleAnyway` spreading rank the fitting nodes, as
+/// kube's scores do, before the load does.
+#[tokio::test(start_paused = true)]
+async fn preferred_pod_affinity_and_soft_spreading_rank_the_nodes() {
+    let (_server, client) = three_nodes().await;
+    let on_one = json!({"nodeSelector": {"kubernetes.io/hostname": "steady-node-1"}});
+    create_app_pod(&client, "cache", "cache", on_one).await;
+    running_on(&client, "cache").await;
+    let near_cache = json!({"affinity": {"podAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": on_hosts_with("cache")},
+        ],
+    }}});
+    for i in 0..3 {
+        create_app_pod(&client, &format!("near-{i}"), "near", near_cache.clone()).await;
+    }
+    for i in 0..3 {
+        assert_eq!(
+            running_on(&client, &format!("near-{i}")).await,
+            "steady-node-1"
+        );
+    }
+    // Five pods on each other node: by load alone the next pod would go to node-1.
+    for node in ["steady-node-0", "steady-node-2"] {
+        for i in 0..5 {
+            let name = format!("filler-{node}-{i}");
+            create_app_pod(&client, &name, "filler", json!({"nodeName": node})).await;
+            running_on(&client, &name).await;
+        }
+    }
+    // Soft spreading over `app: near` ranks node-1, which runs three, last.
+    let spread = json!({"topologySpreadConstraints": [{"maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "near"}}}]});
+    create_app_pod(&client, "spread", "near", spread).await;
+    assert_eq!(running_on(&client, "spread").await, "steady-node-0");
+}
+
 /// The heartbeat of the node's Ready condition, as its kubelet last posted it.
 fn last_heartbeat(node: &Node) -> Option<String> {
     let conditions = node.status.as_ref()?.conditions.as_ref()?;

@@ -21,9 +21,12 @@
 mod event_queue;
 mod kubelet;
 mod lifecycle;
+mod placed;
+mod pod_affinity;
 mod resources;
 mod scheduler;
 mod taints;
+mod topology_spread;
 mod volumes;
 
 pub use lifecycle::{NOT_READY_TAINT, UNSCHEDULABLE_TAINT, is_ready, set_ready};
@@ -212,6 +215,7 @@ struct Nodes {
     kubelet: Mutex<kubelet::Timers>,
     taints_seen: Mutex<taints::FirstSeen>,
     scheduler: Mutex<scheduler::Assumed>,
+    with_terms: Mutex<pod_affinity::WithTerms>,
     usage: Mutex<resources::Usage>,
     /// Each kubelet's Events, by node index, and the scheduler's: a queue each, as each
     /// is a process of its own on a real cluster.
@@ -243,6 +247,7 @@ impl Nodes {
             kubelet: Mutex::default(),
             taints_seen: Mutex::default(),
             scheduler: Mutex::default(),
+            with_terms: Mutex::default(),
             usage: Mutex::default(),
         }
     }
@@ -320,7 +325,7 @@ async fn reconcile_pod(
     pod: Arc<Pod>,
     ctx: Arc<steady_runtime::Context<Nodes>>,
 ) -> Result<steady_runtime::Action, kube::Error> {
-    lock(&ctx.data().usage).observe(&pod);
+    observe(&pod, ctx.data());
     let node_name = pod
         .spec
         .as_ref()
@@ -352,6 +357,23 @@ async fn reconcile_pod(
         (None, Some(taints)) => steady_runtime::Action::requeue_after(taints),
         _ => action,
     })
+}
+
+/// Keep what the scheduler remembers of pods in step with the pod's event: the room it
+/// holds, its affinity terms, and whether a binding is still only assumed.
+fn observe(pod: &Pod, nodes: &Nodes) {
+    lock(&nodes.usage).observe(pod);
+    if pod_affinity::has_terms(pod) {
+        lock(&nodes.with_terms).observe(pod);
+    }
+    if !scheduler::node_of(pod).is_empty()
+        && let Some(uid) = pod.metadata.uid.as_deref()
+    {
+        let mut assumed = lock(&nodes.scheduler);
+        if !assumed.is_empty() {
+            assumed.remove(uid);
+        }
+    }
 }
 
 /// A deadline on the paused-clock-friendly tokio clock, as the runtime's requeue wants it.

@@ -9,9 +9,9 @@
 //! Must not know: how a bound pod runs (the kubelet).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Binding, Namespace, Node, ObjectReference, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -21,11 +21,15 @@ use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 use crate::daemonset::tolerates;
 use crate::node_affinity;
 
-use super::{ByUid, Nodes, Source, resources, tolerate_races, volumes};
+use super::placed::Placed;
+use super::{
+    ByUid, Nodes, Source, pod_affinity, resources, tolerate_races, topology_spread, volumes,
+};
 
-/// Pods bound but not yet seen bound in the cache, by uid (their node), so a burst of
-/// bindings spreads instead of piling onto the node that looked emptiest.
-pub(super) type Assumed = ByUid<String>;
+/// Pods bound but not yet seen bound in the cache, by uid (their node and the pod), so a
+/// burst of bindings spreads, and keeps its affinity rules, instead of piling onto the
+/// node that looked emptiest (kube-scheduler's assumed pods).
+pub(super) type Assumed = ByUid<(String, Arc<Pod>)>;
 
 pub(super) const SCHEDULER: &str = "default-scheduler";
 
@@ -93,7 +97,7 @@ fn unfit(pod: &Pod, node: &Node) -> Option<String> {
 }
 
 /// The first scheduling taint the pod does not tolerate, as kube-scheduler names it.
-fn untolerated_taint(spec: &PodSpec, node: &Node) -> Option<String> {
+pub(super) fn untolerated_taint(spec: &PodSpec, node: &Node) -> Option<String> {
     let tolerations = spec.tolerations.clone().unwrap_or_default();
     let taints = node.spec.as_ref()?.taints.as_ref()?;
     taints
@@ -103,8 +107,36 @@ fn untolerated_taint(spec: &PodSpec, node: &Node) -> Option<String> {
         .map(|taint| format!("{}: {}", taint.key, taint.value.as_deref().unwrap_or("")))
 }
 
+/// Why one node cannot take the pod: the reasons of the first filter that refused it,
+/// whether evicting pods from it could help (kube's `Unschedulable`, as against
+/// `UnschedulableAndUnresolvable`), and whether other pods decided it (their events may
+/// change it, as kube's queueing hints say).
+struct Refusal {
+    reasons: Vec<String>,
+    preemptible: bool,
+    by_other_pods: bool,
+}
+
+impl Refusal {
+    fn by_node(reason: impl Into<String>) -> Self {
+        Refusal {
+            reasons: vec![reason.into()],
+            preemptible: false,
+            by_other_pods: false,
+        }
+    }
+
+    fn by_pods((reason, preemptible): (&str, bool)) -> Self {
+        Refusal {
+            reasons: vec![reason.to_string()],
+            preemptible,
+            by_other_pods: true,
+        }
+    }
+}
+
 /// Bind `pod` to the best node that fits, or report why none does.
-pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, kube::Error> {
+pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Action, kube::Error> {
     let nodes = ctx.data();
     let Some((pod_cache, node_cache)) = nodes.caches.get() else {
         return Ok(Action::done());
@@ -113,7 +145,7 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
     let claims = match volumes::claims_of(pod, &ctx.client()).await? {
         Ok(claims) => claims,
         Err(unresolvable) => {
-            let message = unschedulable_message(&unresolvable, &BTreeMap::new(), total);
+            let message = unschedulable_message(pod, &unresolvable, &[], total);
             tolerate_races(report_unschedulable(pod, message, ctx).await)?;
             return Ok(Action::requeue_after(volumes::CLAIM_RETRY));
         }
@@ -123,43 +155,60 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
         true => BTreeMap::new(),
         false => super::lock(&nodes.usage).by_node(pod_cache).clone(),
     };
-    // The fitting nodes, with how much the pod's preferred node affinity likes each.
-    let mut fitting: Vec<(String, i64)> = Vec::new();
-    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    let terms = pod_affinity::Terms::of(pod);
+    let spread = topology_spread::Constraints::of(pod);
+    let placed = placed_for(&terms, &spread, pod_cache, nodes);
+    let namespaces = match terms.read_namespace_labels(&placed) {
+        true => namespace_labels(&ctx.client()).await?,
+        false => pod_affinity::NamespaceLabels::new(),
+    };
+    let all_nodes = node_cache.list();
+    let node_named = |name: &str| node_cache.get(&ObjectKey::new(None, name));
+    let affinity = pod_affinity::Filter::new(pod, &terms, &placed, &node_named, &namespaces);
+    let spreading = topology_spread::Filter::new(pod, &spread, &placed, &all_nodes);
+    let mut fitting: Vec<Arc<Node>> = Vec::new();
+    let mut refusals: Vec<Refusal> = Vec::new();
     for name in &nodes.names {
-        let key = ObjectKey::new(None, name);
-        let Some(node) = node_cache.get(&key) else {
-            *reasons.entry("node(s) were not found".into()).or_default() += 1;
+        let Some(node) = node_named(name) else {
+            refusals.push(Refusal::by_node("node(s) were not found"));
             continue;
         };
-        let why_not = match unfit(pod, &node) {
-            Some(reason) => vec![reason],
-            None => resources::insufficient(&wanted, &node, in_use.get(name)),
-        };
-        let why_not = match why_not.is_empty() {
-            true => claims.unfit(name).into_iter().collect(),
-            false => why_not,
-        };
-        if why_not.is_empty() {
-            fitting.push((name.clone(), preferred_score(pod, &node)));
-        }
-        for reason in why_not {
-            *reasons.entry(reason).or_default() += 1;
+        let short = || resources::insufficient(&wanted, &node, in_use.get(name));
+        let refusal = unfit(pod, &node).map(Refusal::by_node).or_else(|| {
+            let short = short();
+            (!short.is_empty()).then_some(Refusal {
+                reasons: short,
+                preemptible: true,
+                by_other_pods: true,
+            })
+        });
+        let refusal = refusal
+            .or_else(|| claims.unfit(name).map(Refusal::by_node))
+            .or_else(|| spreading.as_ref()?.refuses(&node).map(Refusal::by_pods))
+            .or_else(|| affinity.as_ref()?.refuses(&node).map(Refusal::by_pods));
+        match refusal {
+            Some(refusal) => refusals.push(refusal),
+            None => fitting.push(node),
         }
     }
-    let fitting = most_preferred(fitting);
-    let chosen = claims
-        .selected_node(&fitting)
-        .or_else(|| least_loaded(&fitting, pod_cache, nodes));
+    let chosen = claims.selected_node(&names(&fitting)).or_else(|| {
+        let scoring = Scoring {
+            pod,
+            terms: &terms,
+            spread: &spread,
+            placed: &placed,
+            all_nodes: &all_nodes,
+            namespaces: &namespaces,
+        };
+        scoring.best(&fitting, &node_named)
+    });
     let Some(chosen) = chosen else {
-        let message = unschedulable_message("", &reasons, total);
+        let message = unschedulable_message(pod, "", &refusals, total);
         tolerate_races(report_unschedulable(pod, message, ctx).await)?;
-        // A Node change wakes the pod (`on_node_change`); room freed by other pods does
-        // not, so a pod short of resources looks again (kube: on the pods' events).
-        let short = reasons
-            .keys()
-            .any(|r| r.starts_with(resources::INSUFFICIENT));
-        return Ok(match short {
+        // A Node change wakes the pod (`on_node_change`); other pods' changes (room
+        // freed, a pod its affinity needs) do not, so such a pod looks again (kube: on
+        // the pods' events).
+        return Ok(match refusals.iter().any(|r| r.by_other_pods) {
             true => Action::requeue_after(resources::RETRY),
             false => Action::done(),
         });
@@ -175,60 +224,159 @@ pub(super) async fn schedule(pod: &Pod, ctx: &Context<Nodes>) -> Result<Action, 
     Ok(Action::done())
 }
 
-/// kube's NodeAffinity score of `node` for the pod.
-fn preferred_score(pod: &Pod, node: &Node) -> i64 {
-    pod.spec
-        .as_ref()
-        .map_or(0, |spec| node_affinity::preferred_score(spec, node))
+fn names(nodes: &[Arc<Node>]) -> Vec<String> {
+    nodes.iter().map(|n| n.name_any()).collect()
 }
 
-/// The fitting nodes the pod's preferred node affinity likes best. kube adds that score
-/// (weight 2, normalised to 100) to others; on simulated nodes of equal size with small
-/// pods the others barely differ, so it decides, and the load breaks ties.
-fn most_preferred(fitting: Vec<(String, i64)>) -> Vec<String> {
-    let best = fitting.iter().map(|(_, score)| *score).max().unwrap_or(0);
-    fitting
+/// What the decision must see of other pods: every placed pod when the pod states
+/// inter-pod affinity or spread constraints, or there are nodes to spread over; else
+/// only those whose own affinity terms may concern it.
+fn placed_for(
+    terms: &pod_affinity::Terms,
+    spread: &topology_spread::Constraints,
+    pods: &ObjectCache<Pod>,
+    nodes: &Nodes,
+) -> Placed {
+    let assumed = assumed_pods(&mut super::lock(&nodes.scheduler), pods);
+    if nodes.names.len() > 1 || !terms.is_empty() || !spread.is_empty() {
+        let bound = pods.list().into_iter().filter_map(|pod| {
+            let node = node_of(&pod).to_string();
+            let placed = !node.is_empty() && !crate::pod_template::is_finished(&pod);
+            placed.then_some((node, pod))
+        });
+        return Placed::new(bound.chain(assumed));
+    }
+    let mut with_terms = super::lock(&nodes.with_terms);
+    if with_terms.is_empty() {
+        return Placed::default();
+    }
+    let assumed = assumed
         .into_iter()
-        .filter(|(_, score)| *score == best)
-        .map(|(name, _)| name)
+        .filter(|(_, pod)| pod_affinity::has_terms(pod));
+    Placed::new(with_terms.placed(pods).into_iter().chain(assumed))
+}
+
+/// The pods this scheduler bound that the cache still shows unbound, with their nodes;
+/// those it shows bound, finished or gone are forgotten.
+fn assumed_pods(assumed: &mut Assumed, pods: &ObjectCache<Pod>) -> Vec<(String, Arc<Pod>)> {
+    let mut still = Vec::new();
+    assumed.retain(|uid, (node, pod)| {
+        let cached = pods.get(&ObjectKey::of(pod.as_ref()));
+        let pending = cached.is_some_and(|c| {
+            c.metadata.uid.as_deref() == Some(uid)
+                && node_of(&c).is_empty()
+                && !crate::pod_template::is_finished(&c)
+        });
+        if pending {
+            still.push((node.clone(), pod.clone()));
+        }
+        pending
+    });
+    still
+}
+
+/// Every namespace's labels, for the namespace selectors of affinity terms.
+async fn namespace_labels(client: &Client) -> Result<pod_affinity::NamespaceLabels, kube::Error> {
+    let listed = Api::<Namespace>::all(client.clone())
+        .list(&Default::default())
+        .await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .map(|ns| (ns.name_any(), ns.metadata.labels.unwrap_or_default()))
+        .collect())
+}
+
+/// What kube's scoring reads to rank the fitting nodes.
+struct Scoring<'a> {
+    pod: &'a Pod,
+    terms: &'a pod_affinity::Terms,
+    spread: &'a topology_spread::Constraints,
+    placed: &'a Placed,
+    all_nodes: &'a [Arc<Node>],
+    namespaces: &'a pod_affinity::NamespaceLabels,
+}
+
+impl Scoring<'_> {
+    /// The fitting node kube's scores rank highest, of the plugins that tell simulated
+    /// nodes apart: NodeAffinity (weight 2), InterPodAffinity (2), PodTopologySpread (2)
+    /// and TaintToleration (3), each normalised to 0–100. The resource scores kube adds
+    /// barely differ between equal simulated nodes with small pods, so the load (the
+    /// fewest pods) breaks ties instead, then the order.
+    fn best(
+        &self,
+        fitting: &[Arc<Node>],
+        node_named: &impl Fn(&str) -> Option<Arc<Node>>,
+    ) -> Option<String> {
+        if fitting.len() <= 1 {
+            return fitting.first().map(|n| n.name_any());
+        }
+        let pod = self.pod;
+        let spec = pod.spec.clone().unwrap_or_default();
+        let node_affinity = normalised(
+            fitting
+                .iter()
+                .map(|n| node_affinity::preferred_score(&spec, n)),
+            false,
+        );
+        let taints = normalised(
+            fitting.iter().map(|n| intolerable_preferences(&spec, n)),
+            true,
+        );
+        let (placed, namespaces) = (self.placed, self.namespaces);
+        let affinity =
+            pod_affinity::scores(pod, self.terms, placed, node_named, namespaces, fitting);
+        let spread = topology_spread::scores(pod, self.spread, placed, self.all_nodes, fitting);
+        let totals: Vec<i64> = (0..fitting.len())
+            .map(|i| 2 * node_affinity[i] + 2 * affinity[i] + 2 * spread[i] + 3 * taints[i])
+            .collect();
+        let top = totals.iter().copied().max().unwrap_or(0);
+        let best = fitting.iter().zip(&totals).filter(|(_, t)| **t == top);
+        best.map(|(node, _)| (placed.on(&node.name_any()).len(), node.name_any()))
+            .min_by_key(|(load, _)| *load)
+            .map(|(_, name)| name)
+    }
+}
+
+/// kube's `DefaultNormalizeScore`: scores scaled to 0–100 by the highest (all 0 stay
+/// so), reversed when fewer is better (then all 0 are all 100).
+fn normalised(scores: impl Iterator<Item = i64>, reverse: bool) -> Vec<i64> {
+    let scores: Vec<i64> = scores.collect();
+    let max = scores.iter().copied().max().unwrap_or(0);
+    scores
+        .into_iter()
+        .map(|s| {
+            let scaled = if max == 0 { 0 } else { 100 * s / max };
+            if reverse { 100 - scaled } else { scaled }
+        })
         .collect()
 }
 
-/// The fitting node with the fewest pods (bound or being bound), the first on a tie.
-fn least_loaded(fitting: &[String], pods: &ObjectCache<Pod>, nodes: &Nodes) -> Option<String> {
-    if fitting.len() <= 1 {
-        return fitting.first().cloned();
-    }
-    let mut load: BTreeMap<&str, usize> = fitting.iter().map(|n| (n.as_str(), 0)).collect();
-    let mut assumed = nodes.scheduler.lock().unwrap_or_else(|e| e.into_inner());
-    for pod in pods.list() {
-        let on = node_of(&pod);
-        if !on.is_empty()
-            && let Some(uid) = pod.metadata.uid.as_deref()
-        {
-            assumed.remove(uid);
-        }
-        if !crate::pod_template::is_finished(&pod)
-            && let Some(count) = load.get_mut(on)
-        {
-            *count += 1;
-        }
-    }
-    for on in assumed.values() {
-        if let Some(count) = load.get_mut(on.as_str()) {
-            *count += 1;
-        }
-    }
-    fitting
+/// kube's TaintToleration score before it is normalised: the node's `PreferNoSchedule`
+/// taints the pod's tolerations of that effect (or of any) do not tolerate.
+fn intolerable_preferences(spec: &PodSpec, node: &Node) -> i64 {
+    let tolerations: Vec<_> = spec
+        .tolerations
         .iter()
-        .min_by_key(|n| load.get(n.as_str()).copied().unwrap_or(0))
-        .cloned()
+        .flatten()
+        .filter(|t| {
+            matches!(
+                t.effect.as_deref(),
+                None | Some("") | Some("PreferNoSchedule")
+            )
+        })
+        .collect();
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
+    let intolerable = taints.into_iter().flatten().filter(|taint| {
+        taint.effect == "PreferNoSchedule" && !tolerations.iter().any(|t| tolerates(t, taint))
+    });
+    intolerable.count() as i64
 }
 
 /// Bind through `pods/binding`, as kube-scheduler's DefaultBinder does: the server sets the
 /// node and `PodScheduled=True` in one write, and refuses a pod that is terminating or
 /// already bound (a race this scheduler tolerates: the pod's next event settles it).
-async fn bind(pod: &Pod, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
+async fn bind(pod: &Arc<Pod>, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
     let nodes = ctx.data();
     let namespace = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
@@ -252,11 +400,8 @@ async fn bind(pod: &Pod, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::E
         return tolerate_races(Err(e));
     }
     super::lock(&nodes.usage).bound(pod, node);
-    if nodes.names.len() > 1
-        && let Some(uid) = pod.uid()
-    {
-        let mut assumed = nodes.scheduler.lock().unwrap_or_else(|e| e.into_inner());
-        assumed.insert(uid, node.to_string());
+    if let Some(uid) = pod.uid() {
+        super::lock(&nodes.scheduler).insert(uid, (node.to_string(), pod.clone()));
     }
     let message = format!("Successfully assigned {namespace}/{name} to {node}");
     let event = nodes.event(pod, "Normal", "Scheduled", &message, scheduler_source());
@@ -272,30 +417,65 @@ fn scheduler_source() -> Source<'static> {
     }
 }
 
-/// kube-scheduler's summary of why no node fits: `0/3 nodes are available: …`, from a
-/// reason that rules out every node at once (a pre-filter's) or the count of nodes each
-/// reason ruled out.
+/// kube-scheduler's summary of why no node fits (its `FitError`): `0/3 nodes are
+/// available: …`, from a reason that rules out every node at once (a pre-filter's) or
+/// the count of nodes each reason ruled out; then what preemption made of it. steady
+/// preempts no pod: a node refused by what evicting pods could change has "no victims"
+/// (true where no pod of lower priority runs), the others "not helpful".
 fn unschedulable_message(
-    unresolvable: &str,
-    reasons: &BTreeMap<String, usize>,
+    pod: &Pod,
+    prefiltered: &str,
+    refusals: &[Refusal],
     total: usize,
 ) -> String {
-    let why = match unresolvable {
-        "" => {
-            // kube sorts the counted reasons as strings.
-            let mut counted: Vec<String> = reasons
+    let why = match prefiltered {
+        "" => histogram(
+            refusals
                 .iter()
-                .map(|(reason, count)| format!("{count} {reason}"))
-                .collect();
-            counted.sort();
-            counted.join(", ")
-        }
+                .flat_map(|r| r.reasons.iter().map(String::as_str)),
+        ),
         reason => reason.to_string(),
     };
-    format!(
-        "0/{total} nodes are available: {why}. preemption: 0/{total} nodes are available: \
-         {total} Preemption is not helpful for scheduling."
-    )
+    let never = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.preemption_policy.as_deref())
+        == Some("Never");
+    let preemption = match never {
+        true => "not eligible due to preemptionPolicy=Never.".to_string(),
+        false => {
+            let outcomes: Vec<&str> = match prefiltered {
+                "" => refusals
+                    .iter()
+                    .map(|r| match r.preemptible {
+                        true => "No preemption victims found for incoming pod",
+                        false => "Preemption is not helpful for scheduling",
+                    })
+                    .collect(),
+                _ => vec!["Preemption is not helpful for scheduling"; total],
+            };
+            format!(
+                "0/{total} nodes are available: {}.",
+                histogram(outcomes.into_iter())
+            )
+        }
+    };
+    format!("0/{total} nodes are available: {why}. preemption: {preemption}.")
+}
+
+/// `3 reason, 1 other`: how many times each reason occurs, sorted as strings (as kube
+/// sorts them).
+fn histogram<'a>(reasons: impl Iterator<Item = &'a str>) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for reason in reasons {
+        *counts.entry(reason).or_default() += 1;
+    }
+    let mut counted: Vec<String> = counts
+        .iter()
+        .map(|(reason, count)| format!("{count} {reason}"))
+        .collect();
+    counted.sort();
+    counted.join(", ")
 }
 
 /// Set `PodScheduled=False reason=Unschedulable` and record `FailedScheduling`, once per

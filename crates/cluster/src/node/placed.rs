@@ -1,0 +1,72 @@
+//! What runs where, as one scheduling decision sees it (kube-scheduler's snapshot of its
+//! cache): the pods bound to a node and not finished (its informer never sees terminal
+//! pods), and the pods the scheduler has bound whose binding the pod cache does not show
+//! yet (kube's assumed pods), by node. The filters and scores that look at other pods
+//! (inter-pod affinity, topology spread, the load) read it, and the label selectors they
+//! share are read here as kube reads them.
+//!
+//! Must not know: what the filters decide.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
+use kube::core::{Selector, SelectorExt};
+
+/// The pods on each node, by node name.
+#[derive(Default)]
+pub(super) struct Placed {
+    by_node: BTreeMap<String, Vec<Arc<Pod>>>,
+}
+
+impl Placed {
+    pub(super) fn new(pods: impl IntoIterator<Item = (String, Arc<Pod>)>) -> Self {
+        let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+        for (node, pod) in pods {
+            by_node.entry(node).or_default().push(pod);
+        }
+        Placed { by_node }
+    }
+
+    /// Every placed pod with its node's name.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&str, &Arc<Pod>)> {
+        self.by_node
+            .iter()
+            .flat_map(|(node, pods)| pods.iter().map(move |pod| (node.as_str(), pod)))
+    }
+
+    /// The pods on `node`.
+    pub(super) fn on(&self, node: &str) -> &[Arc<Pod>] {
+        self.by_node.get(node).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// kube's `metav1.LabelSelectorAsSelector`: no selector selects nothing (`None`), an
+/// empty one everything; an unreadable one (validation refuses them) nothing.
+pub(super) fn selector(selector: Option<&LabelSelector>) -> Option<Selector> {
+    Selector::try_from(selector?.clone()).ok()
+}
+
+/// Whether `selector` (as [`selector`] reads one) selects `labels`.
+pub(super) fn selects(
+    selector: Option<&Selector>,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    let none = BTreeMap::new();
+    selector.is_some_and(|s| s.matches(labels.unwrap_or(&none)))
+}
+
+/// The value of the node's topology label `key` (the domain it is in), if it has one.
+pub(super) fn domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The labels of the pod's namespace, from `namespaces` (namespace name to labels).
+pub(super) fn namespace_labels<'a>(
+    pod: &Pod,
+    namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+) -> Option<&'a BTreeMap<String, String>> {
+    namespaces.get(pod.namespace().as_deref().unwrap_or_default())
+}
