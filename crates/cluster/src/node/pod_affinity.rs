@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm};
+use k8s_openapi::api::core::v1::{Node, Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 use kube::ResourceExt;
 use kube::core::Selector;
 use steady_runtime::{ObjectCache, ObjectKey};
@@ -96,37 +96,41 @@ impl Terms {
             return Terms::default();
         };
         let namespace = pod.namespace().unwrap_or_default();
-        let read = |terms: Option<&Vec<PodAffinityTerm>>| -> Vec<Term> {
-            let terms = terms.into_iter().flatten();
-            terms.map(|t| Term::new(t, &namespace, 0)).collect()
-        };
-        let weighted =
-            |terms: Option<&Vec<k8s_openapi::api::core::v1::WeightedPodAffinityTerm>>| {
-                let terms = terms.into_iter().flatten();
-                let read = |t: &k8s_openapi::api::core::v1::WeightedPodAffinityTerm| {
-                    Term::new(&t.pod_affinity_term, &namespace, t.weight)
-                };
-                terms.map(read).collect::<Vec<Term>>()
+        // PodAffinity and PodAntiAffinity are two types with the same two lists.
+        type Lists<'a> = (
+            &'a Option<Vec<PodAffinityTerm>>,
+            &'a Option<Vec<WeightedPodAffinityTerm>>,
+        );
+        let read = |lists: Option<Lists>| -> (Vec<Term>, Vec<Term>) {
+            let Some((required, preferred)) = lists else {
+                return (Vec::new(), Vec::new());
             };
-        let affinity_of = affinity.pod_affinity.as_ref();
-        let anti_of = affinity.pod_anti_affinity.as_ref();
+            let required = required.iter().flatten();
+            let preferred = preferred.iter().flatten();
+            (
+                required.map(|t| Term::new(t, &namespace, 0)).collect(),
+                preferred
+                    .map(|t| Term::new(&t.pod_affinity_term, &namespace, t.weight))
+                    .collect(),
+            )
+        };
+        let (required, preferred) = read(affinity.pod_affinity.as_ref().map(|a| {
+            (
+                &a.required_during_scheduling_ignored_during_execution,
+                &a.preferred_during_scheduling_ignored_during_execution,
+            )
+        }));
+        let (required_anti, preferred_anti) = read(affinity.pod_anti_affinity.as_ref().map(|a| {
+            (
+                &a.required_during_scheduling_ignored_during_execution,
+                &a.preferred_during_scheduling_ignored_during_execution,
+            )
+        }));
         Terms {
-            required: read(affinity_of.and_then(|a| {
-                a.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })),
-            required_anti: read(anti_of.and_then(|a| {
-                a.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })),
-            preferred: weighted(affinity_of.and_then(|a| {
-                a.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })),
-            preferred_anti: weighted(anti_of.and_then(|a| {
-                a.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })),
+            required,
+            required_anti,
+            preferred,
+            preferred_anti,
         }
     }
 
