@@ -667,3 +667,72 @@ spec:
     assert_eq!(&columns[1..3], ["0/1", "CrashLoopBackOff"], "{listed}");
     running.stop().await;
 }
+
+/// One replica per node, by required anti-affinity on the pods of the same revision
+/// (`matchLabelKeys: [pod-template-hash]`, KEP-3633's example): on three nodes a fourth
+/// replica stays Pending with kube-scheduler's message, and a rolling update still
+/// completes, each new pod avoiding only its own revision's.
+const ONE_PER_NODE: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ha}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: ha}}
+  template:
+    metadata: {labels: {app: ha}}
+    spec:
+      containers: [{name: server, image: "nginx:1.26"}]
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {matchLabels: {app: ha}}
+            matchLabelKeys: [pod-template-hash]
+            topologyKey: kubernetes.io/hostname
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_anti_affinity_hold_a_replica_pending_and_a_rollout_complete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start_with_nodes(dir.path(), 3).await;
+    kubectl(dir.path(), &["apply", "-f", "-"], Some(ONE_PER_NODE)).await;
+    let pending = "get pods -l app=ha --field-selector=status.phase=Pending -o name";
+    let events =
+        "get events --field-selector=reason=FailedScheduling -o jsonpath={.items[*].message}";
+    let message = steady_test_support::eventually("one replica refused", common::LIMIT, || async {
+        let pending = kubectl_line(dir.path(), pending).await;
+        let messages = kubectl_line(dir.path(), events).await;
+        (pending.lines().count() == 1 && !messages.is_empty()).then_some(messages)
+    })
+    .await;
+    assert!(
+        message.contains(
+            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. \
+             preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
+        ),
+        "{message}"
+    );
+    let selector = get_jsonpath(
+        dir.path(),
+        &["pods", "-l", "app=ha"],
+        "{.items[0].spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].key}",
+    )
+    .await;
+    assert_eq!(selector, "pod-template-hash", "the server merged the key");
+    kubectl_line(dir.path(), "scale deployment ha --replicas=3").await;
+    rollout_status(dir.path(), "deployment/ha").await;
+    kubectl_line(dir.path(), "set image deployment/ha server=nginx:1.27").await;
+    let rolled = rollout_status(dir.path(), "deployment/ha").await;
+    assert!(rolled.contains("successfully rolled out"), "{rolled}");
+    // Once the old pods have gone, one new pod per node.
+    let placed = "get pods -l app=ha -o jsonpath={.items[*].spec.nodeName}";
+    let mut nodes = steady_test_support::eventually("three pods", common::LIMIT, || async {
+        let nodes = kubectl_line(dir.path(), placed).await;
+        let nodes: Vec<String> = nodes.split_whitespace().map(String::from).collect();
+        (nodes.len() == 3).then_some(nodes)
+    })
+    .await;
+    nodes.sort();
+    assert_eq!(nodes, ["steady-node-0", "steady-node-1", "steady-node-2"]);
+    running.stop().await;
+}

@@ -215,6 +215,8 @@ struct Nodes {
     kubelet: Mutex<kubelet::Timers>,
     taints_seen: Mutex<taints::FirstSeen>,
     scheduler: Mutex<scheduler::Assumed>,
+    /// Held through each scheduling decision.
+    deciding: tokio::sync::Mutex<()>,
     with_terms: Mutex<pod_affinity::WithTerms>,
     usage: Mutex<resources::Usage>,
     /// Each kubelet's Events, by node index, and the scheduler's: a queue each, as each
@@ -247,6 +249,7 @@ impl Nodes {
             kubelet: Mutex::default(),
             taints_seen: Mutex::default(),
             scheduler: Mutex::default(),
+            deciding: tokio::sync::Mutex::default(),
             with_terms: Mutex::default(),
             usage: Mutex::default(),
         }

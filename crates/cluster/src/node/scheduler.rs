@@ -150,6 +150,9 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
             return Ok(Action::requeue_after(volumes::CLAIM_RETRY));
         }
     };
+    // One decision at a time, each seeing the pods the ones before assumed (kube's
+    // scheduling cycle): the pods controller reconciles many pods at once.
+    let deciding = nodes.deciding.lock().await;
     let wanted = resources::requested(pod);
     let in_use = match wanted.is_empty() {
         true => BTreeMap::new(),
@@ -203,6 +206,7 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
         scoring.best(&fitting, &node_named)
     });
     let Some(chosen) = chosen else {
+        drop(deciding);
         let message = unschedulable_message(pod, "", &refusals, total);
         tolerate_races(report_unschedulable(pod, message, ctx).await)?;
         // A Node change wakes the pod (`on_node_change`); other pods' changes (room
@@ -213,15 +217,41 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
             false => Action::done(),
         });
     };
+    assume(pod, &chosen, nodes);
+    drop(deciding);
     let namespace = pod.namespace().unwrap_or_default();
-    if claims
+    let bound = match claims
         .wait_for_binding(&chosen, &ctx.client(), &namespace)
-        .await?
+        .await
     {
-        return Ok(Action::requeue_after(volumes::CLAIM_RETRY));
+        Ok(true) => Ok(None),
+        Ok(false) => bind(pod, &chosen, ctx).await.map(Some),
+        Err(e) => Err(e),
+    };
+    if !matches!(bound, Ok(Some(true))) {
+        forget(pod, nodes);
     }
-    bind(pod, &chosen, ctx).await?;
-    Ok(Action::done())
+    Ok(match bound? {
+        None => Action::requeue_after(volumes::CLAIM_RETRY),
+        Some(_) => Action::done(),
+    })
+}
+
+/// Count the pod on `node` before its binding is written, as kube-scheduler assumes a
+/// pod in its cache before it binds: the next decision sees it there.
+fn assume(pod: &Arc<Pod>, node: &str, nodes: &Nodes) {
+    super::lock(&nodes.usage).bound(pod, node);
+    if let Some(uid) = pod.uid() {
+        super::lock(&nodes.scheduler).insert(uid, (node.to_string(), pod.clone()));
+    }
+}
+
+/// Undo [`assume`] for a pod that was not bound after all.
+fn forget(pod: &Pod, nodes: &Nodes) {
+    super::lock(&nodes.usage).observe(pod);
+    if let Some(uid) = pod.metadata.uid.as_deref() {
+        super::lock(&nodes.scheduler).remove(uid);
+    }
 }
 
 fn names(nodes: &[Arc<Node>]) -> Vec<String> {
@@ -376,7 +406,8 @@ fn intolerable_preferences(spec: &PodSpec, node: &Node) -> i64 {
 /// Bind through `pods/binding`, as kube-scheduler's DefaultBinder does: the server sets the
 /// node and `PodScheduled=True` in one write, and refuses a pod that is terminating or
 /// already bound (a race this scheduler tolerates: the pod's next event settles it).
-async fn bind(pod: &Arc<Pod>, node: &str, ctx: &Context<Nodes>) -> Result<(), kube::Error> {
+/// Whether the pod was bound.
+async fn bind(pod: &Arc<Pod>, node: &str, ctx: &Context<Nodes>) -> Result<bool, kube::Error> {
     let nodes = ctx.data();
     let namespace = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
@@ -397,16 +428,12 @@ async fn bind(pod: &Arc<Pod>, node: &str, ctx: &Context<Nodes>) -> Result<(), ku
         .create_subresource("binding", &name, &PostParams::default(), &binding)
         .await;
     if let Err(e) = written {
-        return tolerate_races(Err(e));
-    }
-    super::lock(&nodes.usage).bound(pod, node);
-    if let Some(uid) = pod.uid() {
-        super::lock(&nodes.scheduler).insert(uid, (node.to_string(), pod.clone()));
+        return tolerate_races(Err(e)).map(|()| false);
     }
     let message = format!("Successfully assigned {namespace}/{name} to {node}");
     let event = nodes.event(pod, "Normal", "Scheduled", &message, scheduler_source());
     nodes.scheduler_events.record(vec![event]);
-    Ok(())
+    Ok(true)
 }
 
 fn scheduler_source() -> Source<'static> {
