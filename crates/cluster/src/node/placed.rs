@@ -22,12 +22,30 @@ pub(super) struct Placed {
 }
 
 impl Placed {
-    pub(super) fn new(pods: impl IntoIterator<Item = (String, Arc<Pod>)>) -> Self {
-        let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
-        for (node, pod) in pods {
-            by_node.entry(node).or_default().push(pod);
+    /// `bound` pods on the node their spec names (those on none or finished left out),
+    /// `assumed` ones on the node given.
+    pub(super) fn new(
+        bound: impl IntoIterator<Item = Arc<Pod>>,
+        assumed: impl IntoIterator<Item = (String, Arc<Pod>)>,
+    ) -> Self {
+        let mut placed = Placed::default();
+        for pod in bound {
+            let node = super::scheduler::node_of(&pod);
+            if node.is_empty() || crate::pod_template::is_finished(&pod) {
+                continue;
+            }
+            // Most pods join a node already listed: no name is copied for them.
+            match placed.by_node.get_mut(node) {
+                Some(pods) => pods.push(pod),
+                None => {
+                    placed.by_node.insert(node.to_string(), vec![pod]);
+                }
+            }
         }
-        Placed { by_node }
+        for (node, pod) in assumed {
+            placed.by_node.entry(node).or_default().push(pod);
+        }
+        placed
     }
 
     /// Every placed pod with its node's name.

@@ -353,8 +353,8 @@ impl WithTerms {
         }
     }
 
-    /// Those of them bound to a node now, with their node's name.
-    pub(super) fn placed(&mut self, pods: &ObjectCache<Pod>) -> Vec<(String, Arc<Pod>)> {
+    /// Those of them still in the cache, unfinished.
+    pub(super) fn placed(&mut self, pods: &ObjectCache<Pod>) -> Vec<Arc<Pod>> {
         let mut found = Vec::new();
         self.0.retain(|uid, key| {
             let Some(pod) = pods.get(key) else {
@@ -363,10 +363,7 @@ impl WithTerms {
             if pod.metadata.uid.as_deref() != Some(uid) || crate::pod_template::is_finished(&pod) {
                 return false;
             }
-            let node = super::scheduler::node_of(&pod).to_string();
-            if !node.is_empty() {
-                found.push((node, pod));
-            }
+            found.push(pod);
             true
         });
         found

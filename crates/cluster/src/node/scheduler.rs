@@ -269,12 +269,7 @@ fn placed_for(
 ) -> Placed {
     let assumed = assumed_pods(&mut super::lock(&nodes.scheduler), pods);
     if nodes.names.len() > 1 || !terms.is_empty() || !spread.is_empty() {
-        let bound = pods.list().into_iter().filter_map(|pod| {
-            let node = node_of(&pod).to_string();
-            let placed = !node.is_empty() && !crate::pod_template::is_finished(&pod);
-            placed.then_some((node, pod))
-        });
-        return Placed::new(bound.chain(assumed));
+        return Placed::new(pods.list(), assumed);
     }
     let mut with_terms = super::lock(&nodes.with_terms);
     if with_terms.is_empty() {
@@ -283,7 +278,7 @@ fn placed_for(
     let assumed = assumed
         .into_iter()
         .filter(|(_, pod)| pod_affinity::has_terms(pod));
-    Placed::new(with_terms.placed(pods).into_iter().chain(assumed))
+    Placed::new(with_terms.placed(pods), assumed)
 }
 
 /// The pods this scheduler bound that the cache still shows unbound, with their nodes;

@@ -318,9 +318,12 @@ mod tests {
 
     /// Two pods of `app: a`, version 1, in zone `z1`; none in `z2`.
     fn two_in_z1(nodes: &[Arc<Node>]) -> Placed {
-        let running = pod(json!({"app": "a", "version": "1"}), json!([]));
         let on = nodes[0].metadata.name.clone().unwrap_or_default();
-        Placed::new([(on.clone(), running.clone()), (on, running)])
+        let mut running = pod(json!({"app": "a", "version": "1"}), json!([]));
+        if let Some(spec) = Arc::make_mut(&mut running).spec.as_mut() {
+            spec.node_name = Some(on);
+        }
+        Placed::new([running.clone(), running], [])
     }
 
     fn refusal(
