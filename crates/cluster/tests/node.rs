@@ -738,6 +738,35 @@ async fn pods_honour_topology_spread_constraints() {
     .await;
 }
 
+/// kube-scheduler's NodePorts: a host port is one pod's per node (and protocol).
+#[tokio::test(start_paused = true)]
+async fn a_host_port_is_held_by_one_pod_per_node() {
+    let (_server, client) = three_nodes().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let published = |name: &str| {
+        let mut body = pod(name, json!({}));
+        body["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 8080}]);
+        body
+    };
+    for i in 0..4 {
+        create_json::<Pod>(&pods, published(&format!("proxy-{i}"))).await;
+    }
+    let mut placed = Vec::new();
+    for i in 0..3 {
+        placed.push(running_on(&client, &format!("proxy-{i}")).await);
+    }
+    placed.sort();
+    assert_eq!(placed, NODES);
+    unschedulable_because(
+        &client,
+        "proxy-3",
+        "0/3 nodes are available: 3 node(s) didn't have free ports for the requested pod \
+         ports. preemption: 0/3 nodes are available: 3 No preemption victims found for \
+         incoming pod..",
+    )
+    .await;
+}
+
 /// Preferred pod affinity and `ScheduleAnyway` spreading rank the fitting nodes, as
 /// kube's scores do, before the load does.
 #[tokio::test(start_paused = true)]

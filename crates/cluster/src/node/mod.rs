@@ -19,6 +19,7 @@
 //! `job_pod_run_time`, as kwok's default stages complete Job pods.
 
 mod event_queue;
+mod host_ports;
 mod kubelet;
 mod lifecycle;
 mod placed;

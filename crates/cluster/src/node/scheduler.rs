@@ -23,7 +23,8 @@ use crate::node_affinity;
 
 use super::placed::Placed;
 use super::{
-    ByUid, Nodes, Source, pod_affinity, resources, tolerate_races, topology_spread, volumes,
+    ByUid, Nodes, Source, host_ports, pod_affinity, resources, tolerate_races, topology_spread,
+    volumes,
 };
 
 /// Pods bound but not yet seen bound in the cache, by uid (their node and the pod), so a
@@ -160,7 +161,8 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
     };
     let terms = pod_affinity::Terms::of(pod);
     let spread = topology_spread::Constraints::of(pod);
-    let placed = placed_for(&terms, &spread, pod_cache, nodes);
+    let ports = host_ports::wanted(pod);
+    let placed = placed_for(&terms, &spread, !ports.is_empty(), pod_cache, nodes);
     let namespaces = match terms.read_namespace_labels(&placed) {
         true => namespace_labels(&ctx.client()).await?,
         false => pod_affinity::NamespaceLabels::new(),
@@ -176,16 +178,21 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
             refusals.push(Refusal::by_node("node(s) were not found"));
             continue;
         };
-        let short = || resources::insufficient(&wanted, &node, in_use.get(name));
-        let refusal = unfit(pod, &node).map(Refusal::by_node).or_else(|| {
-            let short = short();
-            (!short.is_empty()).then_some(Refusal {
-                reasons: short,
+        // kube's filters in its order; the first that refuses the node names why.
+        let by_pods = |reasons: Vec<String>| {
+            (!reasons.is_empty()).then_some(Refusal {
+                reasons,
                 preemptible: true,
                 by_other_pods: true,
             })
-        });
-        let refusal = refusal
+        };
+        let refusal = unfit(pod, &node)
+            .map(Refusal::by_node)
+            .or_else(|| {
+                let taken = host_ports::taken(&ports, placed.on(name));
+                taken.then(|| Refusal::by_pods((host_ports::PORTS_TAKEN, true)))
+            })
+            .or_else(|| by_pods(resources::insufficient(&wanted, &node, in_use.get(name))))
             .or_else(|| claims.unfit(name).map(Refusal::by_node))
             .or_else(|| spreading.as_ref()?.refuses(&node).map(Refusal::by_pods))
             .or_else(|| affinity.as_ref()?.refuses(&node).map(Refusal::by_pods));
@@ -259,16 +266,18 @@ fn names(nodes: &[Arc<Node>]) -> Vec<String> {
 }
 
 /// What the decision must see of other pods: every placed pod when the pod states
-/// inter-pod affinity or spread constraints, or there are nodes to spread over; else
+/// inter-pod affinity, spread constraints or host ports, or there are nodes to spread
+/// over; else
 /// only those whose own affinity terms may concern it.
 fn placed_for(
     terms: &pod_affinity::Terms,
     spread: &topology_spread::Constraints,
+    host_ports: bool,
     pods: &ObjectCache<Pod>,
     nodes: &Nodes,
 ) -> Placed {
     let assumed = assumed_pods(&mut super::lock(&nodes.scheduler), pods);
-    if nodes.names.len() > 1 || !terms.is_empty() || !spread.is_empty() {
+    if nodes.names.len() > 1 || !terms.is_empty() || !spread.is_empty() || host_ports {
         return Placed::new(pods.list(), assumed);
     }
     let mut with_terms = super::lock(&nodes.with_terms);
