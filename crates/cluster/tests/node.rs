@@ -611,34 +611,52 @@ async fn pods_honour_required_pod_affinity_and_anti_affinity() {
     let apart = json!({"affinity": {"podAntiAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [on_hosts_with("db")],
     }}});
-    for i in 0..4 {
-        create_app_pod(&client, &format!("db-{i}"), "db", apart.clone()).await;
-    }
-    let mut placed = Vec::new();
-    for i in 0..3 {
-        placed.push(running_on(&client, &format!("db-{i}")).await);
-    }
+    // Created at once, as a ReplicaSet's burst: each decision sees the ones before it.
+    let names: Vec<String> = (0..4).map(|i| format!("db-{i}")).collect();
+    let creates = names
+        .iter()
+        .map(|name| create_app_pod(&client, name, "db", apart.clone()));
+    futures::future::join_all(creates).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let (mut placed, waiting) = eventually("three dbs running", LIMIT, || async {
+        let listed = pods
+            .list(&ListParams::default().labels("app=db"))
+            .await
+            .ok()?;
+        let (running, waiting): (Vec<Pod>, Vec<Pod>) = listed
+            .items
+            .into_iter()
+            .partition(|p| phase(p) == "Running");
+        let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+        let nodes: Vec<String> = running.iter().filter_map(node).collect();
+        let waiting: Vec<String> = waiting
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        (nodes.len() == 3 && waiting.len() == 1).then_some((nodes, waiting))
+    })
+    .await;
     placed.sort();
     assert_eq!(placed, NODES, "one db per node");
+    let waiting = &waiting[0];
     unschedulable_because(
         &client,
-        "db-3",
+        waiting,
         "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: \
          0/3 nodes are available: 3 No preemption victims found for incoming pod..",
     )
     .await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    pods.delete("db-1", &Default::default())
+    let gone = names.iter().find(|n| *n != waiting).expect("a running db");
+    pods.delete(gone, &Default::default())
         .await
-        .expect("delete db-1");
-    let freed = running_on(&client, "db-3").await;
+        .expect("delete a db");
+    let freed = running_on(&client, waiting).await;
     assert!(NODES.contains(&freed.as_str()));
 
     // The db pods' anti-affinity also keeps other db-labelled pods off their nodes.
     let pinned = json!({"nodeSelector": {"kubernetes.io/hostname": "steady-node-0"}});
-    let db_0 = running_on(&client, "db-0").await;
     let mut pin = pinned.clone();
-    pin["nodeSelector"]["kubernetes.io/hostname"] = json!(db_0);
+    pin["nodeSelector"]["kubernetes.io/hostname"] = json!(freed);
     create_app_pod(&client, "intruder", "db", pin).await;
     unschedulable_because(
         &client,
