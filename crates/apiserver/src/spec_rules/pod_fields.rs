@@ -248,12 +248,12 @@ pub(super) fn aliases_classes_and_os(spec: &Value, at: &Path, errors: &mut Vec<F
     if let Some(policy) = spec.get("preemptionPolicy").filter(|p| !p.is_null()) {
         let field = Path::Field(at, "preemptionPolicy");
         match policy.as_str() {
-            Some("PreemptLowerPriority" | "PreemptNever") => {}
+            Some("PreemptLowerPriority" | "Never") => {}
             Some("") => errors.push(required(&field)),
             _ => errors.push(not_supported(
                 &field,
                 policy,
-                &["PreemptLowerPriority", "PreemptNever"],
+                &["PreemptLowerPriority", "Never"],
             )),
         }
     }
@@ -327,7 +327,7 @@ mod tests {
             "serviceAccountName": "app", "nodeName": "steady-node", "activeDeadlineSeconds": 600,
             "hostname": "db-0", "subdomain": "db", "priorityClassName": "high",
             "hostAliases": [{"ip": "127.0.0.1", "hostnames": ["db.local"]}],
-            "preemptionPolicy": "PreemptNever", "os": {"name": "linux"}});
+            "preemptionPolicy": "Never", "os": {"name": "linux"}});
         assert_eq!(pod_errors(extra), Vec::<String>::new());
     }
 
@@ -349,7 +349,7 @@ mod tests {
                 "spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647, inclusive",
                 "spec.hostname: Invalid value: \"db.0\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
                 "spec.hostAliases[0].ip: Invalid value: \"localhost\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-                "spec.preemptionPolicy: Unsupported value: \"Always\": supported values: \"PreemptLowerPriority\", \"PreemptNever\"",
+                "spec.preemptionPolicy: Unsupported value: \"Always\": supported values: \"PreemptLowerPriority\", \"Never\"",
                 "spec.os: Unsupported value: \"mac\": supported values: \"linux\", \"windows\"",
             ]
         );
