@@ -6,6 +6,8 @@
 mod common;
 
 use common::*;
+use std::collections::BTreeMap;
+
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
@@ -781,6 +783,94 @@ async fn a_host_port_is_held_by_one_pod_per_node() {
         "0/3 nodes are available: 3 node(s) didn't have free ports for the requested pod \
          ports. preemption: 0/3 nodes are available: 3 No preemption victims found for \
          incoming pod..",
+    )
+    .await;
+}
+
+/// kube-scheduler's DefaultPreemption: a pod no node has room for evicts a pod of lower
+/// priority (marked `DisruptionTarget`, with a `Preempted` Event), is nominated to its
+/// node, keeps the freed room from pods of lower priority, and runs there; pods that may
+/// not preempt, or find nothing of lower priority, say so.
+#[tokio::test(start_paused = true)]
+async fn a_pod_of_higher_priority_preempts_one_of_lower_priority() {
+    let (_server, client) = three_nodes().await;
+    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(client.clone());
+    for (name, policy) in [("high", "PreemptLowerPriority"), ("polite", "Never")] {
+        let class = json!({"metadata": {"name": name}, "value": 1000, "preemptionPolicy": policy});
+        create_json(&classes, class).await;
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let asking = |name: &str, extra: Value| {
+        let mut body = pod(name, extra);
+        body["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "20"}});
+        body
+    };
+    let mut low_on = BTreeMap::new();
+    for i in 0..3 {
+        let name = format!("low-{i}");
+        create_json::<Pod>(&pods, asking(&name, json!({}))).await;
+        low_on.insert(running_on(&client, &name).await, name);
+    }
+    let never = json!({"priorityClassName": "polite"});
+    create_json::<Pod>(&pods, asking("polite", never)).await;
+    unschedulable_because(
+        &client,
+        "polite",
+        "0/3 nodes are available: 3 Insufficient cpu. preemption: not eligible due to \
+         preemptionPolicy=Never..",
+    )
+    .await;
+    pods.delete("polite", &Default::default())
+        .await
+        .expect("delete");
+
+    create_json::<Pod>(
+        &pods,
+        asking("urgent", json!({"priorityClassName": "high"})),
+    )
+    .await;
+    let nominated = pod_when(&client, "urgent", "nominated", |p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.nominated_node_name.clone())
+            .is_some()
+    })
+    .await;
+    let node = nominated
+        .status
+        .and_then(|s| s.nominated_node_name)
+        .expect("nominated node");
+    let victim = &low_on[&node];
+    eventually("the victim gone", LIMIT, || async {
+        pods.get_opt(victim).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    // A pod of the victim's priority, arriving once it has gone, finds the room kept.
+    create_json::<Pod>(&pods, asking("late", json!({}))).await;
+    assert_eq!(running_on(&client, "urgent").await, node);
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let preempted = eventually("the Preempted event", LIMIT, || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("Preempted"))
+    })
+    .await;
+    assert_eq!(
+        preempted.involved_object.name.as_deref(),
+        Some(victim.as_str())
+    );
+    let uid = nominated.metadata.uid.unwrap_or_default();
+    assert_eq!(
+        preempted.message.as_deref(),
+        Some(format!("Preempted by pod {uid} on node {node}").as_str())
+    );
+    unschedulable_because(
+        &client,
+        "late",
+        "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 \
+         No preemption victims found for incoming pod..",
     )
     .await;
 }

@@ -46,10 +46,9 @@ pub(super) fn wanted(pod: &Pod) -> Vec<HostPort> {
 }
 
 /// Whether a pod among `running` (one node's) already holds a port of `asked`.
-pub(super) fn taken(asked: &[HostPort], running: &[Arc<Pod>]) -> bool {
+pub(super) fn taken<'a>(asked: &[HostPort], running: impl Iterator<Item = &'a Arc<Pod>>) -> bool {
     !asked.is_empty()
         && running
-            .iter()
             .flat_map(|pod| wanted(pod))
             .any(|used| asked.iter().any(|port| port.clashes(&used)))
 }
@@ -69,22 +68,20 @@ mod tests {
     fn a_host_port_clashes_on_the_same_protocol_and_overlapping_address() {
         let http = wanted(&pod(json!([{"containerPort": 80, "hostPort": 8080}])));
         let on_node = |ports: Value| vec![pod(ports)];
-        assert!(taken(
-            &http,
-            &on_node(json!([{"containerPort": 1, "hostPort": 8080}]))
-        ));
+        let same = json!([{"containerPort": 1, "hostPort": 8080}]);
+        assert!(taken(&http, on_node(same).iter()));
         let udp = json!([{"containerPort": 1, "hostPort": 8080, "protocol": "UDP"}]);
-        assert!(!taken(&http, &on_node(udp)));
+        assert!(!taken(&http, on_node(udp).iter()));
         let one_address = json!([{"containerPort": 1, "hostPort": 8080, "hostIP": "10.0.0.1"}]);
         assert!(
-            taken(&http, &on_node(one_address.clone())),
+            taken(&http, on_node(one_address.clone()).iter()),
             "0.0.0.0 clashes with any"
         );
         let other = wanted(&pod(
             json!([{"containerPort": 1, "hostPort": 8080, "hostIP": "10.0.0.2"}]),
         ));
-        assert!(!taken(&other, &on_node(one_address)));
+        assert!(!taken(&other, on_node(one_address).iter()));
         let unpublished = json!([{"containerPort": 8080}]);
-        assert!(!taken(&http, &on_node(unpublished)));
+        assert!(!taken(&http, on_node(unpublished).iter()));
     }
 }

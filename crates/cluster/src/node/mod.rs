@@ -24,6 +24,7 @@ mod kubelet;
 mod lifecycle;
 mod placed;
 mod pod_affinity;
+mod preemption;
 mod resources;
 mod scheduler;
 mod taints;
@@ -219,6 +220,7 @@ struct Nodes {
     /// Held through each scheduling decision.
     deciding: tokio::sync::Mutex<()>,
     with_terms: Mutex<pod_affinity::WithTerms>,
+    nominated: Mutex<preemption::Nominated>,
     usage: Mutex<resources::Usage>,
     /// Each kubelet's Events, by node index, and the scheduler's: a queue each, as each
     /// is a process of its own on a real cluster.
@@ -252,6 +254,7 @@ impl Nodes {
             scheduler: Mutex::default(),
             deciding: tokio::sync::Mutex::default(),
             with_terms: Mutex::default(),
+            nominated: Mutex::default(),
             usage: Mutex::default(),
         }
     }
@@ -370,6 +373,7 @@ fn observe(pod: &Pod, nodes: &Nodes) {
     if pod_affinity::has_terms(pod) {
         lock(&nodes.with_terms).observe(pod);
     }
+    lock(&nodes.nominated).observe(pod);
     if !scheduler::node_of(pod).is_empty()
         && let Some(uid) = pod.metadata.uid.as_deref()
     {

@@ -55,6 +55,19 @@ impl Placed {
             .flat_map(|(node, pods)| pods.iter().map(move |pod| (node.as_str(), pod)))
     }
 
+    /// These without `removed` (preemption's victims).
+    pub(super) fn without(&self, removed: &[Arc<Pod>]) -> Placed {
+        let by_node = self.by_node.iter().map(|(node, pods)| {
+            let kept = pods
+                .iter()
+                .filter(|p| !removed.iter().any(|r| Arc::ptr_eq(p, r)));
+            (node.clone(), kept.cloned().collect())
+        });
+        Placed {
+            by_node: by_node.collect(),
+        }
+    }
+
     /// The pods on `node`.
     pub(super) fn on(&self, node: &str) -> &[Arc<Pod>] {
         self.by_node.get(node).map_or(&[], Vec::as_slice)

@@ -125,7 +125,7 @@ fn placement(pod: &Pod) -> Option<&str> {
 }
 
 /// `sum += sign × requests`, by resource.
-fn add_to(sum: &mut ResourceList, requests: &ResourceList, sign: i8) {
+pub(super) fn add_to(sum: &mut ResourceList, requests: &ResourceList, sign: i8) {
     for (name, amount) in requests {
         let total = sum.entry(name.clone()).or_default();
         *total = if sign < 0 {

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Status};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use steady_quota::ResourceList;
 use steady_runtime::{Action, Context, ObjectCache, ObjectKey};
 
 use crate::daemonset::tolerates;
@@ -23,8 +24,8 @@ use crate::node_affinity;
 
 use super::placed::Placed;
 use super::{
-    ByUid, Nodes, Source, host_ports, pod_affinity, resources, tolerate_races, topology_spread,
-    volumes,
+    ByUid, Nodes, Source, host_ports, pod_affinity, preemption, resources, tolerate_races,
+    topology_spread, volumes,
 };
 
 /// Pods bound but not yet seen bound in the cache, by uid (their node and the pod), so a
@@ -112,9 +113,9 @@ pub(super) fn untolerated_taint(spec: &PodSpec, node: &Node) -> Option<String> {
 /// whether evicting pods from it could help (kube's `Unschedulable`, as against
 /// `UnschedulableAndUnresolvable`), and whether other pods decided it (their events may
 /// change it, as kube's queueing hints say).
-struct Refusal {
-    reasons: Vec<String>,
-    preemptible: bool,
+pub(super) struct Refusal {
+    pub(super) reasons: Vec<String>,
+    pub(super) preemptible: bool,
     by_other_pods: bool,
 }
 
@@ -134,9 +135,119 @@ impl Refusal {
             by_other_pods: true,
         }
     }
+
+    /// Refused for what other pods hold, evicting them could help: `None` if nothing is
+    /// short.
+    fn short_of(reasons: Vec<String>) -> Option<Self> {
+        (!reasons.is_empty()).then_some(Refusal {
+            reasons,
+            preemptible: true,
+            by_other_pods: true,
+        })
+    }
 }
 
-/// Bind `pod` to the best node that fits, or report why none does.
+/// What one decision weighs, read once (kube's cycle state): the pod's requests, host
+/// ports, claims, affinity terms and spread constraints, what each node's pods request
+/// (with the room kept for pods nominated there ahead of it), and the nodes.
+pub(super) struct Cycle<'a> {
+    pub(super) pod: &'a Arc<Pod>,
+    wanted: ResourceList,
+    in_use: BTreeMap<String, ResourceList>,
+    ports: Vec<host_ports::HostPort>,
+    nominated: BTreeMap<String, Vec<Arc<Pod>>>,
+    claims: &'a volumes::Claims,
+    terms: pod_affinity::Terms,
+    spread: topology_spread::Constraints,
+    namespaces: pod_affinity::NamespaceLabels,
+    all_nodes: Vec<Arc<Node>>,
+    node_cache: &'a ObjectCache<Node>,
+}
+
+/// The filters that read other pods, over one view of them.
+struct PodFilters<'c> {
+    affinity: Option<pod_affinity::Filter<'c>>,
+    spreading: Option<topology_spread::Filter<'c>>,
+}
+
+impl Cycle<'_> {
+    fn node_named(&self, name: &str) -> Option<Arc<Node>> {
+        self.node_cache.get(&ObjectKey::new(None, name))
+    }
+
+    fn filters(&self, placed: &Placed) -> PodFilters<'_> {
+        let node_named = |name: &str| self.node_named(name);
+        let pod = self.pod;
+        PodFilters {
+            affinity: pod_affinity::Filter::new(
+                pod,
+                &self.terms,
+                placed,
+                &node_named,
+                &self.namespaces,
+            ),
+            spreading: topology_spread::Filter::new(pod, &self.spread, placed, &self.all_nodes),
+        }
+    }
+
+    /// kube's filters in its order on the node `name`, over `placed` with `in_use`
+    /// requested there; the first that refuses it names why.
+    fn refusal(
+        &self,
+        name: &str,
+        node: &Node,
+        placed: &Placed,
+        filters: &PodFilters,
+        in_use: Option<&ResourceList>,
+    ) -> Option<Refusal> {
+        let nominated = self.nominated.get(name).into_iter().flatten();
+        unfit(self.pod, node)
+            .map(Refusal::by_node)
+            .or_else(|| {
+                let taken = host_ports::taken(&self.ports, placed.on(name).iter().chain(nominated));
+                taken.then(|| Refusal::by_pods((host_ports::PORTS_TAKEN, true)))
+            })
+            .or_else(|| Refusal::short_of(resources::insufficient(&self.wanted, node, in_use)))
+            .or_else(|| self.claims.unfit(name).map(Refusal::by_node))
+            .or_else(|| {
+                filters
+                    .spreading
+                    .as_ref()?
+                    .refuses(node)
+                    .map(Refusal::by_pods)
+            })
+            .or_else(|| {
+                filters
+                    .affinity
+                    .as_ref()?
+                    .refuses(node)
+                    .map(Refusal::by_pods)
+            })
+    }
+
+    /// Why the node `name` would still refuse the pod with `removed` (pods placed there)
+    /// gone: preemption's dry run.
+    pub(super) fn refusal_without(
+        &self,
+        name: &str,
+        placed: &Placed,
+        removed: &[Arc<Pod>],
+    ) -> Option<Refusal> {
+        let Some(node) = self.node_named(name) else {
+            return Some(Refusal::by_node("node(s) were not found"));
+        };
+        let remaining = placed.without(removed);
+        let filters = self.filters(&remaining);
+        let mut in_use = self.in_use.get(name).cloned().unwrap_or_default();
+        for pod in removed {
+            resources::add_to(&mut in_use, &resources::requested(pod), -1);
+        }
+        self.refusal(name, &node, &remaining, &filters, Some(&in_use))
+    }
+}
+
+/// Bind `pod` to the best node that fits, else evict pods of lower priority for it where
+/// that helps, else report why no node fits.
 pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Action, kube::Error> {
     let nodes = ctx.data();
     let Some((pod_cache, node_cache)) = nodes.caches.get() else {
@@ -146,8 +257,9 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
     let claims = match volumes::claims_of(pod, &ctx.client()).await? {
         Ok(claims) => claims,
         Err(unresolvable) => {
-            let message = unschedulable_message(pod, &unresolvable, &[], total);
-            tolerate_races(report_unschedulable(pod, message, ctx).await)?;
+            let note = preemption::note_for_all(pod, total);
+            let message = unschedulable_message(&unresolvable, Some(&note), total);
+            tolerate_races(report_unschedulable(pod, message, None, ctx).await)?;
             return Ok(Action::requeue_after(volumes::CLAIM_RETRY));
         }
     };
@@ -155,10 +267,19 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
     // scheduling cycle): the pods controller reconciles many pods at once.
     let deciding = nodes.deciding.lock().await;
     let wanted = resources::requested(pod);
-    let in_use = match wanted.is_empty() {
+    let nominated = super::lock(&nodes.nominated).ahead_of(pod, pod_cache);
+    let mut in_use = match wanted.is_empty() {
         true => BTreeMap::new(),
         false => super::lock(&nodes.usage).by_node(pod_cache).clone(),
     };
+    if !wanted.is_empty() {
+        for (node, held) in &nominated {
+            let sum = in_use.entry(node.clone()).or_default();
+            for pod in held {
+                resources::add_to(sum, &resources::requested(pod), 1);
+            }
+        }
+    }
     let terms = pod_affinity::Terms::of(pod);
     let spread = topology_spread::Constraints::of(pod);
     let ports = host_ports::wanted(pod);
@@ -167,62 +288,53 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
         true => namespace_labels(&ctx.client()).await?,
         false => pod_affinity::NamespaceLabels::new(),
     };
-    let all_nodes = node_cache.list();
-    let node_named = |name: &str| node_cache.get(&ObjectKey::new(None, name));
-    let affinity = pod_affinity::Filter::new(pod, &terms, &placed, &node_named, &namespaces);
-    let spreading = topology_spread::Filter::new(pod, &spread, &placed, &all_nodes);
+    let cycle = Cycle {
+        pod,
+        wanted,
+        in_use,
+        ports,
+        nominated,
+        claims: &claims,
+        terms,
+        spread,
+        namespaces,
+        all_nodes: node_cache.list(),
+        node_cache,
+    };
+    let filters = cycle.filters(&placed);
     let mut fitting: Vec<Arc<Node>> = Vec::new();
-    let mut refusals: Vec<Refusal> = Vec::new();
+    let mut refusals: Vec<(String, Refusal)> = Vec::new();
     for name in &nodes.names {
-        let Some(node) = node_named(name) else {
-            refusals.push(Refusal::by_node("node(s) were not found"));
-            continue;
+        let refusal = match cycle.node_named(name) {
+            None => Some(Refusal::by_node("node(s) were not found")),
+            Some(node) => {
+                let refused = cycle.refusal(name, &node, &placed, &filters, cycle.in_use.get(name));
+                if refused.is_none() {
+                    fitting.push(node);
+                }
+                refused
+            }
         };
-        // kube's filters in its order; the first that refuses the node names why.
-        let by_pods = |reasons: Vec<String>| {
-            (!reasons.is_empty()).then_some(Refusal {
-                reasons,
-                preemptible: true,
-                by_other_pods: true,
-            })
-        };
-        let refusal = unfit(pod, &node)
-            .map(Refusal::by_node)
-            .or_else(|| {
-                let taken = host_ports::taken(&ports, placed.on(name));
-                taken.then(|| Refusal::by_pods((host_ports::PORTS_TAKEN, true)))
-            })
-            .or_else(|| by_pods(resources::insufficient(&wanted, &node, in_use.get(name))))
-            .or_else(|| claims.unfit(name).map(Refusal::by_node))
-            .or_else(|| spreading.as_ref()?.refuses(&node).map(Refusal::by_pods))
-            .or_else(|| affinity.as_ref()?.refuses(&node).map(Refusal::by_pods));
-        match refusal {
-            Some(refusal) => refusals.push(refusal),
-            None => fitting.push(node),
+        if let Some(refusal) = refusal {
+            refusals.push((name.clone(), refusal));
         }
     }
     let chosen = claims.selected_node(&names(&fitting)).or_else(|| {
         let scoring = Scoring {
-            pod,
-            terms: &terms,
-            spread: &spread,
+            cycle: &cycle,
             placed: &placed,
-            all_nodes: &all_nodes,
-            namespaces: &namespaces,
         };
-        scoring.best(&fitting, &node_named)
+        scoring.best(&fitting)
     });
     let Some(chosen) = chosen else {
+        // Evicting needs every pod of the nodes in view, not only those with terms.
+        let everyone = Placed::new(
+            pod_cache.list(),
+            assumed_pods(&mut super::lock(&nodes.scheduler), pod_cache),
+        );
+        let plan = preemption::plan(&cycle, &refusals, &everyone);
         drop(deciding);
-        let message = unschedulable_message(pod, "", &refusals, total);
-        tolerate_races(report_unschedulable(pod, message, ctx).await)?;
-        // A Node change wakes the pod (`on_node_change`); other pods' changes (room
-        // freed, a pod its affinity needs) do not, so such a pod looks again (kube: on
-        // the pods' events).
-        return Ok(match refusals.iter().any(|r| r.by_other_pods) {
-            true => Action::requeue_after(resources::RETRY),
-            false => Action::done(),
-        });
+        return report_unfit(pod, &refusals, plan, total, ctx).await;
     };
     assume(pod, &chosen, nodes);
     drop(deciding);
@@ -241,6 +353,38 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
     Ok(match bound? {
         None => Action::requeue_after(volumes::CLAIM_RETRY),
         Some(_) => Action::done(),
+    })
+}
+
+/// Report why no node fits, after carrying out what preemption planned; look again when
+/// other pods may have changed it.
+async fn report_unfit(
+    pod: &Arc<Pod>,
+    refusals: &[(String, Refusal)],
+    plan: preemption::Plan,
+    total: usize,
+    ctx: &Context<Nodes>,
+) -> Result<Action, kube::Error> {
+    let reasons = refusals
+        .iter()
+        .flat_map(|(_, r)| r.reasons.iter().map(String::as_str));
+    let why = histogram(reasons);
+    let (note, nominated) = match plan {
+        preemption::Plan::Refused(note) => (Some(note), None),
+        preemption::Plan::Evict { node, victims } => {
+            preemption::evict(pod, &node, &victims, ctx).await?;
+            (None, Some(node))
+        }
+    };
+    let message = unschedulable_message(&why, note.as_deref(), total);
+    tolerate_races(report_unschedulable(pod, message, nominated.as_deref(), ctx).await)?;
+    // A Node change wakes the pod (`on_node_change`); other pods' changes (room freed, a
+    // pod its affinity needs, victims gone) do not, so such a pod looks again (kube: on
+    // the pods' events).
+    let by_other_pods = nominated.is_some() || refusals.iter().any(|(_, r)| r.by_other_pods);
+    Ok(match by_other_pods {
+        true => Action::requeue_after(resources::RETRY),
+        false => Action::done(),
     })
 }
 
@@ -323,12 +467,8 @@ async fn namespace_labels(client: &Client) -> Result<pod_affinity::NamespaceLabe
 
 /// What kube's scoring reads to rank the fitting nodes.
 struct Scoring<'a> {
-    pod: &'a Pod,
-    terms: &'a pod_affinity::Terms,
-    spread: &'a topology_spread::Constraints,
+    cycle: &'a Cycle<'a>,
     placed: &'a Placed,
-    all_nodes: &'a [Arc<Node>],
-    namespaces: &'a pod_affinity::NamespaceLabels,
 }
 
 impl Scoring<'_> {
@@ -337,15 +477,12 @@ impl Scoring<'_> {
     /// and TaintToleration (3), each normalised to 0–100. The resource scores kube adds
     /// barely differ between equal simulated nodes with small pods, so the load (the
     /// fewest pods) breaks ties instead, then the order.
-    fn best(
-        &self,
-        fitting: &[Arc<Node>],
-        node_named: &impl Fn(&str) -> Option<Arc<Node>>,
-    ) -> Option<String> {
+    fn best(&self, fitting: &[Arc<Node>]) -> Option<String> {
         if fitting.len() <= 1 {
             return fitting.first().map(|n| n.name_any());
         }
-        let pod = self.pod;
+        let cycle = self.cycle;
+        let pod = cycle.pod.as_ref();
         let spec = pod.spec.clone().unwrap_or_default();
         let node_affinity = normalised(
             fitting
@@ -357,10 +494,17 @@ impl Scoring<'_> {
             fitting.iter().map(|n| intolerable_preferences(&spec, n)),
             true,
         );
-        let (placed, namespaces) = (self.placed, self.namespaces);
-        let affinity =
-            pod_affinity::scores(pod, self.terms, placed, node_named, namespaces, fitting);
-        let spread = topology_spread::scores(pod, self.spread, placed, self.all_nodes, fitting);
+        let placed = self.placed;
+        let node_named = |name: &str| cycle.node_named(name);
+        let affinity = pod_affinity::scores(
+            pod,
+            &cycle.terms,
+            placed,
+            &node_named,
+            &cycle.namespaces,
+            fitting,
+        );
+        let spread = topology_spread::scores(pod, &cycle.spread, placed, &cycle.all_nodes, fitting);
         let totals: Vec<i64> = (0..fitting.len())
             .map(|i| 2 * node_affinity[i] + 2 * affinity[i] + 2 * spread[i] + 3 * taints[i])
             .collect();
@@ -435,12 +579,12 @@ async fn bind(pod: &Arc<Pod>, node: &str, ctx: &Context<Nodes>) -> Result<bool, 
         return tolerate_races(Err(e)).map(|()| false);
     }
     let message = format!("Successfully assigned {namespace}/{name} to {node}");
-    let event = nodes.event(pod, "Normal", "Scheduled", &message, scheduler_source());
+    let event = nodes.event(pod, "Normal", "Scheduled", &message, source());
     nodes.scheduler_events.record(vec![event]);
     Ok(true)
 }
 
-fn scheduler_source() -> Source<'static> {
+pub(super) fn source() -> Source<'static> {
     Source {
         component: SCHEDULER,
         host: None,
@@ -449,54 +593,19 @@ fn scheduler_source() -> Source<'static> {
 }
 
 /// kube-scheduler's summary of why no node fits (its `FitError`): `0/3 nodes are
-/// available: …`, from a reason that rules out every node at once (a pre-filter's) or
-/// the count of nodes each reason ruled out; then what preemption made of it. steady
-/// preempts no pod: a node refused by what evicting pods could change has "no victims"
-/// (true where no pod of lower priority runs), the others "not helpful".
-fn unschedulable_message(
-    pod: &Pod,
-    prefiltered: &str,
-    refusals: &[Refusal],
-    total: usize,
-) -> String {
-    let why = match prefiltered {
-        "" => histogram(
-            refusals
-                .iter()
-                .flat_map(|r| r.reasons.iter().map(String::as_str)),
-        ),
-        reason => reason.to_string(),
-    };
-    let never = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.preemption_policy.as_deref())
-        == Some("Never");
-    let preemption = match never {
-        true => "not eligible due to preemptionPolicy=Never.".to_string(),
-        false => {
-            let outcomes: Vec<&str> = match prefiltered {
-                "" => refusals
-                    .iter()
-                    .map(|r| match r.preemptible {
-                        true => "No preemption victims found for incoming pod",
-                        false => "Preemption is not helpful for scheduling",
-                    })
-                    .collect(),
-                _ => vec!["Preemption is not helpful for scheduling"; total],
-            };
-            format!(
-                "0/{total} nodes are available: {}.",
-                histogram(outcomes.into_iter())
-            )
-        }
-    };
-    format!("0/{total} nodes are available: {why}. preemption: {preemption}.")
+/// available: …` with `why` (a pre-filter's reason that rules out every node at once, or
+/// the count of nodes each reason ruled out), then preemption's note, if it left one (a
+/// preemption carried out leaves none).
+fn unschedulable_message(why: &str, preemption: Option<&str>, total: usize) -> String {
+    let note = preemption
+        .map(|note| format!(" preemption: {note}."))
+        .unwrap_or_default();
+    format!("0/{total} nodes are available: {why}.{note}")
 }
 
 /// `3 reason, 1 other`: how many times each reason occurs, sorted as strings (as kube
 /// sorts them).
-fn histogram<'a>(reasons: impl Iterator<Item = &'a str>) -> String {
+pub(super) fn histogram<'a>(reasons: impl Iterator<Item = &'a str>) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for reason in reasons {
         *counts.entry(reason).or_default() += 1;
@@ -509,29 +618,27 @@ fn histogram<'a>(reasons: impl Iterator<Item = &'a str>) -> String {
     counted.join(", ")
 }
 
-/// Set `PodScheduled=False reason=Unschedulable` and record `FailedScheduling`, once per
-/// new message (a pod retried on every Node change does not write each time).
+/// Set `PodScheduled=False reason=Unschedulable` (and the node preemption nominated the
+/// pod to) and record `FailedScheduling`, once per new message (a pod retried on every
+/// Node change does not write each time).
 async fn report_unschedulable(
     pod: &Pod,
     message: String,
+    nominated: Option<&str>,
     ctx: &Context<Nodes>,
 ) -> Result<(), kube::Error> {
-    let current = pod
-        .status
-        .as_ref()
+    let status = pod.status.as_ref();
+    let current = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
-    if current.is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(&message)) {
+    let nominated_now = status.and_then(|s| s.nominated_node_name.as_deref());
+    let reported =
+        current.is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(&message));
+    if reported && (nominated.is_none() || nominated == nominated_now) {
         return Ok(());
     }
     let nodes = ctx.data();
-    let event = nodes.event(
-        pod,
-        "Warning",
-        "FailedScheduling",
-        &message,
-        scheduler_source(),
-    );
+    let event = nodes.event(pod, "Warning", "FailedScheduling", &message, source());
     nodes.scheduler_events.record(vec![event]);
     let condition = json!({
         "type": "PodScheduled",
@@ -541,21 +648,30 @@ async fn report_unschedulable(
         "lastProbeTime": null,
         "lastTransitionTime": nodes.config.timestamp(),
     });
-    let mut conditions: Vec<serde_json::Value> = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c.type_ != "PodScheduled")
-        .map(|c| json!(c))
-        .collect();
-    conditions.push(condition);
+    let mut status = json!({"phase": "Pending", "conditions": with_condition(pod, condition)});
+    if let Some(node) = nominated {
+        status["nominatedNodeName"] = json!(node);
+    }
     let patch = json!({
         "metadata": {"resourceVersion": pod.resource_version()},
-        "status": {"phase": "Pending", "conditions": conditions},
+        "status": status,
     });
     patch_status(&ctx.client(), pod, patch, ctx).await
+}
+
+/// The pod's conditions with `condition` in place of any of its type: what a merge
+/// patch of `status.conditions` must carry.
+pub(super) fn with_condition(pod: &Pod, condition: serde_json::Value) -> Vec<serde_json::Value> {
+    let kind = condition["type"].as_str().unwrap_or_default().to_string();
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let mut kept: Vec<serde_json::Value> = conditions
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ != kind)
+        .map(|c| json!(c))
+        .collect();
+    kept.push(condition);
+    kept
 }
 
 /// Merge-patch the pod's status (conflicting if it changed since it was read) and
@@ -575,6 +691,7 @@ pub(super) async fn patch_status(
             &Patch::Merge(patch),
         )
         .await?;
+    super::lock(&ctx.data().nominated).observe(&written);
     if let Some((pods, _)) = ctx.data().caches.get() {
         pods.remember(written);
     }
