@@ -726,24 +726,20 @@ pub(crate) fn merge_affinity_label_keys(pod: &mut Value) {
         Some(Value::Object(labels)) if !labels.is_empty() => labels.clone(),
         _ => return,
     };
+    let lists = [
+        ("requiredDuringSchedulingIgnoredDuringExecution", ""),
+        (
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            "/podAffinityTerm",
+        ),
+    ];
     for kind in ["podAffinity", "podAntiAffinity"] {
-        let at = format!("/spec/affinity/{kind}/requiredDuringSchedulingIgnoredDuringExecution");
-        for term in pod
-            .pointer_mut(&at)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            merge_label_keys(term, &labels);
-        }
-        let at = format!("/spec/affinity/{kind}/preferredDuringSchedulingIgnoredDuringExecution");
-        for weighted in pod
-            .pointer_mut(&at)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(term) = weighted.get_mut("podAffinityTerm") {
+        for (list, term_at) in lists {
+            let at = format!("/spec/affinity/{kind}/{list}");
+            let Some(Value::Array(entries)) = pod.pointer_mut(&at) else {
+                continue;
+            };
+            for term in entries.iter_mut().filter_map(|e| e.pointer_mut(term_at)) {
                 merge_label_keys(term, &labels);
             }
         }

@@ -403,5 +403,17 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Keep `pod` among `tracked` (by uid, its key) or drop it, as its latest event says.
+fn track(tracked: &mut ByUid<steady_runtime::ObjectKey>, pod: &Pod, keep: bool) {
+    let Some(uid) = pod.metadata.uid.as_deref() else {
+        return;
+    };
+    if !keep {
+        tracked.remove(uid);
+    } else if !tracked.contains_key(uid) {
+        tracked.insert(uid.to_string(), steady_runtime::ObjectKey::of(pod));
+    }
+}
+
 /// `BTreeMap` of pod uid to an instant, the kubelet's and scheduler's memory.
 type ByUid<T> = BTreeMap<String, T>;

@@ -339,18 +339,8 @@ pub(super) struct WithTerms(ByUid<ObjectKey>);
 
 impl WithTerms {
     pub(super) fn observe(&mut self, pod: &Pod) {
-        let Some(uid) = pod.metadata.uid.as_deref() else {
-            return;
-        };
-        match has_terms(pod) && !crate::pod_template::is_finished(pod) {
-            true if !self.0.contains_key(uid) => {
-                self.0.insert(uid.to_string(), ObjectKey::of(pod));
-            }
-            true => {}
-            false => {
-                self.0.remove(uid);
-            }
-        }
+        let keep = has_terms(pod) && !crate::pod_template::is_finished(pod);
+        super::track(&mut self.0, pod, keep);
     }
 
     /// Those of them still in the cache, unfinished.

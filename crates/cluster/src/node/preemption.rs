@@ -252,18 +252,7 @@ pub(super) struct Nominated(ByUid<ObjectKey>);
 
 impl Nominated {
     pub(super) fn observe(&mut self, pod: &Pod) {
-        let Some(uid) = pod.metadata.uid.as_deref() else {
-            return;
-        };
-        match nominated_node(pod) {
-            Some(_) if !self.0.contains_key(uid) => {
-                self.0.insert(uid.to_string(), ObjectKey::of(pod));
-            }
-            Some(_) => {}
-            None => {
-                self.0.remove(uid);
-            }
-        }
+        super::track(&mut self.0, pod, nominated_node(pod).is_some());
     }
 
     /// By node, the pods nominated there that `pod` must leave room for: of its
