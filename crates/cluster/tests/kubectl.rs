@@ -736,3 +736,56 @@ async fn kubectl_sees_anti_affinity_hold_a_replica_pending_and_a_rollout_complet
     assert_eq!(nodes, ["steady-node-0", "steady-node-1", "steady-node-2"]);
     running.stop().await;
 }
+
+/// A Deployment filling the one node, and a pod of a higher PriorityClass made with
+/// `kubectl create priorityclass`.
+const FILLER_AND_URGENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: filler}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: filler}}
+  template:
+    metadata: {labels: {app: filler}}
+    spec: {containers: [{name: c, image: busybox, resources: {requests: {cpu: "20"}}}]}
+"#;
+
+const URGENT: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: urgent}
+spec:
+  priorityClassName: high
+  containers: [{name: c, image: busybox, resources: {requests: {cpu: "20"}}}]
+"#;
+
+/// kube-scheduler's preemption as a user sees it: the pod of higher priority runs, the
+/// Deployment's pod it evicted has a `Preempted` event, and its replacement waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_a_higher_priority_pod_preempt_a_deployments_pod() {
+    let (tmp, running) = started_after(&["create priorityclass high --value=1000"]).await;
+    let dir = tmp.path();
+    kubectl(dir, &["apply", "-f", "-"], Some(FILLER_AND_URGENT)).await;
+    rollout_status(dir, "deployment/filler").await;
+    kubectl(dir, &["apply", "-f", "-"], Some(URGENT)).await;
+    let ready = wait_for_condition(dir, "Ready", "pod/urgent").await;
+    assert_eq!(ready, "pod/urgent condition met");
+    let preempted = "get events --field-selector=reason=Preempted -o jsonpath={.items[*].message}";
+    let message = kubectl_line(dir, preempted).await;
+    assert!(message.starts_with("Preempted by pod "), "{message}");
+    assert!(message.ends_with(" on node steady-node"), "{message}");
+    let waiting = "get pods -l app=filler --field-selector=status.phase=Pending -o jsonpath={.items[*].status.conditions[0].message}";
+    let why = steady_test_support::eventually("the replacement refused", common::LIMIT, || async {
+        let why = kubectl_line(dir, waiting).await;
+        why.contains("Insufficient cpu").then_some(why)
+    })
+    .await;
+    assert!(
+        why.ends_with(
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."
+        ),
+        "{why}"
+    );
+    running.stop().await;
+}
