@@ -875,6 +875,56 @@ async fn a_pod_of_higher_priority_preempts_one_of_lower_priority() {
     .await;
 }
 
+/// A pod held by a scheduling gate waits, saying so (the API server's condition), until
+/// the gate is removed; a pod naming another scheduler is left to it, here a client
+/// binding it as a custom scheduler would.
+#[tokio::test(start_paused = true)]
+async fn gated_pods_and_pods_of_other_schedulers_are_not_scheduled() {
+    let (_server, client) = three_nodes().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let gated = json!({"schedulingGates": [{"name": "example.com/quota"}]});
+    create_pod(&client, "gated", gated).await;
+    create_pod(&client, "custom", json!({"schedulerName": "my-scheduler"})).await;
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    let held = pods.get("gated").await.expect("gated");
+    let scheduled = condition(&held, "PodScheduled").expect("PodScheduled");
+    assert_eq!(
+        (
+            scheduled.status.as_str(),
+            scheduled.reason.as_deref(),
+            scheduled.message.as_deref()
+        ),
+        (
+            "False",
+            Some("SchedulingGated"),
+            Some("Scheduling is blocked due to non-empty scheduling gates")
+        )
+    );
+    let custom = pods.get("custom").await.expect("custom");
+    assert_eq!(custom.spec.as_ref().and_then(|s| s.node_name.clone()), None);
+    assert!(condition(&custom, "PodScheduled").is_none(), "left alone");
+
+    merge_patch(&pods, "gated", json!({"spec": {"schedulingGates": null}}))
+        .await
+        .expect("the gate removed");
+    running_on(&client, "gated").await;
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "custom"},
+        "target": {"kind": "Node", "name": "steady-node-2"}});
+    let request = kube::core::Request::new("/api/v1/namespaces/default/pods")
+        .create_subresource(
+            "binding",
+            "custom",
+            &Default::default(),
+            serde_json::to_vec(&binding).expect("json"),
+        )
+        .expect("request");
+    client
+        .request::<Value>(request)
+        .await
+        .expect("bound by its own scheduler");
+    assert_eq!(running_on(&client, "custom").await, "steady-node-2");
+}
+
 /// Preferred pod affinity and `ScheduleAnyway` spreading rank the fitting nodes, as
 /// kube's scores do, before the load does.
 #[tokio::test(start_paused = true)]

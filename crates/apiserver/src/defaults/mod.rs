@@ -714,6 +714,39 @@ pub(crate) fn set_qos_class(pod: &mut Value) {
     meta::object_mut(pod, "status").insert("qosClass".into(), json!(class.as_str()));
 }
 
+/// kube's `applySchedulingGatedCondition` (its pod strategy's `PrepareForCreate`): a new
+/// pod with scheduling gates says why it waits, `PodScheduled=False` with reason
+/// `SchedulingGated`, unless it already states a `PodScheduled` condition.
+pub(crate) fn set_scheduling_gated(pod: &mut Value, now: &str) {
+    let gated = pod
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|gates| !gates.is_empty());
+    if !gated {
+        return;
+    }
+    let status = meta::object_mut(pod, "status");
+    let conditions = status
+        .entry("conditions")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let Some(conditions) = conditions.as_array_mut() else {
+        return;
+    };
+    let stated = conditions
+        .iter()
+        .any(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"));
+    if !stated {
+        conditions.push(json!({
+            "type": "PodScheduled",
+            "status": "False",
+            "lastProbeTime": null,
+            "lastTransitionTime": now,
+            "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates",
+        }));
+    }
+}
+
 /// kube's `applyMatchLabelKeysAndMismatchLabelKeys`, which its pod strategy's
 /// `PrepareForCreate` (`mutatePodAffinity`) runs on every inter-pod affinity and
 /// anti-affinity term of a new pod, required and preferred, before the pod is validated;

@@ -288,7 +288,7 @@ impl ApiServer {
         {
             let m = meta::metadata_mut(&mut obj);
             m.insert("uid".into(), Value::String(self.new_uid()));
-            m.insert("creationTimestamp".into(), Value::String(now));
+            m.insert("creationTimestamp".into(), Value::String(now.clone()));
             if rt.generation.set_on_create() {
                 m.insert("generation".into(), json!(1));
             }
@@ -313,6 +313,7 @@ impl ApiServer {
         // kube's pod `PrepareForCreate`, which its validation sees the result of. Not in
         // `admit`, which runs again after mutating webhooks.
         if rt.builtin && rt.group.is_empty() && rt.plural == "pods" {
+            defaults::set_scheduling_gated(&mut obj, &now);
             defaults::merge_affinity_label_keys(&mut obj);
         }
         check_builtin_rules(rt, None, &obj)?;

@@ -339,7 +339,8 @@ async fn reconcile_pod(
         .and_then(|s| s.node_name.clone())
         .unwrap_or_default();
     if node_name.is_empty() {
-        if pod.metadata.deletion_timestamp.is_some() {
+        // A gate's removal or a binding by the pod's own scheduler is an event of its own.
+        if pod.metadata.deletion_timestamp.is_some() || !scheduler::takes(&pod) {
             return Ok(steady_runtime::Action::done());
         }
         return scheduler::schedule(&pod, &ctx).await;

@@ -80,6 +80,20 @@ pub(super) fn node_of(pod: &Pod) -> &str {
         .unwrap_or("")
 }
 
+/// Whether this scheduler is to place the pod: it names no other scheduler (kube's
+/// default-scheduler takes only pods of its profile) and no scheduling gate holds it
+/// (kube's SchedulingGates pre-enqueue check; the API server already wrote why it waits).
+pub(super) fn takes(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let ours = spec
+        .scheduler_name
+        .as_deref()
+        .is_none_or(|name| name.is_empty() || name == SCHEDULER);
+    ours && spec.scheduling_gates.as_ref().is_none_or(Vec::is_empty)
+}
+
 /// Why a node cannot take the pod, in kube-scheduler's words (`None`: it can).
 fn unfit(pod: &Pod, node: &Node) -> Option<String> {
     let spec = pod.spec.clone().unwrap_or_default();
