@@ -30,8 +30,51 @@ use super::{
 
 /// Pods bound but not yet seen bound in the cache, by uid (their node and the pod), so a
 /// burst of bindings spreads, and keeps its affinity rules, instead of piling onto the
-/// node that looked emptiest (kube-scheduler's assumed pods).
-pub(super) type Assumed = ByUid<(String, Arc<Pod>)>;
+/// node that looked emptiest (kube-scheduler's assumed pods). A pod's bound event removes
+/// it; those deleted before theirs came are pruned whenever a decision reads them all,
+/// and at latest when the set has doubled since it was last pruned.
+#[derive(Default)]
+pub(super) struct Assumed {
+    pods: ByUid<(String, Arc<Pod>)>,
+    prune_at: usize,
+}
+
+impl Assumed {
+    fn insert(&mut self, uid: String, node: &str, pod: &Arc<Pod>, cache: &ObjectCache<Pod>) {
+        self.pods.insert(uid, (node.to_string(), pod.clone()));
+        if self.pods.len() > self.prune_at.max(1024) {
+            self.pending(cache);
+            self.prune_at = 2 * self.pods.len();
+        }
+    }
+
+    pub(super) fn remove(&mut self, uid: &str) {
+        self.pods.remove(uid);
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
+    /// Those the cache still shows unbound, with their nodes; those it shows bound,
+    /// finished or gone are forgotten.
+    fn pending(&mut self, cache: &ObjectCache<Pod>) -> Vec<(String, Arc<Pod>)> {
+        let mut still = Vec::new();
+        self.pods.retain(|uid, (node, pod)| {
+            let cached = cache.get(&ObjectKey::of(pod.as_ref()));
+            let pending = cached.is_some_and(|c| {
+                c.metadata.uid.as_deref() == Some(uid)
+                    && node_of(&c).is_empty()
+                    && !crate::pod_template::is_finished(&c)
+            });
+            if pending {
+                still.push((node.clone(), pod.clone()));
+            }
+            pending
+        });
+        still
+    }
+}
 
 pub(super) const SCHEDULER: &str = "default-scheduler";
 
@@ -342,15 +385,11 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
     });
     let Some(chosen) = chosen else {
         // Evicting needs every pod of the nodes in view, not only those with terms.
-        let everyone = Placed::new(
-            pod_cache.list(),
-            assumed_pods(&mut super::lock(&nodes.scheduler), pod_cache),
-        );
-        let plan = preemption::plan(&cycle, &refusals, &everyone);
+        let plan = preemption::plan(&cycle, &refusals, &everyone(pod_cache, nodes));
         drop(deciding);
         return report_unfit(pod, &refusals, plan, total, ctx).await;
     };
-    assume(pod, &chosen, nodes);
+    assume(pod, &chosen, nodes, pod_cache);
     drop(deciding);
     let namespace = pod.namespace().unwrap_or_default();
     let bound = match claims
@@ -404,10 +443,10 @@ async fn report_unfit(
 
 /// Count the pod on `node` before its binding is written, as kube-scheduler assumes a
 /// pod in its cache before it binds: the next decision sees it there.
-fn assume(pod: &Arc<Pod>, node: &str, nodes: &Nodes) {
+fn assume(pod: &Arc<Pod>, node: &str, nodes: &Nodes, cache: &ObjectCache<Pod>) {
     super::lock(&nodes.usage).bound(pod, node);
     if let Some(uid) = pod.uid() {
-        super::lock(&nodes.scheduler).insert(uid, (node.to_string(), pod.clone()));
+        super::lock(&nodes.scheduler).insert(uid, node, pod, cache);
     }
 }
 
@@ -434,37 +473,24 @@ fn placed_for(
     pods: &ObjectCache<Pod>,
     nodes: &Nodes,
 ) -> Placed {
-    let assumed = assumed_pods(&mut super::lock(&nodes.scheduler), pods);
     if nodes.names.len() > 1 || !terms.is_empty() || !spread.is_empty() || host_ports {
-        return Placed::new(pods.list(), assumed);
+        return everyone(pods, nodes);
     }
     let mut with_terms = super::lock(&nodes.with_terms);
     if with_terms.is_empty() {
         return Placed::default();
     }
+    let assumed = super::lock(&nodes.scheduler).pending(pods);
     let assumed = assumed
         .into_iter()
         .filter(|(_, pod)| pod_affinity::has_terms(pod));
     Placed::new(with_terms.placed(pods), assumed)
 }
 
-/// The pods this scheduler bound that the cache still shows unbound, with their nodes;
-/// those it shows bound, finished or gone are forgotten.
-fn assumed_pods(assumed: &mut Assumed, pods: &ObjectCache<Pod>) -> Vec<(String, Arc<Pod>)> {
-    let mut still = Vec::new();
-    assumed.retain(|uid, (node, pod)| {
-        let cached = pods.get(&ObjectKey::of(pod.as_ref()));
-        let pending = cached.is_some_and(|c| {
-            c.metadata.uid.as_deref() == Some(uid)
-                && node_of(&c).is_empty()
-                && !crate::pod_template::is_finished(&c)
-        });
-        if pending {
-            still.push((node.clone(), pod.clone()));
-        }
-        pending
-    });
-    still
+/// Every placed pod, bound or assumed.
+fn everyone(pods: &ObjectCache<Pod>, nodes: &Nodes) -> Placed {
+    let assumed = super::lock(&nodes.scheduler).pending(pods);
+    Placed::new(pods.list(), assumed)
 }
 
 /// Every namespace's labels, for the namespace selectors of affinity terms.
