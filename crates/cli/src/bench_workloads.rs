@@ -28,6 +28,10 @@ pub struct WorkloadsBenchArgs {
     /// Concurrent clients for the raw write rate (ConfigMaps of ~1 KiB).
     #[arg(long, default_value_t = 64)]
     pub clients: usize,
+    /// Simulated nodes the pods are scheduled across (each decision then weighs every
+    /// placed pod, as kube-scheduler's spreading does).
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 1_800)]
     pub timeout_seconds: u64,
@@ -43,14 +47,16 @@ pub async fn run(mut args: WorkloadsBenchArgs) -> anyhow::Result<()> {
     let plane = ControlPlane::start(dir.path(), "127.0.0.1:0".parse()?, config)
         .await?
         .with_nodes(NodeConfig {
+            nodes: args.nodes,
             capacity: NodeCapacity::for_benchmarks(),
             ..NodeConfig::default()
         });
     let api = plane.api.clone();
     let client = api.client();
     println!(
-        "steady bench workloads: a Deployment of {replicas} replicas on the simulated node \
+        "steady bench workloads: a Deployment of {replicas} replicas on {} simulated node(s) \
          (pod start delay {:?}), durable SQLite store",
+        args.nodes.max(1),
         NodeConfig::default().pod_start_delay
     );
     let mut report = Report::default();

@@ -380,6 +380,8 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
         let scoring = Scoring {
             cycle: &cycle,
             placed: &placed,
+            pods: pod_cache,
+            nodes,
         };
         scoring.best(&fitting)
     });
@@ -462,10 +464,9 @@ fn names(nodes: &[Arc<Node>]) -> Vec<String> {
     nodes.iter().map(|n| n.name_any()).collect()
 }
 
-/// What the decision must see of other pods: every placed pod when the pod states
-/// inter-pod affinity, spread constraints or host ports, or there are nodes to spread
-/// over; else
-/// only those whose own affinity terms may concern it.
+/// What the decision's filters and scores must see of other pods: every placed pod when
+/// the pod states inter-pod affinity, spread constraints or host ports; else only those
+/// whose own affinity terms may concern it (the load is counted apart).
 fn placed_for(
     terms: &pod_affinity::Terms,
     spread: &topology_spread::Constraints,
@@ -473,7 +474,7 @@ fn placed_for(
     pods: &ObjectCache<Pod>,
     nodes: &Nodes,
 ) -> Placed {
-    if nodes.names.len() > 1 || !terms.is_empty() || !spread.is_empty() || host_ports {
+    if !terms.is_empty() || !spread.is_empty() || host_ports {
         return everyone(pods, nodes);
     }
     let mut with_terms = super::lock(&nodes.with_terms);
@@ -509,6 +510,8 @@ async fn namespace_labels(client: &Client) -> Result<pod_affinity::NamespaceLabe
 struct Scoring<'a> {
     cycle: &'a Cycle<'a>,
     placed: &'a Placed,
+    pods: &'a ObjectCache<Pod>,
+    nodes: &'a Nodes,
 }
 
 impl Scoring<'_> {
@@ -549,10 +552,38 @@ impl Scoring<'_> {
             .map(|i| 2 * node_affinity[i] + 2 * affinity[i] + 2 * spread[i] + 3 * taints[i])
             .collect();
         let top = totals.iter().copied().max().unwrap_or(0);
-        let best = fitting.iter().zip(&totals).filter(|(_, t)| **t == top);
-        best.map(|(node, _)| (placed.on(&node.name_any()).len(), node.name_any()))
-            .min_by_key(|(load, _)| *load)
-            .map(|(_, name)| name)
+        let best: Vec<String> = fitting
+            .iter()
+            .zip(&totals)
+            .filter(|(_, t)| **t == top)
+            .map(|(node, _)| node.name_any())
+            .collect();
+        self.least_loaded(best)
+    }
+
+    /// Of `names`, the node with the fewest unfinished pods, bound or assumed; the first
+    /// on a tie. Counted from the pod cache: the decision's placed pods may be only those
+    /// with affinity terms.
+    fn least_loaded(&self, names: Vec<String>) -> Option<String> {
+        if names.len() <= 1 {
+            return names.into_iter().next();
+        }
+        let mut load: BTreeMap<&str, usize> = names.iter().map(|n| (n.as_str(), 0)).collect();
+        let pods = self.pods.list();
+        let assumed = super::lock(&self.nodes.scheduler).pending(self.pods);
+        let bound = pods
+            .iter()
+            .filter(|p| !crate::pod_template::is_finished(p))
+            .map(|p| node_of(p));
+        for node in bound.chain(assumed.iter().map(|(node, _)| node.as_str())) {
+            if let Some(count) = load.get_mut(node) {
+                *count += 1;
+            }
+        }
+        names
+            .iter()
+            .min_by_key(|n| load.get(n.as_str()).copied().unwrap_or(0))
+            .cloned()
     }
 }
 
