@@ -184,6 +184,10 @@ fn pod_from_template(rs: &ReplicaSet, id: &Identity) -> Pod {
 /// ready, recently ready before long ready, newer before older.
 fn doomed(mut active: Vec<Arc<Pod>>, wanted: usize) -> Vec<Arc<Pod>> {
     let excess = active.len().saturating_sub(wanted).min(BURST);
+    if excess == 0 {
+        // Most reconciles: nothing to rank (each used to sort every pod it had).
+        return Vec::new();
+    }
     active.sort_by_key(|pod| {
         let scheduled = pod
             .spec

@@ -35,13 +35,14 @@ use super::{
 /// and at latest when the set has doubled since it was last pruned.
 #[derive(Default)]
 pub(super) struct Assumed {
-    pods: ByUid<(String, Arc<Pod>)>,
+    pods: ByUid<(String, Arc<Pod>, ObjectKey)>,
     prune_at: usize,
 }
 
 impl Assumed {
     fn insert(&mut self, uid: String, node: &str, pod: &Arc<Pod>, cache: &ObjectCache<Pod>) {
-        self.pods.insert(uid, (node.to_string(), pod.clone()));
+        let entry = (node.to_string(), pod.clone(), ObjectKey::of(pod.as_ref()));
+        self.pods.insert(uid, entry);
         if self.pods.len() > self.prune_at.max(1024) {
             self.pending(cache);
             self.prune_at = 2 * self.pods.len();
@@ -60,9 +61,8 @@ impl Assumed {
     /// finished or gone are forgotten.
     fn pending(&mut self, cache: &ObjectCache<Pod>) -> Vec<(String, Arc<Pod>)> {
         let mut still = Vec::new();
-        self.pods.retain(|uid, (node, pod)| {
-            let cached = cache.get(&ObjectKey::of(pod.as_ref()));
-            let pending = cached.is_some_and(|c| {
+        self.pods.retain(|uid, (node, pod, key)| {
+            let pending = cache.get(key).is_some_and(|c| {
                 c.metadata.uid.as_deref() == Some(uid)
                     && node_of(&c).is_empty()
                     && !crate::pod_template::is_finished(&c)
@@ -569,8 +569,9 @@ impl Scoring<'_> {
             return names.into_iter().next();
         }
         let mut load: BTreeMap<&str, usize> = names.iter().map(|n| (n.as_str(), 0)).collect();
-        let pods = self.pods.list();
+        // The assumed ones the cache does not show bound yet, then every pod it shows.
         let assumed = super::lock(&self.nodes.scheduler).pending(self.pods);
+        let pods = self.pods.list();
         let bound = pods
             .iter()
             .filter(|p| !crate::pod_template::is_finished(p))
