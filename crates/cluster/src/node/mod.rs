@@ -27,6 +27,7 @@ mod pod_affinity;
 mod preemption;
 mod resources;
 mod scheduler;
+mod scoring;
 mod taints;
 mod topology_spread;
 mod volumes;

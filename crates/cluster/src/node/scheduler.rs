@@ -1,10 +1,12 @@
-//! The scheduler: binds each pod without a node to one of the simulated nodes, as
-//! kube-scheduler's default plugins filter them (Ready, not cordoned, `nodeSelector`
-//! matched, `NoSchedule`/`NoExecute` taints tolerated) and spread pods (the node with the
-//! fewest, then the first). A pod no node fits stays Pending with `PodScheduled=False`
-//! (reason `Unschedulable`) and a `FailedScheduling` event, and is tried again when a
-//! Node changes. A pod's PersistentVolumeClaims are checked as kube's VolumeBinding
-//! plugin checks them (`volumes`).
+//! The scheduler: binds each pod without a node that it is to place (its own
+//! `schedulerName`, no scheduling gate) to one of the simulated nodes, one decision at a
+//! time, as kube-scheduler's default plugins do: the filters in kube's order (Ready, not
+//! cordoned, taints, node affinity here; host ports, resources, claims (`volumes`),
+//! topology spread and inter-pod affinity in their modules), the fitting nodes ranked
+//! (`scoring`), the chosen one assumed before the binding is written. A pod no node fits
+//! may preempt (`preemption`); else it stays Pending with `PodScheduled=False` (reason
+//! `Unschedulable`, kube's message) and a `FailedScheduling` event, and is tried again
+//! when a Node changes, or after a while when other pods decided it.
 //!
 //! Must not know: how a bound pod runs (the kubelet).
 
@@ -24,7 +26,7 @@ use crate::node_affinity;
 
 use super::placed::Placed;
 use super::{
-    ByUid, Nodes, Source, host_ports, pod_affinity, preemption, resources, tolerate_races,
+    ByUid, Nodes, Source, host_ports, pod_affinity, preemption, resources, scoring, tolerate_races,
     topology_spread, volumes,
 };
 
@@ -59,7 +61,7 @@ impl Assumed {
 
     /// Those the cache still shows unbound, with their nodes; those it shows bound,
     /// finished or gone are forgotten.
-    fn pending(&mut self, cache: &ObjectCache<Pod>) -> Vec<(String, Arc<Pod>)> {
+    pub(super) fn pending(&mut self, cache: &ObjectCache<Pod>) -> Vec<(String, Arc<Pod>)> {
         let mut still = Vec::new();
         self.pods.retain(|uid, (node, pod, key)| {
             let pending = cache.get(key).is_some_and(|c| {
@@ -214,10 +216,10 @@ pub(super) struct Cycle<'a> {
     ports: Vec<host_ports::HostPort>,
     nominated: BTreeMap<String, Vec<Arc<Pod>>>,
     claims: &'a volumes::Claims,
-    terms: pod_affinity::Terms,
-    spread: topology_spread::Constraints,
-    namespaces: pod_affinity::NamespaceLabels,
-    all_nodes: Vec<Arc<Node>>,
+    pub(super) terms: pod_affinity::Terms,
+    pub(super) spread: topology_spread::Constraints,
+    pub(super) namespaces: pod_affinity::NamespaceLabels,
+    pub(super) all_nodes: Vec<Arc<Node>>,
     node_cache: &'a ObjectCache<Node>,
 }
 
@@ -228,7 +230,7 @@ struct PodFilters<'c> {
 }
 
 impl Cycle<'_> {
-    fn node_named(&self, name: &str) -> Option<Arc<Node>> {
+    pub(super) fn node_named(&self, name: &str) -> Option<Arc<Node>> {
         self.node_cache.get(&ObjectKey::new(None, name))
     }
 
@@ -377,7 +379,7 @@ pub(super) async fn schedule(pod: &Arc<Pod>, ctx: &Context<Nodes>) -> Result<Act
         }
     }
     let chosen = claims.selected_node(&names(&fitting)).or_else(|| {
-        let scoring = Scoring {
+        let scoring = scoring::Scoring {
             cycle: &cycle,
             placed: &placed,
             pods: pod_cache,
@@ -504,123 +506,6 @@ async fn namespace_labels(client: &Client) -> Result<pod_affinity::NamespaceLabe
         .into_iter()
         .map(|ns| (ns.name_any(), ns.metadata.labels.unwrap_or_default()))
         .collect())
-}
-
-/// What kube's scoring reads to rank the fitting nodes.
-struct Scoring<'a> {
-    cycle: &'a Cycle<'a>,
-    placed: &'a Placed,
-    pods: &'a ObjectCache<Pod>,
-    nodes: &'a Nodes,
-}
-
-impl Scoring<'_> {
-    /// The fitting node kube's scores rank highest, of the plugins that tell simulated
-    /// nodes apart: NodeAffinity (weight 2), InterPodAffinity (2), PodTopologySpread (2)
-    /// and TaintToleration (3), each normalised to 0–100. The resource scores kube adds
-    /// barely differ between equal simulated nodes with small pods, so the load (the
-    /// fewest pods) breaks ties instead, then the order.
-    fn best(&self, fitting: &[Arc<Node>]) -> Option<String> {
-        if fitting.len() <= 1 {
-            return fitting.first().map(|n| n.name_any());
-        }
-        let cycle = self.cycle;
-        let pod = cycle.pod.as_ref();
-        let spec = pod.spec.clone().unwrap_or_default();
-        let node_affinity = normalised(
-            fitting
-                .iter()
-                .map(|n| node_affinity::preferred_score(&spec, n)),
-            false,
-        );
-        let taints = normalised(
-            fitting.iter().map(|n| intolerable_preferences(&spec, n)),
-            true,
-        );
-        let placed = self.placed;
-        let node_named = |name: &str| cycle.node_named(name);
-        let affinity = pod_affinity::scores(
-            pod,
-            &cycle.terms,
-            placed,
-            &node_named,
-            &cycle.namespaces,
-            fitting,
-        );
-        let spread = topology_spread::scores(pod, &cycle.spread, placed, &cycle.all_nodes, fitting);
-        let totals: Vec<i64> = (0..fitting.len())
-            .map(|i| 2 * node_affinity[i] + 2 * affinity[i] + 2 * spread[i] + 3 * taints[i])
-            .collect();
-        let top = totals.iter().copied().max().unwrap_or(0);
-        let best: Vec<String> = fitting
-            .iter()
-            .zip(&totals)
-            .filter(|(_, t)| **t == top)
-            .map(|(node, _)| node.name_any())
-            .collect();
-        self.least_loaded(best)
-    }
-
-    /// Of `names`, the node with the fewest unfinished pods, bound or assumed; the first
-    /// on a tie. Counted from the pod cache: the decision's placed pods may be only those
-    /// with affinity terms.
-    fn least_loaded(&self, names: Vec<String>) -> Option<String> {
-        if names.len() <= 1 {
-            return names.into_iter().next();
-        }
-        let mut load: BTreeMap<&str, usize> = names.iter().map(|n| (n.as_str(), 0)).collect();
-        // The assumed ones the cache does not show bound yet, then every pod it shows.
-        let assumed = super::lock(&self.nodes.scheduler).pending(self.pods);
-        let pods = self.pods.list();
-        let bound = pods
-            .iter()
-            .filter(|p| !crate::pod_template::is_finished(p))
-            .map(|p| node_of(p));
-        for node in bound.chain(assumed.iter().map(|(node, _)| node.as_str())) {
-            if let Some(count) = load.get_mut(node) {
-                *count += 1;
-            }
-        }
-        names
-            .iter()
-            .min_by_key(|n| load.get(n.as_str()).copied().unwrap_or(0))
-            .cloned()
-    }
-}
-
-/// kube's `DefaultNormalizeScore`: scores scaled to 0–100 by the highest (all 0 stay
-/// so), reversed when fewer is better (then all 0 are all 100).
-fn normalised(scores: impl Iterator<Item = i64>, reverse: bool) -> Vec<i64> {
-    let scores: Vec<i64> = scores.collect();
-    let max = scores.iter().copied().max().unwrap_or(0);
-    scores
-        .into_iter()
-        .map(|s| {
-            let scaled = if max == 0 { 0 } else { 100 * s / max };
-            if reverse { 100 - scaled } else { scaled }
-        })
-        .collect()
-}
-
-/// kube's TaintToleration score before it is normalised: the node's `PreferNoSchedule`
-/// taints the pod's tolerations of that effect (or of any) do not tolerate.
-fn intolerable_preferences(spec: &PodSpec, node: &Node) -> i64 {
-    let tolerations: Vec<_> = spec
-        .tolerations
-        .iter()
-        .flatten()
-        .filter(|t| {
-            matches!(
-                t.effect.as_deref(),
-                None | Some("") | Some("PreferNoSchedule")
-            )
-        })
-        .collect();
-    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
-    let intolerable = taints.into_iter().flatten().filter(|taint| {
-        taint.effect == "PreferNoSchedule" && !tolerations.iter().any(|t| tolerates(t, taint))
-    });
-    intolerable.count() as i64
 }
 
 /// Bind through `pods/binding`, as kube-scheduler's DefaultBinder does: the server sets the
