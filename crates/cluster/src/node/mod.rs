@@ -405,6 +405,25 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Mark the pod `DisruptionTarget` (`reason`, `message`) by a strategic merge of its
+/// status and delete it, as kube's evicting controllers do (taint eviction, preemption).
+async fn disrupt(
+    pod: &Pod,
+    reason: &str,
+    message: &str,
+    ctx: &steady_runtime::Context<Nodes>,
+) -> Result<(), kube::Error> {
+    let mark = json!({"status": {"conditions": [{
+        "type": "DisruptionTarget", "status": "True", "reason": reason, "message": message,
+        "lastTransitionTime": ctx.data().config.timestamp(),
+    }]}});
+    let api = ctx.api::<Pod>(&pod.namespace().unwrap_or_default());
+    let name = pod.name_any();
+    let patch = kube::api::Patch::Strategic(mark);
+    api.patch_status(&name, &Default::default(), &patch).await?;
+    api.delete(&name, &Default::default()).await.map(drop)
+}
+
 /// Keep `pod` among `tracked` (by uid, its key) or drop it, as its latest event says.
 fn track(tracked: &mut ByUid<steady_runtime::ObjectKey>, pod: &Pod, keep: bool) {
     let Some(uid) = pod.metadata.uid.as_deref() else {

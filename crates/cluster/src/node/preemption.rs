@@ -20,9 +20,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
-use serde_json::json;
 use steady_runtime::{Context, ObjectCache, ObjectKey};
 
 use super::placed::Placed;
@@ -220,21 +217,11 @@ pub(super) async fn evict(
 ) -> Result<(), kube::Error> {
     let nodes = ctx.data();
     for victim in victims {
-        let condition = json!({
-            "type": "DisruptionTarget",
-            "status": "True",
-            "reason": REASON,
-            "message": format!("{}: preempting to accommodate a higher priority pod", scheduler::SCHEDULER),
-            "lastTransitionTime": nodes.config.timestamp(),
-        });
-        let patch = json!({"status": {"conditions": scheduler::with_condition(victim, condition)}});
-        let client = ctx.client();
-        super::tolerate_races(scheduler::patch_status(&client, victim, patch, ctx).await)?;
-        let api = Api::<Pod>::namespaced(client, &victim.namespace().unwrap_or_default());
-        let deleted = api
-            .delete(&victim.name_any(), &DeleteParams::default())
-            .await;
-        super::tolerate_races(deleted.map(drop))?;
+        let why = format!(
+            "{}: preempting to accommodate a higher priority pod",
+            scheduler::SCHEDULER
+        );
+        super::tolerate_races(super::disrupt(victim, REASON, &why, ctx).await)?;
         let message = format!(
             "Preempted by pod {} on node {node}",
             pod.metadata.uid.as_deref().unwrap_or_default()

@@ -159,7 +159,7 @@ fn unfit(pod: &Pod, node: &Node) -> Option<String> {
 
 /// The first scheduling taint the pod does not tolerate, as kube-scheduler names it.
 pub(super) fn untolerated_taint(spec: &PodSpec, node: &Node) -> Option<String> {
-    let tolerations = spec.tolerations.clone().unwrap_or_default();
+    let tolerations = spec.tolerations.as_deref().unwrap_or_default();
     let taints = node.spec.as_ref()?.taints.as_ref()?;
     taints
         .iter()
@@ -618,7 +618,7 @@ async fn report_unschedulable(
 
 /// The pod's conditions with `condition` in place of any of its type: what a merge
 /// patch of `status.conditions` must carry.
-pub(super) fn with_condition(pod: &Pod, condition: serde_json::Value) -> Vec<serde_json::Value> {
+fn with_condition(pod: &Pod, condition: serde_json::Value) -> Vec<serde_json::Value> {
     let kind = condition["type"].as_str().unwrap_or_default().to_string();
     let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
     let mut kept: Vec<serde_json::Value> = conditions

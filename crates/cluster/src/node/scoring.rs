@@ -40,15 +40,16 @@ impl Scoring<'_> {
         }
         let cycle = self.cycle;
         let pod = cycle.pod.as_ref();
-        let spec = pod.spec.clone().unwrap_or_default();
+        let no_spec = PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         let node_affinity = normalised(
             fitting
                 .iter()
-                .map(|n| node_affinity::preferred_score(&spec, n)),
+                .map(|n| node_affinity::preferred_score(spec, n)),
             false,
         );
         let taints = normalised(
-            fitting.iter().map(|n| intolerable_preferences(&spec, n)),
+            fitting.iter().map(|n| intolerable_preferences(spec, n)),
             true,
         );
         let placed = self.placed;

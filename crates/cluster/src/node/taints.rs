@@ -14,8 +14,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use serde_json::json;
 use steady_runtime::Context;
 
 use super::{ByUid, Nodes, Source};
@@ -137,22 +135,14 @@ pub(super) async fn evict(pod: &Pod, ctx: &Context<Nodes>) -> Result<(), kube::E
     let message = format!("Marking for deletion Pod {namespace}/{name}");
     let event = nodes.event(pod, "Normal", "TaintManagerEviction", &message, source);
     nodes.scheduler_events.record(vec![event]);
-    let mark = json!({"status": {"conditions": [{
-        "type": "DisruptionTarget", "status": "True",
-        "reason": "DeletionByTaintManager",
-        "message": "Taint manager: deleting due to NoExecute taint",
-        "lastTransitionTime": nodes.config.timestamp(),
-    }]}});
-    let api = ctx.api::<Pod>(&namespace);
-    api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(mark))
-        .await?;
-    api.delete(&name, &DeleteParams::default()).await.map(drop)
+    let why = "Taint manager: deleting due to NoExecute taint";
+    super::disrupt(pod, "DeletionByTaintManager", why, ctx).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
+    use serde_json::{Value, json};
 
     fn node(taints: Value) -> Node {
         serde_json::from_value(json!({"metadata": {"name": "n"}, "spec": {"taints": taints}}))
