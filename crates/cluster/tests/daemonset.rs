@@ -18,29 +18,13 @@ async fn daemon_cluster() -> Cluster {
 /// A cluster whose DaemonSet `agent` has its one pod ready on the one node.
 async fn agent_ready_on_its_node() -> (Cluster, DaemonSet) {
     let cluster = daemon_cluster().await;
-    create_json::<DaemonSet>(&cluster.api(), daemon("agent", None)).await;
+    create_json::<DaemonSet>(&cluster.api(), daemon_set("agent", "fluentd", json!({}))).await;
     let set = cluster
         .wait_for::<DaemonSet>("agent", "agent ready on the node", |s| {
             s.status.as_ref().is_some_and(|s| s.number_ready == 1)
         })
         .await;
     (cluster, set)
-}
-
-fn daemon(name: &str, node_selector: Option<serde_json::Value>) -> serde_json::Value {
-    let mut spec = json!({"containers": [{"name": "agent", "image": "fluentd"}]});
-    if let Some(selector) = node_selector {
-        spec["nodeSelector"] = selector;
-    }
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-        },
-    })
 }
 
 /// A second Node, with no simulated kubelet behind it: its pods stay Pending.
@@ -106,7 +90,7 @@ async fn one_pod_runs_on_every_node() {
 #[tokio::test(start_paused = true)]
 async fn a_pod_is_available_only_after_min_ready_seconds() {
     let cluster = daemon_cluster().await;
-    let mut agent = daemon("agent", None);
+    let mut agent = daemon_set("agent", "fluentd", json!({}));
     agent["spec"]["minReadySeconds"] = json!(30);
     create_json::<DaemonSet>(&cluster.api(), agent).await;
     let ready = cluster
@@ -137,7 +121,11 @@ async fn a_pod_is_available_only_after_min_ready_seconds() {
 async fn a_node_selector_picks_the_nodes_and_a_relabel_moves_the_pod_off() {
     let cluster = daemon_cluster().await;
     add_node(&cluster, "fast", json!({"disk": "ssd"})).await;
-    create_json::<DaemonSet>(&cluster.api(), daemon("ssd", Some(json!({"disk": "ssd"})))).await;
+    create_json::<DaemonSet>(
+        &cluster.api(),
+        daemon_set("ssd", "fluentd", json!({"nodeSelector": {"disk": "ssd"}})),
+    )
+    .await;
     cluster
         .wait_for::<DaemonSet>("ssd", "scheduled on the ssd node", |s| {
             s.status
@@ -219,9 +207,12 @@ async fn a_template_change_replaces_the_pod() {
 async fn a_daemon_set_created_again_after_an_orphaning_delete_adopts_its_pod() {
     let (cluster, _) = agent_ready_on_its_node().await;
     let sets: Api<DaemonSet> = cluster.api();
-    orphan_then_recreate(&sets, "agent", daemon("agent", None), || {
-        cluster.pods("app=agent")
-    })
+    orphan_then_recreate(
+        &sets,
+        "agent",
+        daemon_set("agent", "fluentd", json!({})),
+        || cluster.pods("app=agent"),
+    )
     .await;
     let set = cluster
         .wait_for::<DaemonSet>("agent", "agent ready again", |s| {

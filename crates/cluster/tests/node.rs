@@ -385,33 +385,7 @@ async fn a_daemon_set_runs_one_pod_on_each_of_three_nodes() {
 
 /// Three simulated nodes and the DaemonSet controller.
 async fn daemon_set_cluster() -> Cluster {
-    cluster_of_nodes(NODES.len(), |client, stopped| {
-        steady_cluster::run_one(
-            steady_cluster::daemonset::start,
-            "daemonset",
-            client,
-            until(stopped),
-        )
-    })
-    .await
-}
-
-/// The DaemonSet `name` of one `image` container, its pods labelled `app: <name>`, with
-/// `pod_spec` merged into their spec.
-fn daemon_set(name: &str, image: &str, pod_spec: Value) -> Value {
-    let mut spec = json!({"containers": [{"name": name, "image": image}]});
-    if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), pod_spec) {
-        spec.extend(extra);
-    }
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-        },
-    })
+    controller_cluster_of_nodes(NODES.len(), steady_cluster::daemonset::start, "daemonset").await
 }
 
 /// Wait until the scheduler reports no node for the pod `name`, and check its message

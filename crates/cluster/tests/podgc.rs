@@ -18,15 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 async fn gc_cluster() -> Cluster {
-    cluster_of_nodes(2, |client, stopped| {
-        steady_cluster::run_one(
-            steady_cluster::podgc::start,
-            "pod-garbage-collector",
-            client,
-            until(stopped),
-        )
-    })
-    .await
+    controller_cluster_of_nodes(2, steady_cluster::podgc::start, "pod-garbage-collector").await
 }
 
 fn pod_on(name: &str, node: &str) -> Value {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
 use steady_test_support::eventually;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -57,8 +58,37 @@ where
 
 /// [`cluster`] running the one controller `start`, named `name`.
 pub async fn controller_cluster(start: steady_cluster::Start, name: &'static str) -> Cluster {
-    cluster(move |client, stopped| steady_cluster::run_one(start, name, client, until(stopped)))
-        .await
+    controller_cluster_of_nodes(1, start, name).await
+}
+
+/// [`controller_cluster`] with `nodes` simulated nodes.
+pub async fn controller_cluster_of_nodes(
+    nodes: usize,
+    start: steady_cluster::Start,
+    name: &'static str,
+) -> Cluster {
+    cluster_of_nodes(nodes, move |client, stopped| {
+        steady_cluster::run_one(start, name, client, until(stopped))
+    })
+    .await
+}
+
+/// The DaemonSet `name` of one `image` container, its pods labelled `app: <name>`, with
+/// `pod_spec` merged into their spec.
+pub fn daemon_set(name: &str, image: &str, pod_spec: Value) -> Value {
+    let mut spec = json!({"containers": [{"name": name, "image": image}]});
+    if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), pod_spec) {
+        spec.extend(extra);
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    })
 }
 
 /// [`cluster`] running each of `controllers` (entry point and name) side by side, as
